@@ -1,0 +1,1 @@
+"""The workflow language: DOT text → tokens → syntax tree (no meaning attached yet)."""

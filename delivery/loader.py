@@ -1,0 +1,47 @@
+"""Reading a workflow file: parse → build the model → validate, all before any run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from delivery.builder import build_workflow
+from delivery.errors import WorkflowInvalid, WorkflowSyntaxError
+from delivery.lang.parser import parse_dot
+from delivery.model import Workflow
+from delivery.validation.diagnostics import Diagnostic, has_errors, sort_diagnostics
+from delivery.validation.validator import validate
+
+
+def check_source(source: str, file: str = "<workflow>") -> tuple[Workflow | None, list[Diagnostic]]:
+    """The model (None when the text does not parse) and every diagnostic, sorted."""
+    try:
+        dot = parse_dot(source, file)
+    except WorkflowSyntaxError as err:
+        pos = err.position
+        return None, [
+            Diagnostic("syntax", "error", f"expected {err.expected}, found {err.found}",
+                       pos.file, pos.line, pos.column, fix=err.fix)
+        ]
+    workflow, diagnostics = build_workflow(dot)
+    diagnostics += validate(workflow)
+    return workflow, sort_diagnostics(diagnostics)
+
+
+def read_workflow_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def check_file(path: str | Path) -> tuple[Workflow | None, list[Diagnostic]]:
+    path = Path(path)
+    return check_source(read_workflow_text(path), str(path))
+
+
+def load_workflow(path: str | Path) -> Workflow:
+    """A workflow that is safe to run, or WorkflowSyntaxError / WorkflowInvalid."""
+    path = Path(path)
+    source = read_workflow_text(path)
+    parse_dot(source, str(path))  # raises the syntax error itself, with its position
+    workflow, diagnostics = check_source(source, str(path))
+    if workflow is None or has_errors(diagnostics):
+        raise WorkflowInvalid(str(path), diagnostics)
+    return workflow

@@ -1,0 +1,289 @@
+"""Availability (SPEC §10): every key a condition or template reads must be written on
+*every* path from the start to the read.
+
+A forward "must" dataflow over the graph, iterated to a fixpoint (loops included). The
+universe is the set of keys that are read somewhere; each is one bit of a Python int, so
+meeting two paths is one `&` and the whole analysis stays close to linear in graph size.
+
+Edges carry what their source wrote: all of it on a success path, only what it writes
+whatever the outcome on an edge its failure can take (a condition testing `outcome` that
+may hold for `failed`, and the jumps to retry targets). A `loop_restart` edge carries only
+the run's initial keys. A fan-in is entered from its parallel node (branches run on copies
+of the context), with `parallel.results.<i>.context.<key>` set when branch `i` writes `key`
+on every path to the join.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from delivery.conditions import Condition
+from delivery.model import Edge, NodeType, Workflow
+from delivery.topology import ParallelSection, parallel_sections, retry_targets
+from delivery.validation.writes import initial_writes, stage_writes
+
+_RESULT = re.compile(r"parallel\.results\.([0-9]+)(?:\.(.*))?\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    key: str
+    node: str  # the reading node (for a condition: the edge's source)
+    edge: Edge | None  # set when the read is in this edge's condition
+    line: int
+    column: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unavailable:
+    read: Read
+    path: list[str]  # a path from the start on which nothing writes the key
+
+
+class _Cover:
+    """Maps a written key to the bitmask of the read keys it makes available."""
+
+    def __init__(self, keys: list[str]) -> None:
+        self.bit = {key: 1 << i for i, key in enumerate(keys)}
+        self.under: dict[str, int] = {}  # prefix P -> reads equal to P or below P
+        self.tail_under: dict[str, int] = {}  # same, for reads with the first segment cut off
+        self.tail_exact: dict[str, int] = {}
+        for key, bit in self.bit.items():
+            parts = key.split(".")
+            for cut in range(1, len(parts) + 1):
+                prefix = ".".join(parts[:cut])
+                self.under[prefix] = self.under.get(prefix, 0) | bit
+                if cut >= 2:
+                    tail = ".".join(parts[1:cut])
+                    self.tail_under[tail] = self.tail_under.get(tail, 0) | bit
+            if len(parts) >= 2:
+                tail = ".".join(parts[1:])
+                self.tail_exact[tail] = self.tail_exact.get(tail, 0) | bit
+        self._cache: dict[str, int] = {}
+
+    def mask(self, written: str) -> int:
+        cached = self._cache.get(written)
+        if cached is not None:
+            return cached
+        if written.startswith("*."):
+            table_under, table_exact, name = self.tail_under, self.tail_exact, written[2:]
+        else:
+            table_under, table_exact, name = self.under, self.bit, written
+        mask = table_under.get(name, 0)
+        parts = name.split(".")
+        for cut in range(1, len(parts)):  # reading a namespace above what is written
+            mask |= table_exact.get(".".join(parts[:cut]), 0)
+        self._cache[written] = mask
+        return mask
+
+    def masks(self, written: Iterable[str]) -> int:
+        mask = 0
+        for key in written:
+            mask |= self.mask(key)
+        return mask
+
+
+def failure_can_take(edge: Edge) -> bool:
+    """True when this edge can be chosen after its source failed (SPEC §1.3)."""
+    condition: Condition | None = edge.condition
+    return (
+        condition is not None
+        and condition.tests_outcome()
+        and condition.may_hold({"outcome": "failed"})
+    )
+
+
+def success_can_take(edge: Edge) -> bool:
+    condition = edge.condition
+    return condition is None or not condition.tests_outcome() or condition.may_hold(
+        {"outcome": "succeeded"}
+    )
+
+
+class Availability:
+    """Runs the analysis once; `check(reads)` then answers for every read."""
+
+    def __init__(self, workflow: Workflow, start: str, reads: list[Read]) -> None:
+        self.workflow = workflow
+        self.start = start
+        self.sections = parallel_sections(workflow)
+        keys = sorted({read.key for read in reads} | self._result_subkeys(reads))
+        self.cover = _Cover(keys)
+        self.all_bits = (1 << len(keys)) - 1
+        self.initial = self.cover.masks(initial_writes(workflow))
+        self.always: dict[str, int] = {}
+        self.success: dict[str, int] = {}
+        for node in workflow.nodes.values():
+            writes = stage_writes(node)
+            self.always[node.id] = self.cover.masks(writes.always)
+            self.success[node.id] = self.cover.masks(writes.always + writes.on_success)
+        self.section_of_fan_in = {
+            s.fan_in: s for s in self.sections.values() if s.fan_in is not None
+        }
+        self.result_bits = self._result_bits(keys)
+        self.entry: dict[str, int] = {}
+        self._solve()
+
+    # -- flows ----------------------------------------------------------------------
+    @staticmethod
+    def _result_subkeys(reads: list[Read]) -> set[str]:
+        extra: set[str] = set()
+        for read in reads:
+            m = _RESULT.match(read.key)
+            if m and m.group(2) and m.group(2).startswith("context."):
+                extra.add(m.group(2)[len("context.") :])
+        return extra
+
+    def _result_bits(self, keys: list[str]) -> list[tuple[int, int, str | None]]:
+        """(bit, branch index, key inside the branch context or None) per results read."""
+        found: list[tuple[int, int, str | None]] = []
+        for key in keys:
+            m = _RESULT.match(key)
+            if m is None:
+                continue
+            rest = m.group(2) or ""
+            inner = rest[len("context.") :] if rest.startswith("context.") else None
+            found.append((self.cover.bit[key], int(m.group(1)), inner))
+        return found
+
+    def edge_flow(self, edge: Edge) -> int:
+        if edge.loop_restart:
+            return self.initial
+        source = edge.source
+        entry = self.entry.get(source, self.all_bits)
+        if failure_can_take(edge):
+            return entry | self.always[source]
+        return entry | self.success[source]
+
+    def _join_flow(self, section: ParallelSection) -> int:
+        parallel = section.parallel
+        base = self.entry.get(parallel, self.all_bits) | self.success[parallel]
+        base |= self.cover.mask("parallel.results")
+        fan_in = section.fan_in
+        branch_ends: list[int] = []
+        branch_writes: list[int] = []
+        for branch in section.branches:
+            end = self.all_bits
+            wrote = 0
+            reaches_join = branch.head == fan_in
+            for node_id in branch.nodes:
+                wrote |= self.success[node_id]
+                for edge in self.workflow.outgoing.get(node_id, []):
+                    if edge.target == fan_in:
+                        end &= self.edge_flow(edge)
+                        reaches_join = True
+            branch_ends.append(end if reaches_join else 0)
+            branch_writes.append(wrote)
+        for bit, index, inner in self.result_bits:
+            if index >= len(section.branches):
+                continue
+            if inner is None:
+                base |= bit
+                continue
+            inner_bit = self.cover.bit.get(inner, 0)
+            if branch_ends[index] & inner_bit and branch_writes[index] & inner_bit:
+                base |= bit
+        return base
+
+    def _incoming(self) -> dict[str, list[tuple[str, Edge | None]]]:
+        """Flows into each node: (source, edge) — edge None for an implicit jump."""
+        flows: dict[str, list[tuple[str, Edge | None]]] = {n: [] for n in self.workflow.nodes}
+        branch_end_edges: set[int] = set()
+        for section in self.sections.values():
+            if section.fan_in is None:
+                continue
+            for branch in section.branches:
+                for node_id in branch.nodes:
+                    for edge in self.workflow.outgoing.get(node_id, []):
+                        if edge.target == section.fan_in:
+                            branch_end_edges.add(id(edge))
+        for edge in self.workflow.edges:
+            if id(edge) not in branch_end_edges:
+                flows[edge.target].append((edge.source, edge))
+        for node_id in self.workflow.nodes:
+            for target in retry_targets(self.workflow, node_id):
+                flows[target].append((node_id, None))
+        gates = [n.id for n in self.workflow.nodes.values() if n.goal_gate]
+        for exit_node in self.workflow.nodes_of(NodeType.EXIT):
+            for gate in gates:
+                for target in retry_targets(self.workflow, gate):
+                    flows[target].append((exit_node.id, None))
+        return flows
+
+    def _solve(self) -> None:
+        workflow = self.workflow
+        incoming = self._incoming()
+        dependents: dict[str, set[str]] = {n: set() for n in workflow.nodes}
+        for target, sources in incoming.items():
+            for source, _ in sources:
+                dependents[source].add(target)
+        for fan_in, section in self.section_of_fan_in.items():
+            dependents[section.parallel].add(fan_in)
+            for branch in section.branches:
+                for node_id in branch.nodes:
+                    dependents[node_id].add(fan_in)
+        self.entry = {self.start: self.initial}
+        queue = deque([self.start])
+        queued = {self.start}
+        while queue:
+            node_id = queue.popleft()
+            queued.discard(node_id)
+            if node_id == self.start:
+                value = self.initial
+            else:
+                value = self.all_bits
+                for source, edge in incoming[node_id]:
+                    if source not in self.entry:
+                        continue  # not reached yet: the top of the lattice
+                    if edge is None:
+                        value &= self.entry[source] | self.always[source]
+                    else:
+                        value &= self.edge_flow(edge)
+                section = self.section_of_fan_in.get(node_id)
+                if section is not None and section.parallel in self.entry:
+                    value &= self._join_flow(section)
+            if self.entry.get(node_id) != value or node_id not in self.entry:
+                self.entry[node_id] = value
+                for dependent in dependents[node_id]:
+                    if dependent not in queued:
+                        queued.add(dependent)
+                        queue.append(dependent)
+
+    # -- answers --------------------------------------------------------------------
+    def available(self, read: Read) -> bool:
+        if read.node not in self.entry:
+            return True  # unreachable: reported by the reachability rule instead
+        bit = self.cover.bit[read.key]
+        value = self.edge_flow(read.edge) if read.edge is not None else self.entry[read.node]
+        return bool(value & bit)
+
+    def witness(self, read: Read) -> list[str]:
+        """A path from the start to the reader along which the key is never written."""
+        bit = self.cover.bit[read.key]
+        if self.initial & bit:
+            return []
+        parent: dict[str, str | None] = {self.start: None}
+        queue = deque([self.start])
+        while queue:
+            current = queue.popleft()
+            if current == read.node:
+                break
+            for edge in self.workflow.outgoing.get(current, []):
+                carried = self.initial if edge.loop_restart else (
+                    self.always[current] if failure_can_take(edge) else self.success[current]
+                )
+                if carried & bit or edge.target in parent:
+                    continue
+                parent[edge.target] = current
+                queue.append(edge.target)
+        if read.node not in parent:
+            return []
+        path: list[str] = []
+        cursor: str | None = read.node
+        while cursor is not None:
+            path.append(cursor)
+            cursor = parent[cursor]
+        return list(reversed(path))

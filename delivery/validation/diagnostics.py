@@ -1,0 +1,50 @@
+"""A diagnostic: one problem found in a workflow, with where it is and how to fix it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    rule: str  # stable id, e.g. "availability"; see docs/rules.md
+    severity: Severity
+    message: str
+    file: str
+    line: int
+    column: int
+    node: str | None = None
+    edge: str | None = None  # "a -> b"
+    fix: str = ""
+
+    def format_text(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}"
+        subject = f" [{self.node}]" if self.node else f" [{self.edge}]" if self.edge else ""
+        text = f"{where}: {self.severity}[{self.rule}]{subject} {self.message}"
+        if self.fix:
+            text += f"\n    fix: {self.fix}"
+        return text
+
+    def format_github(self) -> str:
+        level = "error" if self.severity == "error" else "warning"
+        message = f"[{self.rule}] {self.message}" + (f" Fix: {self.fix}" if self.fix else "")
+        message = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        file = self.file.replace(",", "%2C").replace(":", "%3A")
+        return f"::{level} file={file},line={self.line},col={self.column}::{message}"
+
+
+def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
+    return any(d.severity == "error" for d in diagnostics)
+
+
+def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
+    return sorted(diagnostics, key=lambda d: (d.file, d.line, d.column, d.rule, d.message))
+
+
+def to_json(diagnostics: Sequence[Diagnostic]) -> str:
+    return json.dumps({"diagnostics": [asdict(d) for d in diagnostics]}, indent=2)

@@ -1,0 +1,106 @@
+"""Which context keys a prompt or script template reads, found with Jinja2's own parser.
+
+A read is a dotted path: `{{ context.pr.state }}` and `{{ pr.state }}` both read
+`pr.state`; `{{ parallel.results['0'].context.x }}` reads `parallel.results.0.context.x`.
+Reads guarded by `| default(...)` or `is defined` are not reported: the template
+handles their absence itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from jinja2 import TemplateSyntaxError, meta, nodes
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+_PARSE_ENV = ImmutableSandboxedEnvironment()
+DOLLAR_GOAL = re.compile(r"\$goal\b")
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateRead:
+    key: str  # normalised dotted path; 'context.' prefix removed
+    lineno: int  # line inside the template, from 1
+
+
+class TemplateProblem(Exception):
+    def __init__(self, message: str, lineno: int) -> None:
+        self.message = message
+        self.lineno = lineno
+        super().__init__(message)
+
+
+def template_reads(source: str) -> list[TemplateRead]:
+    """Every context path the template reads; raises TemplateProblem on a syntax error."""
+    try:
+        ast = _PARSE_ENV.parse(source)
+    except TemplateSyntaxError as err:
+        raise TemplateProblem(err.message or "template syntax error", err.lineno or 1) from None
+    roots = meta.find_undeclared_variables(ast)
+    reads: list[TemplateRead] = []
+    _visit(ast, roots, reads)
+    for m in DOLLAR_GOAL.finditer(source):
+        reads.append(TemplateRead("goal", source.count("\n", 0, m.start()) + 1))
+    return reads
+
+
+def _chain(node: nodes.Node) -> tuple[str, list[str]] | None:
+    """('root', [segments]) for Name.attr['key'].attr chains with constant subscripts."""
+    segments: list[str] = []
+    while True:
+        if isinstance(node, nodes.Getattr):
+            segments.append(node.attr)
+            node = node.node
+        elif isinstance(node, nodes.Getitem):
+            arg = node.arg
+            if not isinstance(arg, nodes.Const) or not isinstance(arg.value, (str, int)):
+                return None
+            segments.append(str(arg.value))
+            node = node.node
+        elif isinstance(node, nodes.Name):
+            return node.name, list(reversed(segments))
+        else:
+            return None
+
+
+def _record(root: str, segments: list[str], lineno: int, reads: list[TemplateRead]) -> None:
+    if root == "context":
+        if not segments:
+            return
+        root, segments = segments[0], segments[1:]
+    reads.append(TemplateRead(".".join([root, *segments]), lineno))
+
+
+def _is_guarded(node: nodes.Node) -> bool:
+    if isinstance(node, nodes.Filter) and node.name in ("default", "d"):
+        return True
+    return isinstance(node, nodes.Test) and node.name in ("defined", "undefined")
+
+
+def _visit(node: nodes.Node, roots: set[str], reads: list[TemplateRead]) -> None:
+    if _is_guarded(node):
+        return
+    if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr):
+        # x.items() reads x, not a key named 'items'
+        target = _chain(node.node.node)
+        if target is not None and target[0] in roots:
+            _record(target[0], target[1], node.lineno, reads)
+            for child in node.iter_child_nodes(exclude=("node",)):
+                _visit(child, roots, reads)
+            return
+    if isinstance(node, (nodes.Getattr, nodes.Getitem, nodes.Name)):
+        if isinstance(node, nodes.Name) and node.ctx != "load":
+            return
+        chain = _chain(node)
+        if chain is not None:
+            if chain[0] in roots:
+                _record(chain[0], chain[1], node.lineno, reads)
+            return
+        if isinstance(node, nodes.Getitem):
+            # dynamic subscript: x[i] reads x (and whatever i reads)
+            _visit(node.node, roots, reads)
+            _visit(node.arg, roots, reads)
+            return
+    for child in node.iter_child_nodes():
+        _visit(child, roots, reads)

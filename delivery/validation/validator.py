@@ -1,0 +1,374 @@
+"""`validate(workflow)`: every check of SPEC §10, each diagnostic with a stable rule id.
+
+Rule ids (see docs/rules.md for the catalogue): Attractor's `start_node`,
+`terminal_node`, `reachability`, `edge_target_exists`, `start_no_incoming`,
+`exit_no_outgoing`, `condition_syntax`, `type_known`, `fidelity_valid`,
+`retry_target_exists`, `goal_gate_has_retry`, `prompt_on_llm_nodes`; and ours for
+declarations, choices, literals, templates, parallel sections and availability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from delivery.builder import value_position
+from delivery.conditions import OUTCOME_ALIASES, Compare, Truthy
+from delivery.declarations import OutputKind, reserved_reason
+from delivery.model import LLM_TYPES, Attribute, Edge, Node, NodeType, Workflow
+from delivery.topology import parallel_sections, reachable
+from delivery.validation.availability import Availability, Read, failure_can_take
+from delivery.validation.diagnostics import Diagnostic, Severity
+from delivery.validation.template_reads import TemplateProblem, template_reads
+from delivery.validation.writes import is_always_available, stage_writes
+
+PR_STATES = ("MERGED", "CLOSED", "CONFLICTS", "CI_FAILED", "CHANGES_REQUIRED", "WAITING", "NONE")
+OUTCOMES = ("succeeded", "failed", *OUTCOME_ALIASES)
+BOOLEANS = ("true", "false")
+
+
+class _Checker:
+    def __init__(self, workflow: Workflow) -> None:
+        self.w = workflow
+        self.out: list[Diagnostic] = []
+
+    def add(self, rule: str, message: str, line: int, column: int, *, fix: str = "",
+            node: str | None = None, edge: str | None = None,
+            severity: Severity = "error") -> None:
+        self.out.append(Diagnostic(rule, severity, message, self.w.file, line, column, node, edge,
+                                   fix))
+
+    def at_node(self, rule: str, node: Node, message: str, fix: str,
+                severity: Severity = "error") -> None:
+        self.add(rule, message, node.line, node.column, fix=fix, node=node.id, severity=severity)
+
+    def at_attr(self, rule: str, attr: Attribute, message: str, fix: str, *,
+                node: str | None = None, edge: str | None = None, offset: int = 0,
+                severity: Severity = "error") -> None:
+        line, column = value_position(attr.value, offset)
+        self.add(rule, message, line, column, fix=fix, node=node, edge=edge, severity=severity)
+
+    # -- structure --------------------------------------------------------------------
+    def structure(self) -> str | None:
+        w = self.w
+        starts = w.start_nodes
+        if not starts:
+            self.add("start_node", "the workflow has no start node", w.line, w.column,
+                     fix="add start [shape=Mdiamond] and an edge from it")
+        for extra in starts[1:]:
+            self.at_node("start_node", extra, f"a second start node '{extra.id}' (first: "
+                         f"'{starts[0].id}')", "keep exactly one start node")
+        if not w.nodes_of(NodeType.EXIT):
+            self.add("terminal_node", "the workflow has no exit node", w.line, w.column,
+                     fix="add exit [shape=Msquare] and an edge to it")
+        for node in starts:
+            for edge in w.incoming[node.id]:
+                self.add("start_no_incoming", f"edge into the start node '{node.id}'", edge.line,
+                         edge.column, edge=edge.name, fix="the start node has no incoming edges; "
+                         "route back to the first real stage instead")
+        for node in w.nodes_of(NodeType.EXIT):
+            for edge in w.outgoing[node.id]:
+                self.add("exit_no_outgoing", f"edge out of the exit node '{node.id}'", edge.line,
+                         edge.column, edge=edge.name, fix="an exit ends the run; remove the edge")
+        for node in w.nodes.values():
+            if not node.declared:
+                self.at_node("edge_target_exists", node, f"node '{node.id}' is only named by an "
+                             "edge; it is created with the default attributes (an agent)",
+                             f"declare it: {node.id} [label=\"...\", prompt=\"...\"]",
+                             severity="warning")
+        self.retry_targets()
+        start = starts[0].id if len(starts) == 1 else None
+        if start is not None:
+            seen = reachable(w, start)
+            for node in w.nodes.values():
+                if node.id not in seen:
+                    self.at_node("reachability", node, f"node '{node.id}' cannot be reached from "
+                                 f"the start node '{start}'", "add an edge to it or remove it")
+        return start
+
+    def retry_targets(self) -> None:
+        w = self.w
+        owners: list[tuple[Node | None, dict[str, Attribute]]] = [(None, w.attrs)]
+        owners += [(n, n.attrs) for n in w.nodes.values()]
+        for owner, attrs in owners:
+            for name in ("retry_target", "fallback_retry_target"):
+                attr = attrs.get(name)
+                if attr is not None and attr.text and attr.text not in w.nodes:
+                    self.at_attr("retry_target_exists", attr, f"{name} '{attr.text}' names no "
+                                 "node", f"set {name} to one of the workflow's node ids",
+                                 node=owner.id if owner else None)
+        has_graph_retry = bool(w.attr("retry_target") or w.attr("fallback_retry_target"))
+        for node in w.nodes.values():
+            if node.goal_gate and not (has_graph_retry or node.attr("retry_target")
+                                       or node.attr("fallback_retry_target")):
+                self.at_node("goal_gate_has_retry", node, f"goal gate '{node.id}' has no retry "
+                             "target: an unmet gate fails the run at the exit",
+                             "set retry_target on the node or the graph", severity="warning")
+
+    # -- per node ---------------------------------------------------------------------
+    def nodes(self) -> None:
+        w = self.w
+        for node in w.nodes.values():
+            kind = node.type
+            if kind in LLM_TYPES and not node.prompt:
+                self.at_node("prompt_on_llm_nodes", node, f"{kind.value} node '{node.id}' has no "
+                             "prompt; its label is sent instead", "add prompt=\"...\"",
+                             severity="warning")
+            if kind is NodeType.SCRIPT and not node.script.strip():
+                self.at_node("script_required", node, f"script node '{node.id}' has no script",
+                             "add script=\"...\" (or Attractor's tool_command=)")
+            if kind is NodeType.HUMAN and not w.outgoing[node.id]:
+                self.at_node("human_choices", node, f"human gate '{node.id}' offers no choice",
+                             "add outgoing edges; their labels are the choices")
+            if kind is NodeType.CONDITIONAL and not w.outgoing[node.id]:
+                self.at_node("conditional_edges", node, f"conditional '{node.id}' has no "
+                             "outgoing edge", "add edges with conditions")
+            if node.outputs and kind not in LLM_TYPES:
+                self.at_attr("outputs_on_llm_nodes", node.attrs["outputs"], "outputs= is only "
+                             f"for agent and prompt nodes, not {kind.value if kind else 'this'}",
+                             "use facts= on a script node", node=node.id)
+            if node.facts and kind is not NodeType.SCRIPT:
+                self.at_attr("facts_on_script_nodes", node.attrs["facts"], "facts= is only for "
+                             "script nodes", "use outputs= on an agent node", node=node.id)
+            folder_attr = node.attrs.get("folder")
+            if folder_attr is not None and w.folders and folder_attr.text not in w.folders:
+                self.at_attr("folder_known", folder_attr, f"folder '{folder_attr.text}' is not "
+                             "in the graph's folders", f"use one of {', '.join(w.folders)}",
+                             node=node.id)
+            self.declared_names(node)
+
+    def declared_names(self, node: Node) -> None:
+        w = self.w
+        node_ids = w.nodes
+        for out in node.outputs:
+            reason = reserved_reason(out.name, w.folders)
+            if reason:
+                self.at_attr("reserved_namespace", node.attrs["outputs"], f"output "
+                             f"'{out.name}': {reason}", "rename the output", node=node.id,
+                             offset=out.offset)
+        for fact in node.facts:
+            reason = reserved_reason(fact.name, w.folders)
+            head, _, tail = fact.name.rpartition(".")
+            if reason is None and tail == "failed" and head in node_ids:
+                reason = f"'{fact.name}' is the engine's failure flag of node '{head}'"
+            if reason:
+                self.at_attr("reserved_namespace", node.attrs["facts"], f"fact '{fact.name}': "
+                             f"{reason}", "rename the fact", node=node.id, offset=fact.offset)
+
+    def graph_declarations(self) -> None:
+        w = self.w
+        inputs_attr = w.attrs.get("inputs")
+        for decl in w.inputs:
+            reason = reserved_reason(decl.name, w.folders)
+            if reason and inputs_attr is not None:
+                self.at_attr("reserved_namespace", inputs_attr, f"input '{decl.name}': {reason}",
+                             "rename the input", offset=decl.offset)
+        defaults_attr = w.attrs.get("defaults")
+        declared = {d.name for d in w.inputs}
+        for default in w.defaults:
+            if default.name != "goal" and default.name not in declared and defaults_attr:
+                self.at_attr("defaults_name", defaults_attr, f"default for '{default.name}', "
+                             "which is neither goal nor a declared input",
+                             f"declare it in inputs= or remove it; inputs: "
+                             f"{', '.join(sorted(declared)) or '(none)'}", offset=default.offset)
+
+    # -- conditions, choices and literals -----------------------------------------------
+    def compares(self) -> Iterator[tuple[Edge, Compare]]:
+        for edge in self.w.edges:
+            if edge.condition is not None:
+                for atom in edge.condition.atoms():
+                    if isinstance(atom, Compare):
+                        yield edge, atom
+
+    def choices(self) -> None:
+        w = self.w
+        domains: dict[str, set[str]] = {}
+        open_keys: set[str] = {d.name for d in w.inputs}
+        for node in w.nodes.values():
+            for out in node.outputs:
+                if out.kind is not OutputKind.CHOICE:
+                    open_keys.add(out.name)
+                    continue
+                literals = {
+                    atom.literal
+                    for edge in w.outgoing[node.id] if edge.condition is not None
+                    for atom in edge.condition.atoms()
+                    if isinstance(atom, Compare) and atom.key == out.name and atom.op in ("=", "!=")
+                }
+                if not literals:
+                    self.at_attr("choice_no_literal", node.attrs["outputs"], f"choice output "
+                                 f"'{out.name}' has no literal on the outgoing edges of "
+                                 f"'{node.id}'", f"add edges like {node.id} -> next "
+                                 f"[condition=\"{out.name}=pass\"]", node=node.id,
+                                 offset=out.offset)
+                domains.setdefault(out.name, set()).update(literals)
+            open_keys.update(f.name for f in node.facts)
+        for key in open_keys:
+            domains.pop(key, None)
+        for edge, atom in self.compares():
+            if atom.op not in ("=", "!="):
+                continue
+            key = atom.key
+            allowed: tuple[str, ...] | None = None
+            what = ""
+            if key == "outcome" or key.endswith(".outcome"):
+                allowed, what = OUTCOMES, "an outcome"
+            elif key == "pr.state" or key.endswith(".pr.state"):
+                allowed, what = PR_STATES, "a PR state"
+            elif key in ("pr.ready", "worktree.clean") or key.endswith(
+                    (".pr.ready", ".diff.empty", ".worktree.exists", ".worktree.dirty", ".failed")):
+                allowed, what = BOOLEANS, "a boolean"
+            elif key in domains and domains[key]:
+                allowed, what = tuple(sorted(domains[key])), f"the choice '{key}'"
+            if allowed is not None and atom.literal not in allowed:
+                self.at_attr("impossible_literal", edge.attrs["condition"], f"{what} is never "
+                             f"'{atom.literal}' (it is one of {', '.join(allowed)})",
+                             f"compare {key} with one of {', '.join(allowed)}", edge=edge.name,
+                             offset=atom.literal_offset)
+
+    # -- templates and availability ------------------------------------------------------
+    def reads(self) -> list[Read]:
+        reads: list[Read] = []
+        for node in self.w.nodes.values():
+            for name in ("prompt", "script", "tool_command"):
+                attr = node.attrs.get(name)
+                if attr is None or (name == "prompt" and node.type not in LLM_TYPES):
+                    continue
+                try:
+                    found = template_reads(attr.text)
+                except TemplateProblem as problem:
+                    line = attr.value.line + problem.lineno - 1
+                    self.add("template_syntax", f"{name} template: {problem.message}", line,
+                             attr.value.column if problem.lineno == 1 else 1, node=node.id,
+                             fix="fix the Jinja2 syntax ({{ name }}, {% if %} ... {% endif %})")
+                    continue
+                for read in found:
+                    if is_always_available(read.key):
+                        continue
+                    line = attr.value.line + read.lineno - 1
+                    column = attr.value.column if read.lineno == 1 else 1
+                    reads.append(Read(read.key, node.id, None, line, column))
+        for edge, atom in self._condition_atoms():
+            if is_always_available(atom.key):
+                continue
+            line, column = value_position(edge.attrs["condition"].value, atom.offset)
+            reads.append(Read(atom.key, edge.source, edge, line, column))
+        return reads
+
+    def _condition_atoms(self) -> Iterator[tuple[Edge, Compare | Truthy]]:
+        for edge in self.w.edges:
+            if edge.condition is not None:
+                for atom in edge.condition.atoms():
+                    yield edge, atom
+
+    def availability(self, start: str) -> None:
+        reads = self.reads()
+        if not reads:
+            return
+        analysis = Availability(self.w, start, reads)
+        writers = self.writers()
+        sections = analysis.sections
+        for read in reads:
+            if analysis.available(read):
+                continue
+            self.explain(read, analysis.witness(read), writers, sections)
+
+    def writers(self) -> dict[str, list[str]]:
+        table: dict[str, list[str]] = {}
+        for node in self.w.nodes.values():
+            writes = stage_writes(node)
+            for key in writes.always + writes.on_success:
+                table.setdefault(key, []).append(node.id)
+        return table
+
+    def explain(self, read: Read, path: list[str], writers: dict[str, list[str]],
+                sections: dict[str, object]) -> None:
+        key = read.key
+        where = f"condition of {read.edge.name}" if read.edge else f"template of '{read.node}'"
+        written_by = sorted(set(writers.get(key, [])) | {
+            n for w, ns in writers.items() if key.startswith(w + ".") for n in ns})
+        via = f" (for example along {' -> '.join(path)})" if path else ""
+        branch_info = self.branch_relation(read, written_by)
+        if branch_info is not None:
+            rule, message, fix = branch_info
+        elif key.startswith("parallel.results."):
+            rule, message, fix = self.results_problem(read)
+        elif not written_by:
+            rule = "availability"
+            message = f"'{key}' is read in the {where} but nothing writes it"
+            fix = (f"declare '{key}' in inputs=, as an output of an agent (outputs=\"{key}:text\") "
+                   "or as a fact of a script")
+        else:
+            rule = "availability"
+            message = (f"'{key}' is read in the {where} but is not written on every path from "
+                       f"the start{via}; written by {', '.join(written_by)}")
+            fix = ("write it on every path before this read (a failure edge does not carry a "
+                   "stage's outputs), or guard a template read with | default('')")
+        if read.edge is not None and failure_can_take(read.edge) and written_by and \
+                rule == "availability":
+            message += "; this edge is taken after a failure, which writes no outputs"
+        self.add(rule, message, read.line, read.column, fix=fix,
+                 node=None if read.edge else read.node,
+                 edge=read.edge.name if read.edge else None)
+
+    def branch_relation(self, read: Read, written_by: list[str]) -> tuple[str, str, str] | None:
+        if not written_by:
+            return None
+        for section in parallel_sections(self.w).values():
+            indexes = {i for i, b in enumerate(section.branches) if read.node in b.nodes}
+            writer_branches = {i for i, b in enumerate(section.branches)
+                               for n in written_by if n in b.nodes}
+            if not writer_branches:
+                continue
+            if indexes and writer_branches - indexes:
+                return ("sibling_read", f"'{read.key}' is written only by a sibling branch of "
+                        f"parallel '{section.parallel}'; branches run on separate copies of the "
+                        "context", "read it after the join through "
+                        f"parallel.results.<i>.context.{read.key}")
+            if not indexes:
+                index = min(writer_branches)
+                return ("branch_key_after_join", f"'{read.key}' is written only inside "
+                        f"branches of parallel '{section.parallel}' and is not in the context "
+                        "after the join", f"read parallel.results.{index}.context.{read.key} "
+                        f"(in templates: parallel.results['{index}'].context.{read.key})")
+        return None
+
+    def results_problem(self, read: Read) -> tuple[str, str, str]:
+        parts = read.key.split(".")
+        sections = parallel_sections(self.w)
+        if not sections:
+            return ("availability", f"'{read.key}' is read but the workflow has no parallel "
+                    "node", "add a parallel node and its fan-in before this read")
+        widest = max(len(s.branches) for s in sections.values())
+        if len(parts) > 2 and parts[2].isdigit() and int(parts[2]) >= widest:
+            return ("parallel_result_index", f"'{read.key}': branch {parts[2]} does not exist "
+                    f"(the widest parallel node has {widest} branches, numbered from 0)",
+                    f"use an index from 0 to {widest - 1}")
+        return ("availability", f"'{read.key}' is not set on every path: the join must come "
+                "before this read and the branch must write the key on every path",
+                "write the key in that branch on every path to the fan-in")
+
+    def parallel_structure(self) -> None:
+        for section in parallel_sections(self.w).values():
+            node = self.w.nodes[section.parallel]
+            if not section.branches:
+                self.at_node("parallel_branches", node, f"parallel '{node.id}' has no "
+                             "outgoing edge", "add one edge per branch")
+            elif section.fan_in is None:
+                self.at_node("parallel_fan_in", node, f"no fan-in joins every branch of "
+                             f"parallel '{node.id}'", "add a fan_in node "
+                             "[shape=tripleoctagon] that every branch reaches")
+
+    def run(self) -> list[Diagnostic]:
+        start = self.structure()
+        self.nodes()
+        self.graph_declarations()
+        self.choices()
+        self.parallel_structure()
+        if start is not None:
+            self.availability(start)
+        return self.out
+
+
+def validate(workflow: Workflow) -> list[Diagnostic]:
+    """The validator's diagnostics for a built workflow (load diagnostics not included)."""
+    return _Checker(workflow).run()

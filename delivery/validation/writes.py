@@ -1,0 +1,68 @@
+"""What each stage writes into the context, as the validator models it (SPEC §3, §5–§8).
+
+A write is a dotted key; a key starting with `*.` stands for that key under every folder
+(`*.pr.state` is `web.pr.state`, `api.pr.state`, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from delivery.declarations import (
+    PROBE_FOLDER_FACTS,
+    PROBE_ROLLUPS,
+    WORKTREE_REMOVE_FACTS,
+    OutputKind,
+)
+from delivery.model import Node, NodeType, Workflow
+
+# Written before the first stage or by every stage: reading them is always fine.
+ALWAYS_AVAILABLE = frozenset(
+    {"goal", "outcome", "failure_reason", "last_stage", "current_node", "preferred_label",
+     "graph.goal", "context", "folders", "inputs", "parallel", "graph", "internal"}
+)
+ALWAYS_AVAILABLE_PREFIXES = ("internal.",)
+HUMAN_GATE_KEYS = ("human.gate.selected", "human.gate.label", "human.gate.text")
+
+
+@dataclass(frozen=True, slots=True)
+class StageWrites:
+    always: tuple[str, ...]  # written whatever the outcome
+    on_success: tuple[str, ...]  # written only when the stage succeeds
+
+
+def initial_writes(workflow: Workflow) -> list[str]:
+    keys = [f"graph.{name}" for name in workflow.attrs]
+    for decl in workflow.inputs:
+        keys += [decl.name, f"inputs.{decl.name}"]
+    return keys
+
+
+def stage_writes(node: Node) -> StageWrites:
+    always: list[str] = []
+    success: list[str] = []
+    kind = node.type
+    if kind in (NodeType.AGENT, NodeType.PROMPT):
+        success += [f"response.{node.id}", "last_response"]
+        for out in node.outputs:
+            success.append(out.name)
+            if out.kind is OutputKind.WORK:
+                success.append("current_work")
+    elif kind is NodeType.SCRIPT:
+        always.append(f"{node.id}.failed")
+        success += [fact.name for fact in node.facts]
+    elif kind is NodeType.PROBE:
+        folder = node.folder
+        for probe_kind in node.probe_kinds:
+            for fact in PROBE_FOLDER_FACTS[probe_kind]:
+                success.append(f"{folder}.{fact}" if folder else f"*.{fact}")
+            success += list(PROBE_ROLLUPS[probe_kind])
+    elif kind is NodeType.WORKTREE_REMOVE:
+        success += list(WORKTREE_REMOVE_FACTS)
+    elif kind is NodeType.HUMAN:
+        success += list(HUMAN_GATE_KEYS)
+    return StageWrites(tuple(always), tuple(success))
+
+
+def is_always_available(key: str) -> bool:
+    return key in ALWAYS_AVAILABLE or key.startswith(ALWAYS_AVAILABLE_PREFIXES)
