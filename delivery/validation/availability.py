@@ -37,12 +37,6 @@ class Read:
     column: int
 
 
-@dataclass(frozen=True, slots=True)
-class Unavailable:
-    read: Read
-    path: list[str]  # a path from the start on which nothing writes the key
-
-
 class _Cover:
     """Maps a written key to the bitmask of the read keys it makes available."""
 
@@ -204,6 +198,8 @@ class Availability:
             if id(edge) not in branch_end_edges:
                 flows[edge.target].append((edge.source, edge))
         for node_id in self.workflow.nodes:
+            if node_id == self.start:
+                continue  # the start node does no work and cannot fail
             for target in retry_targets(self.workflow, node_id):
                 flows[target].append((node_id, None))
         gates = [n.id for n in self.workflow.nodes.values() if n.goal_gate]
@@ -216,6 +212,7 @@ class Availability:
     def _solve(self) -> None:
         workflow = self.workflow
         incoming = self._incoming()
+        self.incoming = incoming
         dependents: dict[str, set[str]] = {n: set() for n in workflow.nodes}
         for target, sources in incoming.items():
             for source, _ in sources:
@@ -225,7 +222,7 @@ class Availability:
             for branch in section.branches:
                 for node_id in branch.nodes:
                     dependents[node_id].add(fan_in)
-        self.entry = {self.start: self.initial}
+        self.entry = {}
         queue = deque([self.start])
         queued = {self.start}
         while queue:
@@ -265,25 +262,35 @@ class Availability:
         bit = self.cover.bit[read.key]
         if self.initial & bit:
             return []
-        parent: dict[str, str | None] = {self.start: None}
+        outgoing: dict[str, list[tuple[str, Edge | None]]] = {}
+        for target, flows in self.incoming.items():
+            for source, edge in flows:
+                outgoing.setdefault(source, []).append((target, edge))
+        parent: dict[str, tuple[str, bool] | None] = {self.start: None}
         queue = deque([self.start])
         while queue:
             current = queue.popleft()
             if current == read.node:
                 break
-            for edge in self.workflow.outgoing.get(current, []):
-                carried = self.initial if edge.loop_restart else (
-                    self.always[current] if failure_can_take(edge) else self.success[current]
-                )
-                if carried & bit or edge.target in parent:
+            for target, edge in outgoing.get(current, []):
+                failure = edge is None or failure_can_take(edge)
+                if failure:
+                    carried = self.always[current]
+                elif edge is not None and edge.loop_restart:
+                    carried = self.initial
+                else:
+                    carried = self.success[current]
+                if carried & bit or target in parent:
                     continue
-                parent[edge.target] = current
-                queue.append(edge.target)
+                parent[target] = (current, failure)
+                queue.append(target)
         if read.node not in parent:
             return []
-        path: list[str] = []
-        cursor: str | None = read.node
+        steps: list[str] = [read.node]
+        cursor = parent[read.node]
         while cursor is not None:
-            path.append(cursor)
-            cursor = parent[cursor]
-        return list(reversed(path))
+            source, failure = cursor
+            steps.append(" -(on failure)-> " if failure else " -> ")
+            steps.append(source)
+            cursor = parent[source]
+        return ["".join(reversed(steps))]

@@ -71,8 +71,9 @@ class _Checker:
                          edge.column, edge=edge.name, fix="an exit ends the run; remove the edge")
         for node in w.nodes.values():
             if not node.declared:
+                kind = node.type.value if node.type else "unknown"
                 self.at_node("edge_target_exists", node, f"node '{node.id}' is only named by an "
-                             "edge; it is created with the default attributes (an agent)",
+                             f"edge; it is created with the default attributes (as {kind})",
                              f"declare it: {node.id} [label=\"...\", prompt=\"...\"]",
                              severity="warning")
         self.retry_targets()
@@ -286,7 +287,7 @@ class _Checker:
         where = f"condition of {read.edge.name}" if read.edge else f"template of '{read.node}'"
         written_by = sorted(set(writers.get(key, [])) | {
             n for w, ns in writers.items() if key.startswith(w + ".") for n in ns})
-        via = f" (for example along {' -> '.join(path)})" if path else ""
+        via = f" (for example along {path[0]})" if path else ""
         branch_info = self.branch_relation(read, written_by)
         if branch_info is not None:
             rule, message, fix = branch_info
