@@ -1,0 +1,1 @@
+"""Agent backends: where agent and prompt stages send their prompts (SPEC §5)."""
