@@ -152,10 +152,21 @@ class Availability:
             return entry | self.always[source]
         return entry | self.success[source]
 
+    def condition_flow(self, edge: Edge) -> int:
+        """What a condition on `edge` sees: the context after its source ran (a loop
+        restart clears the context only once the edge is taken)."""
+        source = edge.source
+        entry = self.entry.get(source, self.all_bits)
+        if failure_can_take(edge):
+            return entry | self.always[source]
+        return entry | self.success[source]
+
     def _join_flow(self, section: ParallelSection) -> int:
         parallel = section.parallel
         base = self.entry.get(parallel, self.all_bits) | self.success[parallel]
-        base |= self.cover.mask("parallel.results")
+        # the list itself and its length; an indexed read is set below, per branch
+        base |= self.cover.bit.get("parallel.results", 0)
+        base |= self.cover.bit.get("parallel.results.length", 0)
         fan_in = section.fan_in
         branch_ends: list[int] = []
         branch_writes: list[int] = []
@@ -254,7 +265,8 @@ class Availability:
         if read.node not in self.entry:
             return True  # unreachable: reported by the reachability rule instead
         bit = self.cover.bit[read.key]
-        value = self.edge_flow(read.edge) if read.edge is not None else self.entry[read.node]
+        value = (self.condition_flow(read.edge) if read.edge is not None
+                 else self.entry[read.node])
         return bool(value & bit)
 
     def witness(self, read: Read) -> list[str]:
