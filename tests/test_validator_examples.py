@@ -20,7 +20,7 @@ from delivery.validation.diagnostics import Diagnostic
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = Path(__file__).resolve().parent / "workflows"
-VALID = sorted((EXAMPLES / "valid").glob("*.dot")) + [ROOT / "workflows" / "delivery.dot"]
+VALID = [*sorted((EXAMPLES / "valid").glob("*.dot")), ROOT / "workflows" / "delivery.dot"]
 INVALID = sorted((EXAMPLES / "invalid").glob("*.dot"))
 EXPECT = re.compile(r"^//\s*expect:\s*([a-z_]+)\s+([0-9]+)\s*$")
 

@@ -55,7 +55,7 @@ _MASTER = re.compile(
   | (?P<nl>\n)
   | (?P<line_comment>//[^\n]*)
   | (?P<block_comment>/\*.*?\*/)
-  | (?P<string>"(?:[^"\\\n]|\\.|\\\n|\n)*")
+  | (?P<string>"(?:[^"\\]|\\.)*")  # one way to match each character: no backtracking
   | (?P<duration>[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d)(?![A-Za-z0-9_]))
   | (?P<number>-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?![A-Za-z_]))
   | (?P<id>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
