@@ -1,0 +1,422 @@
+"""The durable run store (SPEC §11): a run directory, its checkpoint and its event log.
+
+    <run>/run.json            what was run (written once, atomically)
+    <run>/checkpoint.json     where the run is; atomically replaced after every stage
+    <run>/events.jsonl        append-only, hash-chained event log
+    <run>/<node>/<attempt>/   prompt.md, response.md, stdout.txt, stderr.txt, status.json
+    <run>/artifacts/
+
+Atomic writes go to a uniquely named temporary file in the same directory, which is
+flushed and fsync'ed before `os.replace` puts it in place, then the directory is
+fsync'ed. A crash leaves either the old file or the new one, never a mixture; a stray
+`*.tmp` file may be left behind and is ignored.
+
+Each event line carries `prev`, the SHA-256 of the previous line's bytes (64 zeros on
+the first line), so editing, removing or reordering lines breaks the chain. The
+checkpoint records the log's head (`{"events": {"count": n, "head": h}}`) so that
+cutting lines off the end is detected as well. The chain is not keyed: it detects
+accidents and naive edits, not someone who rewrites the log *and* the checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, BinaryIO, Final
+
+from delivery.errors import RunError
+from delivery.redact import Redactor
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+
+class RunStoreError(RunError):
+    """A run directory, checkpoint or event log cannot be used; the message names the path."""
+
+
+STAGE_FILES: Final = ("prompt.md", "response.md", "stdout.txt", "stderr.txt", "status.json")
+ZERO_HASH: Final = "0" * 64
+RESERVED_EVENT_FIELDS: Final = frozenset({"seq", "ts", "type", "prev", "hash"})
+
+_NODE_ID: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Names a stage directory may not take: the run's own entries (case-insensitively, for
+# case-insensitive file systems) and the device names Windows reserves.
+_RESERVED_NAMES: Final = frozenset(
+    {"artifacts", "run", "checkpoint", "events", "con", "prn", "aux", "nul"}
+    | {f"{device}{n}" for device in ("com", "lpt") for n in range(1, 10)}
+)
+_tmp_counter = itertools.count()
+
+
+def new_run_id() -> str:
+    """A sortable, unique run id: UTC time to the second and 6 random hex digits."""
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves the old or the new content."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        # Without this a power failure could bring back the old file after a reboot.
+        if os.name == "posix":  # (Windows cannot open a directory)
+            fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise RunStoreError(f"{path}: cannot write: {error}") from error
+
+
+def _dumps(path: Path, value: Any, indent: int | None = None) -> bytes:
+    try:
+        return json.dumps(value, indent=indent, separators=None if indent else (",", ":")).encode()
+    except (TypeError, ValueError) as error:
+        raise RunStoreError(f"{path}: cannot store {type(value).__name__}: {error}") from error
+
+
+def _read_json_object(path: Path, what: str) -> dict[str, Any] | None:
+    """The JSON object in `path`, None if there is no such file; anything else raises."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise RunStoreError(f"{path}: cannot read {what}: {error}") from error
+    try:
+        value = json.loads(data)
+    except ValueError as error:
+        raise RunStoreError(f"{path}: corrupt {what}: not valid JSON ({error})") from error
+    if not isinstance(value, dict):
+        raise RunStoreError(f"{path}: corrupt {what}: expected a JSON object")
+    return value
+
+
+class RunDirectory:
+    """One run's directory. `create` starts a new one, `open` an existing one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.run_json = self.path / "run.json"
+        self.checkpoint_path = self.path / "checkpoint.json"
+        self.events_path = self.path / "events.jsonl"
+        self.artifacts_dir = self.path / "artifacts"
+
+    @classmethod
+    def create(cls, path: Path) -> RunDirectory:
+        run = cls(path)
+        if run.run_json.exists():
+            raise RunStoreError(f"{run.path}: already holds a run (run.json exists)")
+        try:
+            run.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise RunStoreError(f"{run.path}: cannot create run directory: {error}") from error
+        return run
+
+    @classmethod
+    def open(cls, path: Path) -> RunDirectory:
+        run = cls(path)
+        if not run.run_json.is_file():
+            raise RunStoreError(f"not a run directory: {run.path} (no run.json)")
+        return run
+
+    def write_run_info(self, info: Mapping[str, Any]) -> None:
+        _atomic_write(self.run_json, _dumps(self.run_json, info, indent=2) + b"\n")
+
+    def read_run_info(self) -> dict[str, Any]:
+        info = _read_json_object(self.run_json, "run.json")
+        if info is None:
+            raise RunStoreError(f"not a run directory: {self.path} (no run.json)")
+        return info
+
+    def save_checkpoint(self, data: Mapping[str, Any]) -> None:
+        """Atomically replace the checkpoint: compact JSON, one file and one dir fsync."""
+        _atomic_write(self.checkpoint_path, _dumps(self.checkpoint_path, data))
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        """The last saved checkpoint, None if none was saved; a corrupt one raises."""
+        return _read_json_object(self.checkpoint_path, "checkpoint")
+
+    def stage_dir(self, node_id: str, attempt: int) -> Path:
+        """`<run>/<node_id>/<attempt>/`, created; a name that could escape is refused."""
+        if (
+            not isinstance(node_id, str)
+            or not _NODE_ID.fullmatch(node_id)
+            or node_id.lower() in _RESERVED_NAMES
+        ):
+            raise RunStoreError(
+                f"{self.path}: node id {node_id!r} cannot name a stage directory: expected "
+                "[A-Za-z_][A-Za-z0-9_]*, not a name the run uses itself such as 'artifacts'"
+            )
+        if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+            raise RunStoreError(
+                f"{self.path}: attempt {attempt!r} for node {node_id!r}: expected an integer >= 1"
+            )
+        path = self.path / node_id / str(attempt)
+        if not path.resolve().is_relative_to(self.path.resolve()):
+            raise RunStoreError(f"{path}: stage directory leads outside the run (a symlink?)")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise RunStoreError(f"{path}: cannot create stage directory: {error}") from error
+        return path
+
+    def write_stage_file(
+        self,
+        node_id: str,
+        attempt: int,
+        name: str,
+        text: str,
+        *,
+        redactor: Redactor | None = None,
+    ) -> Path:
+        path = self.stage_dir(node_id, attempt) / self._stage_file_name(name)
+        if redactor is not None:
+            text = redactor.text(text)
+        _atomic_write(path, text.encode())
+        return path
+
+    def read_stage_file(self, node_id: str, attempt: int, name: str) -> str | None:
+        path = self.stage_dir(node_id, attempt) / self._stage_file_name(name)
+        try:
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as error:
+            raise RunStoreError(f"{path}: cannot read: {error}") from error
+
+    def _stage_file_name(self, name: str) -> str:
+        if name not in STAGE_FILES:
+            expected = ", ".join(STAGE_FILES)
+            raise RunStoreError(f"{self.path}: {name!r} is not a stage file; expected {expected}")
+        return name
+
+
+def _jsonable(value: Any) -> Any:
+    """`value` with anything JSON cannot hold (paths, enums, ...) turned into its str()."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+class EventLog:
+    """The append-only, hash-chained event log of one run.
+
+    Opening takes an exclusive lock on the file (released on close, or when the process
+    dies), so two processes cannot interleave their chains; a second opener gets a
+    RunStoreError. A torn last line left by a crash is cut off and a `log_repaired`
+    event recording the dropped bytes is appended before anything else.
+    """
+
+    def __init__(self, path: Path, *, redactor: Redactor | None = None) -> None:
+        self.path = Path(path)
+        self._redactor = redactor
+        self._count = 0
+        self._head = ZERO_HASH
+        try:
+            self._file: BinaryIO | None = open(self.path, "a+b", buffering=0)  # noqa: SIM115
+        except OSError as error:
+            raise RunStoreError(f"{self.path}: cannot open event log: {error}") from error
+        try:
+            self._lock()
+            dropped = self._scan_and_repair()
+        except BaseException:
+            self.close()
+            raise
+        if dropped:
+            self.append("log_repaired", dropped_bytes=dropped)
+
+    def _lock(self) -> None:
+        if fcntl is None or self._file is None:  # pragma: no cover - not POSIX
+            return
+        try:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as error:
+            raise RunStoreError(
+                f"{self.path}: another process is writing this event log (is the run still going?)"
+            ) from error
+
+    def _scan_and_repair(self) -> int:
+        """Count the complete lines, hash the last one, cut a torn tail; bytes dropped."""
+        assert self._file is not None
+        self._file.seek(0)
+        data = self._file.read()
+        complete = data.rfind(b"\n") + 1
+        lines = data[:complete].split(b"\n")[:-1]
+        self._count = len(lines)
+        self._head = _sha256(lines[-1]) if lines else ZERO_HASH
+        dropped = len(data) - complete
+        if dropped:
+            self._file.truncate(complete)
+            os.fsync(self._file.fileno())
+        return dropped
+
+    @property
+    def head(self) -> tuple[int, str]:
+        """(number of lines, SHA-256 of the last line); (0, 64 zeros) when empty."""
+        return self._count, self._head
+
+    def append(self, event_type: str, **fields: Any) -> dict[str, Any]:
+        """Write one event line (flushed and fsync'ed) and return it, with its `hash`."""
+        if self._file is None:
+            raise RunStoreError(f"{self.path}: event log is closed")
+        clash = RESERVED_EVENT_FIELDS.intersection(fields)
+        if clash:
+            raise RunStoreError(
+                f"{self.path}: event {event_type!r}: field(s) {', '.join(sorted(clash))} "
+                "are set by the log itself"
+            )
+        body = _jsonable(fields)
+        if self._redactor is not None:
+            body = self._redactor.value(body)
+        event: dict[str, Any] = {
+            "seq": self._count + 1,
+            "ts": datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z"),
+            "type": event_type,
+            **body,
+            "prev": self._head,
+        }
+        line = json.dumps(event, separators=(",", ":")).encode()
+        try:
+            view = memoryview(line + b"\n")
+            while view:
+                view = view[self._file.write(view) or 0 :]
+            os.fsync(self._file.fileno())
+        except OSError as error:
+            self.close()  # a partial line may be on disk: reopening the log repairs it
+            raise RunStoreError(f"{self.path}: cannot append event: {error}") from error
+        self._count += 1
+        self._head = _sha256(line)
+        return {**event, "hash": self._head}
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()  # also releases the lock
+            self._file = None
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    ok: bool
+    lines: int
+    problem: str  # "" when ok
+    line_number: int | None = None
+
+
+def _first_problem(
+    lines: list[bytes], expected_head: tuple[int, str] | None
+) -> tuple[int, str] | None:
+    prev = ZERO_HASH
+    for number, line in enumerate(lines, start=1):
+        try:
+            event = json.loads(line)
+        except ValueError as error:
+            return number, f"not valid JSON ({error})"
+        if not isinstance(event, dict):
+            return number, "not a JSON object"
+        if event.get("seq") != number:
+            return number, (
+                f"seq is {event.get('seq')!r}, expected {number} — a line was removed or "
+                "inserted before it, or lines were reordered"
+            )
+        if event.get("prev") != prev:
+            before = f"the hash of line {number - 1}" if number > 1 else "64 zeros"
+            return number, (
+                f"prev does not match {before} — the log was edited, or a line was removed "
+                "or reordered"
+            )
+        prev = _sha256(line)
+    if expected_head is not None:
+        count, head = expected_head
+        if len(lines) < count:
+            return count, (
+                f"missing — the checkpoint recorded {count} lines, the log has {len(lines)}; "
+                "lines were cut off the end"
+            )
+        if count > 0 and _sha256(lines[count - 1]) != head:
+            return count, "its hash does not match the head recorded in the checkpoint"
+    return None
+
+
+def verify_events(path: Path, expected_head: tuple[int, str] | None = None) -> VerifyResult:
+    """Check the chain of `path`; with `expected_head` also that nothing was cut off the end.
+
+    `line_number` is the first line where a check fails: an edit of line k (other than its
+    `seq` or `prev`) shows at line k + 1, whose `prev` no longer matches.
+    """
+    try:
+        lines = Path(path).read_bytes().split(b"\n")
+    except OSError as error:
+        return VerifyResult(False, 0, f"{path}: cannot read event log: {error}", None)
+    if lines.pop():  # the file does not end with a newline
+        return VerifyResult(
+            False,
+            len(lines),
+            f"line {len(lines) + 1}: incomplete (no trailing newline) — a write was "
+            "interrupted; opening the log for appending (resuming the run) repairs it",
+            len(lines) + 1,
+        )
+    found = _first_problem(lines, expected_head)
+    if found is None:
+        return VerifyResult(True, len(lines), "", None)
+    return VerifyResult(False, len(lines), f"line {found[0]}: {found[1]}", found[0])
+
+
+def verify_run(run_dir: Path) -> VerifyResult:
+    """verify_events on the run's log, against the head its checkpoint recorded (if any)."""
+    run = RunDirectory.open(run_dir)
+    try:
+        recorded = (run.load_checkpoint() or {}).get("events")
+    except RunStoreError as error:
+        return VerifyResult(False, 0, str(error), None)
+    expected: tuple[int, str] | None = None
+    if recorded is not None:
+        count, head = (
+            (recorded.get("count"), recorded.get("head"))
+            if isinstance(recorded, dict)
+            else (None, None)
+        )
+        if isinstance(count, bool) or not isinstance(count, int) or not isinstance(head, str):
+            problem = f"'events' should be {{'count': n, 'head': sha256}}, found {recorded!r}"
+            return VerifyResult(False, 0, f"{run.checkpoint_path}: {problem}", None)
+        expected = (count, head)
+    if not run.events_path.exists() and expected in (None, (0, ZERO_HASH)):
+        return VerifyResult(True, 0, "", None)
+    return verify_events(run.events_path, expected)
