@@ -146,6 +146,30 @@ def _reject_constant(name: str) -> Any:
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
+def _decode_at(text: str, start: int) -> tuple[Any, int]:
+    """The JSON value starting at `start` and where it ends, or (None, start + 1).
+
+    Decodes a growing window rather than the whole text: a decoding error costs time
+    proportional to its offset, so a long reply with many stray `{` stays fast. An error
+    near the window's end (or an unterminated string) may be the cut itself: grow and retry.
+    """
+    size = 4096
+    while True:
+        window = text[start : start + size]
+        try:
+            value, end = _DECODER.raw_decode(window)
+        except ValueError as err:
+            cut = start + size < len(text) and (
+                getattr(err, "pos", 0) >= len(window) - 32
+                or str(err).startswith("Unterminated string")
+            )
+            if cut:
+                size *= 4
+                continue
+            return None, start + 1
+        return value, start + end
+
+
 def _objects(text: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """Outermost JSON objects carrying a marker key, in order, with their start offsets.
 
@@ -155,10 +179,7 @@ def _objects(text: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """
     i = text.find("{")
     while i != -1:
-        try:
-            value, end = _DECODER.raw_decode(text, i)
-        except ValueError:
-            value, end = None, i + 1
+        value, end = _decode_at(text, i)
         if isinstance(value, dict) and any(marker in value for marker in _MARKERS):
             yield i, value
             i = text.find("{", end)
@@ -212,20 +233,6 @@ def _found(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
 def _work_problems(name: str, err: ValidationError) -> list[str]:
     problems: list[str] = []
     for item in err.errors():
@@ -273,7 +280,7 @@ def _check_value(
                                    ensure_ascii=False)
             return canonical, None, []
         return None, None, [f"'{name}' (json) must be a JSON object or array; a scalar is "
-                            f"rejected, found {_type_name(value)} {_found(value)}"]
+                            f"rejected, found {_found(value)}"]
     try:
         scope = WORK_SCOPE.validate_python(value)
     except ValidationError as err:
