@@ -152,7 +152,8 @@ class _Builder:
         attrs = dict(scope.edge_defaults)
         for assign in stmt.attrs:
             attrs[assign.key] = self.attribute(assign)
-        for (source, s_line, s_col), (target, _, _) in zip(stmt.chain, stmt.chain[1:], strict=False):
+        pairs = zip(stmt.chain, stmt.chain[1:], strict=False)
+        for (source, s_line, s_col), (target, _, _) in pairs:
             self.edges.append(Edge(source, target, s_line, s_col, attrs, len(self.edges)))
 
     # -- meaning ------------------------------------------------------------------

@@ -253,7 +253,9 @@ class _ConditionParser:
             return Truthy(key, start)
         op = op_match.group()
         if op == "==":
-            raise ConditionSyntaxError(self.text, self.pos, "'=' (equality is a single '=')", "'=='")
+            raise ConditionSyntaxError(
+                self.text, self.pos, "'=' (equality is a single '=')", "'=='"
+            )
         self.pos = op_match.end()
         self.skip_ws()
         literal_offset = self.pos
@@ -280,7 +282,10 @@ class _ConditionParser:
         m = _BARE.match(text, self.pos)
         if m is None:
             raise ConditionSyntaxError(
-                text, self.pos, 'a literal (write "" to compare with the empty string)', self.found()
+                text,
+                self.pos,
+                'a literal (write "" to compare with the empty string)',
+                self.found(),
             )
         self.pos = m.end()
         word = m.group()

@@ -59,7 +59,8 @@ def reserved_reason(name: str, folders: tuple[str, ...] = ()) -> str | None:
     if root == "context":
         return "'context.' is the prefix that names the context itself"
     for space in ENGINE_NAMESPACES:
-        if name == space or name.startswith(space + ".") or (space == "human.gate" and root == "human"):
+        if (name == space or name.startswith(space + ".")
+                or (space == "human.gate" and root == "human")):
             return f"'{space}.*' is the engine's namespace"
     for space in PROBE_NAMESPACES:
         if root == space:
@@ -86,7 +87,7 @@ class DefaultValue:
     offset: int
 
 
-class OutputKind(str, Enum):
+class OutputKind(str, Enum):  # noqa: UP042  (str() stays as it was)
     CHOICE = "choice"
     TEXT = "text"
     JSON = "json"

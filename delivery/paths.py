@@ -9,6 +9,7 @@ stored) is walked as that array or object.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from typing import Any, Final
@@ -47,10 +48,8 @@ def resolve(flat: Mapping[str, Any], key: str) -> Any:
 def walk(value: Any, segments: list[str]) -> Any:
     for segment in segments:
         if isinstance(value, str) and value[:1] in ("[", "{"):
-            try:
+            with contextlib.suppress(ValueError):
                 value = json.loads(value)
-            except ValueError:
-                pass
         if segment == "length" and isinstance(value, (list, str, dict)):
             value = len(value)
         elif isinstance(value, list):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import NoReturn
 
 from delivery.errors import Position, WorkflowSyntaxError
 
@@ -117,7 +118,8 @@ def tokenize(source: str, file: str = "<workflow>") -> list[Token]:
     at_line_start = True
     while pos < n:
         if at_line_start:
-            # A line whose first non-blank character is '#' is a comment (DOT's C-preprocessor rule).
+            # A line whose first non-blank character is '#' is a comment
+            # (DOT's C-preprocessor rule).
             probe = pos
             while probe < n and source[probe] in " \t":
                 probe += 1
@@ -165,7 +167,7 @@ def tokenize(source: str, file: str = "<workflow>") -> list[Token]:
     return tokens
 
 
-def _raise_unexpected(source: str, pos: int, file: str, line: int, column: int) -> None:
+def _raise_unexpected(source: str, pos: int, file: str, line: int, column: int) -> NoReturn:
     where = Position(file, line, column)
     rest = source[pos : pos + 2]
     ch = source[pos]

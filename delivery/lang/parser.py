@@ -12,6 +12,7 @@ The first error stops the parse: no partial graph is ever returned.
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from delivery.errors import Position, WorkflowSyntaxError
 from delivery.lang.lexer import Tok, Token, tokenize
@@ -114,7 +115,8 @@ class _Parser:
         word = tok.text.lower()
         if word in ("graph", "node", "edge") and self.peek(1).kind is Tok.LBRACKET:
             self.advance()
-            target = "graph" if word == "graph" else "node" if word == "node" else "edge"
+            target: Literal["graph", "node", "edge"] = (
+                "graph" if word == "graph" else "node" if word == "node" else "edge")
             return DefaultsStmt(target, self.parse_attr_blocks(), tok.line, tok.column)
         if word == "subgraph":
             return self.parse_subgraph(anonymous=False)

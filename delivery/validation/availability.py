@@ -250,9 +250,9 @@ class Availability:
                         value &= self.entry[source] | self.always[source]
                     else:
                         value &= self.edge_flow(edge)
-                section = self.section_of_fan_in.get(node_id)
-                if section is not None and section.parallel in self.entry:
-                    value &= self._join_flow(section)
+                joined = self.section_of_fan_in.get(node_id)
+                if joined is not None and joined.parallel in self.entry:
+                    value &= self._join_flow(joined)
             if self.entry.get(node_id) != value or node_id not in self.entry:
                 self.entry[node_id] = value
                 for dependent in dependents[node_id]:

@@ -78,9 +78,34 @@ def _is_guarded(node: nodes.Node) -> bool:
     return isinstance(node, nodes.Test) and node.name in ("defined", "undefined")
 
 
+def _defined_keys(test: nodes.Node, roots: set[str]) -> list[str]:
+    """Keys an `{% if %}` test proves present: `x is defined` (alone or joined by `and`)."""
+    if isinstance(test, nodes.And):
+        return _defined_keys(test.left, roots) + _defined_keys(test.right, roots)
+    if isinstance(test, nodes.Test) and test.name == "defined":
+        chain = _chain(test.node)
+        if chain is not None and chain[0] in roots:
+            found: list[TemplateRead] = []
+            _record(chain[0], chain[1], test.lineno, found)
+            return [read.key for read in found]
+    return []
+
+
 def _visit(node: nodes.Node, roots: set[str], reads: list[TemplateRead]) -> None:
     if _is_guarded(node):
         return
+    if isinstance(node, nodes.If):
+        guarded = _defined_keys(node.test, roots)
+        if guarded:
+            # {% if x is defined %}{{ x }}{% endif %}: the body's reads of x are guarded
+            inner: list[TemplateRead] = []
+            for child in node.body:
+                _visit(child, roots, inner)
+            reads.extend(r for r in inner if not any(
+                r.key == key or r.key.startswith(key + ".") for key in guarded))
+            for child in (node.test, *node.elif_, *node.else_):
+                _visit(child, roots, reads)
+            return
     if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr):
         # x.items() reads x, not a key named 'items'
         target = _chain(node.node.node)

@@ -9,13 +9,13 @@ declarations, choices, literals, templates, parallel sections and availability.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from delivery.builder import value_position
 from delivery.conditions import OUTCOME_ALIASES, Compare, Truthy
 from delivery.declarations import OutputKind, reserved_reason
 from delivery.model import LLM_TYPES, Attribute, Edge, Node, NodeType, Workflow
-from delivery.topology import parallel_sections, reachable
+from delivery.topology import ParallelSection, parallel_sections, reachable
 from delivery.validation.availability import Availability, Read, failure_can_take
 from delivery.validation.diagnostics import Diagnostic, Severity
 from delivery.validation.template_reads import TemplateProblem, template_reads
@@ -218,7 +218,7 @@ class _Checker:
             elif key in ("pr.ready", "worktree.clean") or key.endswith(
                     (".pr.ready", ".diff.empty", ".worktree.exists", ".worktree.dirty", ".failed")):
                 allowed, what = BOOLEANS, "a boolean"
-            elif key in domains and domains[key]:
+            elif domains.get(key):
                 allowed, what = tuple(sorted(domains[key])), f"the choice '{key}'"
             if allowed is not None and atom.literal not in allowed:
                 self.at_attr("impossible_literal", edge.attrs["condition"], f"{what} is never "
@@ -282,17 +282,17 @@ class _Checker:
         return table
 
     def explain(self, read: Read, path: list[str], writers: dict[str, list[str]],
-                sections: dict[str, object]) -> None:
+                sections: Mapping[str, ParallelSection]) -> None:
         key = read.key
         where = f"condition of {read.edge.name}" if read.edge else f"template of '{read.node}'"
         written_by = sorted(set(writers.get(key, [])) | {
             n for w, ns in writers.items() if key.startswith(w + ".") for n in ns})
         via = f" (for example along {path[0]})" if path else ""
-        branch_info = self.branch_relation(read, written_by)
+        branch_info = self.branch_relation(read, written_by, sections)
         if branch_info is not None:
             rule, message, fix = branch_info
         elif key.startswith("parallel.results."):
-            rule, message, fix = self.results_problem(read)
+            rule, message, fix = self.results_problem(read, sections)
         elif not written_by:
             rule = "availability"
             message = f"'{key}' is read in the {where} but nothing writes it"
@@ -311,10 +311,11 @@ class _Checker:
                  node=None if read.edge else read.node,
                  edge=read.edge.name if read.edge else None)
 
-    def branch_relation(self, read: Read, written_by: list[str]) -> tuple[str, str, str] | None:
+    def branch_relation(self, read: Read, written_by: list[str],
+                        sections: Mapping[str, ParallelSection]) -> tuple[str, str, str] | None:
         if not written_by:
             return None
-        for section in parallel_sections(self.w).values():
+        for section in sections.values():
             indexes = {i for i, b in enumerate(section.branches) if read.node in b.nodes}
             writer_branches = {i for i, b in enumerate(section.branches)
                                for n in written_by if n in b.nodes}
@@ -333,9 +334,9 @@ class _Checker:
                         f"(in templates: parallel.results['{index}'].context.{read.key})")
         return None
 
-    def results_problem(self, read: Read) -> tuple[str, str, str]:
+    def results_problem(self, read: Read,
+                        sections: Mapping[str, ParallelSection]) -> tuple[str, str, str]:
         parts = read.key.split(".")
-        sections = parallel_sections(self.w)
         if not sections:
             return ("availability", f"'{read.key}' is read but the workflow has no parallel "
                     "node", "add a parallel node and its fan-in before this read")

@@ -1,4 +1,4 @@
-"""What each stage writes into the context, as the validator models it (SPEC §3, §5–§8).
+"""What each stage writes into the context, as the validator models it (SPEC §3, §5 to §8).
 
 A write is a dotted key; a key starting with `*.` stands for that key under every folder
 (`*.pr.state` is `web.pr.state`, `api.pr.state`, ...).
