@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import itertools
 import json
 import os
 import re
@@ -57,7 +56,6 @@ _RESERVED_NAMES: Final = frozenset(
     {"artifacts", "run", "checkpoint", "events", "con", "prn", "aux", "nul"}
     | {f"{device}{n}" for device in ("com", "lpt") for n in range(1, 10)}
 )
-_tmp_counter = itertools.count()
 
 
 def new_run_id() -> str:
@@ -71,7 +69,8 @@ def _sha256(data: bytes) -> str:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     """Replace `path` with `data` so that a crash leaves the old or the new content."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{next(_tmp_counter)}.tmp")
+    # A random name: a pid and counter could repeat after a crash (containers reuse pids).
+    tmp = path.with_name(f"{path.name}.{secrets.token_hex(8)}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:

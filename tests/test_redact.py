@@ -1,0 +1,102 @@
+"""Redaction (SPEC §14): tokens never reach events, logs or artifacts."""
+
+from __future__ import annotations
+
+import pytest
+
+from delivery.redact import Redactor
+
+GHP = "ghp_" + "a1B2c3D4e5" * 3 + "F6g7H8"  # 36 alphanumerics after the prefix
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"token {GHP} here", "token *** here"),
+        (f"{GHP.replace('ghp_', 'gho_')}", "***"),
+        (f"{GHP.replace('ghp_', 'ghu_')}", "***"),
+        (f"x={GHP.replace('ghp_', 'ghs_')};", "x=***;"),
+        (f"{GHP.replace('ghp_', 'ghr_')}", "***"),
+        ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "***"),
+        ("key: sk-proj-abcdefghij1234567890XYZ.", "key: ***."),
+        ("sk-ant-api03-abcdefghijklmnopqrstuvwx", "***"),
+        ("slack xoxb-1234567890-abcdefghij done", "slack *** done"),
+        ("xoxp-1234567890-abcdef", "***"),
+        ("Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", "Bearer ***"),
+        ("Authorization: token abc123def", "Authorization: ***"),
+        ('curl -H "Authorization: Bearer abc.def-123" https://api', 'curl -H "Authorization: ***" https://api'),
+        ('{"authorization": "token abc123"}', '{"authorization": "***"}'),
+        ("https://x-access-token:abc123@github.com/o/r", "https://x-access-token:***@github.com/o/r"),
+    ],
+)  # fmt: skip
+def test_token_patterns_are_masked(text: str, expected: str) -> None:
+    assert Redactor().text(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ghp_short",
+        "task-abcdefghijklmnopqrstuvwxyz",  # not an sk- key: part of a longer word
+        "Bearer tokens are sent in a header",
+        "http://example.com:8080/path",
+        "",
+    ],
+)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert Redactor().text(text) == text
+
+
+def test_exact_secrets_are_masked_inside_longer_text() -> None:
+    redactor = Redactor(["p4ssw0rd!"])
+    assert redactor.text("user=me,pass=p4ssw0rd!,again p4ssw0rd!") == "user=me,pass=***,again ***"
+
+
+def test_a_secret_containing_another_is_masked_whole() -> None:
+    assert Redactor(["abcdef", "abcdefghij"]).text("[abcdefghij]") == "[***]"
+
+
+def test_secrets_shorter_than_six_characters_are_ignored() -> None:
+    assert Redactor(["abc", "12345"]).text("abc 12345") == "abc 12345"
+
+
+def test_secrets_with_regex_characters_are_matched_literally() -> None:
+    assert Redactor(["a.b*c+d"]).text("a.b*c+d axbbbcd") == "*** axbbbcd"
+
+
+def test_nested_structures_are_redacted_deeply() -> None:
+    redactor = Redactor(["s3cr3t-value"])
+    value = {
+        "stdout": "got s3cr3t-value",
+        "items": [1, None, True, "s3cr3t-value", {"deep": (f"x {GHP}",)}],
+        "s3cr3t-value": 2.5,
+    }
+    assert redactor.value(value) == {
+        "stdout": "got ***",
+        "items": [1, None, True, "***", {"deep": ("x ***",)}],
+        "***": 2.5,
+    }
+
+
+def test_from_environment_collects_secret_variables_only() -> None:
+    environ = {
+        "GITHUB_TOKEN": "gh-token-value",
+        "GH_TOKEN": "gh-cli-value",
+        "OPENAI_API_KEY": "openai-value",
+        "ANTHROPIC_API_KEY": "anthropic-value",
+        "INPUT_GITHUB-TOKEN": "action-input-value",
+        "DELIVERY_TOKEN_FOR_BOT": "delivery-value",
+        "JIRA_API_KEY": "jira-value",
+        "NPM_TOKEN": "npm-value",
+        "WEBHOOK_SECRET": "webhook-value",
+        "HOME": "/home/runner",
+        "PATH": "/usr/bin:/bin",
+        "SHORT_TOKEN": "abc",
+    }
+    redactor = Redactor.from_environment(environ)
+    masked = redactor.text(" ".join(environ.values()))
+    assert masked == " ".join(["***"] * 9 + ["/home/runner", "/usr/bin:/bin", "abc"])
+
+
+def test_repr_does_not_show_secrets() -> None:
+    assert "s3cr3t-value" not in repr(Redactor(["s3cr3t-value"]))
