@@ -1,0 +1,1 @@
+"""Observing the outside world: pull requests, review threads, diffs, worktrees (SPEC §7)."""
