@@ -165,6 +165,14 @@ class RunDirectory:
 
     def stage_dir(self, node_id: str, attempt: int) -> Path:
         """`<run>/<node_id>/<attempt>/`, created; a name that could escape is refused."""
+        path = self._stage_path(node_id, attempt)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise RunStoreError(f"{path}: cannot create stage directory: {error}") from error
+        return path
+
+    def _stage_path(self, node_id: str, attempt: int) -> Path:
         if (
             not isinstance(node_id, str)
             or not _NODE_ID.fullmatch(node_id)
@@ -181,10 +189,6 @@ class RunDirectory:
         path = self.path / node_id / str(attempt)
         if not path.resolve().is_relative_to(self.path.resolve()):
             raise RunStoreError(f"{path}: stage directory leads outside the run (a symlink?)")
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise RunStoreError(f"{path}: cannot create stage directory: {error}") from error
         return path
 
     def write_stage_file(
@@ -199,11 +203,11 @@ class RunDirectory:
         path = self.stage_dir(node_id, attempt) / self._stage_file_name(name)
         if redactor is not None:
             text = redactor.text(text)
-        _atomic_write(path, text.encode())
+        _atomic_write(path, text.encode("utf-8", "backslashreplace"))
         return path
 
     def read_stage_file(self, node_id: str, attempt: int, name: str) -> str | None:
-        path = self.stage_dir(node_id, attempt) / self._stage_file_name(name)
+        path = self._stage_path(node_id, attempt) / self._stage_file_name(name)
         try:
             return path.read_text(encoding="utf-8")
         except FileNotFoundError:

@@ -189,8 +189,15 @@ def test_stage_files_round_trip(tmp_path: Path) -> None:
     assert run.read_stage_file("plan", 1, "response.md") == "text of response.md\n"
 
 
-def test_read_stage_file_is_none_when_not_written(tmp_path: Path) -> None:
+def test_read_stage_file_is_none_when_not_written_and_creates_nothing(tmp_path: Path) -> None:
     assert RunDirectory.create(tmp_path).read_stage_file("plan", 1, "stdout.txt") is None
+    assert not (tmp_path / "plan").exists()
+
+
+def test_stage_text_that_is_not_valid_unicode_is_still_written(tmp_path: Path) -> None:
+    run = RunDirectory.create(tmp_path)
+    run.write_stage_file("plan", 1, "stdout.txt", "bad byte: \udcff")
+    assert run.read_stage_file("plan", 1, "stdout.txt") == "bad byte: \\udcff"
 
 
 def test_stage_file_names_outside_the_list_are_refused(tmp_path: Path) -> None:
