@@ -29,6 +29,34 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     validate.add_argument("workflows", nargs="+", metavar="WORKFLOW", type=Path)
     validate.add_argument("--format", choices=("text", "json", "github"), default="text")
+
+    run = commands.add_parser("run", help="run a workflow",
+                              description="Run a workflow. Exit 0 succeeded, 1 failed, "
+                              "2 refused to start, 3 paused.")
+    run.add_argument("workflow", type=Path)
+    run.add_argument("--goal")
+    run.add_argument("--input", action="append", default=[], metavar="K=V")
+    run.add_argument("--repo", action="append", default=[], metavar="F=LOC")
+    run.add_argument("--agent", default="", metavar="PROFILE",
+                     help="agent backend, e.g. replay:replies.json")
+    run.add_argument("--forge", choices=("github", "local"), default="local")
+    run.add_argument("--workspace", type=Path)
+    run.add_argument("--run-dir", type=Path)
+    run.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
+                     help="answer a human gate (scripted runs)")
+    run.add_argument("--json", action="store_true")
+
+    resume = commands.add_parser("resume", help="continue a run from its checkpoint")
+    resume.add_argument("run", metavar="RUN", help="run directory or run id")
+    resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL")
+    resume.add_argument("--json", action="store_true")
+
+    inspect = commands.add_parser("inspect", help="path taken, outcomes, context, artifacts")
+    inspect.add_argument("run", metavar="RUN")
+    inspect.add_argument("--json", action="store_true")
+
+    verify = commands.add_parser("verify", help="check a run's hash-chained event log")
+    verify.add_argument("run", metavar="RUN")
     return parser
 
 
@@ -72,8 +100,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return int(exit_.code or 0)
     if args.command == "validate":
         return cmd_validate(args.workflows, args.format, out, err)
-    parser.print_usage(err)
-    return EXIT_USAGE
+    from delivery import commands  # the run commands import the engine; validate stays light
+
+    return commands.dispatch(args, out, err)
 
 
 def entry() -> None:

@@ -20,8 +20,8 @@ from delivery.validation.availability import Availability, Read, failure_can_tak
 from delivery.validation.diagnostics import Diagnostic, Severity
 from delivery.validation.template_reads import TemplateProblem, template_reads
 from delivery.validation.writes import is_always_available, stage_writes
+from probes.pr_state import PR_STATES
 
-PR_STATES = ("MERGED", "CLOSED", "CONFLICTS", "CI_FAILED", "CHANGES_REQUIRED", "WAITING", "NONE")
 OUTCOMES = ("succeeded", "failed", *OUTCOME_ALIASES)
 BOOLEANS = ("true", "false")
 

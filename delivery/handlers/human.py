@@ -1,0 +1,30 @@
+"""Human gates: the choices are the outgoing edge labels; the answer routes by label."""
+
+from __future__ import annotations
+
+from delivery.context import Context
+from delivery.handlers.base import StageEnv, StageResult
+from delivery.model import Node
+from delivery.routing import accelerator
+
+
+def gate_choices(node: Node, env: StageEnv) -> list[str]:
+    return [edge.label or edge.target for edge in env.workflow.outgoing[node.id]]
+
+
+def run_human(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
+    choices = gate_choices(node, env)
+    answer = env.interviewer.ask(node.id, node.label, choices)
+    if answer is None:
+        return StageResult.fail(
+            f"human gate '{node.id}' got no answer and was denied "
+            f"(answer with --answer {node.id}=LABEL; choices: {', '.join(choices)})"
+        )
+    result = StageResult.ok()
+    result.updates = {
+        "human.gate.selected": accelerator(answer.label),
+        "human.gate.label": answer.label,
+        "human.gate.text": answer.text,
+    }
+    result.preferred_label = answer.label
+    return result

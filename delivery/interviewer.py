@@ -1,0 +1,76 @@
+"""Answers for human gates: the console on a terminal, scripted answers, or auto-deny."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TextIO
+
+from delivery.routing import accelerator, normalize_label
+
+
+@dataclass(frozen=True)
+class Answer:
+    label: str  # the chosen edge label, exactly as written on the edge
+    text: str = ""
+
+
+class Interviewer(Protocol):
+    def ask(self, node_id: str, question: str, choices: Sequence[str]) -> Answer | None:
+        """The chosen choice, or None when nobody answers (the gate is denied)."""
+        ...
+
+
+def match_choice(answer: str, choices: Sequence[str]) -> str | None:
+    """The choice an answer names: by accelerator key, full label or normalised label."""
+    wanted = answer.strip()
+    for choice in choices:
+        if wanted == choice or normalize_label(wanted) == normalize_label(choice):
+            return choice
+    for choice in choices:
+        if wanted.upper() == accelerator(choice).upper():
+            return choice
+    return None
+
+
+class ScriptedInterviewer:
+    """Answers from `--answer NODE=LABEL`; a gate without an answer is denied."""
+
+    def __init__(self, answers: Mapping[str, str]) -> None:
+        self.answers = dict(answers)
+
+    def ask(self, node_id: str, question: str, choices: Sequence[str]) -> Answer | None:
+        given = self.answers.get(node_id)
+        if given is None:
+            return None
+        chosen = match_choice(given, choices)
+        return Answer(chosen) if chosen is not None else None
+
+
+class ConsoleInterviewer:
+    """Asks on a terminal; falls back to scripted answers first."""
+
+    def __init__(self, scripted: ScriptedInterviewer, stdin: TextIO | None = None,
+                 stderr: TextIO | None = None) -> None:
+        self.scripted = scripted
+        self.stdin = stdin or sys.stdin
+        self.stderr = stderr or sys.stderr
+
+    def ask(self, node_id: str, question: str, choices: Sequence[str]) -> Answer | None:
+        scripted = self.scripted.ask(node_id, question, choices)
+        if scripted is not None:
+            return scripted
+        print(f"\n{question}", file=self.stderr)
+        for choice in choices:
+            print(f"  {choice}", file=self.stderr)
+        for _ in range(3):
+            print("> ", end="", file=self.stderr, flush=True)
+            line = self.stdin.readline()
+            if not line:
+                return None
+            chosen = match_choice(line, choices)
+            if chosen is not None:
+                return Answer(chosen)
+            print(f"not a choice: {line.strip()!r}", file=self.stderr)
+        return None

@@ -1,0 +1,285 @@
+"""Starting and resuming runs: the library entry points behind `delivery run` / `resume`.
+
+    outcome = start_run(RunRequest(workflow=Path("flow.dot"), goal="...", agent="replay:r.json"))
+
+Everything outside the engine is passed in (agent backend, interviewer, clock), so tests
+and embedders replace the world instead of patching it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from delivery.agents.base import AgentBackend
+from delivery.agents.registry import make_backend
+from delivery.context import ArtifactStore, Context
+from delivery.engine import Engine, EngineOptions, Progress, RunState
+from delivery.errors import RunRefused
+from delivery.handlers import default_handlers
+from delivery.handlers.base import Clock, StageEnv
+from delivery.interviewer import Interviewer, ScriptedInterviewer
+from delivery.loader import load_workflow
+from delivery.model import Node, NodeType, Workflow
+from delivery.redact import Redactor
+from delivery.runstore import EventLog, RunDirectory, new_run_id
+from delivery.templating import Renderer
+
+WORKFLOW_COPY = "workflow.dot"
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+@dataclass
+class RunRequest:
+    workflow: Path
+    goal: str | None = None
+    inputs: Mapping[str, str] = field(default_factory=dict)
+    agent: str = ""
+    workspace: Path | None = None
+    run_dir: Path | None = None
+    answers: Mapping[str, str] = field(default_factory=dict)
+    repos: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    status: str
+    failure_reason: str
+    path: list[str]
+    context: dict[str, Any]
+    run_dir: Path
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "status": self.status,
+                "failure_reason": self.failure_reason, "path": self.path,
+                "context": self.context, "run_dir": str(self.run_dir)}
+
+
+@dataclass
+class World:
+    """The outside world of a run; every part may be replaced by the caller."""
+
+    agent: AgentBackend | None = None
+    interviewer: Interviewer | None = None
+    clock: Clock = field(default_factory=SystemClock)
+    progress: Progress | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    options: EngineOptions = field(default_factory=EngineOptions)
+
+
+def initial_context(workflow: Workflow, goal: str | None,
+                    inputs: Mapping[str, str]) -> dict[str, Any]:
+    """The context a run starts with, or RunRefused naming the input that is wrong."""
+    declared = {decl.name: decl for decl in workflow.inputs}
+    for name in inputs:
+        if name not in declared:
+            listed = ", ".join(declared) or "none"
+            raise RunRefused(f"input '{name}'", "is not declared by the workflow",
+                             f"declared inputs: {listed}; declare it in inputs= or drop it")
+    defaults = {d.name: d.value for d in workflow.defaults}
+    resolved_goal = goal if goal else defaults.get("goal") or workflow.goal
+    if not resolved_goal:
+        raise RunRefused("goal", "the run has no goal",
+                         "pass --goal TEXT, or set goal= or defaults=\"goal='...'\" in the graph")
+    values: dict[str, Any] = {"goal": resolved_goal}
+    for name, attr in workflow.attrs.items():
+        values[f"graph.{name}"] = attr.text
+    values["graph.goal"] = workflow.goal or resolved_goal
+    for name, decl in declared.items():
+        if name in inputs:
+            value = inputs[name]
+        elif name in defaults:
+            value = defaults[name]
+        elif decl.optional:
+            value = ""
+        else:
+            raise RunRefused(f"input '{name}'", "is required and was not given",
+                             f"pass --input {name}=VALUE or give it a default")
+        values[f"inputs.{name}"] = value
+        values[name] = value
+    return values
+
+
+def refuse_unsupported(workflow: Workflow, handlers: Mapping[NodeType, object]) -> None:
+    for node in workflow.nodes.values():
+        if node.type in (NodeType.PARALLEL, NodeType.FAN_IN):
+            continue
+        if node.type not in handlers:
+            kind = node.type.value if node.type else "unknown"
+            raise RunRefused(f"node '{node.id}'", f"has type {kind}, which this version of "
+                             "delivery cannot run yet",
+                             "run workflows made of agent, prompt, script, human, conditional, "
+                             "wait and parallel stages")
+
+
+def _fidelity_preamble(state_ref: list[RunState], workflow: Workflow,
+                       context: Context) -> Any:
+    def preamble(node: Node) -> str:
+        fidelity = node.attr("fidelity") or workflow.attr("default_fidelity") or "compact"
+        state = state_ref[0]
+        if fidelity == "full" and not state.resumed:
+            return ""
+        goal = str(context.get("goal") or "")
+        if fidelity == "truncate":
+            return f"Goal: {goal}"
+        lines = [f"Goal: {goal}"]
+        done = [(n, state.outcomes.get(n, "")) for n in dict.fromkeys(state.path)
+                if n in state.outcomes and workflow.nodes[n].type not in
+                (NodeType.START, NodeType.CONDITIONAL)]
+        if done:
+            lines.append("\n## Completed stages")
+            lines += [f"- **{n}**: {o}" for n, o in done[-50:]]
+        return "\n".join(lines)
+
+    return preamble
+
+
+class _Run:
+    """Wires a run directory, a workflow and the world into an Engine."""
+
+    def __init__(self, workflow: Workflow, run_dir: RunDirectory, info: Mapping[str, Any],
+                 world: World, agent: AgentBackend) -> None:
+        self.workflow = workflow
+        self.run_dir = run_dir
+        self.info = info
+        self.world = world
+        self.agent = agent
+        self.redactor = Redactor.from_environment(world.environ)
+        self.events = EventLog(run_dir.events_path, redactor=self.redactor)
+        self.handlers = default_handlers()
+        refuse_unsupported(workflow, self.handlers)
+
+    def execute(self, state: RunState) -> RunOutcome:
+        workspace = Path(self.info["workspace"])
+        folders = {name: Path(loc) for name, loc in self.info.get("folders", {}).items()}
+        context = Context(state.context, ArtifactStore(self.run_dir.artifacts_dir))
+        state_ref = [state]
+        interviewer = self.world.interviewer or ScriptedInterviewer(self.info.get("answers", {}))
+
+        def write_stage_file(node_id: str, attempt: int, name: str, text: str) -> None:
+            self.run_dir.write_stage_file(node_id, attempt, name, text, redactor=self.redactor)
+
+        env = StageEnv(
+            workflow=self.workflow, workspace=workspace, run_dir=self.run_dir, agent=self.agent,
+            renderer=Renderer(), interviewer=interviewer, clock=self.world.clock,
+            folders=folders, stage_dir=self.run_dir.stage_dir,
+            write_stage_file=write_stage_file,
+            fidelity_preamble=_fidelity_preamble(state_ref, self.workflow, context),
+        )
+        engine = Engine(self.workflow, self.handlers, env, self.run_dir, self.events,
+                        save_extra=lambda: {"agent_state": self.agent.save_state()},
+                        progress=self.world.progress, options=self.world.options)
+        try:
+            final = engine.run(state, context)
+        finally:
+            self.events.close()
+        return RunOutcome(final.run_id, final.status, final.failure_reason, list(final.path),
+                          context.resolved_snapshot(), self.run_dir.path)
+
+
+def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
+    """Validate, refuse or start a run; returns when it ends (or pauses)."""
+    world = world or World()
+    workflow_path = request.workflow.resolve()
+    workflow = load_workflow(workflow_path)
+    values = initial_context(workflow, request.goal, request.inputs)
+    workspace = (request.workspace or Path.cwd()).resolve()
+    if not workspace.is_dir():
+        raise RunRefused("--workspace", f"{workspace} is not a directory",
+                         "create it or point --workspace at an existing directory")
+    agent = world.agent or _agent_from_profile(request.agent, workspace)
+    refuse_unsupported(workflow, default_handlers())
+    run_id = new_run_id()
+    run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
+    run_dir = RunDirectory.create(run_path)
+    source = workflow_path.read_text(encoding="utf-8")
+    (run_path / WORKFLOW_COPY).write_text(source, encoding="utf-8")
+    folders = {name: str(_folder_path(loc, workspace, name))
+               for name, loc in request.repos.items()}
+    values["internal.run_id"] = run_id
+    info = {
+        "run_id": run_id, "workflow": str(workflow_path),
+        "workflow_sha256": hashlib.sha256(source.encode()).hexdigest(),
+        "agent": request.agent, "workspace": str(workspace), "folders": folders,
+        "answers": dict(request.answers), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                    time.gmtime()),
+    }
+    run_dir.write_run_info(info)
+    start = workflow.start
+    assert start is not None  # validated
+    state = RunState(run_id=run_id, next_node=start.id, context=dict(values),
+                     initial=dict(values))
+    run = _Run(workflow, run_dir, info, world, agent)
+    run.events.append("run_started", run_id=run_id, workflow=str(workflow_path),
+                      goal=values["goal"], inputs=dict(request.inputs))
+    count, head = run.events.head
+    run_dir.save_checkpoint({**state.to_json(), "agent_state": agent.save_state(),
+                             "events": {"count": count, "head": head}})
+    return run.execute(state)
+
+
+def resume_run(run_path: Path, world: World | None = None,
+               answers: Mapping[str, str] | None = None) -> RunOutcome:
+    """Continue a run from its checkpoint; the interrupted stage runs again."""
+    world = world or World()
+    run_dir = RunDirectory.open(run_path.resolve())
+    info = dict(run_dir.read_run_info())
+    if answers:
+        info["answers"] = {**info.get("answers", {}), **answers}
+        run_dir.write_run_info(info)
+    checkpoint = run_dir.load_checkpoint()
+    workflow = load_workflow(run_dir.path / WORKFLOW_COPY)
+    if checkpoint is None:
+        raise RunRefused(f"run {run_path}", "has no checkpoint (it never started)",
+                         "start a new run with delivery run")
+    state = RunState.from_json(checkpoint)
+    agent = world.agent or _agent_from_profile(info.get("agent", ""), Path(info["workspace"]))
+    if "agent_state" in checkpoint:
+        agent.restore_state(checkpoint["agent_state"])
+    state.resumed = True
+    run = _Run(workflow, run_dir, info, world, agent)
+    if state.status == "running":
+        run.events.append("run_resumed", next_node=state.next_node or "")
+    return run.execute(state)
+
+
+def _agent_from_profile(profile: str, workspace: Path) -> AgentBackend:
+    if not profile:
+        raise RunRefused("--agent", "no agent backend was chosen",
+                         "pass --agent replay:FILE.json (command: and openai: come later)")
+    return make_backend(profile, base_dir=workspace)
+
+
+def _folder_path(location: str, workspace: Path, name: str) -> Path:
+    candidate = Path(location)
+    if not candidate.is_absolute():
+        candidate = (workspace / candidate)
+    if candidate.is_dir():
+        return candidate.resolve()
+    raise RunRefused(f"--repo {name}={location}", "is not a local directory",
+                     "give a path to a git worktree (GitHub repositories come with the "
+                     "forge issue)")
+
+
+def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
+    """`K=V` items of a repeated option; RunRefused names the bad one."""
+    values: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise RunRefused(f"{option} {item!r}", "is not NAME=VALUE", f"write {option} name=value")
+        values[name.strip()] = value
+    return values
