@@ -303,7 +303,7 @@ class Engine:
 
     def _restart(self, context: Context) -> None:
         state = self._state()
-        for key in context.keys():
+        for key in context.snapshot():
             context.delete(key)
         context.update(state.initial)
         self._event("loop_restart")

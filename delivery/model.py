@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from functools import cached_property
 
 from delivery.conditions import Condition
@@ -16,7 +16,7 @@ from delivery.declarations import DefaultValue, FactDecl, InputDecl, OutputDecl
 from delivery.lang.syntax import Value
 
 
-class NodeType(str, Enum):
+class NodeType(StrEnum):
     START = "start"
     EXIT = "exit"
     AGENT = "agent"

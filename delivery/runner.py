@@ -280,6 +280,7 @@ def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise RunRefused(f"{option} {item!r}", "is not NAME=VALUE", f"write {option} name=value")
+            raise RunRefused(f"{option} {item!r}", "is not NAME=VALUE",
+                             f"write {option} name=value")
         values[name.strip()] = value
     return values

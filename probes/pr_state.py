@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Literal
 
 
-class PrState(str, Enum):
+class PrState(StrEnum):
     MERGED = "MERGED"
     CLOSED = "CLOSED"
     CONFLICTS = "CONFLICTS"
