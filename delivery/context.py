@@ -16,12 +16,12 @@ import os
 import re
 import tempfile
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from delivery.errors import RunError
-from delivery.paths import MISSING, normalize_key, walk
+from delivery.paths import MISSING, normalize_key, string_form, walk
 
 OFFLOAD_THRESHOLD: Final = 100 * 1024  # bytes of serialized JSON
 
@@ -226,3 +226,176 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     return bool(a == b)
+
+
+# -- the nested view (what templates see) ----------------------------------------------
+
+_VIEW_METHODS: Final = frozenset({"items", "keys", "values", "get"})
+
+
+class ViewIndex:
+    """A read-only nested view of one Context: which dotted prefixes exist, and what a
+    dotted path reads as. `absent(key)` makes what a missing path reads as."""
+
+    def __init__(self, context: Context, absent: Callable[[str], Any]) -> None:
+        self.context = context
+        self.absent = absent
+        self.children: dict[str, list[str]] = {}
+        for key in context._values:
+            segments = key.split(".")
+            for cut in range(len(segments)):
+                names = self.children.setdefault(".".join(segments[:cut]), [])
+                if segments[cut] not in names:
+                    names.append(segments[cut])
+
+    def root(self) -> ContextView:
+        return ContextView(self, "", MISSING)
+
+    def namespace(self, key: str) -> ContextView:
+        return ContextView(self, key, MISSING)
+
+    def entry(self, key: str) -> Any:
+        found = self.find(key)
+        return self.absent(key) if found is MISSING else found
+
+    def find(self, key: str) -> Any:
+        """A ContextView for containers and prefixes, the value for leaves, or MISSING."""
+        value = self.context.peek(key)
+        if value is MISSING:
+            return ContextView(self, key, MISSING) if key in self.children else MISSING
+        if isinstance(value, (dict, list)) or key in self.children or _json_text(value):
+            return ContextView(self, key, value)
+        return value
+
+
+def _json_text(value: Any) -> bool:
+    if not isinstance(value, str) or value[:1] not in ("[", "{"):
+        return False
+    try:
+        return isinstance(json.loads(value), (list, dict))
+    except ValueError:
+        return False
+
+
+class ContextView:
+    """Read-only view at a dotted prefix; members are context keys (they win over the
+    dict methods items/keys/values/get, which remain as a fallback). `value` is the
+    stored or walked-into value, or MISSING when the prefix only starts longer keys."""
+
+    __slots__ = ("_index", "_key", "_text", "_value")
+
+    def __init__(self, index: ViewIndex, key: str, value: Any) -> None:
+        self._index = index
+        self._key = key
+        self._value = value
+        self._text: str | None = None
+
+    def _find(self, segment: str) -> Any:
+        if segment.startswith("-") and segment[1:].isdigit():
+            data = self.data()
+            if isinstance(data, list):
+                segment = str(len(data) + int(segment))
+        return self._index.find(f"{self._key}.{segment}" if self._key else segment)
+
+    def member(self, segment: str) -> Any:
+        found = self._find(segment)
+        if found is MISSING:
+            return self._index.absent(f"{self._key}.{segment}" if self._key else segment)
+        return found
+
+    def attribute(self, name: str) -> Any:
+        if name in _VIEW_METHODS and self._find(name) is MISSING:
+            return getattr(self, name)
+        return self.member(name)
+
+    def data(self) -> Any:
+        """The plain JSON value (a JSON text parsed; a bare prefix as a nested dict)."""
+        value = self._value
+        if value is MISSING:
+            return {name: _plain(self._find(name)) for name in self._names()}
+        if isinstance(value, str) and _json_text(value):
+            return json.loads(value)
+        return value
+
+    def _names(self) -> list[str]:
+        return self._index.children.get(self._key, [])
+
+    def _members(self) -> Iterator[tuple[str, Any]]:
+        data = self.data() if self._value is not MISSING else None
+        if isinstance(data, list):
+            return ((str(i), self.member(str(i))) for i in range(len(data)))
+        names = list(data) if isinstance(data, dict) else self._names()
+        return ((name, self.member(name)) for name in names)
+
+    def __iter__(self) -> Iterator[Any]:
+        if isinstance(self.data(), list):
+            return (item for _, item in self._members())
+        return (name for name, _ in self._members())
+
+    def __reversed__(self) -> Iterator[Any]:
+        everything: list[Any] = list(self)
+        return iter(everything[::-1])
+
+    def __len__(self) -> int:
+        data = self.data()
+        return len(data) if isinstance(data, (list, dict, str)) else len(self._names())
+
+    def __bool__(self) -> bool:
+        return bool(self.data())
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.data()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ContextView):
+            return bool(self.data() == other.data())
+        return str(self) == other if isinstance(other, str) else bool(self.data() == other)
+
+    __hash__ = None  # type: ignore[assignment]  # compares by value like the dict it shows
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = text_form(self._value if isinstance(self._value, str) else self.data())
+        return self._text
+
+    __repr__ = __str__
+
+    def keys(self) -> list[str]:
+        return [name for name, _ in self._members()]
+
+    def values(self) -> list[Any]:
+        return [item for _, item in self._members()]
+
+    def items(self) -> list[tuple[str, Any]]:
+        return list(self._members())
+
+    def get(self, name: str, default: Any = None) -> Any:
+        found = self._find(str(name))
+        return default if found is MISSING else found
+
+
+def _plain(value: Any) -> Any:
+    return value.data() if isinstance(value, ContextView) else value
+
+
+def json_default(value: Any) -> Any:
+    """`default=` for json.dumps: a ContextView dumps as its data."""
+    if isinstance(value, ContextView):
+        return value.data()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def text_form(value: Any) -> str:
+    """How a value renders in a template: strings as-is, JSON values in JSON spelling
+    (null as empty), views as their JSON; anything else through str()."""
+    if isinstance(value, ContextView):
+        return str(value)
+    if isinstance(value, (list, dict, tuple)):
+        try:
+            return json.dumps(value, sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False, default=json_default)
+        except (TypeError, ValueError):
+            return str(value)
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return string_form(value)
+    return str(value)
