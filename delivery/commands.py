@@ -110,12 +110,7 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     artifacts = sorted(str(p.relative_to(run_dir.path)) for p in
                        run_dir.artifacts_dir.rglob("*") if p.is_file()) \
         if run_dir.artifacts_dir.is_dir() else []
-    stages: list[dict[str, Any]] = []
-    for node_id, attempts in sorted(checkpoint.get("attempts", {}).items()):
-        for attempt in range(1, attempts + 1):
-            text = run_dir.read_stage_file(node_id, attempt, "status.json")
-            if text:
-                stages.append(json.loads(text))
+    stages = _finished_stages(run_dir)
     report = {
         "run_id": info.get("run_id"), "status": checkpoint.get("status", "unknown"),
         "failure_reason": checkpoint.get("failure_reason", ""),
@@ -137,7 +132,8 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"    {stage['node']}#{stage['attempt']}: {stage['outcome']}{reason}", file=out)
     print("  context:", file=out)
     for key, value in sorted(report["context"].items()):
-        shown = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        shown = value if isinstance(value, str) and "\n" not in value else json.dumps(
+            value, sort_keys=True, ensure_ascii=False)
         if len(shown) > 120:
             shown = shown[:117] + "..."
         print(f"    {key} = {shown}", file=out)
@@ -146,6 +142,23 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for name in artifacts:
             print(f"    {name}", file=out)
     return EXIT_SUCCEEDED
+
+
+def _finished_stages(run_dir: RunDirectory) -> list[dict[str, Any]]:
+    """Every finished stage attempt, in the order it ran (read from the event log)."""
+    stages: list[dict[str, Any]] = []
+    if not run_dir.events_path.is_file():
+        return stages
+    with run_dir.events_path.open(encoding="utf-8") as log:
+        for line in log:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a torn last line; `delivery verify` reports it
+            if event.get("type") == "stage_finished":
+                stages.append({key: event.get(key) for key in
+                               ("node", "attempt", "outcome", "failure_reason", "seconds")})
+    return stages
 
 
 def cmd_verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
