@@ -68,6 +68,25 @@ class _Undefined(StrictUndefined):
             return f"'{self._undefined_name}' is not in the context"
         return str(super()._undefined_message)
 
+    # A missing dotted key read through a missing prefix (`tests.passed` with no `tests.*`
+    # key) is undefined as a whole rather than an error at the first dot, so that
+    # `{{ tests.passed | default('') }}` guards the read as the validator promises.
+    # Rendering, testing or iterating it still fails, naming the full key.
+    def _chained(self, segment: str) -> _Undefined:
+        name = self._undefined_name
+        plain = self._undefined_hint is None or self._undefined_hint == _absent_hint(name)
+        if self._undefined_obj is missing and isinstance(name, str) and plain:
+            return _absent(f"{name}.{segment}")
+        return self  # keeps its own message (an unsaved current_work, a missing $goal)
+
+    def __getattr__(self, name: str) -> Any:
+        if name[:2] == "__":
+            raise AttributeError(name)
+        return self._chained(name)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._chained(str(key))
+
 
 class _Budget:
     def __init__(self, seconds: float) -> None:
@@ -356,8 +375,12 @@ def _variables(context: Context, folders: Sequence[str], uses_goal: object) -> d
     return variables
 
 
+def _absent_hint(key: object) -> str:
+    return f"'{key}' is not in the context"
+
+
 def _absent(key: str) -> _Undefined:
-    return _Undefined(hint=f"'{key}' is not in the context", name=key)
+    return _Undefined(hint=_absent_hint(key), name=key)
 
 
 def _current_work(context: Context) -> Any:
