@@ -325,3 +325,22 @@ def test_a_context_key_named_items_renders_as_its_value(tmp_path: Path) -> None:
                                            "use": [reply()]})
     assert ran.status == "succeeded", ran.outcome.failure_reason
     assert "items=<apples> ctx=<apples>" in ran.prompts_of("use")[0]
+
+
+def test_a_guarded_read_of_a_missing_dotted_key_renders_the_default(tmp_path: Path) -> None:
+    # The validator accepts `| default(...)` as a guard for a key not written on every
+    # path; the renderer must honour it also when no key shares the dotted prefix.
+    dot = """
+    digraph F {
+      graph [goal="g"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      a [type=prompt, prompt="PROMPT"]
+      start -> a -> exit
+    }
+    """.replace("PROMPT", "[{{ tests.passed | default('none') }}] "
+                          "[{{ context.x.y | default('-') }}]")
+    ran = run_flow(tmp_path, dot, replies={"a": [reply()]})
+    assert ran.status == "succeeded", ran.outcome.failure_reason
+    assert "[none] [-]" in ran.prompts_of("a")[0]
+
