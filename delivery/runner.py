@@ -132,6 +132,9 @@ def _fidelity_preamble(state_ref: list[RunState], workflow: Workflow,
         state = state_ref[0]
         if fidelity == "full" and not state.resumed:
             return ""
+        # A resume lost the agent sessions: the first agent stage after it gets a summary
+        # even at `full` fidelity, once (SPEC §5).
+        state.resumed = False
         goal = str(context.get("goal") or "")
         if fidelity == "truncate":
             return f"Goal: {goal}"
@@ -206,7 +209,7 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     run_dir = RunDirectory.create(run_path)
     source = workflow_path.read_text(encoding="utf-8")
-    (run_path / WORKFLOW_COPY).write_text(source, encoding="utf-8")
+    (run_path / WORKFLOW_COPY).write_bytes(source.encode())  # resume checks its SHA-256
     folders = {name: str(_folder_path(loc, workspace, name))
                for name, loc in request.repos.items()}
     values["internal.run_id"] = run_id
@@ -239,21 +242,53 @@ def resume_run(run_path: Path, world: World | None = None,
     info = dict(run_dir.read_run_info())
     if answers:
         info["answers"] = {**info.get("answers", {}), **answers}
-        run_dir.write_run_info(info)
     checkpoint = run_dir.load_checkpoint()
-    workflow = load_workflow(run_dir.path / WORKFLOW_COPY)
     if checkpoint is None:
         raise RunRefused(f"run {run_path}", "has no checkpoint (it never started)",
                          "start a new run with delivery run")
-    state = RunState.from_json(checkpoint)
+    copy = run_dir.path / WORKFLOW_COPY
+    try:
+        digest = hashlib.sha256(copy.read_bytes()).hexdigest()
+    except OSError as err:
+        raise RunRefused(f"run {run_path}", f"its workflow copy cannot be read: {err}",
+                         "restore it from the workflow the run was started with") from None
+    if digest != info.get("workflow_sha256"):
+        raise RunRefused(f"run {run_path}", f"its workflow copy {copy} was changed after the "
+                         "run started (its SHA-256 differs from run.json's)",
+                         "restore the copy, or start a new run with the changed workflow")
+    workflow = load_workflow(copy)
+    state = _checkpointed_state(checkpoint, workflow, run_dir)
     agent = world.agent or _agent_from_profile(info.get("agent", ""), Path(info["workspace"]))
     if "agent_state" in checkpoint:
         agent.restore_state(checkpoint["agent_state"])
     state.resumed = True
-    run = _Run(workflow, run_dir, info, world, agent)
+    run = _Run(workflow, run_dir, info, world, agent)  # locks the run against a second resume
+    if answers:
+        run_dir.write_run_info(info)
     if state.status == "running":
         run.events.append("run_resumed", next_node=state.next_node or "")
     return run.execute(state)
+
+
+def _checkpointed_state(checkpoint: Mapping[str, Any], workflow: Workflow,
+                        run_dir: RunDirectory) -> RunState:
+    """The RunState a checkpoint holds, or RunRefused when it cannot be resumed from."""
+    def refuse(problem: str) -> RunRefused:
+        return RunRefused(f"checkpoint {run_dir.checkpoint_path}", f"is malformed: {problem}",
+                          "restore it, or start a new run")
+
+    try:
+        state = RunState.from_json(checkpoint)
+    except TypeError as err:
+        raise refuse(str(err)) from None
+    shapes = ((state.context, dict), (state.initial, dict), (state.path, list),
+              (state.attempts, dict), (state.outcomes, dict), (state.steps, int))
+    if not all(isinstance(value, kind) for value, kind in shapes):
+        raise refuse("context, initial, path, attempts, outcomes or steps has the wrong type")
+    if state.status == "running" and (not isinstance(state.next_node, str)
+                                      or state.next_node not in workflow.nodes):
+        raise refuse(f"its next node {state.next_node!r} is not in the workflow")
+    return state
 
 
 def _agent_from_profile(profile: str, workspace: Path) -> AgentBackend:

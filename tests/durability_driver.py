@@ -1,0 +1,237 @@
+"""Run the `delivery` CLI and SIGKILL the process at one precise point (crash tests).
+
+    DURABILITY_KILL=SPEC python tests/durability_driver.py run flow.dot --json ...
+
+SPEC says where the process kills itself (`SIGKILL`, so nothing is flushed, no `finally`
+runs, no lock is released politely — as in a power cut or an OOM kill):
+
+    checkpoint:NODE[:K]      right after the K-th checkpoint whose next_node is NODE is saved
+    checkpoint-tmp:NODE[:K]  instead of that checkpoint: its temporary file is written and
+                             fsync'ed, the rename never happens
+    event:TYPE[:NODE[:K]]    right after the K-th TYPE event (for NODE) is appended
+    event-torn:TYPE[:NODE[:K]]  in the middle of writing that event's line
+    stage-file:NODE:NAME[:K] right after the K-th write of NODE's stage file NAME
+
+    run-info                 just before run.json is written
+
+K defaults to 1. Without DURABILITY_KILL the CLI runs normally and its exit status is
+passed through; a kill point never reached exits with status 97.
+
+The crash tests' workspace (workflow, replay file, stage script) is defined here too, so
+that the tests of the run commands share it: `write_workspace(DIR)`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from delivery import runstore
+from delivery.cli import main
+
+NOT_REACHED = 97
+
+# Nine stages besides start and exit: prompt and agent nodes (one reply needs a correction
+# turn), scripts writing facts (one over 100 KB, so it is offloaded to the artifact store;
+# one that fails and is routed on its failure), a conditional, and a review loop that
+# runs `test` and `review` twice.
+FLOW = r"""// durability: prompts, agents, scripts with facts, a conditional and a loop
+digraph Durable {
+    graph [goal="Ship the durable feature", inputs="ticket, flavour?",
+           defaults="flavour='vanilla'"]
+    start [shape=Mdiamond]
+    exit  [shape=Msquare]
+
+    plan      [type=prompt, prompt="Plan {{ ticket }} ({{ flavour }}) for $goal",
+               outputs="plan:text, steps:json"]
+    build     [type=script, facts="build.count, build.blob", script="bash ./stage.sh build"]
+    check     [shape=diamond]
+    implement [prompt="Implement: {{ plan }} in {{ build.count }} parts", outputs="summary:text"]
+    test      [type=script, facts="tests.passed, tests.count",
+               script="bash ./stage.sh test {{ summary | length }}"]
+    review    [type=prompt, prompt="Review {{ summary }} ({{ tests.count }} tests)",
+               outputs="verdict:choice"]
+    fix       [prompt="Fix what review found in {{ summary }}", outputs="summary:text"]
+    audit     [type=script, facts="audit.issues", script="bash ./stage.sh audit"]
+    ship      [type=script, facts="shipped.tag",
+               script="bash ./stage.sh ship {{ steps | length }}"]
+
+    start -> plan -> build -> check
+    check -> implement [condition="build.count > 2"]
+    check -> exit      [condition="build.count <= 2"]
+    implement -> test
+    test -> review     [condition="tests.passed = true"]
+    test -> exit       [condition="outcome=fail"]
+    review -> fix      [condition="verdict=rework"]
+    review -> audit    [condition="verdict=pass"]
+    fix -> test
+    audit -> ship      [condition="outcome=fail"]
+    audit -> ship
+    ship -> exit
+}
+"""
+
+# `stage.sh NAME [ARG]` does the work of the script stage NAME: it writes NAME's facts
+# (audit's and then fails). With DURABILITY_GATES=DIR, every visit of a stage first leaves
+# DIR/<stage>.<visit> holding its pid; the visit named by
+# DURABILITY_HOLD then waits, at most 20 s, for DIR/release — long enough for the test to
+# kill the run right there.
+STAGE_SH = r"""if [ -n "$DURABILITY_GATES" ]; then
+    n=1
+    while [ -e "$DURABILITY_GATES/$1.$n" ] && [ "$n" -lt 100 ]; do n=$((n + 1)); done
+    echo "$$" > "$DURABILITY_GATES/.$1.$n"
+    mv "$DURABILITY_GATES/.$1.$n" "$DURABILITY_GATES/$1.$n"
+    if [ "$1.$n" = "$DURABILITY_HOLD" ]; then
+        for _ in $(seq 1 400); do [ -e "$DURABILITY_GATES/release" ] && break; sleep 0.05; done
+    fi
+fi
+case "$1" in
+    build)
+        echo build.count=3
+        echo 'build.blob<<EOF'
+        yes abcdefghij | head -c 120000 | tr -d '\n'
+        echo
+        echo EOF ;;
+    test) printf 'tests.passed=true\ntests.count=%s\n' "$2" ;;
+    audit) echo audit.issues=2; exit 3 ;;
+    ship) echo "shipped.tag=v1-$2" ;;
+esac >> "$DELIVERY_FACTS"
+"""
+
+
+def _reply(text: str, updates: dict[str, Any]) -> str:
+    return f"{text}\n{json.dumps({'context_updates': updates})}"
+
+
+REPLIES: dict[str, list[str]] = {
+    "plan": [_reply("Plan: three parts.", {"plan": "split in three", "steps": ["a", "b", "c"]})],
+    "implement": ["I forgot the contract.",
+                  _reply("Done.", {"summary": "first cut"})],
+    "review": [_reply("Needs work.", {"verdict": "rework"}),
+               _reply("Good.", {"verdict": "pass"})],
+    "fix": [_reply("Fixed.", {"summary": "second, better cut"})],
+}
+
+
+def write_workspace(directory: Path) -> Path:
+    """The crash tests' flow.dot, replies.json and stage.sh in `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "flow.dot").write_text(FLOW, encoding="utf-8")
+    (directory / "stage.sh").write_text(STAGE_SH, encoding="utf-8")
+    (directory / "replies.json").write_text(json.dumps(REPLIES, indent=1), encoding="utf-8")
+    return directory
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class KillPoint:
+    def __init__(self, spec: str) -> None:
+        parts = spec.split(":")
+        self.kind = parts[0]
+        self.args = parts[1:]
+        self.seen = 0
+
+    def hit(self, wanted: int) -> bool:
+        """Count a matching occurrence; True on the wanted one."""
+        self.seen += 1
+        return self.seen == wanted
+
+
+def _split(args: list[str], names: int) -> tuple[list[str], int]:
+    """The first `names` matching fields and K (the last field when numeric, default 1)."""
+    if len(args) > names and args[-1].isdigit():
+        return args[:-1], int(args[-1])
+    return args, 1
+
+
+class _TornFile:
+    """Writes half of the first line it is given, then the process dies."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def write(self, data: Any) -> int:
+        chunk = bytes(data)
+        self.real.write(chunk[: max(1, len(chunk) // 2)])
+        os.fsync(self.real.fileno())
+        die()
+        return 0  # pragma: no cover - never reached
+
+    def fileno(self) -> int:
+        return int(self.real.fileno())
+
+
+def install(spec: str) -> None:
+    point = KillPoint(spec)
+    kind = point.kind
+    if kind in ("checkpoint", "checkpoint-tmp"):
+        (node,), wanted = _split(point.args, 1)
+        original_save = runstore.RunDirectory.save_checkpoint
+
+        def save_checkpoint(self: runstore.RunDirectory, data: Mapping[str, Any]) -> None:
+            if data.get("next_node") == node and point.hit(wanted=wanted):
+                if kind == "checkpoint-tmp":
+                    tmp = self.checkpoint_path.with_name("checkpoint.json.0123456789abcdef.tmp")
+                    tmp.write_bytes(runstore._dumps(tmp, data))
+                    with open(tmp, "rb") as handle:
+                        os.fsync(handle.fileno())
+                    die()
+                original_save(self, data)
+                die()
+            original_save(self, data)
+
+        runstore.RunDirectory.save_checkpoint = save_checkpoint  # type: ignore[method-assign]
+    elif kind in ("event", "event-torn"):
+        fields, wanted = _split(point.args, 2)
+        event_type = fields[0]
+        event_node = fields[1] if len(fields) > 1 else None
+        original_append = runstore.EventLog.append
+
+        def append(self: runstore.EventLog, event_type_: str, **values: Any) -> dict[str, Any]:
+            matches = event_type_ == event_type and (event_node is None
+                                                 or values.get("node") == event_node)
+            if matches and point.hit(wanted=wanted):
+                if kind == "event-torn":
+                    self._file = _TornFile(self._file)  # type: ignore[assignment]
+                result = original_append(self, event_type_, **values)
+                die()
+                return result
+            return original_append(self, event_type_, **values)
+
+        runstore.EventLog.append = append  # type: ignore[method-assign,assignment]
+    elif kind == "run-info":
+        def write_run_info(self: runstore.RunDirectory, info: Mapping[str, Any]) -> None:
+            die()
+
+        runstore.RunDirectory.write_run_info = write_run_info  # type: ignore[method-assign]
+    elif kind == "stage-file":
+        (node, name), wanted = _split(point.args, 2)
+        original_write: Callable[..., Path] = runstore.RunDirectory.write_stage_file
+
+        def write_stage_file(self: runstore.RunDirectory, node_id: str, attempt: int,
+                             file_name: str, text: str, **kwargs: Any) -> Path:
+            path = original_write(self, node_id, attempt, file_name, text, **kwargs)
+            if node_id == node and file_name == name and point.hit(wanted=wanted):
+                die()
+            return path
+
+        runstore.RunDirectory.write_stage_file = write_stage_file  # type: ignore[method-assign,assignment]
+    else:
+        raise SystemExit(f"durability_driver: unknown kill point {spec!r}")
+
+
+if __name__ == "__main__":
+    spec = os.environ.get("DURABILITY_KILL", "")
+    if spec:
+        install(spec)
+    status = main(sys.argv[1:])
+    sys.exit(NOT_REACHED if spec else status)
