@@ -1,7 +1,7 @@
 """Choosing the next edge after a stage (SPEC §1.3), as Attractor does.
 
 1. edges whose condition holds — highest weight, then lexically first target;
-2. an unconditional edge whose label matches the stage's preferred label;
+2. an unconditional edge whose label (or, unlabeled, target) matches the preferred label;
 3. the highest-weight unconditional edge, lexical tiebreak.
 After a failed stage only conditions that test `outcome` (and hold) are eligible.
 """
@@ -57,7 +57,9 @@ def select_edge(
         return None
     if preferred_label:
         wanted = normalize_label(preferred_label)
-        matching = [edge for edge in unconditional if normalize_label(edge.label) == wanted]
+        # an unlabeled edge is named by its target (as a human gate offers it)
+        matching = [edge for edge in unconditional
+                    if normalize_label(edge.label or edge.target) == wanted]
         if matching:
             return _best(matching)
     return _best(unconditional)

@@ -77,6 +77,62 @@ def test_a_denied_gate_with_no_failure_edge_fails_the_run(tmp_path: Path) -> Non
     assert "gate" in ran.outcome.failure_reason and "denied" in ran.outcome.failure_reason
 
 
+UNLABELED = """
+digraph F {
+  graph [goal="g"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  gate [shape=hexagon, label="Which way?"]
+  ship [shape=parallelogram, script="true"]
+  rework [shape=parallelogram, script="true"]
+  denied [shape=parallelogram, script="true"]
+  start -> gate
+  gate -> ship
+  gate -> rework [label="Rework"]
+  gate -> denied [condition="outcome=failed"]
+  ship -> exit
+  rework -> exit
+  denied -> exit
+}
+"""
+
+
+def test_an_unlabeled_gate_edge_is_chosen_by_its_target_id(tmp_path: Path) -> None:
+    ran = run_flow(tmp_path, UNLABELED, answers={"gate": "ship"})
+    assert ran.outcome.path == ["start", "gate", "ship", "exit"]
+    assert ran.context["human.gate.label"] == "ship"
+
+
+def test_a_failure_edge_of_a_gate_is_not_a_choice(tmp_path: Path) -> None:
+    # answering with the failure edge's target names no choice: the gate is denied
+    ran = run_flow(tmp_path, UNLABELED, answers={"gate": "denied"})
+    assert ran.outcome.path == ["start", "gate", "denied", "exit"]
+    assert "human.gate.label" not in ran.context
+    status = json.loads((ran.outcome.run_dir / "gate" / "1" / "status.json").read_text())
+    assert status["outcome"] == "failed"
+    assert "choices: ship, Rework" in status["failure_reason"]
+
+
+def test_an_agent_preferring_an_unlabeled_edge_by_target_takes_it(tmp_path: Path) -> None:
+    dot = """
+    digraph F {
+      graph [goal="g"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      ask [type=prompt, prompt="Pick"]
+      alpha [shape=parallelogram, script="true"]
+      zulu [shape=parallelogram, script="true"]
+      start -> ask
+      ask -> alpha
+      ask -> zulu
+      alpha -> exit
+      zulu -> exit
+    }
+    """
+    ran = run_flow(tmp_path, dot, replies={"ask": [reply(preferred_label="zulu")]})
+    assert ran.outcome.path == ["start", "ask", "zulu", "exit"]
+
+
 # -- parallel ---------------------------------------------------------------------------
 
 

@@ -9,7 +9,15 @@ from delivery.routing import accelerator
 
 
 def gate_choices(node: Node, env: StageEnv) -> list[str]:
-    return [edge.label or edge.target for edge in env.workflow.outgoing[node.id]]
+    """The labels (or, unlabeled, the targets) of the edges an answer can route to.
+
+    An answer routes by preferred label, which only unconditional edges take, so a
+    conditional edge (`outcome=failed` for a denied gate) is not offered as a choice —
+    unless the gate has no unconditional edge at all (Attractor offers every edge).
+    """
+    edges = env.workflow.outgoing[node.id]
+    choosable = [edge for edge in edges if edge.condition is None] or list(edges)
+    return [edge.label or edge.target for edge in choosable]
 
 
 def run_human(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
