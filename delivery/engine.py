@@ -349,8 +349,10 @@ class Engine:
                 outcome, reason = "failed", f"branch reached exit '{end.node}' before the join"
             if outcome != "failed":
                 outcome, reason = "succeeded", ""
+            # values, not artifact pointers: the results list is offloaded as a whole if large
+            written = {key: branch_context.get(key) for key in branch_context.changes_since(base)}
             entry = {"node": head, "outcome": outcome, "failure_reason": reason,
-                     "context": branch_context.changes_since(base)}
+                     "context": written}
             return entry, branch_path
 
         with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="branch") as pool:

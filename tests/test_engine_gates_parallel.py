@@ -309,3 +309,37 @@ def test_max_parallel_one_still_runs_every_branch(tmp_path: Path) -> None:
     assert ran.status == "succeeded", ran.outcome.failure_reason
     assert sorted((tmp_path / "order").read_text().split()) == ["a", "b", "c"]
     assert [r["node"] for r in ran.context["parallel.results"]] == ["a", "b", "c"]
+
+
+def test_a_large_value_written_in_a_branch_reads_as_its_value_after_the_join(
+        tmp_path: Path) -> None:
+    size = 150_000
+    (tmp_path / "blob.sh").write_text(
+        "printf 'blob=' >> \"$DELIVERY_FACTS\"\n"
+        f"head -c {size} /dev/zero | tr '\\0' x >> \"$DELIVERY_FACTS\"\n"
+        "echo >> \"$DELIVERY_FACTS\"\n", encoding="utf-8")
+    dot = """
+    digraph F {
+      graph [goal="g"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      split [shape=component]
+      big [shape=parallelogram, facts="blob", script="bash blob.sh"]
+      small [shape=parallelogram, script="true"]
+      join [shape=tripleoctagon]
+      use [type=prompt, prompt="PROMPT"]
+      start -> split
+      split -> big
+      split -> small
+      big -> join
+      small -> join
+      join -> use -> exit
+    }
+    """.replace("PROMPT", "len={{ parallel.results['0'].context.blob | length }} "
+                          "head={{ parallel.results['0'].context.blob[:4] }}")
+    ran = run_flow(tmp_path, dot, replies={"use": [reply()]})
+    assert ran.status == "succeeded", ran.outcome.failure_reason
+    assert f"len={size} head=xxxx" in ran.prompts_of("use")[0]
+    assert ran.context["parallel.results"][0]["context"]["blob"] == "x" * size
+    checkpoint = json.loads((ran.outcome.run_dir / "checkpoint.json").read_text())
+    assert str(checkpoint["context"]["parallel.results"]).startswith("file://")
