@@ -1,0 +1,188 @@
+"""Per-stage overhead of delivery's run engine against LangGraph, both checkpointing to disk.
+
+    .venv/bin/python benchmarks/engine_overhead.py [--stages 1000] [--reps 3] [--dir PATH]
+                                                   [--durability sync|async|exit] [--profile]
+
+Both engines run the same linear workflow of trivial stages, `start -> s1 -> ... -> sN ->
+exit`, in one process, side by side:
+
+- delivery: a DOT file of agent nodes (`type=prompt`) answered by the replay backend. After
+  every stage the engine atomically replaces `checkpoint.json` and appends to `events.jsonl`
+  (and writes the stage's `prompt.md` / `response.md` / `status.json`), all fsync'ed.
+- LangGraph (`pip install delivery[bench]`): a StateGraph chain of N nodes, each appending
+  its name to `path` and setting `last`, compiled with `SqliteSaver` on a file (WAL) and run
+  with `durability="sync"`, so a checkpoint is committed after every step before the next
+  one starts, as delivery does.
+
+Each timing covers everything after interpreter start: building/parsing the workflow,
+running it and closing its stores. One warm-up run of each engine (imports, caches) is
+excluded; the repetitions alternate between the engines so that disk noise hits both.
+`--profile` runs delivery once more under cProfile and prints where its time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from delivery.agents.replay import ReplayBackend
+from delivery.runner import RunOutcome, RunRequest, World, start_run
+
+
+def workflow_source(stages: int) -> str:
+    """DOT text of `start -> s1 -> ... -> s<stages> -> exit`, every `sN` an agent node."""
+    lines = [
+        "digraph EngineOverhead {",
+        '    graph [goal="bench"]',
+        "    start [shape=Mdiamond]",
+        "    exit  [shape=Msquare]",
+    ]
+    lines += [f'    s{i} [type=prompt, prompt="step {i}"]' for i in range(1, stages + 1)]
+    chain = ["start", *(f"s{i}" for i in range(1, stages + 1)), "exit"]
+    lines.append("    " + " -> ".join(chain))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_workflow(directory: Path, stages: int) -> Path:
+    """Write the linear workflow into `directory` and return its path."""
+    path = directory / f"linear_{stages}.dot"
+    path.write_text(workflow_source(stages), encoding="utf-8")
+    return path
+
+
+def run_delivery(workflow: Path, workspace: Path, stages: int) -> RunOutcome:
+    """Run the generated workflow with delivery's engine; the run directory is in `workspace`."""
+    backend = ReplayBackend({f"s{i}": ["ok"] for i in range(1, stages + 1)})
+    request = RunRequest(workflow=workflow, goal="bench", workspace=workspace,
+                         run_dir=workspace / "run")
+    return start_run(request, World(agent=backend))
+
+
+def time_delivery(stages: int, base: Path) -> float:
+    with tempfile.TemporaryDirectory(dir=base, prefix="delivery-") as tmp:
+        start = time.perf_counter()
+        workflow = write_workflow(Path(tmp), stages)
+        outcome = run_delivery(workflow, Path(tmp), stages)
+        seconds = time.perf_counter() - start
+    if outcome.status != "succeeded" or len(outcome.path) != stages + 2:
+        raise SystemExit(f"delivery run did not succeed: status={outcome.status} "
+                         f"reason={outcome.failure_reason!r} path length={len(outcome.path)}")
+    return seconds
+
+
+def time_langgraph(stages: int, base: Path, durability: str = "sync") -> float:
+    """Build, compile and invoke a `stages`-node LangGraph chain with a SQLite checkpointer."""
+    import operator
+    from typing import Annotated, TypedDict
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, StateGraph
+
+    # The functional form: this module's `from __future__ import annotations` would turn
+    # class-body annotations into strings that cannot see these lazily imported names.
+    State = TypedDict("State", {  # noqa: UP013
+        "goal": str, "path": Annotated[list[str], operator.add], "last": str})
+
+    def stage(name: str) -> Callable[[Any], dict[str, Any]]:
+        def run(state: Any) -> dict[str, Any]:
+            return {"path": [name], "last": name}
+        return run
+
+    with tempfile.TemporaryDirectory(dir=base, prefix="langgraph-") as tmp:
+        start = time.perf_counter()
+        builder = StateGraph(State)
+        names = [f"s{i}" for i in range(1, stages + 1)]
+        for name in names:
+            builder.add_node(name, stage(name))
+        for previous, following in zip([START, *names], [*names, END], strict=True):
+            builder.add_edge(previous, following)
+        with SqliteSaver.from_conn_string(str(Path(tmp) / "checkpoints.sqlite")) as saver:
+            graph = builder.compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": "bench"}, "recursion_limit": stages + 10}
+            final = graph.invoke({"goal": "bench", "path": [], "last": ""}, config,
+                                 durability=durability)  # type: ignore[arg-type]
+        seconds = time.perf_counter() - start
+    if len(final["path"]) != stages or final["last"] != f"s{stages}":
+        raise SystemExit(f"LangGraph run went wrong: {len(final['path'])} stages, "
+                         f"last={final['last']!r}")
+    return seconds
+
+
+def profile_delivery(stages: int, base: Path, top: int = 30) -> str:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    time_delivery(stages, base)
+    profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("cumulative").print_stats(top)
+    stats.sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def _row(engine: str, stages: int, seconds: float) -> str:
+    return (f"{engine:<24} {stages:>7} {seconds:>9.3f} {stages / seconds:>10.1f} "
+            f"{seconds * 1000 / stages:>9.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stages", type=int, default=1000)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="where the runs write (default: a temporary directory)")
+    parser.add_argument("--durability", choices=["sync", "async", "exit"], default="sync",
+                        help="LangGraph checkpoint durability (default: sync, like delivery)")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile one more delivery run and print the top functions")
+    args = parser.parse_args()
+    stages, reps = args.stages, args.reps
+
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="engine-overhead-") as tmp:
+        base = Path(tmp)
+        runners: dict[str, Callable[[], float]] = {
+            "delivery": lambda: time_delivery(stages, base),
+            f"langgraph+sqlite ({args.durability})":
+                lambda: time_langgraph(stages, base, args.durability),
+        }
+        warmup = {name: run() for name, run in runners.items()}
+        times: dict[str, list[float]] = {name: [] for name in runners}
+        for _ in range(reps):
+            for name, run in runners.items():
+                times[name].append(run())
+        profile = profile_delivery(stages, base) if args.profile else ""
+
+    print(f"{stages}-stage linear workflow, checkpoint to disk after every stage; "
+          f"{reps} repetitions each after one warm-up run (excluded)\n")
+    header = f"{'engine':<24} {'stages':>7} {'seconds':>9} {'stages/s':>10} {'ms/stage':>9}"
+    for label, pick in (("best", min), ("median", statistics.median)):
+        print(f"-- {label} of {reps}")
+        print(header)
+        for name, values in times.items():
+            print(_row(name, stages, pick(values)))
+        print()
+    print("warm-up: " + ", ".join(f"{name} {value:.3f} s" for name, value in warmup.items()))
+    print("all runs: " + "; ".join(
+        f"{name} " + " ".join(f"{v:.3f}" for v in values) for name, values in times.items()))
+    ours, theirs = times["delivery"], times[next(n for n in times if n != "delivery")]
+    for label, pick in (("best", min), ("median", statistics.median)):
+        ratio = pick(theirs) / pick(ours)
+        verdict = (f"delivery is {ratio:.1f}x faster" if ratio >= 1
+                   else f"delivery is {1 / ratio:.1f}x slower")
+        print(f"LangGraph time / delivery time ({label}): {ratio:.2f} -> {verdict}")
+    if profile:
+        print("\n== cProfile of one delivery run ==")
+        print(profile)
+
+
+if __name__ == "__main__":
+    main()
