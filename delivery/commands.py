@@ -16,6 +16,7 @@ from delivery.runner import (
     RunRequest,
     World,
     parse_assignments,
+    relocate_artifacts,
     resume_run,
     start_run,
 )
@@ -106,7 +107,8 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     run_dir = RunDirectory.open(find_run(args.run))
     info = run_dir.read_run_info()
     checkpoint = run_dir.load_checkpoint() or {}
-    context = Context(checkpoint.get("context", {}), ArtifactStore(run_dir.artifacts_dir))
+    store = ArtifactStore(run_dir.artifacts_dir)
+    context = Context(relocate_artifacts(checkpoint.get("context", {}), store), store)
     artifacts = sorted(str(p.relative_to(run_dir.path)) for p in
                        run_dir.artifacts_dir.rglob("*") if p.is_file()) \
         if run_dir.artifacts_dir.is_dir() else []

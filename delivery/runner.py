@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 
 from delivery.agents.base import AgentBackend
 from delivery.agents.registry import make_backend
-from delivery.context import ArtifactStore, Context
+from delivery.context import POINTER_PREFIX, ArtifactStore, Context
 from delivery.engine import Engine, EngineOptions, Progress, RunState
 from delivery.errors import RunRefused
 from delivery.handlers import default_handlers
@@ -258,6 +259,9 @@ def resume_run(run_path: Path, world: World | None = None,
                          "restore the copy, or start a new run with the changed workflow")
     workflow = load_workflow(copy)
     state = _checkpointed_state(checkpoint, workflow, run_dir)
+    store = ArtifactStore(run_dir.artifacts_dir)
+    state.context = relocate_artifacts(state.context, store)
+    state.initial = relocate_artifacts(state.initial, store)
     agent = world.agent or _agent_from_profile(info.get("agent", ""), Path(info["workspace"]))
     if "agent_state" in checkpoint:
         agent.restore_state(checkpoint["agent_state"])
@@ -268,6 +272,25 @@ def resume_run(run_path: Path, world: World | None = None,
     if state.status == "running":
         run.events.append("run_resumed", next_node=state.next_node or "")
     return run.execute(state)
+
+
+def relocate_artifacts(value: Any, store: ArtifactStore) -> Any:
+    """`value` with pointers into a moved or copied run's artifact store re-pointed at `store`.
+
+    A checkpoint holds absolute `file://` pointers; when the run directory was moved (or
+    restored elsewhere between CI jobs) they name the old place. Artifact file names are
+    content-addressed, so the file of the same name in `store` holds the same value.
+    """
+    if isinstance(value, str):
+        if not ArtifactStore.is_pointer(value):
+            return value
+        here = store.values_dir / re.split(r"[\\/]", value)[-1]
+        return POINTER_PREFIX + str(here) if here.is_file() else value
+    if isinstance(value, dict):
+        return {key: relocate_artifacts(item, store) for key, item in value.items()}
+    if isinstance(value, list):
+        return [relocate_artifacts(item, store) for item in value]
+    return value
 
 
 def _checkpointed_state(checkpoint: Mapping[str, Any], workflow: Workflow,

@@ -308,6 +308,17 @@ def test_resume_is_refused_while_the_run_is_still_going(
     assert verify(run_dir)[0] == 0
 
 
+def test_a_killed_run_moved_to_another_directory_resumes_there(
+        workspace: Path, run_dir: Path, baseline: dict[str, Any]) -> None:
+    killed_by_driver("checkpoint:test:2", "run", "flow.dot", *RUN_ARGS, "--run-dir", run_dir,
+                     cwd=workspace)
+    assert checkpoint(run_dir)["context"]["build.blob"].startswith(f"file://{run_dir}")
+    moved = run_dir.with_name(run_dir.name + "-moved")
+    run_dir.rename(moved)  # e.g. restored elsewhere by the next CI job
+    assert_resumes_to_baseline(workspace, moved, baseline)
+    assert checkpoint(moved)["context"]["build.blob"].startswith(f"file://{moved}/")
+
+
 # -- kills before there is anything to resume --------------------------------------------
 def test_a_run_killed_before_its_first_checkpoint_is_refused_clearly(
         workspace: Path, run_dir: Path, baseline: dict[str, Any]) -> None:
