@@ -224,8 +224,10 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     run_dir.write_run_info(info)
     start = workflow.start
     assert start is not None  # validated
-    state = RunState(run_id=run_id, next_node=start.id, context=dict(values),
-                     initial=dict(values))
+    # large inputs go to the artifact store before the first checkpoint, also in `initial`
+    stored = Context(values, ArtifactStore(run_dir.artifacts_dir)).snapshot()
+    state = RunState(run_id=run_id, next_node=start.id, context=dict(stored),
+                     initial=dict(stored))
     run = _Run(workflow, run_dir, info, world, agent)
     run.events.append("run_started", run_id=run_id, workflow=str(workflow_path),
                       goal=values["goal"], inputs=dict(request.inputs))

@@ -344,3 +344,33 @@ def test_a_guarded_read_of_a_missing_dotted_key_renders_the_default(tmp_path: Pa
     assert ran.status == "succeeded", ran.outcome.failure_reason
     assert "[none] [-]" in ran.prompts_of("a")[0]
 
+
+
+def test_a_large_input_is_offloaded_from_the_start_and_survives_a_loop_restart(
+        tmp_path: Path) -> None:
+    dot = """
+    digraph F {
+      graph [goal="g", inputs="spec"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      read [type=prompt, prompt="len={{ spec | length }} frozen={{ inputs.spec | length }}"]
+      count [shape=parallelogram, script="echo run >> runs; test $(wc -l < runs) -ge 2"]
+      start -> read -> count
+      count -> read [condition="outcome=failed", loop_restart=true]
+      count -> exit [condition="outcome=succeeded"]
+    }
+    """
+    spec = "s" * BIG
+    ran = run_flow(tmp_path, dot, inputs={"spec": spec},
+                   replies={"read": [reply(), reply()]})
+    assert ran.status == "succeeded", ran.outcome.failure_reason
+    assert [f"len={BIG} frozen={BIG}" in p for p in ran.prompts_of("read")] == [True, True]
+    checkpoint_path = ran.outcome.run_dir / "checkpoint.json"
+    assert checkpoint_path.stat().st_size < 50_000
+    checkpoint = _checkpoint(ran.outcome.run_dir)
+    for part in ("context", "initial"):
+        stored = checkpoint[part]
+        assert isinstance(stored, dict)
+        assert str(stored["spec"]).startswith("file://")
+        assert str(stored["inputs.spec"]).startswith("file://")
+    assert ran.context["spec"] == spec

@@ -194,3 +194,15 @@ def test_a_substituted_input_stays_one_harmless_word(tmp_path: Path, hostile: st
     assert not pwned.exists()
     assert (tmp_path / "got").read_text() == value
     assert ran.context["words"] == "1"
+
+
+def test_a_timed_out_script_still_records_the_declared_facts_it_wrote(tmp_path: Path) -> None:
+    dot = script_flow('echo progress=half >> \\"$DELIVERY_FACTS\\"; sleep 30',
+                      facts="progress", extra=', timeout="1s"')
+    started = time.monotonic()
+    ran = run_flow(tmp_path, dot)
+    assert time.monotonic() - started < 10
+    assert ran.status == "failed"
+    assert "timed out after 1s" in ran.outcome.failure_reason
+    assert ran.context["progress"] == "half"
+    assert ran.context["s.failed"] is True

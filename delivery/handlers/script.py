@@ -85,21 +85,27 @@ def run_script(node: Node, attempt: int, context: Context, env: StageEnv) -> Sta
             ["bash", "-c", script], cwd=cwd, stdout=stdout, stderr=stderr,
             stdin=subprocess.DEVNULL, env=environment, start_new_session=True,
         )
+        timed_out = False
         try:
             code = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            return StageResult.fail(f"script timed out after {node.attr('timeout')}",
-                                    {failed_key: True})
+            code = process.wait()
+            timed_out = True
     try:
         written = parse_facts_file(facts_path.read_text(encoding="utf-8", errors="replace"))
     except FactsFormatError as err:
-        return StageResult.fail(f"$DELIVERY_FACTS: {err}", {failed_key: True})
+        problem = f"$DELIVERY_FACTS: {err}"
+        if timed_out:
+            problem = f"script timed out after {node.attr('timeout')}; {problem}"
+        return StageResult.fail(problem, {failed_key: True})
     declared = [fact.name for fact in node.facts]
     updates: dict[str, object] = {name: written[name] for name in declared if name in written}
     problems: list[str] = []
-    if code != 0:
+    if timed_out:
+        # a killed script fails, but what it reported before the kill is still recorded
+        problems.append(f"script timed out after {node.attr('timeout')}")
+    elif code != 0:
         problems.append(f"script exited with code {code}")
     missing = [name for name in declared if name not in written]
     if missing:
