@@ -26,6 +26,12 @@ from delivery.declarations import (
 from delivery.errors import ConditionSyntaxError, DeclarationError, WorkflowSyntaxError
 from delivery.lang.parser import parse_dot
 from delivery.loader import check_source
+from delivery.validation.template_reads import (
+    TemplateProblem,
+    _jinja_reads,
+    _simple_reads,
+    template_reads,
+)
 
 EXAMPLES = sorted((Path(__file__).resolve().parent / "workflows").glob("*/*.dot"))
 SOURCES = [p.read_text(encoding="utf-8") for p in EXAMPLES]
@@ -148,3 +154,25 @@ def test_declaration_parsers_fail_only_with_declaration_errors(
     except DeclarationError as err:
         assert 0 <= err.offset <= len(text)
         assert err.problem and err.fix
+
+
+TEMPLATE_ALPHABET = st.sampled_from([
+    "{{", "}}", "{{ ", " }}", "{%", "%}", "{#", "#}", "{", "}", ".", "[", "]", "'0'", "|", " ",
+    "\n", "\r", "-", "a", "b", "x1", "_", "0", "context", "true", "not", "if", "default",
+    "text ", "$goal"])
+
+
+@FUZZ
+@given(st.lists(TEMPLATE_ALPHABET, max_size=25).map("".join))
+def test_template_fast_path_agrees_with_jinja(source: str) -> None:
+    """Plain `{{ a.b }}` templates skip Jinja2; the answer must be what Jinja2 would give."""
+    simple = _simple_reads(source)
+    try:
+        full = _jinja_reads(source)
+    except TemplateProblem:
+        assert simple is None
+        return
+    if simple is not None:
+        assert simple == full
+    # the public function answers the same either way
+    assert template_reads(source)[: len(full)] == full

@@ -7,9 +7,8 @@ line and column (both from 1) so that every later error can name `file:line:col`
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import Enum
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from delivery.errors import Position, WorkflowSyntaxError
 
@@ -30,8 +29,7 @@ class Tok(Enum):
     EOF = "end of file"
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(NamedTuple):
     kind: Tok
     text: str  # the token's value: for strings, unescaped
     line: int
@@ -50,21 +48,30 @@ class Token:
         ) else f"'{self.raw}'"
 
 
+# Blanks are skipped in front of every token, in the same match. A newline also swallows a
+# following '#' line: such a line is a comment (DOT's C-preprocessor rule).
 _MASTER = re.compile(
     r"""
-    (?P<ws>[ \t\r\f\v]+)
-  | (?P<nl>\n)
-  | (?P<line_comment>//[^\n]*)
-  | (?P<block_comment>/\*.*?\*/)
-  | (?P<string>"(?:[^"\\]|\\.)*")  # one way to match each character: no backtracking
-  | (?P<duration>[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d)(?![A-Za-z0-9_]))
-  | (?P<number>-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?![A-Za-z_]))
-  | (?P<id>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
-  | (?P<arrow>->)
-  | (?P<punct>[{}\[\]=;,])
+    [ \t\r\f\v]*
+    (?:
+      (?P<nl>\n(?:[ \t]*\#[^\n]*)?)
+    | (?P<id>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)
+    | (?P<punct>[{}\[\]=;,])
+    | (?P<string>"(?:[^"\\]|\\.)*")  # one way to match each character: no backtracking
+    | (?P<arrow>->)
+    | (?P<line_comment>//[^\n]*)
+    | (?P<block_comment>/\*.*?\*/)
+    | (?P<duration>[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d)(?![A-Za-z0-9_]))
+    | (?P<number>-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?![A-Za-z_]))
+    | (?P<end>\Z)
+    )
     """,
     re.VERBOSE | re.DOTALL,
 )
+_HASH_FIRST_LINE = re.compile(r"[ \t]*#[^\n]*")
+_BLANKS = re.compile(r"[ \t\r\f\v]*")
+_SIMPLE_KINDS = {"id": Tok.ID, "number": Tok.NUMBER, "duration": Tok.DURATION,
+                 "arrow": Tok.ARROW}
 
 _PUNCT = {
     "{": Tok.LBRACE,
@@ -110,59 +117,41 @@ def tokenize(source: str, file: str = "<workflow>") -> list[Token]:
     """
     tokens: list[Token] = []
     append = tokens.append
-    pos = 0
+    match = _MASTER.match
+    punct = _PUNCT
+    simple = _SIMPLE_KINDS
     line = 1
     line_start = 0
-    n = len(source)
-    match = _MASTER.match
-    at_line_start = True
-    while pos < n:
-        if at_line_start:
-            # A line whose first non-blank character is '#' is a comment
-            # (DOT's C-preprocessor rule).
-            probe = pos
-            while probe < n and source[probe] in " \t":
-                probe += 1
-            if probe < n and source[probe] == "#":
-                end = source.find("\n", probe)
-                pos = n if end == -1 else end
-                at_line_start = False
-                continue
+    first = _HASH_FIRST_LINE.match(source)
+    pos = first.end() if first else 0
+    while True:
         m = match(source, pos)
-        column = pos - line_start + 1
         if m is None:
-            _raise_unexpected(source, pos, file, line, column)
+            bad = _BLANKS.match(source, pos).end()  # type: ignore[union-attr]
+            _raise_unexpected(source, bad, file, line, bad - line_start + 1)
         kind = m.lastgroup
-        text = m.group()
-        at_line_start = False
-        if kind == "ws" or kind == "line_comment":
-            pass
-        elif kind == "nl":
-            line += 1
-            line_start = m.end()
-            at_line_start = True
-        elif kind == "block_comment":
-            newlines = text.count("\n")
-            if newlines:
-                line += newlines
-                line_start = pos + text.rfind("\n") + 1
-        elif kind == "string":
-            append(Token(Tok.STRING, unescape(text[1:-1]), line, column, text))
-            newlines = text.count("\n")
-            if newlines:
-                line += newlines
-                line_start = pos + text.rfind("\n") + 1
-        elif kind == "id":
-            append(Token(Tok.ID, text, line, column, text))
-        elif kind == "number":
-            append(Token(Tok.NUMBER, text, line, column, text))
-        elif kind == "duration":
-            append(Token(Tok.DURATION, text, line, column, text))
-        elif kind == "arrow":
-            append(Token(Tok.ARROW, text, line, column, text))
-        else:
-            append(Token(_PUNCT[text], text, line, column, text))
         pos = m.end()
+        if kind == "end":
+            break
+        text = m.group(kind)  # type: ignore[arg-type]
+        start = pos - len(text)
+        if kind == "nl":
+            line += 1
+            line_start = start + 1
+        elif kind == "id" or kind == "arrow" or kind == "number" or kind == "duration":
+            append(Token(simple[kind], text, line, start - line_start + 1, text))
+        elif kind == "punct":
+            append(Token(punct[text], text, line, start - line_start + 1, text))
+        elif kind == "line_comment":
+            pass
+        else:  # string or block comment: may span lines
+            if kind == "string":
+                append(Token(Tok.STRING, unescape(text[1:-1]), line, start - line_start + 1,
+                             text))
+            newlines = text.count("\n")
+            if newlines:
+                line += newlines
+                line_start = start + text.rfind("\n") + 1
     append(Token(Tok.EOF, "", line, pos - line_start + 1, ""))
     return tokens
 

@@ -25,6 +25,7 @@ from delivery.model import Edge, NodeType, Workflow
 from delivery.topology import ParallelSection, parallel_sections, retry_targets
 from delivery.validation.writes import initial_writes, stage_writes
 
+WITNESS_LIMIT = 50
 _RESULT = re.compile(r"parallel\.results\.([0-9]+)(?:\.(.*))?\Z")
 
 
@@ -118,6 +119,9 @@ class Availability:
             s.fan_in: s for s in self.sections.values() if s.fan_in is not None
         }
         self.result_bits = self._result_bits(keys)
+        self.failure_edges = {e.index for e in workflow.edges if failure_can_take(e)}
+        self._forward_steps: dict[str, list[tuple[str, int, bool]]] | None = None
+        self._witness_parents: dict[int, dict[str, tuple[str, bool] | None]] = {}
         self.entry: dict[str, int] = {}
         self._solve()
 
@@ -148,7 +152,7 @@ class Availability:
             return self.initial
         source = edge.source
         entry = self.entry.get(source, self.all_bits)
-        if failure_can_take(edge):
+        if edge.index in self.failure_edges:
             return entry | self.always[source]
         return entry | self.success[source]
 
@@ -157,7 +161,7 @@ class Availability:
         restart clears the context only once the edge is taken)."""
         source = edge.source
         entry = self.entry.get(source, self.all_bits)
-        if failure_can_take(edge):
+        if edge.index in self.failure_edges:
             return entry | self.always[source]
         return entry | self.success[source]
 
@@ -269,33 +273,51 @@ class Availability:
                  else self.entry[read.node])
         return bool(value & bit)
 
-    def witness(self, read: Read) -> list[str]:
-        """A path from the start to the reader along which the key is never written."""
-        bit = self.cover.bit[read.key]
-        if self.initial & bit:
-            return []
-        outgoing: dict[str, list[tuple[str, Edge | None]]] = {}
-        for target, flows in self.incoming.items():
-            for source, edge in flows:
-                outgoing.setdefault(source, []).append((target, edge))
+    def _search_without(self, bit: int) -> dict[str, tuple[str, bool] | None]:
+        """BFS parents from the start along steps that do not carry the key `bit`."""
+        forward = self._forward()
         parent: dict[str, tuple[str, bool] | None] = {self.start: None}
         queue = deque([self.start])
         while queue:
             current = queue.popleft()
-            if current == read.node:
-                break
-            for target, edge in outgoing.get(current, []):
-                failure = edge is None or failure_can_take(edge)
-                if failure:
-                    carried = self.always[current]
-                elif edge is not None and edge.loop_restart:
-                    carried = self.initial
-                else:
-                    carried = self.success[current]
+            for target, carried, failure in forward.get(current, ()):
                 if carried & bit or target in parent:
                     continue
                 parent[target] = (current, failure)
                 queue.append(target)
+        return parent
+
+    def _forward(self) -> dict[str, list[tuple[str, int, bool]]]:
+        """Per node: (target, keys the step carries, taken on failure), built once."""
+        if self._forward_steps is None:
+            table: dict[str, list[tuple[str, int, bool]]] = {}
+            for target, flows in self.incoming.items():
+                for source, edge in flows:
+                    failure = edge is None or edge.index in self.failure_edges
+                    if failure:
+                        carried = self.always[source]
+                    elif edge is not None and edge.loop_restart:
+                        carried = self.initial
+                    else:
+                        carried = self.success[source]
+                    table.setdefault(source, []).append((target, carried, failure))
+            self._forward_steps = table
+        return self._forward_steps
+
+    def witness(self, read: Read) -> list[str]:
+        """A path from the start to the reader along which the key is never written.
+
+        One breadth-first search per key, shared by all its readers; after WITNESS_LIMIT
+        keys no more paths are searched (each search walks the whole graph)."""
+        bit = self.cover.bit[read.key]
+        if self.initial & bit:
+            return []
+        parent = self._witness_parents.get(bit)
+        if parent is None:
+            if len(self._witness_parents) >= WITNESS_LIMIT:
+                return []
+            parent = self._search_without(bit)
+            self._witness_parents[bit] = parent
         if read.node not in parent:
             return []
         steps: list[str] = [read.node]

@@ -271,7 +271,7 @@ class _Checker:
         for read in reads:
             if analysis.available(read):
                 continue
-            self.explain(read, analysis.witness(read), writers, sections)
+            self.explain(read, analysis, writers, sections)
 
     def writers(self) -> dict[str, list[str]]:
         table: dict[str, list[str]] = {}
@@ -281,13 +281,13 @@ class _Checker:
                 table.setdefault(key, []).append(node.id)
         return table
 
-    def explain(self, read: Read, path: list[str], writers: dict[str, list[str]],
+    def explain(self, read: Read, analysis: Availability, writers: dict[str, list[str]],
                 sections: Mapping[str, ParallelSection]) -> None:
         key = read.key
         where = f"condition of {read.edge.name}" if read.edge else f"template of '{read.node}'"
-        written_by = sorted(set(writers.get(key, [])) | {
-            n for w, ns in writers.items() if key.startswith(w + ".") for n in ns})
-        via = f" (for example along {path[0]})" if path else ""
+        parts = key.split(".")
+        written_by = sorted({n for cut in range(1, len(parts) + 1)
+                             for n in writers.get(".".join(parts[:cut]), ())})
         branch_info = self.branch_relation(read, written_by, sections)
         if branch_info is not None:
             rule, message, fix = branch_info
@@ -299,6 +299,8 @@ class _Checker:
             fix = (f"declare '{key}' in inputs=, as an output of an agent (outputs=\"{key}:text\") "
                    "or as a fact of a script")
         else:
+            path = analysis.witness(read)
+            via = f" (for example along {path[0]})" if path else ""
             rule = "availability"
             message = (f"'{key}' is read in the {where} but is not written on every path from "
                        f"the start{via}; written by {', '.join(written_by)}")

@@ -1,0 +1,46 @@
+"""The scaling benchmark's generator stays valid, so the benchmark cannot rot."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from delivery.loader import check_source
+from delivery.model import NodeType
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "validate_scaling.py"
+
+
+def load_benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("validate_scaling", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("validate_scaling", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_workflow_validates_without_errors() -> None:
+    source = load_benchmark().generate_workflow(50)
+    workflow, diagnostics = check_source(source, "scaling.dot")
+    assert workflow is not None
+    assert [d.format_text() for d in diagnostics if d.severity == "error"] == []
+    assert 40 <= len(workflow.nodes) <= 50
+    kinds = {node.type for node in workflow.nodes.values()}
+    assert {NodeType.AGENT, NodeType.PROMPT, NodeType.CONDITIONAL, NodeType.SCRIPT} <= kinds
+    assert any(edge.target == edge.source or workflow.nodes[edge.target].line <
+               workflow.nodes[edge.source].line for edge in workflow.edges)  # a back edge
+
+
+def test_breaking_a_generated_read_is_caught() -> None:
+    source = load_benchmark().generate_workflow(50).replace("{{ v3 }}", "{{ v30 }}", 1)
+    _, diagnostics = check_source(source, "scaling.dot")
+    assert [d.rule for d in diagnostics if d.severity == "error"] == ["availability"]
+
+
+def test_measure_reports_sizes_and_times() -> None:
+    nodes, edges, parse, check, chars = load_benchmark().measure(30, repeat=1)
+    assert nodes >= 25 and edges > nodes and chars > 0
+    assert parse > 0 and check > 0
