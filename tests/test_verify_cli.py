@@ -91,7 +91,7 @@ def _middle(lines: list[bytes]) -> int:
 
 
 # (name, how to spoil the lines given the middle line k, pattern the message must match)
-Tamper = Callable[[list[bytes], int], None]
+Tamper = Callable[[list[bytes], int], object]
 TAMPERING: list[tuple[str, Tamper, str]] = [
     ("edit a field of a middle line", _edit_field,
      r"line {next}: prev does not match the hash of line {k}"),
