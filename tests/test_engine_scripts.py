@@ -206,3 +206,12 @@ def test_a_timed_out_script_still_records_the_declared_facts_it_wrote(tmp_path: 
     assert "timed out after 1s" in ran.outcome.failure_reason
     assert ran.context["progress"] == "half"
     assert ran.context["s.failed"] is True
+
+
+def test_dollar_goal_in_a_script_is_one_quoted_word(tmp_path: Path) -> None:
+    pwned = tmp_path / "pwned"
+    goal = f"fix it; touch {pwned}"
+    ran = run_flow(tmp_path, script_flow("printf %s $goal > got"), goal=goal)
+    assert ran.status == "succeeded", ran.outcome.failure_reason
+    assert not pwned.exists()
+    assert (tmp_path / "got").read_text() == goal
