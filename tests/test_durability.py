@@ -117,10 +117,16 @@ def events(run_dir: Path) -> list[dict[str, Any]]:
             (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
-def verify(run_dir: Path) -> tuple[int, str]:
+def cli(*args: str | Path) -> tuple[int, str, str]:
+    """`delivery ARGS` in-process: (exit status, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
-    code = main(["verify", str(run_dir)], out, err)
-    return code, out.getvalue() + err.getvalue()
+    code = main([str(a) for a in args], out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def verify(run_dir: Path) -> tuple[int, str]:
+    code, out, err = cli("verify", run_dir)
+    return code, out + err
 
 
 def resume(workspace: Path, run_dir: Path) -> tuple[int, dict[str, Any]]:
@@ -331,10 +337,10 @@ def test_a_run_killed_before_its_first_checkpoint_is_refused_clearly(
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert verify(run_dir)[0] == 0  # the one logged event is intact
     # nothing ran, so starting afresh is the way on
-    again = delivery("run", "flow.dot", *RUN_ARGS, "--run-dir", run_dir.with_name("again"),
-                     cwd=workspace)
-    assert again.returncode == 0, again.stderr
-    assert_same_outcome(json.loads(again.stdout), baseline)
+    code, out, err = cli("run", workspace / "flow.dot", *RUN_ARGS, "--workspace", workspace,
+                         "--run-dir", run_dir.with_name(run_dir.name + "-again"))
+    assert code == 0, err
+    assert_same_outcome(json.loads(out), baseline)
 
 
 def test_a_run_killed_before_run_json_is_no_run_and_its_directory_can_be_reused(
@@ -346,9 +352,10 @@ def test_a_run_killed_before_run_json_is_no_run_and_its_directory_can_be_reused(
     assert done.returncode == 2
     assert "neither a run directory nor a run id" in done.stderr
     assert "Traceback" not in done.stderr
-    again = delivery("run", "flow.dot", *RUN_ARGS, "--run-dir", run_dir, cwd=workspace)
-    assert again.returncode == 0, again.stderr
-    assert_same_outcome(json.loads(again.stdout), baseline)
+    code, out, err = cli("run", workspace / "flow.dot", *RUN_ARGS, "--workspace", workspace,
+                         "--run-dir", run_dir)
+    assert code == 0, err
+    assert_same_outcome(json.loads(out), baseline)
 
 
 # -- what a resume tells the agent ---------------------------------------------------------
@@ -367,9 +374,9 @@ FULL_FIDELITY = """digraph Threads {
 def test_after_a_resume_full_fidelity_degrades_to_a_summary_once(tmp_path: Path) -> None:
     (tmp_path / "threads.dot").write_text(FULL_FIDELITY, encoding="utf-8")
     (tmp_path / "r.json").write_text(json.dumps({n: ["ok"] for n in "abc"}), encoding="utf-8")
-    args = ("run", "threads.dot", "--agent", "replay:r.json", "--run-dir")
-    plain = delivery(*args, tmp_path / "plain", cwd=tmp_path)
-    assert plain.returncode == 0, plain.stderr
+    args = ("run", str(tmp_path / "threads.dot"), "--agent", "replay:r.json", "--run-dir")
+    plain = cli(*args, tmp_path / "plain", "--workspace", tmp_path)
+    assert plain[0] == 0, plain[2]
     killed_by_driver("checkpoint:b", *args, tmp_path / "killed", cwd=tmp_path)
     resumed = delivery("resume", tmp_path / "killed", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr

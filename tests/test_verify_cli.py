@@ -1,8 +1,9 @@
 """`delivery verify | resume | inspect` on finished, tampered and bogus runs (SPEC §11, §12).
 
 The run is the crash tests' workflow (`durability_driver.FLOW`), run once per module.
-Error cases run the installed command in a subprocess, to see exactly what a user sees
-(exit status, message, no traceback); the rest call `delivery.cli.main` in-process.
+Most cases call `delivery.cli.main` in-process (an unexpected exception would fail the
+test); a few run the installed command to see exactly what a user sees: the exit status,
+one line on stderr, no traceback.
 """
 
 from __future__ import annotations
@@ -150,11 +151,14 @@ def test_verify_and_inspect_refuse_what_is_not_a_run(tmp_path: Path, target: str
     (tmp_path / "not-a-run").mkdir()
     (tmp_path / "a-file").write_text("x", encoding="utf-8")
     for command in ("verify", "inspect"):
-        done = delivery(command, tmp_path / target, cwd=tmp_path)
-        assert done.returncode == 2, (command, done.stdout, done.stderr)
-        assert "is neither a run directory nor a run id" in done.stderr
-        assert target in done.stderr
-        assert "Traceback" not in done.stderr and done.stdout == ""
+        code, out, err = cli(command, tmp_path / target)
+        assert code == 2, (command, out, err)
+        assert "is neither a run directory nor a run id" in err and target in err
+        assert out == ""
+    # what a user sees: one line, no traceback
+    done = delivery("verify", tmp_path / target, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
 # -- resume ------------------------------------------------------------------------------
@@ -202,39 +206,51 @@ def test_resume_of_a_failed_run_reports_the_failure_again(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("reference", ["no-such-run", "20990101T000000Z-abcdef", "a-file",
                                        "empty-dir"])
-def test_resume_with_a_bad_run_reference_is_refused(tmp_path: Path, reference: str) -> None:
+def test_resume_with_a_bad_run_reference_is_refused(tmp_path: Path, reference: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a-file").write_text("x", encoding="utf-8")
     (tmp_path / "empty-dir").mkdir()
     (tmp_path / ".delivery" / "runs").mkdir(parents=True)
-    done = delivery("resume", reference, "--json", cwd=tmp_path)
-    assert done.returncode == 2
-    assert f"run {reference!r}" in done.stderr
-    assert "is neither a run directory nor a run id" in done.stderr
-    assert "Traceback" not in done.stderr and done.stdout == ""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("resume", reference, "--json")
+    assert code == 2 and out == ""
+    assert f"run {reference!r}" in err and "is neither a run directory nor a run id" in err
 
 
-def test_resume_and_inspect_find_a_run_by_its_id(workspace: Path, tmp_path: Path) -> None:
-    done = delivery("run", "flow.dot", *RUN_ARGS, "--json", cwd=workspace)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+def test_resume_with_a_bad_run_reference_prints_one_line(tmp_path: Path) -> None:
+    done = delivery("resume", "no-such-run", "--json", cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("delivery resume: refused: run 'no-such-run'")
+    assert "pass the run directory printed by delivery run" in done.stderr
+
+
+def test_resume_and_inspect_find_a_run_by_its_id(workspace: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(workspace)
+    code, out, err = cli("run", "flow.dot", *RUN_ARGS, "--json")
+    assert code == 0, err
+    report = json.loads(out)
     run_id = report["run_id"]
     assert Path(report["run_dir"]) == (workspace / ".delivery" / "runs" / run_id).resolve()
-    resumed = delivery("resume", run_id, "--json", cwd=workspace)
-    assert resumed.returncode == 0, resumed.stderr
-    assert json.loads(resumed.stdout) == report
-    inspected = delivery("inspect", run_id, "--json", cwd=workspace)
-    assert json.loads(inspected.stdout)["run_id"] == run_id
+    code, out, err = cli("resume", run_id, "--json")
+    assert code == 0, err
+    assert json.loads(out) == report
+    code, out, _ = cli("inspect", run_id, "--json")
+    assert code == 0 and json.loads(out)["run_id"] == run_id
+    assert cli("verify", run_id)[0] == 0
     # elsewhere the id means nothing
-    assert delivery("resume", run_id, cwd=tmp_path).returncode == 2
+    monkeypatch.chdir(tmp_path)
+    assert cli("resume", run_id)[0] == 2
 
 
 def _refused_resume(run: Path) -> str:
     before = lines_of(run)
-    done = delivery("resume", run, "--json", cwd=run.parent)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "Traceback" not in done.stderr and done.stdout == ""
+    code, out, err = cli("resume", run, "--json")
+    assert code == 2, out + err
+    assert out == ""
     assert lines_of(run) == before
-    return done.stderr
+    return err
 
 
 def _interrupted(copy_of: Path) -> None:
