@@ -325,6 +325,80 @@ def test_a_killed_run_moved_to_another_directory_resumes_there(
     assert checkpoint(moved)["context"]["build.blob"].startswith(f"file://{moved}/")
 
 
+# -- parallel sections, loop restarts and retries ------------------------------------------
+# `flaky` fails its first attempt (it reads its attempt number off $DELIVERY_FACTS's path)
+# and is retried after a backoff; `summary` sends the run round again with a loop restart.
+SECTIONS = r"""digraph Sections {
+    graph [goal="Parallel and restarts"]
+    start [shape=Mdiamond]
+    exit  [shape=Msquare]
+    split [shape=component, max_parallel=2]
+    sec   [prompt="Assess security", outputs="assessment:text"]
+    perf  [type=script, facts="bench.ms", script="echo bench.ms=42 >> \"$DELIVERY_FACTS\""]
+    join  [shape=tripleoctagon]
+    summary [prompt="Security: {{ parallel.results['0'].context.assessment }}",
+             outputs="verdict:choice"]
+    flaky [type=script, max_retries=2,
+           script="case \"$DELIVERY_FACTS\" in */flaky/1/*) exit 1 ;; esac"]
+    start -> split
+    split -> sec
+    split -> perf
+    sec -> join
+    perf -> join
+    join -> summary
+    summary -> split [condition="verdict=again", loop_restart=true]
+    summary -> flaky [condition="verdict=done"]
+    flaky -> exit
+}
+"""
+SECTIONS_REPLIES = {
+    "sec": ['one\n{"context_updates": {"assessment": "risky"}}',
+            'two\n{"context_updates": {"assessment": "fine"}}'],
+    "summary": ['{"context_updates": {"verdict": "again"}}',
+                '{"context_updates": {"verdict": "done"}}'],
+}
+SECTIONS_ARGS = ("sections.dot", "--agent", "replay:sections.json", "--json")
+
+
+@pytest.fixture(scope="module")
+def sections(workspace: Path) -> dict[str, Any]:
+    (workspace / "sections.dot").write_text(SECTIONS, encoding="utf-8")
+    (workspace / "sections.json").write_text(json.dumps(SECTIONS_REPLIES), encoding="utf-8")
+    done = delivery("run", *SECTIONS_ARGS, "--run-dir", workspace / "runs" / "sections",
+                    cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    assert report["path"] == ["start", "split", "sec", "perf", "join", "summary",
+                              "split", "sec", "perf", "join", "summary", "flaky", "exit"]
+    results = report["context"]["parallel.results"]
+    assert results[0]["context"]["assessment"] == "fine"  # the second round's
+    assert "response.summary" in report["context"] and "verdict" in report["context"]
+    log = events(workspace / "runs" / "sections")
+    assert [(e["type"], e.get("node")) for e in log if e["type"] in ("stage_retry",
+            "loop_restart")] == [("loop_restart", None), ("stage_retry", "flaky")]
+    return report
+
+
+SECTION_KILLS: Sequence[tuple[str, str]] = (
+    ("stage-file:sec:prompt.md:2", "split"),  # inside a branch of the second fan-out
+    ("event:stage_finished:perf", "split"),  # one branch done, the other maybe not
+    ("event:loop_restart", "summary"),  # the context was just cleared, not yet saved
+    ("event:stage_retry:flaky", "flaky"),  # waiting out the backoff before attempt 2
+)
+
+
+@pytest.mark.parametrize(("kill", "next_node"), SECTION_KILLS, ids=[k for k, _ in SECTION_KILLS])
+def test_kills_in_parallel_sections_restarts_and_retries_resume_to_the_same_end(
+        kill: str, next_node: str, workspace: Path, run_dir: Path,
+        sections: dict[str, Any]) -> None:
+    killed_by_driver(kill, "run", *SECTIONS_ARGS, "--run-dir", run_dir, cwd=workspace)
+    assert checkpoint(run_dir)["next_node"] == next_node
+    code, report = resume(workspace, run_dir)
+    assert code == 0
+    assert outcome(report) == outcome(sections)
+    assert verify(run_dir)[0] == 0
+
+
 # -- kills before there is anything to resume --------------------------------------------
 def test_a_run_killed_before_its_first_checkpoint_is_refused_clearly(
         workspace: Path, run_dir: Path, baseline: dict[str, Any]) -> None:
