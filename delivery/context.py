@@ -18,6 +18,7 @@ import tempfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Final
 
 from delivery.errors import RunError
@@ -132,6 +133,9 @@ class Context:
     ) -> None:
         self.artifacts = artifacts
         self._values: dict[str, Any] = {}
+        # dotted prefix -> {child name: number of keys under it}, kept up to date on every
+        # write so that a template's nested view costs nothing to build
+        self._children: dict[str, dict[str, int]] = {}
         if values:
             self.update(values)
 
@@ -173,10 +177,20 @@ class Context:
         except (TypeError, ValueError) as err:
             problem = f"context key {key!r}: value is not JSON-serializable ({err})"
             raise TypeError(problem) from None
+        if key not in self._values:
+            self._count_prefixes(key, +1)
         if self.artifacts is not None and len(text.encode()) > OFFLOAD_THRESHOLD:
             self._values[key] = self.artifacts.offload(key, value)
         else:
             self._values[key] = json.loads(text)
+
+    def _count_prefixes(self, key: str, change: int) -> None:
+        segments = key.split(".")
+        for cut in range(len(segments)):
+            names = self._children.setdefault(".".join(segments[:cut]), {})
+            names[segments[cut]] = names.get(segments[cut], 0) + change
+            if names[segments[cut]] <= 0:
+                del names[segments[cut]]
 
     def update(self, values: Mapping[str, Any]) -> None:
         for key, value in values.items():
@@ -184,13 +198,20 @@ class Context:
 
     def delete(self, key: str) -> None:
         """Remove the stored key (exactly that key); absent keys are ignored."""
-        self._values.pop(normalize_key(key), None)
+        key = normalize_key(key)
+        if key in self._values:
+            del self._values[key]
+            self._count_prefixes(key, -1)
 
     # -- copies ----------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
         """The stored flat map, pointers kept as pointers; JSON-serializable."""
         return copy.deepcopy(self._values)
+
+    def stored(self) -> Mapping[str, Any]:
+        """The stored flat map itself, read-only and not copied: for serialising at once."""
+        return MappingProxyType(self._values)
 
     def resolved_snapshot(self) -> dict[str, Any]:
         return {key: copy.deepcopy(self._deref(value)) for key, value in self._values.items()}
@@ -199,6 +220,7 @@ class Context:
         """An independent copy sharing the artifact store (for a parallel branch)."""
         forked = Context(artifacts=self.artifacts)
         forked._values = copy.deepcopy(self._values)
+        forked._children = {prefix: dict(names) for prefix, names in self._children.items()}
         return forked
 
     def changes_since(self, snapshot: Mapping[str, Any]) -> dict[str, Any]:
@@ -240,13 +262,8 @@ class ViewIndex:
     def __init__(self, context: Context, absent: Callable[[str], Any]) -> None:
         self.context = context
         self.absent = absent
-        self.children: dict[str, list[str]] = {}
-        for key in context._values:
-            segments = key.split(".")
-            for cut in range(len(segments)):
-                names = self.children.setdefault(".".join(segments[:cut]), [])
-                if segments[cut] not in names:
-                    names.append(segments[cut])
+        # prefix -> its child names (maintained by the Context on every write)
+        self.children: Mapping[str, Mapping[str, int]] = context._children
 
     def root(self) -> ContextView:
         return ContextView(self, "", MISSING)
@@ -318,7 +335,7 @@ class ContextView:
         return value
 
     def _names(self) -> list[str]:
-        return self._index.children.get(self._key, [])
+        return list(self._index.children.get(self._key, {}))
 
     def _members(self) -> Iterator[tuple[str, Any]]:
         data = self.data() if self._value is not MISSING else None

@@ -14,7 +14,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from tenacity import (
@@ -53,7 +53,14 @@ class RunState:
     resumed: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # Shallow copies: the result is serialised at once (asdict's deep copy made the
+        # checkpoint cost grow with the square of the run's length).
+        return {
+            "run_id": self.run_id, "next_node": self.next_node, "context": self.context,
+            "initial": self.initial, "path": list(self.path), "outcomes": dict(self.outcomes),
+            "attempts": dict(self.attempts), "steps": self.steps, "status": self.status,
+            "failure_reason": self.failure_reason, "resumed": self.resumed,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunState:
@@ -186,9 +193,10 @@ class Engine:
         self._checkpoint(state, context)
 
     def _checkpoint(self, state: RunState, context: Context) -> None:
-        state.context = context.snapshot()
         data = state.to_json()
+        data["context"] = dict(context.stored())  # serialised right away: a shallow copy
         data.update(self.save_extra())
+        self.events.sync()  # the events the checkpoint vouches for are on disk first
         count, head = self.events.head
         data["events"] = {"count": count, "head": head}
         self.run_dir.save_checkpoint(data)

@@ -32,6 +32,7 @@ from delivery.runstore import EventLog, RunDirectory, new_run_id
 from delivery.templating import Renderer
 
 WORKFLOW_COPY = "workflow.dot"
+PREAMBLE_STAGES = 50
 
 
 class SystemClock:
@@ -140,12 +141,18 @@ def _fidelity_preamble(state_ref: list[RunState], workflow: Workflow,
         if fidelity == "truncate":
             return f"Goal: {goal}"
         lines = [f"Goal: {goal}"]
-        done = [(n, state.outcomes.get(n, "")) for n in dict.fromkeys(state.path)
-                if n in state.outcomes and workflow.nodes[n].type not in
-                (NodeType.START, NodeType.CONDITIONAL)]
-        if done:
+        # The 50 most recently completed stages, each once (walked from the end: the path
+        # grows with the run and this runs before every agent stage).
+        recent: dict[str, str] = {}
+        for node_id in reversed(state.path):
+            if len(recent) == PREAMBLE_STAGES:
+                break
+            if node_id not in recent and node_id in state.outcomes and \
+                    workflow.nodes[node_id].type not in (NodeType.START, NodeType.CONDITIONAL):
+                recent[node_id] = state.outcomes[node_id]
+        if recent:
             lines.append("\n## Completed stages")
-            lines += [f"- **{n}**: {o}" for n, o in done[-50:]]
+            lines += [f"- **{n}**: {o}" for n, o in reversed(recent.items())]
         return "\n".join(lines)
 
     return preamble
@@ -162,7 +169,7 @@ class _Run:
         self.world = world
         self.agent = agent
         self.redactor = Redactor.from_environment(world.environ)
-        self.events = EventLog(run_dir.events_path, redactor=self.redactor)
+        self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False)
         self.handlers = default_handlers()
         refuse_unsupported(workflow, self.handlers)
 
@@ -231,6 +238,7 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     run = _Run(workflow, run_dir, info, world, agent)
     run.events.append("run_started", run_id=run_id, workflow=str(workflow_path),
                       goal=values["goal"], inputs=dict(request.inputs))
+    run.events.sync()
     count, head = run.events.head
     run_dir.save_checkpoint({**state.to_json(), "agent_state": agent.save_state(),
                              "events": {"count": count, "head": head}})

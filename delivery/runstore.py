@@ -67,8 +67,13 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves the old or the new content."""
+def _atomic_write(path: Path, data: bytes, *, durable: bool = True,
+                  sync_dir: bool = True) -> None:
+    """Replace `path` with `data` so that a crash leaves the old or the new content.
+
+    `durable=False` skips the fsyncs: the replace is still atomic for a process crash
+    (kill -9), only a power failure may lose the write.
+    """
     # A random name: a pid and counter could repeat after a crash (containers reuse pids).
     tmp = path.with_name(f"{path.name}.{secrets.token_hex(8)}.tmp")
     try:
@@ -77,12 +82,13 @@ def _atomic_write(path: Path, data: bytes) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
         # Without this a power failure could bring back the old file after a reboot.
-        if os.name == "posix":  # (Windows cannot open a directory)
+        if durable and sync_dir and os.name == "posix":  # (Windows cannot open a directory)
             fd = os.open(path.parent, os.O_RDONLY)
             try:
                 os.fsync(fd)
@@ -127,6 +133,7 @@ class RunDirectory:
         self.checkpoint_path = self.path / "checkpoint.json"
         self.events_path = self.path / "events.jsonl"
         self.artifacts_dir = self.path / "artifacts"
+        self._made: dict[tuple[str, int], Path] = {}  # stage folders checked and created
 
     @classmethod
     def create(cls, path: Path) -> RunDirectory:
@@ -156,8 +163,13 @@ class RunDirectory:
         return info
 
     def save_checkpoint(self, data: Mapping[str, Any]) -> None:
-        """Atomically replace the checkpoint: compact JSON, one file and one dir fsync."""
-        _atomic_write(self.checkpoint_path, _dumps(self.checkpoint_path, data))
+        """Atomically replace the checkpoint: compact JSON, one file fsync.
+
+        The directory is not fsync'ed after the rename: a power failure may then bring back
+        the previous checkpoint, and resuming re-runs one more stage — which every stage
+        must tolerate anyway (SPEC §11). A process crash never loses the rename.
+        """
+        _atomic_write(self.checkpoint_path, _dumps(self.checkpoint_path, data), sync_dir=False)
 
     def load_checkpoint(self) -> dict[str, Any] | None:
         """The last saved checkpoint, None if none was saved; a corrupt one raises."""
@@ -165,11 +177,15 @@ class RunDirectory:
 
     def stage_dir(self, node_id: str, attempt: int) -> Path:
         """`<run>/<node_id>/<attempt>/`, created; a name that could escape is refused."""
+        known = self._made.get((node_id, attempt))
+        if known is not None:
+            return known
         path = self._stage_path(node_id, attempt)
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise RunStoreError(f"{path}: cannot create stage directory: {error}") from error
+        self._made[(node_id, attempt)] = path
         return path
 
     def _stage_path(self, node_id: str, attempt: int) -> Path:
@@ -203,7 +219,9 @@ class RunDirectory:
         path = self.stage_dir(node_id, attempt) / self._stage_file_name(name)
         if redactor is not None:
             text = redactor.text(text)
-        _atomic_write(path, text.encode("utf-8", "backslashreplace"))
+        # Stage files are evidence, rewritten when an interrupted stage runs again: atomic
+        # for a process crash, but not worth an fsync each (they dominated a stage's cost).
+        _atomic_write(path, text.encode("utf-8", "backslashreplace"), durable=False)
         return path
 
     def read_stage_file(self, node_id: str, attempt: int, name: str) -> str | None:
@@ -242,9 +260,13 @@ class EventLog:
     event recording the dropped bytes is appended before anything else.
     """
 
-    def __init__(self, path: Path, *, redactor: Redactor | None = None) -> None:
+    def __init__(self, path: Path, *, redactor: Redactor | None = None,
+                 sync_each: bool = True) -> None:
+        """`sync_each=False`: appends are written at once but fsync'ed only by `sync()` —
+        the engine syncs once per stage, just before the checkpoint that records the head."""
         self.path = Path(path)
         self._redactor = redactor
+        self._sync_each = sync_each
         self._count = 0
         self._head = ZERO_HASH
         try:
@@ -315,7 +337,8 @@ class EventLog:
             view = memoryview(line + b"\n")
             while view:
                 view = view[self._file.write(view) or 0 :]
-            os.fsync(self._file.fileno())
+            if self._sync_each:
+                os.fsync(self._file.fileno())
         except OSError as error:
             self.close()  # a partial line may be on disk: reopening the log repairs it
             raise RunStoreError(f"{self.path}: cannot append event: {error}") from error
@@ -323,8 +346,18 @@ class EventLog:
         self._head = _sha256(line)
         return {**event, "hash": self._head}
 
+    def sync(self) -> None:
+        """Make every appended event durable (fdatasync)."""
+        if self._file is not None:
+            try:
+                os.fdatasync(self._file.fileno())
+            except OSError as error:
+                raise RunStoreError(f"{self.path}: cannot sync event log: {error}") from error
+
     def close(self) -> None:
         if self._file is not None:
+            if not self._sync_each:
+                self.sync()
             self._file.close()  # also releases the lock
             self._file = None
 

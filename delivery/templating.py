@@ -359,7 +359,7 @@ class Renderer:
 
 def _variables(context: Context, folders: Sequence[str], uses_goal: object) -> dict[str, Any]:
     index = ViewIndex(context, _absent)
-    variables = {name: index.entry(name) for name in index.children.get("", [])}
+    variables = {name: index.entry(name) for name in index.children.get("", {})}
     for name in ("inputs", "parallel"):
         if not isinstance(variables.get(name), ContextView):
             variables[name] = index.namespace(name)
