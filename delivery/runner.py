@@ -28,7 +28,7 @@ from delivery.interviewer import Interviewer, ScriptedInterviewer
 from delivery.loader import load_workflow
 from delivery.model import Node, NodeType, Workflow
 from delivery.redact import Redactor
-from delivery.runstore import EventLog, RunDirectory, new_run_id
+from delivery.runstore import EventLog, RunDirectory, new_run_id, verify_run
 from delivery.templating import Renderer
 
 WORKFLOW_COPY = "workflow.dot"
@@ -277,6 +277,14 @@ def resume_run(run_path: Path, world: World | None = None,
         agent.restore_state(checkpoint["agent_state"])
     state.resumed = True
     run = _Run(workflow, run_dir, info, world, agent)  # locks the run against a second resume
+    if state.status == "running":
+        # Appending to a log that was cut or edited would make it verify again.
+        log = verify_run(run_dir.path)
+        if not log.ok:
+            run.events.close()
+            raise RunRefused(f"run {run_path}", f"has a broken event log: {log.problem}",
+                             "a run whose log was edited or cut short cannot be resumed; "
+                             "start a new run")
     if answers:
         run_dir.write_run_info(info)
     if state.status == "running":

@@ -270,6 +270,20 @@ def test_resume_refuses_a_run_whose_workflow_copy_was_edited(copy_of: Path) -> N
     assert "start a new run" in message
 
 
+@pytest.mark.parametrize("spoil", [_edit_field, lambda lines, k: lines.__delitem__(
+    slice(k, None))], ids=["edit a middle line", "cut lines off the end"])
+def test_resume_refuses_a_run_whose_log_was_tampered_with(copy_of: Path, spoil: Tamper) -> None:
+    """Appending to it would hide the damage: the next checkpoint would vouch for the rest."""
+    _interrupted(copy_of)
+    lines = lines_of(copy_of)
+    k = _middle(lines)
+    spoil(lines, k)
+    (copy_of / "events.jsonl").write_bytes(b"".join(lines))
+    message = _refused_resume(copy_of)
+    assert "has a broken event log: line " in message
+    assert cli("verify", copy_of)[0] == 1  # still detectable
+
+
 @pytest.mark.parametrize("checkpoint", [
     "{}",
     '{"run_id": "x", "next_node": "gone", "context": {}, "initial": {}}',
