@@ -305,6 +305,9 @@ class _Environment(ImmutableSandboxedEnvironment):
 # -- the renderer ----------------------------------------------------------------------
 
 
+_TEMPLATE_SYNTAX = re.compile(r"\{[{%#]|\$goal\b")
+
+
 class Renderer:
     """Renders prompt and script templates against a Context; compiled sources are cached."""
 
@@ -323,6 +326,8 @@ class Renderer:
         if len(source) > self.max_template_chars:
             raise TemplateRenderError(f"the template is {len(source)} characters long, over "
                                       f"the limit of {self.max_template_chars}")
+        if not _TEMPLATE_SYNTAX.search(source):
+            return source  # plain text renders as itself; compiling it costs ~1 ms
         template = self._compile(source, shell)
         token = _BUDGET.set(_Budget(self.max_render_seconds))
         try:
