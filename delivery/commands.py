@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -52,8 +53,10 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _world(err: TextIO) -> World:
-    progress = TerminalProgress(err) if err.isatty() else None
-    return World(progress=progress)
+    """Progress on a terminal; human gates asked on the console when both ends are one."""
+    on_terminal = err.isatty()
+    progress = TerminalProgress(err) if on_terminal else None
+    return World(progress=progress, interactive=on_terminal and sys.stdin.isatty())
 
 
 def _report(outcome: RunOutcome, as_json: bool, out: TextIO) -> int:

@@ -24,7 +24,7 @@ from delivery.engine import Engine, EngineOptions, Progress, RunState
 from delivery.errors import RunRefused
 from delivery.handlers import default_handlers
 from delivery.handlers.base import Clock, StageEnv
-from delivery.interviewer import Interviewer, ScriptedInterviewer
+from delivery.interviewer import ConsoleInterviewer, Interviewer, ScriptedInterviewer
 from delivery.loader import load_workflow
 from delivery.model import Node, NodeType, Workflow
 from delivery.redact import Redactor
@@ -76,6 +76,8 @@ class World:
 
     agent: AgentBackend | None = None
     interviewer: Interviewer | None = None
+    # Ask unanswered human gates on the console (the CLI sets this on a terminal).
+    interactive: bool = False
     clock: Clock = field(default_factory=SystemClock)
     progress: Progress | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
@@ -178,7 +180,9 @@ class _Run:
         folders = {name: Path(loc) for name, loc in self.info.get("folders", {}).items()}
         context = Context(state.context, ArtifactStore(self.run_dir.artifacts_dir))
         state_ref = [state]
-        interviewer = self.world.interviewer or ScriptedInterviewer(self.info.get("answers", {}))
+        scripted = ScriptedInterviewer(self.info.get("answers", {}))
+        interviewer = self.world.interviewer or (
+            ConsoleInterviewer(scripted) if self.world.interactive else scripted)
 
         def write_stage_file(node_id: str, attempt: int, name: str, text: str) -> None:
             self.run_dir.write_stage_file(node_id, attempt, name, text, redactor=self.redactor)
