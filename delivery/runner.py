@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,12 +27,12 @@ from delivery.handlers.base import Clock, StageEnv
 from delivery.interviewer import ConsoleInterviewer, Interviewer, ScriptedInterviewer
 from delivery.loader import load_workflow
 from delivery.model import Node, NodeType, Workflow
+from delivery.preamble import recent_stages, render_preamble
 from delivery.redact import Redactor
 from delivery.runstore import EventLog, RunDirectory, new_run_id, verify_run
 from delivery.templating import Renderer
 
 WORKFLOW_COPY = "workflow.dot"
-PREAMBLE_STAGES = 50
 
 
 class SystemClock:
@@ -130,32 +130,18 @@ def refuse_unsupported(workflow: Workflow, handlers: Mapping[NodeType, object]) 
 
 
 def _fidelity_preamble(state_ref: list[RunState], workflow: Workflow,
-                       context: Context) -> Any:
+                       context: Context) -> Callable[[Node], str]:
     def preamble(node: Node) -> str:
         fidelity = node.attr("fidelity") or workflow.attr("default_fidelity") or "compact"
         state = state_ref[0]
-        if fidelity == "full" and not state.resumed:
-            return ""
-        # A resume lost the agent sessions: the first agent stage after it gets a summary
-        # even at `full` fidelity, once (SPEC §5).
-        state.resumed = False
-        goal = str(context.get("goal") or "")
-        if fidelity == "truncate":
-            return f"Goal: {goal}"
-        lines = [f"Goal: {goal}"]
-        # The 50 most recently completed stages, each once (walked from the end: the path
-        # grows with the run and this runs before every agent stage).
-        recent: dict[str, str] = {}
-        for node_id in reversed(state.path):
-            if len(recent) == PREAMBLE_STAGES:
-                break
-            if node_id not in recent and node_id in state.outcomes and \
-                    workflow.nodes[node_id].type not in (NodeType.START, NodeType.CONDITIONAL):
-                recent[node_id] = state.outcomes[node_id]
-        if recent:
-            lines.append("\n## Completed stages")
-            lines += [f"- **{n}**: {o}" for n, o in reversed(recent.items())]
-        return "\n".join(lines)
+        if state.resumed:
+            # A resume lost the agent sessions: the first agent stage after it gets a
+            # summary even at `full` fidelity, once (SPEC §5).
+            state.resumed = False
+            if fidelity == "full":
+                fidelity = "summary:high"
+        stages = recent_stages(workflow, state.path, state.outcomes)
+        return render_preamble(fidelity, str(context.get("goal") or ""), stages)
 
     return preamble
 

@@ -1,0 +1,1 @@
+"""Prompt templates shipped with delivery (a package so that every install finds them)."""
