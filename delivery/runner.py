@@ -129,11 +129,12 @@ def refuse_unsupported(workflow: Workflow, handlers: Mapping[NodeType, object]) 
                              "wait and parallel stages")
 
 
-def _fidelity_preamble(state_ref: list[RunState], workflow: Workflow,
+def _fidelity_preamble(state: RunState, workflow: Workflow,
                        context: Context) -> Callable[[Node], str]:
+    """The preamble function for agent stages; reads the live state the engine advances."""
+
     def preamble(node: Node) -> str:
         fidelity = node.attr("fidelity") or workflow.attr("default_fidelity") or "compact"
-        state = state_ref[0]
         if state.resumed:
             # A resume lost the agent sessions: the first agent stage after it gets a
             # summary even at `full` fidelity, once (SPEC §5).
@@ -159,13 +160,11 @@ class _Run:
         self.redactor = Redactor.from_environment(world.environ)
         self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False)
         self.handlers = default_handlers()
-        refuse_unsupported(workflow, self.handlers)
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info["workspace"])
         folders = {name: Path(loc) for name, loc in self.info.get("folders", {}).items()}
         context = Context(state.context, ArtifactStore(self.run_dir.artifacts_dir))
-        state_ref = [state]
         scripted = ScriptedInterviewer(self.info.get("answers", {}))
         interviewer = self.world.interviewer or (
             ConsoleInterviewer(scripted) if self.world.interactive else scripted)
@@ -178,7 +177,7 @@ class _Run:
             renderer=Renderer(), interviewer=interviewer, clock=self.world.clock,
             folders=folders, stage_dir=self.run_dir.stage_dir,
             write_stage_file=write_stage_file,
-            fidelity_preamble=_fidelity_preamble(state_ref, self.workflow, context),
+            fidelity_preamble=_fidelity_preamble(state, self.workflow, context),
         )
         engine = Engine(self.workflow, self.handlers, env, self.run_dir, self.events,
                         save_extra=lambda: {"agent_state": self.agent.save_state()},
@@ -258,6 +257,7 @@ def resume_run(run_path: Path, world: World | None = None,
                          "run started (its SHA-256 differs from run.json's)",
                          "restore the copy, or start a new run with the changed workflow")
     workflow = load_workflow(copy)
+    refuse_unsupported(workflow, default_handlers())
     state = _checkpointed_state(checkpoint, workflow, run_dir)
     store = ArtifactStore(run_dir.artifacts_dir)
     state.context = relocate_artifacts(state.context, store)

@@ -117,6 +117,13 @@ class _Checker:
             if kind is NodeType.SCRIPT and not node.script.strip():
                 self.at_node("script_required", node, f"script node '{node.id}' has no script",
                              "add script=\"...\" (or Attractor's tool_command=)")
+            script_attr = node.script_attr
+            if script_attr is not None and kind is not NodeType.SCRIPT:
+                self.at_attr("script_on_non_script_node", script_attr, f"'{node.id}' has "
+                             f"{script_attr.name}= but is not a script node ({kind.value if kind else 'unknown'}) "
+                             "so the script never runs",
+                             "add type=script (or shape=parallelogram)", node=node.id,
+                             severity="warning")
             if kind is NodeType.HUMAN and not w.outgoing[node.id]:
                 self.at_node("human_choices", node, f"human gate '{node.id}' offers no choice",
                              "add outgoing edges; their labels are the choices")
