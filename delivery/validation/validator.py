@@ -119,9 +119,10 @@ class _Checker:
                              "add script=\"...\" (or Attractor's tool_command=)")
             script_attr = node.script_attr
             if script_attr is not None and kind is not NodeType.SCRIPT:
+                runs_as = kind.value if kind else "unknown"
                 self.at_attr("script_on_non_script_node", script_attr, f"'{node.id}' has "
-                             f"{script_attr.name}= but is not a script node ({kind.value if kind else 'unknown'}) "
-                             "so the script never runs",
+                             f"{script_attr.name}= but runs as {runs_as}, not as a script, so "
+                             "the script never runs",
                              "add type=script (or shape=parallelogram)", node=node.id,
                              severity="warning")
             if kind is NodeType.HUMAN and not w.outgoing[node.id]:
