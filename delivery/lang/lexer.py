@@ -127,13 +127,14 @@ def tokenize(source: str, file: str = "<workflow>") -> list[Token]:
     while True:
         m = match(source, pos)
         if m is None:
-            bad = _BLANKS.match(source, pos).end()  # type: ignore[union-attr]
+            blank = _BLANKS.match(source, pos)
+            bad = blank.end() if blank else pos
             _raise_unexpected(source, bad, file, line, bad - line_start + 1)
         kind = m.lastgroup
         pos = m.end()
-        if kind == "end":
+        if kind == "end" or kind is None:
             break
-        text = m.group(kind)  # type: ignore[arg-type]
+        text = m.group(kind)
         start = pos - len(text)
         if kind == "nl":
             line += 1
