@@ -33,6 +33,7 @@ from delivery.runstore import EventLog, RunDirectory, new_run_id, verify_run
 from delivery.templating import Renderer
 
 WORKFLOW_COPY = "workflow.dot"
+EVENT_VALUE_CHARS = 2000
 
 
 class SystemClock:
@@ -225,8 +226,13 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     state = RunState(run_id=run_id, next_node=start.id, context=dict(stored),
                      initial=dict(stored))
     run = _Run(workflow, run_dir, info, world, agent)
+    # The event records what was asked, not bulk data: long inputs are cut (the checkpoint
+    # holds them whole, large ones through the artifact store).
+    shown_inputs = {name: value if len(value) <= EVENT_VALUE_CHARS else
+                    value[:EVENT_VALUE_CHARS] + f"... ({len(value)} characters)"
+                    for name, value in request.inputs.items()}
     run.events.append("run_started", run_id=run_id, workflow=str(workflow_path),
-                      goal=values["goal"], inputs=dict(request.inputs))
+                      goal=values["goal"], inputs=shown_inputs)
     run.events.sync()
     count, head = run.events.head
     run_dir.save_checkpoint({**state.to_json(), "agent_state": agent.save_state(),

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine_helpers import cli, reply, run_flow, write_flow
 
+from delivery.agents.replay import ReplayBackend
 from delivery.errors import RunRefused, WorkflowInvalid
 from delivery.runner import RunRequest, World, start_run
 
@@ -374,3 +375,19 @@ def test_a_large_input_is_offloaded_from_the_start_and_survives_a_loop_restart(
         assert str(stored["spec"]).startswith("file://")
         assert str(stored["inputs.spec"]).startswith("file://")
     assert ran.context["spec"] == spec
+
+
+def test_a_long_input_is_cut_in_the_run_started_event_but_whole_in_the_context(
+        tmp_path: Path) -> None:
+    workflow = tmp_path / "flow.dot"
+    workflow.write_text(
+        'digraph f { graph [goal="g", inputs="notes"]\n'
+        '  start [shape=Mdiamond]; exit [shape=Msquare]\n  start -> exit }\n')
+    notes = "n" * 5000
+    outcome = start_run(RunRequest(workflow=workflow, workspace=tmp_path,
+                                   inputs={"notes": notes}), World(agent=ReplayBackend({})))
+    assert outcome.context["notes"] == notes
+    first = json.loads((outcome.run_dir / "events.jsonl").read_text().splitlines()[0])
+    assert first["type"] == "run_started"
+    assert len(first["inputs"]["notes"]) < 2100
+    assert first["inputs"]["notes"].endswith("(5000 characters)")
