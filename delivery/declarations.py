@@ -30,8 +30,6 @@ ENGINE_KEYS = frozenset(
 )
 ENGINE_NAMESPACES = ("graph", "inputs", "response", "parallel", "internal", "human.gate")
 PROBE_NAMESPACES = ("pr", "threads", "worktree", "diff")
-# Names of what templates see at top level besides context keys (SPEC §4).
-TEMPLATE_GLOBALS = frozenset({"goal", "inputs", "context", "current_work", "parallel", "folders"})
 
 PROBE_KINDS = ("pr", "threads", "diff", "worktree")
 # Facts a probe of each kind writes per folder (`<folder>.<fact>`).

@@ -33,8 +33,6 @@ from delivery.routing import select_edge
 from delivery.runstore import EventLog, RunDirectory
 from delivery.topology import ParallelSection, parallel_sections
 
-ENGINE_STAGE_KEYS = ("outcome", "failure_reason", "last_stage", "preferred_label")
-
 
 @dataclass
 class RunState:

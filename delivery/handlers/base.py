@@ -29,7 +29,6 @@ class StageResult:
     failure_reason: str = ""
     updates: dict[str, Any] = field(default_factory=dict)
     preferred_label: str = ""
-    response: str | None = None  # agent/prompt stages: the final reply
     keep_outcome: bool = False  # conditional nodes: the previous stage's outcome stands
 
     @classmethod

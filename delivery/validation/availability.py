@@ -91,15 +91,8 @@ def failure_can_take(edge: Edge) -> bool:
     )
 
 
-def success_can_take(edge: Edge) -> bool:
-    condition = edge.condition
-    return condition is None or not condition.tests_outcome() or condition.may_hold(
-        {"outcome": "succeeded"}
-    )
-
-
 class Availability:
-    """Runs the analysis once; `check(reads)` then answers for every read."""
+    """Runs the analysis once; `available(read)` then answers for every read."""
 
     def __init__(self, workflow: Workflow, start: str, reads: list[Read]) -> None:
         self.workflow = workflow
