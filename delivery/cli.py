@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,6 +45,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-dir", type=Path)
     run.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                      help="answer a human gate (scripted runs)")
+    run.add_argument("--gates", choices=("deny", "pause"), default="deny",
+                     help="an unanswered human gate off a terminal: deny it (its stage "
+                     "fails) or pause the run (exit 3; continue with resume --answer)")
     run.add_argument("--json", action="store_true")
 
     resume = commands.add_parser("resume", help="continue a run from its checkpoint")
@@ -106,7 +110,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
 
 
 def entry() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`delivery inspect RUN | head`): nothing left to say.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_FAILED
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from delivery.runner import (
     RunOutcome,
     RunRequest,
     World,
+    parse_answers,
     parse_assignments,
     relocate_artifacts,
     resume_run,
@@ -65,7 +66,8 @@ def _report(outcome: RunOutcome, as_json: bool, out: TextIO) -> int:
     else:
         print(f"run {outcome.run_id}: {outcome.status}", file=out)
         if outcome.failure_reason:
-            print(f"  failure: {outcome.failure_reason}", file=out)
+            label = "waiting" if outcome.status == "paused" else "failure"
+            print(f"  {label}: {outcome.failure_reason}", file=out)
         print(f"  path: {' -> '.join(outcome.path)}", file=out)
         print(f"  run directory: {outcome.run_dir}", file=out)
     return STATUS_EXIT.get(outcome.status, EXIT_FAILED)
@@ -82,8 +84,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         workflow=args.workflow, goal=args.goal,
         inputs=parse_assignments(args.input, "--input"), agent=args.agent,
         workspace=args.workspace, run_dir=args.run_dir,
-        answers=parse_assignments(args.answer, "--answer"),
-        repos=parse_assignments(args.repo, "--repo"),
+        answers=parse_answers(args.answer),
+        repos=parse_assignments(args.repo, "--repo"), gates=args.gates,
     )
     return _report(start_run(request, _world(err)), args.json, out)
 
@@ -102,7 +104,7 @@ def find_run(reference: str) -> Path:
 
 def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     outcome = resume_run(find_run(args.run), _world(err),
-                         answers=parse_assignments(args.answer, "--answer"))
+                         answers=parse_answers(args.answer))
     return _report(outcome, args.json, out)
 
 

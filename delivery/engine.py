@@ -28,6 +28,7 @@ from tenacity import (
 from delivery.context import Context
 from delivery.errors import RunError
 from delivery.handlers.base import Handler, StageEnv, StageResult
+from delivery.interviewer import PauseRequested
 from delivery.model import Node, NodeType, Workflow
 from delivery.routing import select_edge
 from delivery.runstore import EventLog, RunDirectory
@@ -45,6 +46,7 @@ class RunState:
     path: list[str] = field(default_factory=list)
     outcomes: dict[str, str] = field(default_factory=dict)  # last outcome per node
     attempts: dict[str, int] = field(default_factory=dict)  # stage folders used per node
+    answers_used: dict[str, int] = field(default_factory=dict)  # scripted gate answers taken
     steps: int = 0
     status: str = "running"  # running | succeeded | failed | paused
     failure_reason: str = ""
@@ -56,7 +58,8 @@ class RunState:
         return {
             "run_id": self.run_id, "next_node": self.next_node, "context": self.context,
             "initial": self.initial, "path": list(self.path), "outcomes": dict(self.outcomes),
-            "attempts": dict(self.attempts), "steps": self.steps, "status": self.status,
+            "attempts": dict(self.attempts), "answers_used": dict(self.answers_used),
+            "steps": self.steps, "status": self.status,
             "failure_reason": self.failure_reason, "resumed": self.resumed,
         }
 
@@ -81,7 +84,7 @@ class Progress:
 
 @dataclass
 class EngineOptions:
-    max_steps: int = 100_000
+    max_steps: int = 10_000  # a loop that never ends stops here instead of filling the disk
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
 
@@ -119,13 +122,18 @@ class Engine:
         self.sections = parallel_sections(workflow)
         self._lock = threading.Lock()
         self.state: RunState | None = None
+        self._path_length_before_step = 0  # where a paused run's path is cut back to
 
     # -- public -----------------------------------------------------------------------
     def run(self, state: RunState, context: Context) -> RunState:
         self.state = state
         if state.status != "running" or state.next_node is None:
             return state
-        end = self._walk(state.next_node, context, stop_at=None, path=state.path, main=True)
+        try:
+            end = self._walk(state.next_node, context, stop_at=None, path=state.path,
+                             main=True)
+        except PauseRequested as pause:
+            return self._pause(state, context, pause)
         state.context = context.snapshot()
         if end.kind == "failed":
             state.status, state.failure_reason = "failed", end.failure_reason
@@ -137,6 +145,17 @@ class Engine:
             state.status, state.failure_reason = "succeeded", ""
         state.next_node = None
         self._event("run_finished", status=state.status, failure_reason=state.failure_reason)
+        self._checkpoint(state, context)
+        return state
+
+    def _pause(self, state: RunState, context: Context, pause: PauseRequested) -> RunState:
+        """Stop before the stage that is waiting (a gate, or the parallel section holding
+        it): it runs again, from its start, when the run is resumed."""
+        waiting = state.next_node or pause.node_id
+        state.path[:] = state.path[: self._path_length_before_step]
+        state.status, state.failure_reason = "paused", str(pause)
+        state.next_node = waiting
+        self._event("run_paused", node=pause.node_id, next_node=waiting)
         self._checkpoint(state, context)
         return state
 
@@ -155,6 +174,9 @@ class Engine:
                 return _Walk("failed", current, f"the run exceeded {self.options.max_steps} "
                              "steps; a loop does not end")
             node = workflow.nodes[current]
+            if main:
+                self._path_length_before_step = len(path)
+                state.next_node = current
             path.append(current)
             if node.type is NodeType.EXIT:
                 context.set("current_node", current)
@@ -249,6 +271,9 @@ class Engine:
         started = time.monotonic()
         try:
             result = handler(node, attempt, context, self.env)
+        except PauseRequested:
+            self._event("stage_paused", node=node.id, attempt=attempt)
+            raise
         except RunError as err:
             result = StageResult.fail(str(err))
         except Exception as err:  # a handler bug must not kill the run without a record

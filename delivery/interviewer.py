@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TextIO
 
+from delivery.errors import RunError
 from delivery.routing import accelerator, normalize_label
+
+
+class PauseRequested(RunError):
+    """A human gate has no answer yet and the run should stop here, to be resumed with one.
+
+    Not a stage failure: the engine checkpoints the run as `paused` before the gate.
+    """
+
+    def __init__(self, node_id: str, choices: Sequence[str]) -> None:
+        self.node_id = node_id
+        self.choices = list(choices)
+        listed = ", ".join(choices)
+        super().__init__(f"human gate '{node_id}' is waiting for an answer ({listed}): "
+                         f"resume with --answer {node_id}=LABEL")
 
 
 @dataclass(frozen=True)
@@ -35,17 +50,41 @@ def match_choice(answer: str, choices: Sequence[str]) -> str | None:
 
 
 class ScriptedInterviewer:
-    """Answers from `--answer NODE=LABEL`; a gate without an answer is denied."""
+    """Answers from `--answer NODE=LABEL`: each answers one visit of that gate, in the order
+    given. A gate whose answers are used up is unanswered (denied, or the run pauses), so a
+    loop through a gate never repeats an answer forever.
 
-    def __init__(self, answers: Mapping[str, str]) -> None:
-        self.answers = dict(answers)
+    `used` counts the answers taken per gate; the engine keeps it in the checkpoint so that
+    a resumed run does not hand out the same answer twice.
+    """
+
+    def __init__(self, answers: Mapping[str, str | Sequence[str]],
+                 used: MutableMapping[str, int] | None = None) -> None:
+        self.answers = {node: [given] if isinstance(given, str) else list(given)
+                        for node, given in answers.items()}
+        self.used = used if used is not None else {}
 
     def ask(self, node_id: str, question: str, choices: Sequence[str]) -> Answer | None:
-        given = self.answers.get(node_id)
-        if given is None:
+        given = self.answers.get(node_id, [])
+        index = self.used.get(node_id, 0)
+        if index >= len(given):
             return None
-        chosen = match_choice(given, choices)
+        self.used[node_id] = index + 1
+        chosen = match_choice(given[index], choices)
         return Answer(chosen) if chosen is not None else None
+
+
+class PausingInterviewer:
+    """Scripted answers first; a gate without one pauses the run instead of being denied."""
+
+    def __init__(self, scripted: ScriptedInterviewer) -> None:
+        self.scripted = scripted
+
+    def ask(self, node_id: str, question: str, choices: Sequence[str]) -> Answer | None:
+        answer = self.scripted.ask(node_id, question, choices)
+        if answer is None:
+            raise PauseRequested(node_id, choices)
+        return answer
 
 
 class ConsoleInterviewer:

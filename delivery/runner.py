@@ -19,14 +19,20 @@ from typing import Any
 
 from delivery.agents.base import AgentBackend
 from delivery.agents.registry import make_backend
+from delivery.agents.replay import ReplayBackend
 from delivery.context import POINTER_PREFIX, ArtifactStore, Context
 from delivery.engine import Engine, EngineOptions, Progress, RunState
 from delivery.errors import RunRefused
 from delivery.handlers import default_handlers
 from delivery.handlers.base import Clock, StageEnv
-from delivery.interviewer import ConsoleInterviewer, Interviewer, ScriptedInterviewer
+from delivery.interviewer import (
+    ConsoleInterviewer,
+    Interviewer,
+    PausingInterviewer,
+    ScriptedInterviewer,
+)
 from delivery.loader import load_workflow
-from delivery.model import Node, NodeType, Workflow
+from delivery.model import LLM_TYPES, Node, NodeType, Workflow
 from delivery.preamble import recent_stages, render_preamble
 from delivery.redact import Redactor
 from delivery.runstore import EventLog, RunDirectory, new_run_id, verify_run
@@ -52,8 +58,12 @@ class RunRequest:
     agent: str = ""
     workspace: Path | None = None
     run_dir: Path | None = None
-    answers: Mapping[str, str] = field(default_factory=dict)
+    # gate id -> its answers, one per visit in order (a single string answers one visit)
+    answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     repos: Mapping[str, str] = field(default_factory=dict)
+    # An unanswered human gate (no --answer, no terminal): "deny" fails the gate's stage,
+    # "pause" stops the run as paused so that `resume --answer` can continue it.
+    gates: str = "deny"
 
 
 @dataclass
@@ -130,6 +140,17 @@ def refuse_unsupported(workflow: Workflow, handlers: Mapping[NodeType, object]) 
                              "wait and parallel stages")
 
 
+def _interviewer(info: Mapping[str, Any], world: World,
+                 used: dict[str, int]) -> Interviewer:
+    """Scripted answers first; then the console on a terminal, else deny or pause."""
+    scripted = ScriptedInterviewer(info.get("answers", {}), used)
+    if world.interactive:
+        return ConsoleInterviewer(scripted)
+    if info.get("gates") == "pause":
+        return PausingInterviewer(scripted)
+    return scripted
+
+
 def _fidelity_preamble(state: RunState, workflow: Workflow,
                        context: Context) -> Callable[[Node], str]:
     """The preamble function for agent stages; reads the live state the engine advances."""
@@ -166,9 +187,8 @@ class _Run:
         workspace = Path(self.info["workspace"])
         folders = {name: Path(loc) for name, loc in self.info.get("folders", {}).items()}
         context = Context(state.context, ArtifactStore(self.run_dir.artifacts_dir))
-        scripted = ScriptedInterviewer(self.info.get("answers", {}))
-        interviewer = self.world.interviewer or (
-            ConsoleInterviewer(scripted) if self.world.interactive else scripted)
+        interviewer = self.world.interviewer or _interviewer(self.info, self.world,
+                                                             state.answers_used)
 
         def write_stage_file(node_id: str, attempt: int, name: str, text: str) -> None:
             self.run_dir.write_stage_file(node_id, attempt, name, text, redactor=self.redactor)
@@ -201,7 +221,7 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     if not workspace.is_dir():
         raise RunRefused("--workspace", f"{workspace} is not a directory",
                          "create it or point --workspace at an existing directory")
-    agent = world.agent or _agent_from_profile(request.agent, workspace)
+    agent = world.agent or _agent_from_profile(request.agent, workspace, workflow)
     refuse_unsupported(workflow, default_handlers())
     run_id = new_run_id()
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
@@ -215,8 +235,8 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
         "run_id": run_id, "workflow": str(workflow_path),
         "workflow_sha256": hashlib.sha256(source.encode()).hexdigest(),
         "agent": request.agent, "workspace": str(workspace), "folders": folders,
-        "answers": dict(request.answers), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                    time.gmtime()),
+        "answers": _answer_lists(request.answers), "gates": request.gates,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     run_dir.write_run_info(info)
     start = workflow.start
@@ -241,13 +261,16 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
 
 
 def resume_run(run_path: Path, world: World | None = None,
-               answers: Mapping[str, str] | None = None) -> RunOutcome:
+               answers: Mapping[str, str | Sequence[str]] | None = None) -> RunOutcome:
     """Continue a run from its checkpoint; the interrupted stage runs again."""
     world = world or World()
     run_dir = RunDirectory.open(run_path.resolve())
     info = dict(run_dir.read_run_info())
-    if answers:
-        info["answers"] = {**info.get("answers", {}), **answers}
+    if answers:  # appended: they answer the gate's next visits
+        merged = _answer_lists(info.get("answers", {}))
+        for node_id, given in _answer_lists(answers).items():
+            merged[node_id] = merged.get(node_id, []) + given
+        info["answers"] = merged
     checkpoint = run_dir.load_checkpoint()
     if checkpoint is None:
         raise RunRefused(f"run {run_path}", "has no checkpoint (it never started)",
@@ -268,10 +291,13 @@ def resume_run(run_path: Path, world: World | None = None,
     store = ArtifactStore(run_dir.artifacts_dir)
     state.context = relocate_artifacts(state.context, store)
     state.initial = relocate_artifacts(state.initial, store)
-    agent = world.agent or _agent_from_profile(info.get("agent", ""), Path(info["workspace"]))
+    agent = world.agent or _agent_from_profile(info.get("agent", ""), Path(info["workspace"]),
+                                               workflow)
     if "agent_state" in checkpoint:
         agent.restore_state(checkpoint["agent_state"])
     state.resumed = True
+    if state.status == "paused":  # waiting at a human gate: try it again
+        state.status, state.failure_reason = "running", ""
     run = _Run(workflow, run_dir, info, world, agent)  # locks the run against a second resume
     if state.status == "running":
         # Appending to a log that was cut or edited would make it verify again.
@@ -328,8 +354,11 @@ def _checkpointed_state(checkpoint: Mapping[str, Any], workflow: Workflow,
     return state
 
 
-def _agent_from_profile(profile: str, workspace: Path) -> AgentBackend:
+def _agent_from_profile(profile: str, workspace: Path, workflow: Workflow) -> AgentBackend:
     if not profile:
+        if not workflow.nodes_of(*LLM_TYPES):
+            # Nothing will ask an agent: an empty replay script stands in for one.
+            return ReplayBackend({}, source="<no agent: the workflow has no agent stage>")
         raise RunRefused("--agent", "no agent backend was chosen",
                          "pass --agent replay:FILE.json (command: and openai: come later)")
     return make_backend(profile, base_dir=workspace)
@@ -344,6 +373,20 @@ def _folder_path(location: str, workspace: Path, name: str) -> Path:
     raise RunRefused(f"--repo {name}={location}", "is not a local directory",
                      "give a path to a git worktree (GitHub repositories come with the "
                      "forge issue)")
+
+
+def _answer_lists(answers: Mapping[str, str | Sequence[str]]) -> dict[str, list[str]]:
+    return {node: [given] if isinstance(given, str) else list(given)
+            for node, given in answers.items()}
+
+
+def parse_answers(items: Sequence[str]) -> dict[str, list[str]]:
+    """Repeated `--answer NODE=LABEL`: a gate's answers in the order given."""
+    answers: dict[str, list[str]] = {}
+    for item in items:
+        for node_id, label in parse_assignments([item], "--answer").items():
+            answers.setdefault(node_id, []).append(label)
+    return answers
 
 
 def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:

@@ -1,6 +1,14 @@
 import io
 
-from delivery.interviewer import ConsoleInterviewer, ScriptedInterviewer, match_choice
+import pytest
+
+from delivery.interviewer import (
+    ConsoleInterviewer,
+    PauseRequested,
+    PausingInterviewer,
+    ScriptedInterviewer,
+    match_choice,
+)
 
 CHOICES = ["[A] Approve", "[F] Fix", "rework"]
 
@@ -47,3 +55,28 @@ def test_a_scripted_answer_wins_over_the_console() -> None:
 
 def test_a_scripted_interviewer_denies_a_gate_it_has_no_answer_for() -> None:
     assert ScriptedInterviewer({"other": "A"}).ask("gate", "Ship it?", CHOICES) is None
+
+
+def test_each_scripted_answer_answers_one_visit_in_order() -> None:
+    interviewer = ScriptedInterviewer({"gate": ["F", "A"]})
+    first = interviewer.ask("gate", "Ship it?", CHOICES)
+    second = interviewer.ask("gate", "Ship it?", CHOICES)
+    assert first is not None and first.label == "[F] Fix"
+    assert second is not None and second.label == "[A] Approve"
+    assert interviewer.ask("gate", "Ship it?", CHOICES) is None  # used up: unanswered
+
+
+def test_the_count_of_used_answers_is_shared_with_the_caller() -> None:
+    used = {"gate": 1}
+    interviewer = ScriptedInterviewer({"gate": ["F", "A"]}, used)
+    answer = interviewer.ask("gate", "Ship it?", CHOICES)
+    assert answer is not None and answer.label == "[A] Approve"
+    assert used == {"gate": 2}
+
+
+def test_a_pausing_interviewer_pauses_at_a_gate_without_an_answer() -> None:
+    interviewer = PausingInterviewer(ScriptedInterviewer({}))
+    with pytest.raises(PauseRequested) as paused:
+        interviewer.ask("gate", "Ship it?", CHOICES)
+    assert paused.value.node_id == "gate"
+    assert "--answer gate=LABEL" in str(paused.value)
