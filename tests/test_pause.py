@@ -77,3 +77,32 @@ def test_by_default_a_gate_whose_answers_are_used_up_is_denied(tmp_path: Path) -
     assert code == 1
     assert report["status"] == "failed"
     assert "got no answer" in str(report["failure_reason"])
+
+
+PARALLEL_FLOW = """
+digraph p {
+  graph [goal="g"]
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  fork [shape=component]
+  join [shape=tripleoctagon]
+  a [type=script, script="echo a"]
+  gate [shape=hexagon, label="OK?"]
+  start -> fork
+  fork -> a -> join
+  fork -> gate
+  gate -> join [label="Yes"]
+  join -> exit
+}
+"""
+
+
+def test_a_gate_inside_a_branch_pauses_before_the_parallel_section(tmp_path: Path) -> None:
+    workflow = tmp_path / "flow.dot"
+    workflow.write_text(PARALLEL_FLOW)
+    run_dir = tmp_path / "run"
+    code, report = delivery("run", workflow, "--workspace", tmp_path, "--run-dir", run_dir,
+                            "--gates", "pause")
+    assert code == 3 and report["path"] == ["start"]
+    code, report = delivery("resume", run_dir, "--answer", "gate=Yes")
+    assert code == 0
+    assert report["path"] == ["start", "fork", "a", "gate", "join", "exit"]
