@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from delivery.errors import RunError
-from delivery.paths import MISSING, normalize_key, string_form, walk
+from delivery.paths import MISSING, normalize_key, resolve, string_form
 
 OFFLOAD_THRESHOLD: Final = 100 * 1024  # bytes of serialized JSON
 
@@ -152,15 +152,7 @@ class Context:
 
     def peek(self, key: str) -> Any:
         """Like lookup() but may return stored objects themselves: do not mutate them."""
-        key = normalize_key(key)
-        if key in self._values:
-            return self._deref(self._values[key])
-        segments = key.split(".")
-        for cut in range(len(segments) - 1, 0, -1):
-            prefix = ".".join(segments[:cut])
-            if prefix in self._values:
-                return walk(self._deref(self._values[prefix]), segments[cut:])
-        return MISSING
+        return resolve(self._values, key, self._deref)
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.peek(key) is not MISSING

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 
@@ -32,16 +32,18 @@ def normalize_key(key: str) -> str:
     return key[len(CONTEXT_PREFIX) :] if key.startswith(CONTEXT_PREFIX) else key
 
 
-def resolve(flat: Mapping[str, Any], key: str) -> Any:
-    """The value at a dotted path, or MISSING."""
+def resolve(flat: Mapping[str, Any], key: str,
+            load: Callable[[Any], Any] = lambda value: value) -> Any:
+    """The value at a dotted path, or MISSING. `load` turns a stored value into the value
+    (the Context passes one that reads artifact pointers back)."""
     key = normalize_key(key)
     if key in flat:
-        return flat[key]
+        return load(flat[key])
     segments = key.split(".")
     for cut in range(len(segments) - 1, 0, -1):
         prefix = ".".join(segments[:cut])
         if prefix in flat:
-            return walk(flat[prefix], segments[cut:])
+            return walk(load(flat[prefix]), segments[cut:])
     return MISSING
 
 

@@ -34,9 +34,9 @@ from pydantic import ValidationError
 from delivery.context import Context, ContextView, ViewIndex, json_default, text_form
 from delivery.errors import RunError
 from delivery.paths import MISSING
+from delivery.validation.template_reads import DOLLAR_GOAL
 from delivery.work import WORK_SCOPE, describe_work
 
-DOLLAR_GOAL: Final = re.compile(r"\$goal\b")
 _GOAL_NAME: Final = "__dollar_goal__"
 _TEMPLATE_FILE: Final = "<template>"
 MAX_INT_BITS: Final = 100_000

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from delivery.conditions import Condition
@@ -94,10 +94,11 @@ def failure_can_take(edge: Edge) -> bool:
 class Availability:
     """Runs the analysis once; `available(read)` then answers for every read."""
 
-    def __init__(self, workflow: Workflow, start: str, reads: list[Read]) -> None:
+    def __init__(self, workflow: Workflow, start: str, reads: list[Read],
+                 sections: Mapping[str, ParallelSection] | None = None) -> None:
         self.workflow = workflow
         self.start = start
-        self.sections = parallel_sections(workflow)
+        self.sections = sections if sections is not None else parallel_sections(workflow)
         keys = sorted({read.key for read in reads} | self._result_subkeys(reads))
         self.cover = _Cover(keys)
         self.all_bits = (1 << len(keys)) - 1

@@ -30,6 +30,7 @@ class _Checker:
     def __init__(self, workflow: Workflow) -> None:
         self.w = workflow
         self.out: list[Diagnostic] = []
+        self.sections = parallel_sections(workflow)  # shared by the structure and availability
 
     def add(self, rule: str, message: str, line: int, column: int, *, fix: str = "",
             node: str | None = None, edge: str | None = None,
@@ -273,7 +274,7 @@ class _Checker:
         reads = self.reads()
         if not reads:
             return
-        analysis = Availability(self.w, start, reads)
+        analysis = Availability(self.w, start, reads, self.sections)
         writers = self.writers()
         sections = analysis.sections
         for read in reads:
@@ -360,7 +361,7 @@ class _Checker:
                 "write the key in that branch on every path to the fan-in")
 
     def parallel_structure(self) -> None:
-        for section in parallel_sections(self.w).values():
+        for section in self.sections.values():
             node = self.w.nodes[section.parallel]
             if not section.branches:
                 self.at_node("parallel_branches", node, f"parallel '{node.id}' has no "
