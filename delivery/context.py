@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from delivery.errors import RunError
+from delivery.jsontext import RawJSON, ascii_json
 from delivery.paths import MISSING, normalize_key, resolve, string_form
 
 OFFLOAD_THRESHOLD: Final = 100 * 1024  # bytes of serialized JSON
@@ -43,6 +44,19 @@ class ArtifactError(RunError):
         self.pointer = pointer
         self.problem = problem
         super().__init__(f"artifact {pointer}: {problem}")
+
+
+# Values stored as they are: immutable, and exactly what a JSON round trip gives back.
+_IMMUTABLE: Final = frozenset({str, int, float, bool, type(None)})
+_KEY_ENCODER: Final = json.JSONEncoder()
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _dumps(value: Any) -> str:
@@ -72,7 +86,8 @@ class ArtifactStore:
             fd, tmp = tempfile.mkstemp(dir=self.values_dir, prefix=".tmp-", suffix=".json")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(text)
+                    # escaped where UTF-8 cannot hold it (a lone surrogate from a reply)
+                    handle.write(ascii_json(text, value) if _has_surrogate(text) else text)
                 os.replace(tmp, path)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
@@ -108,7 +123,7 @@ class ArtifactStore:
     @staticmethod
     def _file_name(key: str, text: str) -> str:
         stem = _UNSAFE.sub("_", key).strip("._")[:_NAME_CHARS] or "value"
-        digest = hashlib.sha256(f"{key}\0{text}".encode()).hexdigest()[:16]
+        digest = hashlib.sha256(f"{key}\0{text}".encode(errors="surrogatepass")).hexdigest()[:16]
         return f"{stem}-{digest}.json"
 
     def _path_of(self, pointer: str) -> Path:
@@ -133,6 +148,9 @@ class Context:
     ) -> None:
         self.artifacts = artifacts
         self._values: dict[str, Any] = {}
+        # key -> `"key":value` JSON of the stored value, kept with it so that saving the
+        # context after every stage joins texts instead of encoding the whole map again
+        self._members: dict[str, str] = {}
         # dotted prefix -> {child name: number of keys under it}, kept up to date on every
         # write so that a template's nested view costs nothing to build
         self._children: dict[str, dict[str, int]] = {}
@@ -171,10 +189,16 @@ class Context:
             raise TypeError(problem) from None
         if key not in self._values:
             self._count_prefixes(key, +1)
-        if self.artifacts is not None and len(text.encode()) > OFFLOAD_THRESHOLD:
-            self._values[key] = self.artifacts.offload(key, value)
+        size = len(text.encode(errors="surrogatepass"))
+        if self.artifacts is not None and size > OFFLOAD_THRESHOLD:
+            stored = self.artifacts.offload(key, value)
+            text = _dumps(stored)
+        elif type(value) in _IMMUTABLE:
+            stored = value  # nothing to copy
         else:
-            self._values[key] = json.loads(text)
+            stored = json.loads(text)
+        self._values[key] = stored
+        self._members[key] = f"{_KEY_ENCODER.encode(key)}:{ascii_json(text, stored)}"
 
     def _count_prefixes(self, key: str, change: int) -> None:
         segments = key.split(".")
@@ -193,6 +217,7 @@ class Context:
         key = normalize_key(key)
         if key in self._values:
             del self._values[key]
+            del self._members[key]
             self._count_prefixes(key, -1)
 
     # -- copies ----------------------------------------------------------------------
@@ -205,6 +230,11 @@ class Context:
         """The stored flat map itself, read-only and not copied: for serialising at once."""
         return MappingProxyType(self._values)
 
+    def stored_json(self) -> RawJSON:
+        """The stored flat map as JSON text (what snapshot() holds), built from the JSON
+        kept for each key."""
+        return RawJSON("{" + ",".join(self._members.values()) + "}")
+
     def resolved_snapshot(self) -> dict[str, Any]:
         return {key: copy.deepcopy(self._deref(value)) for key, value in self._values.items()}
 
@@ -212,6 +242,7 @@ class Context:
         """An independent copy sharing the artifact store (for a parallel branch)."""
         forked = Context(artifacts=self.artifacts)
         forked._values = copy.deepcopy(self._values)
+        forked._members = dict(self._members)
         forked._children = {prefix: dict(names) for prefix, names in self._children.items()}
         return forked
 

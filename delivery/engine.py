@@ -29,6 +29,7 @@ from delivery.context import Context
 from delivery.errors import RunError
 from delivery.handlers.base import Handler, StageEnv, StageResult
 from delivery.interviewer import PauseRequested
+from delivery.jsontext import JsonArray, JsonObject
 from delivery.model import Node, NodeType, Workflow
 from delivery.routing import select_edge
 from delivery.runstore import EventLog, RunDirectory
@@ -37,28 +38,39 @@ from delivery.topology import ParallelSection, parallel_sections
 
 @dataclass
 class RunState:
-    """Everything the checkpoint holds; plain JSON."""
+    """Everything the checkpoint holds; plain JSON.
+
+    The maps and the path grow with the run and are saved after every stage, so they are
+    kept as JSON-keeping containers (`delivery.jsontext`): saving joins texts.
+    """
 
     run_id: str
     next_node: str | None
     context: dict[str, Any]
     initial: dict[str, Any]  # restored by a loop restart
-    path: list[str] = field(default_factory=list)
-    outcomes: dict[str, str] = field(default_factory=dict)  # last outcome per node
-    attempts: dict[str, int] = field(default_factory=dict)  # stage folders used per node
-    answers_used: dict[str, int] = field(default_factory=dict)  # scripted gate answers taken
+    path: JsonArray[str] = field(default_factory=JsonArray)
+    outcomes: JsonObject[str] = field(default_factory=JsonObject)  # last outcome per node
+    attempts: JsonObject[int] = field(default_factory=JsonObject)  # stage folders per node
+    answers_used: JsonObject[int] = field(default_factory=JsonObject)  # gate answers taken
     steps: int = 0
     status: str = "running"  # running | succeeded | failed | paused
     failure_reason: str = ""
     resumed: bool = False
 
+    def __post_init__(self) -> None:
+        # from_json and callers hand in plain lists and dicts
+        if not isinstance(self.path, JsonArray):
+            self.path = JsonArray(self.path)
+        for name in ("outcomes", "attempts", "answers_used"):
+            if not isinstance(getattr(self, name), JsonObject):
+                setattr(self, name, JsonObject(getattr(self, name)))
+
     def to_json(self) -> dict[str, Any]:
-        # Shallow copies: the result is serialised at once (asdict's deep copy made the
-        # checkpoint cost grow with the square of the run's length).
+        """The checkpoint's fields; the containers are not copied (encode them at once)."""
         return {
             "run_id": self.run_id, "next_node": self.next_node, "context": self.context,
-            "initial": self.initial, "path": list(self.path), "outcomes": dict(self.outcomes),
-            "attempts": dict(self.attempts), "answers_used": dict(self.answers_used),
+            "initial": self.initial, "path": self.path, "outcomes": self.outcomes,
+            "attempts": self.attempts, "answers_used": self.answers_used,
             "steps": self.steps, "status": self.status,
             "failure_reason": self.failure_reason, "resumed": self.resumed,
         }
@@ -214,7 +226,7 @@ class Engine:
 
     def _checkpoint(self, state: RunState, context: Context) -> None:
         data = state.to_json()
-        data["context"] = dict(context.stored())  # serialised right away: a shallow copy
+        data["context"] = context.stored_json()
         data.update(self.save_extra())
         self.events.sync()  # the events the checkpoint vouches for are on disk first
         count, head = self.events.head

@@ -340,14 +340,16 @@ def _checkpointed_state(checkpoint: Mapping[str, Any], workflow: Workflow,
         return RunRefused(f"checkpoint {run_dir.checkpoint_path}", f"is malformed: {problem}",
                           "restore it, or start a new run")
 
+    shapes = {"context": dict, "initial": dict, "path": list, "attempts": dict,
+              "outcomes": dict, "answers_used": dict, "steps": int}
+    wrong = [name for name, kind in shapes.items()
+             if name in checkpoint and not isinstance(checkpoint[name], kind)]
+    if wrong:
+        raise refuse(f"{', '.join(wrong)} has the wrong type")
     try:
         state = RunState.from_json(checkpoint)
     except TypeError as err:
         raise refuse(str(err)) from None
-    shapes = ((state.context, dict), (state.initial, dict), (state.path, list),
-              (state.attempts, dict), (state.outcomes, dict), (state.steps, int))
-    if not all(isinstance(value, kind) for value, kind in shapes):
-        raise refuse("context, initial, path, attempts, outcomes or steps has the wrong type")
     if state.status == "running" and (not isinstance(state.next_node, str)
                                       or state.next_node not in workflow.nodes):
         raise refuse(f"its next node {state.next_node!r} is not in the workflow")

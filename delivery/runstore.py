@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
+from delivery import jsontext
 from delivery.errors import RunError
 from delivery.redact import Redactor
 
@@ -100,7 +101,9 @@ def _atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
 
 def _dumps(path: Path, value: Any, indent: int | None = None) -> bytes:
     try:
-        return json.dumps(value, indent=indent, separators=None if indent else (",", ":")).encode()
+        if indent is None:  # compact; the JSON kept by jsontext containers is joined in
+            return jsontext.encode(value).encode()
+        return json.dumps(value, indent=indent).encode()
     except (TypeError, ValueError) as error:
         raise RunStoreError(f"{path}: cannot store {type(value).__name__}: {error}") from error
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from delivery.agents.base import AgentError
 from delivery.errors import RunRefused
+from delivery.jsontext import JsonObject
 
 _SHAPE = 'an object mapping node ids to lists of reply strings, e.g. {"review": ["reply 1"]}'
 
@@ -39,7 +40,8 @@ class ReplayBackend:
         self._replies: dict[str, tuple[str, ...]] = {
             node: tuple(items) for node, items in replies.items()
         }
-        self._cursors: dict[str, int] = {}
+        # kept with its JSON: the state is saved in the checkpoint after every stage
+        self._cursors: JsonObject[int] = JsonObject()
         self._lock = threading.Lock()
         self.prompts: list[tuple[str, str]] = []
 
@@ -95,7 +97,7 @@ class ReplayBackend:
 
     def save_state(self) -> dict[str, Any]:
         with self._lock:
-            return {"cursors": dict(sorted(self._cursors.items()))}
+            return {"cursors": self._cursors.copy()}
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
         cursors = state.get("cursors")
@@ -108,4 +110,4 @@ class ReplayBackend:
                 'expected {"cursors": {"<node_id>": <count>, ...}}; start a new run',
             )
         with self._lock:
-            self._cursors = dict(cursors)
+            self._cursors = JsonObject(cursors)
