@@ -64,9 +64,16 @@ _LABELLED: Final = (
 )
 
 
-# Every pattern above needs one of these; most text has none, and one scan for them is
-# cheaper than running each pattern (this runs on every event and stage file).
-_TRIGGER: Final = re.compile(r"gh[pousr]_|github_pat_|sk-|xox[baprs]-|://|(?i:bearer|authorization)")
+def _may_hold_token(text: str) -> bool:
+    """False when no pattern above can match: each needs one of these substrings.
+
+    Plain substring tests, because this runs on every event field and stage file and
+    most text has none of them (a case-insensitive regex was ten times slower).
+    """
+    if ("_" in text and "gh" in text) or "sk-" in text or "xox" in text or "://" in text:
+        return True
+    lowered = text.lower()
+    return "bearer" in lowered or "authorization" in lowered
 
 
 class Redactor:
@@ -95,7 +102,7 @@ class Redactor:
             return value
         if self._exact is not None:
             value = self._exact.sub(MASK, value)
-        if _TRIGGER.search(value) is None:
+        if not _may_hold_token(value):
             return value
         value = _WHOLE.sub(MASK, value)
         for pattern in _LABELLED:

@@ -181,15 +181,22 @@ class RunDirectory:
         known = self._made.get((node_id, attempt))
         if known is not None:
             return known
-        path = self._stage_path(node_id, attempt)
+        path = self._stage_path(node_id, attempt, check_links=False)
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            for level in (path.parent, path):
+                try:
+                    os.mkdir(level)
+                except FileExistsError:
+                    # only something that was already there can be a planted symlink
+                    if level.is_symlink() or not level.is_dir():
+                        raise RunStoreError(f"{level}: stage directory leads outside the "
+                                            "run (a symlink) or is not a directory") from None
         except OSError as error:
             raise RunStoreError(f"{path}: cannot create stage directory: {error}") from error
         self._made[(node_id, attempt)] = path
         return path
 
-    def _stage_path(self, node_id: str, attempt: int) -> Path:
+    def _stage_path(self, node_id: str, attempt: int, *, check_links: bool = True) -> Path:
         if (
             not isinstance(node_id, str)
             or not _NODE_ID.fullmatch(node_id)
@@ -206,7 +213,7 @@ class RunDirectory:
         path = self.path / node_id / str(attempt)
         # The names hold no separator and no '..', so only a symlink planted at either level
         # could lead outside the run (two lstat calls; resolve() cost ten times more).
-        if path.parent.is_symlink() or path.is_symlink():
+        if check_links and (path.parent.is_symlink() or path.is_symlink()):
             raise RunStoreError(f"{path}: stage directory leads outside the run (a symlink)")
         return path
 

@@ -1,7 +1,7 @@
 from delivery.loader import check_source
 from delivery.preamble import RECENT_STAGES, recent_stages, render_preamble
 
-STAGES = [{"node": "plan", "outcome": "succeeded"}, {"node": "test", "outcome": "failed"}]
+STAGES = [("plan", "succeeded"), ("test", "failed")]
 
 
 def test_compact_lists_the_goal_and_the_completed_stages() -> None:
@@ -26,8 +26,7 @@ def test_recent_stages_lists_each_stage_once_in_order_of_last_completion() -> No
     assert workflow is not None
     path = ["start", "a", "b", "a", "gate"]
     outcomes = {"start": "succeeded", "a": "failed", "b": "succeeded", "gate": "succeeded"}
-    assert recent_stages(workflow, path, outcomes) == [
-        {"node": "b", "outcome": "succeeded"}, {"node": "a", "outcome": "failed"}]
+    assert recent_stages(workflow, path, outcomes) == [("b", "succeeded"), ("a", "failed")]
 
 
 def test_recent_stages_keeps_only_the_latest_ones() -> None:
@@ -38,4 +37,4 @@ def test_recent_stages_keeps_only_the_latest_ones() -> None:
     assert workflow is not None
     stages = recent_stages(workflow, ids, {i: "succeeded" for i in ids})
     assert len(stages) == RECENT_STAGES
-    assert stages[-1]["node"] == ids[-1] and stages[0]["node"] == ids[10]
+    assert stages[-1][0] == ids[-1] and stages[0][0] == ids[10]

@@ -27,6 +27,9 @@ GHP = "ghp_" + "a1B2c3D4e5" * 3 + "F6g7H8"  # 36 alphanumerics after the prefix
         ('curl -H "Authorization: Bearer abc.def-123" https://api', 'curl -H "Authorization: ***" https://api'),
         ('{"authorization": "token abc123"}', '{"authorization": "***"}'),
         ("https://x-access-token:abc123@github.com/o/r", "https://x-access-token:***@github.com/o/r"),
+        ("BeArEr eyJhbGciOiJIUzI1NiJ9.payload.sig", "BeArEr ***"),  # any case
+        ("AUTHORIZATION: token abc123def", "AUTHORIZATION: ***"),
+        ("aUtHoRiZaTiOn=abc123def", "aUtHoRiZaTiOn=***"),
     ],
 )  # fmt: skip
 def test_token_patterns_are_masked(text: str, expected: str) -> None:

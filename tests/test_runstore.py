@@ -181,6 +181,17 @@ def test_stage_dir_refuses_a_symlink_leading_outside_the_run(tmp_path: Path) -> 
     assert list(outside.iterdir()) == []
 
 
+def test_stage_dir_refuses_a_symlink_planted_as_the_attempt_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    run = RunDirectory.create(tmp_path / "run")
+    (run.path / "plan").mkdir()
+    (run.path / "plan" / "1").symlink_to(outside)
+    with pytest.raises(RunStoreError, match="outside the run"):
+        run.write_stage_file("plan", 1, "prompt.md", "x")
+    assert list(outside.iterdir()) == []
+
+
 def test_stage_files_round_trip(tmp_path: Path) -> None:
     run = RunDirectory.create(tmp_path)
     for name in STAGE_FILES:
