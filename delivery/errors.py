@@ -7,7 +7,8 @@
     │   ├── ConditionSyntaxError       an edge condition does not parse
     │   └── WorkflowInvalid            the graph parsed but the validator found errors
     └── RunError                       something went wrong while running (run-time)
-        └── RunRefused                 the run cannot start: a bad input, goal or setting
+        ├── RunRefused                 the run cannot start: a bad input, goal or setting
+        └── RunStoreError              a run directory, checkpoint or event log is unusable
 
 Each error carries the thing it is about as fields, and its message says what was
 expected, what was found and what to do. Definition errors and run-time errors are
@@ -109,3 +110,7 @@ class RunRefused(RunError):
         self.problem = problem
         self.fix = fix
         super().__init__(f"{subject}: {problem} — {fix}")
+
+
+class RunStoreError(RunError):
+    """A run directory, checkpoint or event log cannot be used; the message names the path."""

@@ -299,6 +299,7 @@ def resume_run(run_path: Path, world: World | None = None,
     if state.status == "paused":  # waiting at a human gate: try it again
         state.status, state.failure_reason = "running", ""
     run = _Run(workflow, run_dir, info, world, agent)  # locks the run against a second resume
+    run_dir.recover_checkpoint()
     if state.status == "running":
         # Appending to a log that was cut or edited would make it verify again.
         log = verify_run(run_dir.path)

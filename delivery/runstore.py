@@ -2,14 +2,16 @@
 
     <run>/run.json            what was run (written once, atomically)
     <run>/checkpoint.json     where the run is; atomically replaced after every stage
+    <run>/checkpoint.previous.json   the one before (see delivery.checkpoint_file)
     <run>/events.jsonl        append-only, hash-chained event log
     <run>/<node>/<attempt>/   prompt.md, response.md, stdout.txt, stderr.txt, status.json
     <run>/artifacts/
 
-Atomic writes go to a uniquely named temporary file in the same directory, which is
+`run.json` is written through a uniquely named temporary file in the same directory,
 flushed and fsync'ed before `os.replace` puts it in place, then the directory is
-fsync'ed. A crash leaves either the old file or the new one, never a mixture; a stray
-`*.tmp` file may be left behind and is ignored.
+fsync'ed; the checkpoint is written over its previous copy and the two names swapped
+(`delivery.checkpoint_file`). A crash leaves either the old file or the new one, never a
+mixture; a stray `*.tmp` file may be left behind and is ignored.
 
 Each event line carries `prev`, the SHA-256 of the previous line's bytes (64 zeros on
 the first line), so editing, removing or reordering lines breaks the chain. The
@@ -20,7 +22,6 @@ accidents and naive edits, not someone who rewrites the log *and* the checkpoint
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -33,17 +34,14 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final
 
 from delivery import jsontext
-from delivery.errors import RunError
+from delivery.checkpoint_file import CheckpointFile, write_replacing
+from delivery.errors import RunStoreError
 from delivery.redact import Redactor
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
-
-
-class RunStoreError(RunError):
-    """A run directory, checkpoint or event log cannot be used; the message names the path."""
 
 
 STAGE_FILES: Final = ("prompt.md", "response.md", "stdout.txt", "stderr.txt", "status.json")
@@ -66,37 +64,6 @@ def new_run_id() -> str:
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
-    """Replace `path` with `data` so that a crash leaves the old or the new content.
-
-    `sync_dir=False` skips the directory fsync after the rename: a process crash cannot
-    lose the rename, a power failure may bring back the previous file.
-    """
-    # A random name: a pid and counter could repeat after a crash (containers reuse pids).
-    tmp = path.with_name(f"{path.name}.{secrets.token_hex(8)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        # Without this a power failure could bring back the old file after a reboot.
-        if sync_dir and os.name == "posix":  # (Windows cannot open a directory)
-            fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    except OSError as error:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise RunStoreError(f"{path}: cannot write: {error}") from error
 
 
 def _dumps(path: Path, value: Any, indent: int | None = None) -> bytes:
@@ -132,6 +99,7 @@ class RunDirectory:
         self.path = Path(path)
         self.run_json = self.path / "run.json"
         self.checkpoint_path = self.path / "checkpoint.json"
+        self._checkpoint = CheckpointFile(self.checkpoint_path)
         self.events_path = self.path / "events.jsonl"
         self.artifacts_dir = self.path / "artifacts"
         self._made: dict[tuple[str, int], Path] = {}  # stage folders checked and created
@@ -155,7 +123,7 @@ class RunDirectory:
         return run
 
     def write_run_info(self, info: Mapping[str, Any]) -> None:
-        _atomic_write(self.run_json, _dumps(self.run_json, info, indent=2) + b"\n")
+        write_replacing(self.run_json, _dumps(self.run_json, info, indent=2) + b"\n")
 
     def read_run_info(self) -> dict[str, Any]:
         info = _read_json_object(self.run_json, "run.json")
@@ -164,17 +132,24 @@ class RunDirectory:
         return info
 
     def save_checkpoint(self, data: Mapping[str, Any]) -> None:
-        """Atomically replace the checkpoint: compact JSON, one file fsync.
+        """Atomically replace the checkpoint (compact JSON; see `delivery.checkpoint_file`).
 
-        The directory is not fsync'ed after the rename: a power failure may then bring back
-        the previous checkpoint, and resuming re-runs one more stage — which every stage
-        must tolerate anyway (SPEC §11). A process crash never loses the rename.
+        The rename is not made durable with a directory fsync: a power failure may bring
+        back the previous checkpoint, and resuming re-runs one more stage — which every
+        stage must tolerate anyway (SPEC §11). A process crash never loses it.
         """
-        _atomic_write(self.checkpoint_path, _dumps(self.checkpoint_path, data), sync_dir=False)
+        self._checkpoint.save(_dumps(self.checkpoint_path, data) + b"\n")
 
-    def load_checkpoint(self) -> dict[str, Any] | None:
-        """The last saved checkpoint, None if none was saved; a corrupt one raises."""
-        return _read_json_object(self.checkpoint_path, "checkpoint")
+    def load_checkpoint(self, *, fallback: bool = True) -> dict[str, Any] | None:
+        """The last saved checkpoint, None if none was saved; a corrupt one raises.
+        `fallback=False`: checkpoint.json only, not the previous copy (CheckpointFile.load).
+        """
+        return self._checkpoint.load(fallback=fallback)
+
+    def recover_checkpoint(self) -> None:
+        """Before a resumed run writes: undo what a power failure may have left (see
+        CheckpointFile.recover)."""
+        self._checkpoint.recover()
 
     def stage_dir(self, node_id: str, attempt: int) -> Path:
         """`<run>/<node_id>/<attempt>/`, created; a name that could escape is refused."""
@@ -461,7 +436,7 @@ def verify_run(run_dir: Path) -> VerifyResult:
     """verify_events on the run's log, against the head its checkpoint recorded (if any)."""
     run = RunDirectory.open(run_dir)
     try:
-        recorded = (run.load_checkpoint() or {}).get("events")
+        recorded = (run.load_checkpoint(fallback=False) or {}).get("events")
     except RunStoreError as error:
         return VerifyResult(False, 0, str(error), None)
     expected: tuple[int, str] | None = None

@@ -6,8 +6,8 @@ SPEC says where the process kills itself (`SIGKILL`, so nothing is flushed, no `
 runs, no lock is released politely — as in a power cut or an OOM kill):
 
     checkpoint:NODE[:K]      right after the K-th checkpoint whose next_node is NODE is saved
-    checkpoint-tmp:NODE[:K]  instead of that checkpoint: its temporary file is written and
-                             fsync'ed, the rename never happens
+    checkpoint-torn:NODE[:K] instead of that checkpoint: half of it is written over
+                             checkpoint.previous.json and fsync'ed, the swap never happens
     event:TYPE[:NODE[:K]]    right after the K-th TYPE event (for NODE) is appended
     event-torn:TYPE[:NODE[:K]]  in the middle of writing that event's line
     stage-file:NODE:NAME[:K] right after the K-th write of NODE's stage file NAME
@@ -34,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from delivery import runstore
+from delivery.checkpoint_file import PREVIOUS_NAME
 from delivery.cli import main
 
 NOT_REACHED = 97
@@ -173,16 +174,18 @@ class _TornFile:
 def install(spec: str) -> None:
     point = KillPoint(spec)
     kind = point.kind
-    if kind in ("checkpoint", "checkpoint-tmp"):
+    if kind in ("checkpoint", "checkpoint-torn"):
         (node,), wanted = _split(point.args, 1)
         original_save = runstore.RunDirectory.save_checkpoint
 
         def save_checkpoint(self: runstore.RunDirectory, data: Mapping[str, Any]) -> None:
             if data.get("next_node") == node and point.hit(wanted=wanted):
-                if kind == "checkpoint-tmp":
-                    tmp = self.checkpoint_path.with_name("checkpoint.json.0123456789abcdef.tmp")
-                    tmp.write_bytes(runstore._dumps(tmp, data))
-                    with open(tmp, "rb") as handle:
+                if kind == "checkpoint-torn":
+                    text = json.dumps(dict(data)).encode()
+                    spare = self.checkpoint_path.with_name(PREVIOUS_NAME)
+                    with open(spare, "r+b" if spare.exists() else "wb") as handle:
+                        handle.write(text[: len(text) // 2])
+                        handle.flush()
                         os.fsync(handle.fileno())
                     die()
                 original_save(self, data)

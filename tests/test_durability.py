@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 from durability_driver import REPLIES, write_workspace
 
+from delivery.checkpoint_file import PREVIOUS_NAME
 from delivery.cli import main
 
 TESTS = Path(__file__).resolve().parent
@@ -217,8 +218,8 @@ SELF_KILLS: Sequence[tuple[str, str]] = (
     ("event:stage_finished:build", "build"),
     # right after the checkpoint that starts the second turn of the loop
     ("checkpoint:test:2", "test"),
-    # in the middle of writing checkpoint.json: the temp file is there, never renamed
-    ("checkpoint-tmp:fix", "review"),
+    # in the middle of writing the next checkpoint over the previous one, never swapped in
+    ("checkpoint-torn:fix", "review"),
     # after run_finished was logged, before the final checkpoint
     ("event:run_finished", "exit"),
 )
@@ -231,8 +232,9 @@ def test_a_run_killed_at_a_precise_point_resumes_to_the_same_end(
     killed_by_driver(kill, "run", "flow.dot", *RUN_ARGS, "--run-dir", run_dir, cwd=workspace)
     left = checkpoint(run_dir)
     assert (left["status"], left["next_node"]) == ("running", next_node)
-    if kill.startswith("checkpoint-tmp"):
-        assert list(run_dir.glob("checkpoint.json.*.tmp"))
+    if kill.startswith("checkpoint-torn"):
+        with pytest.raises(ValueError):
+            json.loads((run_dir / PREVIOUS_NAME).read_bytes())
     assert verify(run_dir)[0] == 0  # a kill between lines leaves an intact chain
 
     assert_resumes_to_baseline(workspace, run_dir, baseline)
@@ -280,7 +282,7 @@ def test_several_kills_and_resumes_in_a_row_reach_the_same_end(
     for kill, next_node in (("stage-file:build:status.json", "build"),
                             ("stage-file:fix:response.md", "fix"),
                             ("event-torn:stage_started:ship", "ship"),
-                            ("checkpoint-tmp:exit", "ship")):
+                            ("checkpoint-torn:exit", "ship")):
         killed_by_driver(kill, "resume", run_dir, "--json", cwd=workspace)
         assert checkpoint(run_dir)["next_node"] == next_node, kill
     assert_resumes_to_baseline(workspace, run_dir, baseline)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from durability_driver import write_workspace
 
+from delivery.checkpoint_file import PREVIOUS_NAME
 from delivery.cli import main
 
 DELIVERY = Path(sys.executable).with_name("delivery")
@@ -296,10 +297,24 @@ def test_resume_refuses_a_malformed_checkpoint(copy_of: Path, checkpoint: str) -
     assert "checkpoint" in message and "is malformed" in message
 
 
-def test_resume_refuses_a_corrupt_checkpoint(copy_of: Path) -> None:
+def test_resume_refuses_a_corrupt_checkpoint_without_a_complete_previous_copy(
+        copy_of: Path) -> None:
     (copy_of / "checkpoint.json").write_text('{"run_id": ', encoding="utf-8")
+    (copy_of / PREVIOUS_NAME).unlink(missing_ok=True)
     message = _refused_resume(copy_of)
     assert "corrupt checkpoint: not valid JSON" in message
+
+
+def test_resume_continues_from_the_previous_copy_when_checkpoint_json_is_torn(
+        copy_of: Path, finished: tuple[Path, dict[str, Any]]) -> None:
+    # what a power failure during a save can leave: the swap undone, the write half done
+    assert json.loads((copy_of / PREVIOUS_NAME).read_bytes())["status"] == "running"
+    (copy_of / "checkpoint.json").write_text('{"run_id": ', encoding="utf-8")
+    code, out, err = cli("resume", copy_of, "--json")
+    assert code == 0, err
+    assert json.loads(out)["context"] == finished[1]["context"]
+    assert json.loads((copy_of / "checkpoint.json").read_bytes())["status"] == "succeeded"
+    assert cli("verify", copy_of)[0] == 0
 
 
 # -- inspect -----------------------------------------------------------------------------
