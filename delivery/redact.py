@@ -19,6 +19,7 @@ word after "Bearer" in prose is masked too.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from fnmatch import fnmatchcase
@@ -86,6 +87,8 @@ class Redactor:
         self._exact = (
             re.compile("|".join(re.escape(s) for s in self._secrets)) if self._secrets else None
         )
+        # each secret as it appears inside a JSON string (ASCII, escaped)
+        self._in_json = tuple(json.dumps(s)[1:-1] for s in self._secrets)
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str]) -> Redactor:
@@ -108,6 +111,11 @@ class Redactor:
         for pattern in _LABELLED:
             value = pattern.sub(lambda m: m.group(1) + MASK, value)
         return value
+
+    def may_change_json(self, text: str) -> bool:
+        """False when redacting the data that `text` (ASCII JSON) encodes would change
+        nothing: every key and string of it appears in `text`, escaped as JSON escapes."""
+        return any(secret in text for secret in self._in_json) or _may_hold_token(text)
 
     def value(self, value: Any) -> Any:
         """`value` with every string in it redacted, through dicts, lists and tuples.

@@ -237,6 +237,10 @@ class RunDirectory:
         return name
 
 
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+_LINE_ENCODER: Final = json.JSONEncoder(separators=(",", ":"))
+
+
 def _jsonable(value: Any) -> Any:
     """`value` with anything JSON cannot hold (paths, enums, ...) turned into its str()."""
     if value is None or isinstance(value, (str, int, float, bool)):
@@ -319,17 +323,18 @@ class EventLog:
                 f"{self.path}: event {event_type!r}: field(s) {', '.join(sorted(clash))} "
                 "are set by the log itself"
             )
-        body = _jsonable(fields)
-        if self._redactor is not None:
-            body = self._redactor.value(body)
-        event: dict[str, Any] = {
-            "seq": self._count + 1,
-            "ts": datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z"),
-            "type": event_type,
-            **body,
-            "prev": self._head,
-        }
-        line = json.dumps(event, separators=(",", ":")).encode()
+        body = fields if all(type(v) in _SCALARS for v in fields.values()) else _jsonable(fields)
+        ts = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+        event: dict[str, Any] = {"seq": self._count + 1, "ts": ts, "type": event_type,
+                                 **body, "prev": self._head}
+        text = _LINE_ENCODER.encode(event)
+        # Every key and string of the event is in its line: a line that cannot hold a
+        # secret needs no walk through the values (most cannot).
+        if self._redactor is not None and self._redactor.may_change_json(text):
+            event = {"seq": self._count + 1, "ts": ts, "type": event_type,
+                     **self._redactor.value(body), "prev": self._head}
+            text = _LINE_ENCODER.encode(event)
+        line = text.encode()
         try:
             view = memoryview(line + b"\n")
             while view:

@@ -458,6 +458,16 @@ def test_the_log_writes_no_secret(tmp_path: Path) -> None:
     assert verify_events(path).ok
 
 
+@pytest.mark.parametrize("secret", ['pa"ss\\wörd-1', "tab\tsecret", "naïve-secret"])
+def test_the_log_writes_no_secret_that_json_escapes(tmp_path: Path, secret: str) -> None:
+    path = tmp_path / "events.jsonl"
+    with EventLog(path, redactor=Redactor([secret])) as log:
+        log.append("stage_finished", failure_reason=f"it said {secret}", **{secret: 1})
+    event = json.loads(path.read_text())
+    assert secret not in json.dumps(event, ensure_ascii=False)
+    assert event["failure_reason"] == "it said ***" and event["***"] == 1
+
+
 # --- verify_run -----------------------------------------------------------------------
 
 
