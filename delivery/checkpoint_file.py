@@ -14,7 +14,10 @@ data), then swaps the two names in one step. A process killed at any moment leav
 `checkpoint.json` complete: it is never written to while it has that name. After a power
 failure the swap may be undone while the in-place write survived in part; then
 `checkpoint.json` may be torn, and loading takes `checkpoint.previous.json` — complete,
-since it was flushed before the swap — and `recover()` swaps the names back.
+since it was flushed before the swap — and `recover()` swaps the names back. A torn file
+can still parse (new blocks before old ones), so every checkpoint ends with a
+`"checksum"` member, the SHA-256 of what precedes it; a file whose checksum does not
+match counts as torn.
 
 Elsewhere (no `renameat2`, or a file system that refuses the swap) saving falls back to
 a temporary file, fsync and `os.replace`.
@@ -25,8 +28,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import hashlib
 import json
 import os
+import re
 import secrets
 import sys
 from collections.abc import Callable
@@ -36,6 +41,8 @@ from typing import Any, Final
 from delivery.errors import RunStoreError
 
 PREVIOUS_NAME: Final = "checkpoint.previous.json"
+# The checksum member seal() puts last: the SHA-256 of everything before it, closed.
+_SEALED: Final = re.compile(rb',?"checksum":"([0-9a-f]{64})"\}\s*\Z')
 _BLOCK: Final = 4096
 _AT_FDCWD: Final = -100
 _RENAME_EXCHANGE: Final = 2
@@ -122,6 +129,8 @@ class CheckpointFile:
 
     # -- writing -----------------------------------------------------------------------
     def save(self, data: bytes) -> None:
+        """Save `data`, the checkpoint's JSON object (sealed with its checksum here)."""
+        data = seal(data)
         if self._swap:
             try:
                 self._save_swapping(data)
@@ -158,8 +167,8 @@ class CheckpointFile:
         always wins: at worst it is one save old, and resuming re-runs one more stage.
         `fallback=False` reads `checkpoint.json` only (what `verify` checks).
         """
-        current, problem = _read(self.path)
-        previous, _ = _read(self.previous_path) if current is None else (None, "")
+        current, problem = read_sealed(self.path)
+        previous, _ = read_sealed(self.previous_path) if current is None else (None, "")
         if fallback and current is None and previous is not None:
             return previous
         if current is None and problem:
@@ -169,16 +178,16 @@ class CheckpointFile:
             raise RunStoreError(f"{self.path}: corrupt checkpoint: {problem}{hint}")
         return current
 
-    def recover(self) -> None:
+    def recover(self) -> str:
         """Before writing again: if `load` would take the previous file, swap the names
         back (durably), so that `checkpoint.json` is again the complete one and the torn
-        file is the one written over next."""
-        current, _ = _read(self.path)
+        file is the one written over next. Returns what was wrong ("" if nothing)."""
+        current, problem = read_sealed(self.path)
         if current is not None:
-            return
-        previous, _ = _read(self.previous_path)
+            return ""
+        previous, _ = read_sealed(self.previous_path)
         if previous is None:
-            return
+            return ""
         try:
             if _exchange is not None and self.path.exists():
                 _exchange(self.previous_path, self.path)
@@ -187,11 +196,24 @@ class CheckpointFile:
             sync_directory(self.path.parent)
         except OSError as error:
             raise RunStoreError(f"{self.path}: cannot restore the previous checkpoint: "
-                                  f"{error}") from error
+                                f"{error}") from error
+        return (f"{self.path.name}: {problem or 'missing'}; continued from "
+                f"{self.previous_path.name}")
 
 
-def _read(path: Path) -> tuple[dict[str, Any] | None, str]:
-    """(the JSON object in `path` or None, why not: "" when the file does not exist)."""
+def seal(data: bytes) -> bytes:
+    """`data` (a JSON object) with a last member `"checksum":"<sha256 of the rest>"`."""
+    body = data.rstrip()
+    if not body.endswith(b"}"):
+        raise ValueError("a checkpoint is a JSON object")
+    digest = hashlib.sha256(body).hexdigest().encode()
+    separator = b"" if body[:-1].rstrip() == b"{" else b","
+    return body[:-1] + separator + b'"checksum":"' + digest + b'"}\n'
+
+
+def read_sealed(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """(the checkpoint in `path` without its checksum, or None; why not: "" when the file
+    does not exist). A checkpoint without a checksum member is taken as it is."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -204,4 +226,11 @@ def _read(path: Path) -> tuple[dict[str, Any] | None, str]:
         return None, f"not valid JSON ({error})"
     if not isinstance(value, dict):
         return None, "expected a JSON object"
+    if "checksum" in value:
+        sealed = _SEALED.search(data)
+        if sealed is None or hashlib.sha256(
+                data[: sealed.start()] + b"}").hexdigest().encode() != sealed.group(1):
+            return None, ("its checksum does not match its content (a save torn by a power "
+                          "failure, or an edit: delete the \"checksum\" member to keep one)")
+        del value["checksum"]
     return value, ""

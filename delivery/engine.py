@@ -229,9 +229,9 @@ class Engine:
         data = state.to_json()
         data["context"] = context.stored_json()
         data.update(self.save_extra())
-        self.events.sync()  # the events the checkpoint vouches for are on disk first
-        count, head = self.events.head
-        data["events"] = {"count": count, "head": head}
+        # The checkpoint vouches for the log up to its head and carries the lines not yet
+        # synced, so that it is the one write per stage that must reach the disk.
+        data["events"] = self.events.record()
         self.run_dir.save_checkpoint(data)
 
     def _event(self, event_type: str, **fields: Any) -> None:

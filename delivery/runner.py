@@ -9,6 +9,7 @@ and embedders replace the world instead of patching it.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import time
@@ -40,6 +41,8 @@ from delivery.templating import Renderer
 
 WORKFLOW_COPY = "workflow.dot"
 EVENT_VALUE_CHARS = 2000
+
+log = logging.getLogger("delivery")
 
 
 class SystemClock:
@@ -173,14 +176,17 @@ class _Run:
     """Wires a run directory, a workflow and the world into an Engine."""
 
     def __init__(self, workflow: Workflow, run_dir: RunDirectory, info: Mapping[str, Any],
-                 world: World, agent: AgentBackend) -> None:
+                 world: World, agent: AgentBackend,
+                 recorded_events: Mapping[str, Any] | None = None) -> None:
         self.workflow = workflow
         self.run_dir = run_dir
         self.info = info
         self.world = world
         self.agent = agent
         self.redactor = Redactor.from_environment(world.environ)
-        self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False)
+        # a resumed run first writes back event lines a power failure took (EventLog)
+        self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False,
+                               restore=recorded_events)
         self.handlers = default_handlers()
 
     def execute(self, state: RunState) -> RunOutcome:
@@ -253,10 +259,8 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
                     for name, value in request.inputs.items()}
     run.events.append("run_started", run_id=run_id, workflow=str(workflow_path),
                       goal=values["goal"], inputs=shown_inputs)
-    run.events.sync()
-    count, head = run.events.head
     run_dir.save_checkpoint({**state.to_json(), "agent_state": agent.save_state(),
-                             "events": {"count": count, "head": head}})
+                             "events": run.events.record()})
     return run.execute(state)
 
 
@@ -298,16 +302,22 @@ def resume_run(run_path: Path, world: World | None = None,
     state.resumed = True
     if state.status == "paused":  # waiting at a human gate: try it again
         state.status, state.failure_reason = "running", ""
-    run = _Run(workflow, run_dir, info, world, agent)  # locks the run against a second resume
-    run_dir.recover_checkpoint()
+    recorded = checkpoint.get("events")
+    # opening the log locks the run against a second resume
+    run = _Run(workflow, run_dir, info, world, agent,
+               recorded if isinstance(recorded, dict) else None)
+    recovered = run_dir.recover_checkpoint()
     if state.status == "running":
         # Appending to a log that was cut or edited would make it verify again.
-        log = verify_run(run_dir.path)
-        if not log.ok:
+        chain = verify_run(run_dir.path)
+        if not chain.ok:
             run.events.close()
-            raise RunRefused(f"run {run_path}", f"has a broken event log: {log.problem}",
+            raise RunRefused(f"run {run_path}", f"has a broken event log: {chain.problem}",
                              "a run whose log was edited or cut short cannot be resumed; "
                              "start a new run")
+    if recovered:
+        log.warning("resume: %s", recovered)
+        run.events.append("checkpoint_recovered", problem=recovered)
     if answers:
         run_dir.write_run_info(info)
     if state.status == "running":

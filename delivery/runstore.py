@@ -46,6 +46,8 @@ except ImportError:  # pragma: no cover - not POSIX
 
 STAGE_FILES: Final = ("prompt.md", "response.md", "stdout.txt", "stderr.txt", "status.json")
 ZERO_HASH: Final = "0" * 64
+# Bytes of unsynced event lines a checkpoint carries at most before the log is synced.
+TAIL_LIMIT: Final = 8192
 RESERVED_EVENT_FIELDS: Final = frozenset({"seq", "ts", "type", "prev", "hash"})
 
 _NODE_ID: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -146,10 +148,10 @@ class RunDirectory:
         """
         return self._checkpoint.load(fallback=fallback)
 
-    def recover_checkpoint(self) -> None:
+    def recover_checkpoint(self) -> str:
         """Before a resumed run writes: undo what a power failure may have left (see
-        CheckpointFile.recover)."""
-        self._checkpoint.recover()
+        CheckpointFile.recover); says what was wrong, "" if nothing."""
+        return self._checkpoint.recover()
 
     def stage_dir(self, node_id: str, attempt: int) -> Path:
         """`<run>/<node_id>/<attempt>/`, created; a name that could escape is refused."""
@@ -262,14 +264,18 @@ class EventLog:
     """
 
     def __init__(self, path: Path, *, redactor: Redactor | None = None,
-                 sync_each: bool = True) -> None:
-        """`sync_each=False`: appends are written at once but fsync'ed only by `sync()` —
-        the engine syncs once per stage, just before the checkpoint that records the head."""
+                 sync_each: bool = True, restore: Mapping[str, Any] | None = None) -> None:
+        """`sync_each=False`: appends are written at once but reach the disk only with
+        `sync()` — or with the checkpoint, which carries the lines written since the last
+        sync (`record()`). `restore` is such a record: lines of it that a power failure
+        took from the end of the log are written back (before anything else)."""
         self.path = Path(path)
         self._redactor = redactor
         self._sync_each = sync_each
         self._count = 0
         self._head = ZERO_HASH
+        self._unsynced: list[bytes] = []  # lines appended since the last sync
+        self._unsynced_bytes = 0
         try:
             self._file: BinaryIO | None = open(self.path, "a+b", buffering=0)  # noqa: SIM115
         except OSError as error:
@@ -277,6 +283,8 @@ class EventLog:
         try:
             self._lock()
             dropped = self._scan_and_repair()
+            if restore is not None:
+                self._restore(restore)
         except BaseException:
             self.close()
             raise
@@ -307,6 +315,32 @@ class EventLog:
             self._file.truncate(complete)
             os.fsync(self._file.fileno())
         return dropped
+
+    def _restore(self, recorded: Mapping[str, Any]) -> None:
+        """Append the lines of a checkpoint's record that the log lacks (see __init__)."""
+        count, head, tail = _record_fields(recorded)
+        missing = count - self._count
+        if missing <= 0:
+            return
+        lost = _lost_lines(self._count, self._head, count, head, tail)
+        if isinstance(lost, str):
+            raise RunStoreError(f"{self.path}: {lost}")
+        assert self._file is not None
+        for line in lost:
+            self._file.write(line + b"\n")
+            self._count += 1
+            self._head = _sha256(line)
+        os.fsync(self._file.fileno())
+
+    def record(self, tail_limit: int = TAIL_LIMIT) -> dict[str, Any]:
+        """What a checkpoint stores about the log: `count` and `head` (so that cutting lines
+        off is detected) and `tail`, the lines not yet synced — the checkpoint is then all
+        that must reach the disk per stage. Past `tail_limit` bytes the log is synced
+        instead, which keeps checkpoints small."""
+        if self._unsynced_bytes > tail_limit:
+            self.sync()
+        return {"count": self._count, "head": self._head,
+                "tail": [line.decode("ascii") for line in self._unsynced]}
 
     @property
     def head(self) -> tuple[int, str]:
@@ -346,6 +380,9 @@ class EventLog:
             raise RunStoreError(f"{self.path}: cannot append event: {error}") from error
         self._count += 1
         self._head = _sha256(line)
+        if not self._sync_each:
+            self._unsynced.append(line)
+            self._unsynced_bytes += len(line) + 1
         return {**event, "hash": self._head}
 
     def sync(self) -> None:
@@ -355,6 +392,8 @@ class EventLog:
                 os.fdatasync(self._file.fileno())
             except OSError as error:
                 raise RunStoreError(f"{self.path}: cannot sync event log: {error}") from error
+            self._unsynced.clear()
+            self._unsynced_bytes = 0
 
     def close(self) -> None:
         if self._file is not None:
@@ -370,6 +409,40 @@ class EventLog:
         self.close()
 
 
+def _record_fields(recorded: Mapping[str, Any]) -> tuple[int, str, list[str]]:
+    """(count, head, tail) of a checkpoint's `events` record; malformed ones raise."""
+    count, head, tail = recorded.get("count"), recorded.get("head"), recorded.get("tail", [])
+    if (isinstance(count, bool) or not isinstance(count, int) or not isinstance(head, str)
+            or not isinstance(tail, list) or not all(isinstance(t, str) for t in tail)):
+        raise RunStoreError(f"the checkpoint's 'events' should be {{'count': n, 'head': "
+                            f"sha256, 'tail': [lines]}}, found {dict(recorded)!r:.200}")
+    return count, head, tail
+
+
+def _lost_lines(have: int, have_head: str, count: int, head: str,
+                tail: list[str]) -> list[bytes] | str:
+    """The lines that take a log of `have` lines (last hash `have_head`) to the recorded
+    `count`/`head`, taken from the recorded `tail`; or why that is impossible."""
+    missing = count - have
+    if missing > len(tail):
+        return (f"the checkpoint recorded {count} lines, the log has {have} and the "
+                f"checkpoint carries only the last {len(tail)}; lines were cut off the end")
+    lines = [t.encode("ascii", "replace") for t in tail[len(tail) - missing:]]
+    prev = have_head
+    for line in lines:
+        try:
+            linked = json.loads(line).get("prev") == prev
+        except (ValueError, AttributeError):
+            linked = False
+        if not linked:
+            return ("the lines the checkpoint carries do not continue the log's chain; "
+                    "the log or the checkpoint was edited")
+        prev = _sha256(line)
+    if prev != head:
+        return "the lines the checkpoint carries do not end at its recorded head"
+    return lines
+
+
 @dataclass(frozen=True)
 class VerifyResult:
     ok: bool
@@ -379,7 +452,7 @@ class VerifyResult:
 
 
 def _first_problem(
-    lines: list[bytes], expected_head: tuple[int, str] | None
+    lines: list[bytes], expected_head: tuple[int, str] | None, tail: list[str]
 ) -> tuple[int, str] | None:
     prev = ZERO_HASH
     for number, line in enumerate(lines, start=1):
@@ -404,6 +477,14 @@ def _first_problem(
     if expected_head is not None:
         count, head = expected_head
         if len(lines) < count:
+            last = _sha256(lines[-1]) if lines else ZERO_HASH
+            if isinstance(_lost_lines(len(lines), last, count, head, tail), list):
+                return count, (
+                    f"missing — the checkpoint recorded {count} lines, the log has "
+                    f"{len(lines)}; the checkpoint carries the lost lines (a power failure "
+                    "takes events that had not reached the disk): resuming the run writes "
+                    "them back"
+                )
             return count, (
                 f"missing — the checkpoint recorded {count} lines, the log has {len(lines)}; "
                 "lines were cut off the end"
@@ -413,8 +494,10 @@ def _first_problem(
     return None
 
 
-def verify_events(path: Path, expected_head: tuple[int, str] | None = None) -> VerifyResult:
-    """Check the chain of `path`; with `expected_head` also that nothing was cut off the end.
+def verify_events(path: Path, expected_head: tuple[int, str] | None = None,
+                  tail: list[str] | None = None) -> VerifyResult:
+    """Check the chain of `path`; with `expected_head` also that nothing was cut off the end
+    (`tail`, the unsynced lines a checkpoint carries, only changes what the report says).
 
     `line_number` is the first line where a check fails: an edit of line k (other than its
     `seq` or `prev`) shows at line k + 1, whose `prev` no longer matches.
@@ -431,7 +514,7 @@ def verify_events(path: Path, expected_head: tuple[int, str] | None = None) -> V
             "interrupted; opening the log for appending (resuming the run) repairs it",
             len(lines) + 1,
         )
-    found = _first_problem(lines, expected_head)
+    found = _first_problem(lines, expected_head, tail or [])
     if found is None:
         return VerifyResult(True, len(lines), "", None)
     return VerifyResult(False, len(lines), f"line {found[0]}: {found[1]}", found[0])
@@ -445,16 +528,16 @@ def verify_run(run_dir: Path) -> VerifyResult:
     except RunStoreError as error:
         return VerifyResult(False, 0, str(error), None)
     expected: tuple[int, str] | None = None
+    tail: list[str] = []
     if recorded is not None:
-        count, head = (
-            (recorded.get("count"), recorded.get("head"))
-            if isinstance(recorded, dict)
-            else (None, None)
-        )
-        if isinstance(count, bool) or not isinstance(count, int) or not isinstance(head, str):
-            problem = f"'events' should be {{'count': n, 'head': sha256}}, found {recorded!r}"
-            return VerifyResult(False, 0, f"{run.checkpoint_path}: {problem}", None)
+        try:
+            if not isinstance(recorded, dict):
+                raise RunStoreError(f"the checkpoint's 'events' should be an object, found "
+                                    f"{recorded!r:.200}")
+            count, head, tail = _record_fields(recorded)
+        except RunStoreError as error:
+            return VerifyResult(False, 0, f"{run.checkpoint_path}: {error}", None)
         expected = (count, head)
     if not run.events_path.exists() and expected in (None, (0, ZERO_HASH)):
         return VerifyResult(True, 0, "", None)
-    return verify_events(run.events_path, expected)
+    return verify_events(run.events_path, expected, tail)

@@ -154,6 +154,7 @@ def test_rendering_current_work_with_no_saved_scope_fails_the_stage(tmp_path: Pa
     assert first.outcome.path == ["start", "scope", "act", "exit"]  # act ran out of replies
     checkpoint_path = first.outcome.run_dir / "checkpoint.json"
     checkpoint = json.loads(checkpoint_path.read_text())
+    del checkpoint["checksum"]  # an edit on purpose (a stale checksum marks a torn save)
     del checkpoint["context"]["current_work"]
     checkpoint.update(status="running", next_node="act", failure_reason="")
     checkpoint["path"] = ["start", "scope"]

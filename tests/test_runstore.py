@@ -501,3 +501,51 @@ def test_verify_run_reports_a_corrupt_checkpoint(tmp_path: Path) -> None:
 def test_verify_run_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
     with pytest.raises(RunStoreError, match="not a run directory"):
         verify_run(tmp_path)
+
+
+# --- the unsynced tail a checkpoint carries -------------------------------------------
+
+
+def test_record_carries_the_lines_appended_since_the_last_sync(tmp_path: Path) -> None:
+    with EventLog(tmp_path / "events.jsonl", sync_each=False) as log:
+        log.append("a")
+        log.sync()
+        log.append("b")
+        log.append("c")
+        record = log.record()
+    lines = (tmp_path / "events.jsonl").read_text().splitlines()
+    assert record["count"] == 3 and record["tail"] == lines[1:]
+
+
+def test_record_syncs_instead_once_the_tail_passes_the_limit(tmp_path: Path) -> None:
+    with EventLog(tmp_path / "events.jsonl", sync_each=False) as log:
+        log.append("a", text="x" * 100)
+        assert len(log.record(tail_limit=1000)["tail"]) == 1
+        assert log.record(tail_limit=50)["tail"] == []
+
+
+def test_restore_writes_back_the_carried_lines_a_crash_took(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    with EventLog(path, sync_each=False) as log:
+        for n in range(5):
+            log.append("step", n=n)
+        record = log.record(tail_limit=10**6)
+    whole = path.read_bytes()
+    path.write_bytes(b"".join(whole.splitlines(keepends=True)[:2]))
+    with EventLog(path, restore=record) as log:
+        assert log.head == (record["count"], record["head"])
+    assert path.read_bytes() == whole
+
+
+def test_restore_refuses_lines_that_do_not_continue_the_chain(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    with EventLog(path, sync_each=False) as log:
+        for n in range(3):
+            log.append("step", n=n)
+        record = log.record(tail_limit=10**6)
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(lines[0])
+    forged = dict(record, tail=[record["tail"][0], record["tail"][0], record["tail"][2]])
+    with pytest.raises(RunStoreError, match="do not continue the log's chain"):
+        EventLog(path, restore=forged)
+    assert path.read_bytes() == lines[0]  # nothing was written
