@@ -143,13 +143,18 @@ class CheckpointFile:
 
     def _save_swapping(self, data: bytes) -> None:
         assert _exchange is not None
-        body = data.rstrip(b"\n")  # trailing white space is valid JSON
-        padded = body + b" " * (-(len(body) + 1) % _BLOCK) + b"\n"
+        body = data.rstrip(b"\n")
         spare = os.open(self.previous_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            _write_all(spare, padded, offset=0)
-            if os.fstat(spare).st_size > len(padded):
-                os.ftruncate(spare, len(padded))
+            # Spaces (valid JSON white space) up to a whole block, and up to the size the
+            # file has, unless that is far more: the size then seldom changes, and an
+            # fdatasync that changes no size flushes data only (no journal commit).
+            size = os.fstat(spare).st_size
+            needed = len(body) + 1 + (-(len(body) + 1) % _BLOCK)
+            target = size if needed <= size <= 2 * needed else needed
+            _write_all(spare, body + b" " * (target - len(body) - 1) + b"\n", offset=0)
+            if size > target:
+                os.ftruncate(spare, target)
             os.fdatasync(spare)
         finally:
             os.close(spare)
@@ -227,7 +232,9 @@ def read_sealed(path: Path) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(value, dict):
         return None, "expected a JSON object"
     if "checksum" in value:
-        sealed = _SEALED.search(data)
+        # the member seal() wrote comes last: find it from the end
+        start = max(data.rfind(b',"checksum":"'), data.rfind(b'{"checksum":"') + 1)
+        sealed = _SEALED.match(data, start) if start > 0 else None
         if sealed is None or hashlib.sha256(
                 data[: sealed.start()] + b"}").hexdigest().encode() != sealed.group(1):
             return None, ("its checksum does not match its content (a save torn by a power "

@@ -51,10 +51,15 @@ def test_swapping_keeps_the_previous_checkpoint_beside_the_current_one(tmp_path:
 
 
 @swapping
-def test_sizes_are_padded_to_whole_blocks(tmp_path: Path) -> None:
+def test_sizes_are_padded_to_whole_blocks_and_rarely_shrink(tmp_path: Path) -> None:
     file = CheckpointFile(tmp_path / "checkpoint.json")
-    save(file, {"steps": 1, "pad": "x" * 5000})
-    assert (tmp_path / "checkpoint.json").stat().st_size == 8192
+    sizes = []
+    for pad in (9000, 9000, 5000, 100):
+        save(file, {"pad": "x" * pad})
+        sizes.append((tmp_path / "checkpoint.json").stat().st_size)
+        assert file.load() == {"pad": "x" * pad}
+    # 5000 needs 8 KiB of the 12 the file has: kept; 100 needs a third of it: cut
+    assert sizes == [12288, 12288, 12288, 4096]
 
 
 def test_a_save_killed_while_writing_over_the_previous_copy_loses_nothing(
