@@ -7,8 +7,9 @@ Both engines run the same linear workflow of trivial stages, `start -> s1 -> ...
 exit`, in one process, side by side:
 
 - delivery: a DOT file of agent nodes (`type=prompt`) answered by the replay backend. After
-  every stage the engine atomically replaces `checkpoint.json` and appends to `events.jsonl`
-  (and writes the stage's `prompt.md` / `response.md` / `status.json`), all fsync'ed.
+  every stage the engine writes the stage's `prompt.md` / `response.md` / `status.json`,
+  appends to `events.jsonl` and atomically replaces `checkpoint.json`, flushed to the disk
+  before the next stage starts (the checkpoint carries the event lines not yet synced).
 - LangGraph (`pip install delivery[bench]`): a StateGraph chain of N nodes, each appending
   its name to `path` and setting `last`, compiled with `SqliteSaver` on a file (WAL) and run
   with `durability="sync"`, so a checkpoint is committed after every step before the next
@@ -18,6 +19,7 @@ Each timing covers everything after interpreter start: building/parsing the work
 running it and closing its stores. One warm-up run of each engine (imports, caches) is
 excluded; the repetitions alternate between the engines so that disk noise hits both.
 `--profile` runs delivery once more under cProfile and prints where its time goes.
+`--dir /dev/shm` (a RAM disk: flushes cost nothing) compares the engines' CPU alone.
 """
 
 from __future__ import annotations
