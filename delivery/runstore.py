@@ -15,9 +15,11 @@ mixture; a stray `*.tmp` file may be left behind and is ignored.
 
 Each event line carries `prev`, the SHA-256 of the previous line's bytes (64 zeros on
 the first line), so editing, removing or reordering lines breaks the chain. The
-checkpoint records the log's head (`{"events": {"count": n, "head": h}}`) so that
-cutting lines off the end is detected as well. The chain is not keyed: it detects
-accidents and naive edits, not someone who rewrites the log *and* the checkpoint.
+checkpoint records the log's head (`{"events": {"count": n, "head": h, "tail": [...]}}`)
+so that cutting lines off the end is detected as well; `tail` holds the lines not yet
+synced to the disk, which a power failure may take from the log and a resume writes
+back. The chain is not keyed: it detects accidents and naive edits, not someone who
+rewrites the log *and* the checkpoint.
 """
 
 from __future__ import annotations
@@ -259,8 +261,9 @@ class EventLog:
 
     Opening takes an exclusive lock on the file (released on close, or when the process
     dies), so two processes cannot interleave their chains; a second opener gets a
-    RunStoreError. A torn last line left by a crash is cut off and a `log_repaired`
-    event recording the dropped bytes is appended before anything else.
+    RunStoreError. A torn last line left by a crash is cut off (and lines a checkpoint
+    carries that the log lost are written back), then a `log_repaired` event recording
+    the dropped bytes is appended before anything else.
     """
 
     def __init__(self, path: Path, *, redactor: Redactor | None = None,
@@ -327,7 +330,9 @@ class EventLog:
             raise RunStoreError(f"{self.path}: {lost}")
         assert self._file is not None
         for line in lost:
-            self._file.write(line + b"\n")
+            view = memoryview(line + b"\n")
+            while view:
+                view = view[self._file.write(view) or 0 :]
             self._count += 1
             self._head = _sha256(line)
         os.fsync(self._file.fileno())
