@@ -48,6 +48,8 @@ _AT_FDCWD: Final = -100
 _RENAME_EXCHANGE: Final = 2
 # What a kernel or file system without the swap answers: use the fallback from then on.
 _NO_EXCHANGE: Final = frozenset({errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV})
+# Flushes a file's data (and the size, if it changed); macOS has fsync only.
+fdatasync: Final = getattr(os, "fdatasync", os.fsync)
 
 
 def _load_exchange() -> Callable[[Path, Path], None] | None:
@@ -155,7 +157,7 @@ class CheckpointFile:
             _write_all(spare, body + b" " * (target - len(body) - 1) + b"\n", offset=0)
             if size > target:
                 os.ftruncate(spare, target)
-            os.fdatasync(spare)
+            fdatasync(spare)
         finally:
             os.close(spare)
         try:

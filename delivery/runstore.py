@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final
 
 from delivery import jsontext
-from delivery.checkpoint_file import CheckpointFile, write_replacing
+from delivery.checkpoint_file import CheckpointFile, fdatasync, write_replacing
 from delivery.errors import RunStoreError
 from delivery.redact import Redactor
 
@@ -394,7 +394,7 @@ class EventLog:
         """Make every appended event durable (fdatasync)."""
         if self._file is not None:
             try:
-                os.fdatasync(self._file.fileno())
+                fdatasync(self._file.fileno())
             except OSError as error:
                 raise RunStoreError(f"{self.path}: cannot sync event log: {error}") from error
             self._unsynced.clear()
