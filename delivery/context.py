@@ -51,6 +51,11 @@ _IMMUTABLE: Final = frozenset({str, int, float, bool, type(None)})
 _KEY_ENCODER: Final = json.JSONEncoder()
 
 
+def _size(text: str) -> int:
+    """Bytes of `text` as UTF-8 (a lone surrogate counted as three)."""
+    return len(text) if text.isascii() else len(text.encode(errors="surrogatepass"))
+
+
 def _has_surrogate(text: str) -> bool:
     try:
         text.encode()
@@ -189,8 +194,7 @@ class Context:
             raise TypeError(problem) from None
         if key not in self._values:
             self._count_prefixes(key, +1)
-        size = len(text.encode(errors="surrogatepass"))
-        if self.artifacts is not None and size > OFFLOAD_THRESHOLD:
+        if self.artifacts is not None and _size(text) > OFFLOAD_THRESHOLD:
             stored = self.artifacts.offload(key, value)
             text = _dumps(stored)
         elif type(value) in _IMMUTABLE:
