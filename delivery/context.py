@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from delivery.errors import RunError
-from delivery.jsontext import RawJSON, ascii_json
+from delivery.jsontext import JsonMembers, RawJSON, ascii_json
 from delivery.paths import MISSING, normalize_key, resolve, string_form
 
 OFFLOAD_THRESHOLD: Final = 100 * 1024  # bytes of serialized JSON
@@ -48,7 +48,6 @@ class ArtifactError(RunError):
 
 # Values stored as they are: immutable, and exactly what a JSON round trip gives back.
 _IMMUTABLE: Final = frozenset({str, int, float, bool, type(None)})
-_KEY_ENCODER: Final = json.JSONEncoder()
 
 
 def _size(text: str) -> int:
@@ -155,7 +154,7 @@ class Context:
         self._values: dict[str, Any] = {}
         # key -> `"key":value` JSON of the stored value, kept with it so that saving the
         # context after every stage joins texts instead of encoding the whole map again
-        self._members: dict[str, str] = {}
+        self._members = JsonMembers()
         # dotted prefix -> {child name: number of keys under it}, kept up to date on every
         # write so that a template's nested view costs nothing to build
         self._children: dict[str, dict[str, int]] = {}
@@ -202,7 +201,7 @@ class Context:
         else:
             stored = json.loads(text)
         self._values[key] = stored
-        self._members[key] = f"{_KEY_ENCODER.encode(key)}:{ascii_json(text, stored)}"
+        self._members.set(key, ascii_json(text, stored))
 
     def _count_prefixes(self, key: str, change: int) -> None:
         segments = key.split(".")
@@ -221,7 +220,7 @@ class Context:
         key = normalize_key(key)
         if key in self._values:
             del self._values[key]
-            del self._members[key]
+            self._members.delete(key)
             self._count_prefixes(key, -1)
 
     # -- copies ----------------------------------------------------------------------
@@ -237,7 +236,7 @@ class Context:
     def stored_json(self) -> RawJSON:
         """The stored flat map as JSON text (what snapshot() holds), built from the JSON
         kept for each key."""
-        return RawJSON("{" + ",".join(self._members.values()) + "}")
+        return self._members.json()
 
     def resolved_snapshot(self) -> dict[str, Any]:
         return {key: copy.deepcopy(self._deref(value)) for key, value in self._values.items()}
@@ -246,7 +245,7 @@ class Context:
         """An independent copy sharing the artifact store (for a parallel branch)."""
         forked = Context(artifacts=self.artifacts)
         forked._values = copy.deepcopy(self._values)
-        forked._members = dict(self._members)
+        forked._members = self._members.copy()
         forked._children = {prefix: dict(names) for prefix, names in self._children.items()}
         return forked
 

@@ -7,6 +7,7 @@ containers keep the JSON text of each member next to the member, re-encoded only
 that member is written; `json()` joins the texts.
 
     RawJSON      a str that already is JSON text; `encode` inserts it unchanged
+    JsonMembers  the member texts of an object, kept beside its values
     JsonObject   a dict (str keys) that keeps its members' JSON
     JsonArray    a list that keeps its items' JSON
     encode       JSON text of a value that may hold the three above
@@ -53,6 +54,53 @@ def ascii_json(text: str, value: Any) -> str:
     return text if text.isascii() else _encoder.encode(value)
 
 
+class JsonMembers:
+    """The `"key":value` texts of an object's members, in insertion order, as dicts
+    order their keys. A list, not a dict's values: joining a list costs half as much."""
+
+    __slots__ = ("_holes", "_index", "_texts")
+
+    def __init__(self) -> None:
+        self._index: dict[str, int] = {}
+        self._texts: list[str | None] = []
+        self._holes = 0  # deleted members, dropped at the next json()
+
+    def set(self, key: str, text: str) -> None:
+        """Set the member `key` to `text` (the value's JSON)."""
+        member = f"{_encoder.encode(key)}:{text}"
+        position = self._index.get(key)
+        if position is None:
+            self._index[key] = len(self._texts)
+            self._texts.append(member)
+        else:
+            self._texts[position] = member
+
+    def delete(self, key: str) -> None:
+        position = self._index.pop(key, None)
+        if position is not None:
+            self._texts[position] = None
+            self._holes += 1
+
+    def clear(self) -> None:
+        self._index.clear()
+        self._texts.clear()
+        self._holes = 0
+
+    def copy(self) -> JsonMembers:
+        twin = JsonMembers()
+        twin._index = dict(self._index)
+        twin._texts = list(self._texts)
+        twin._holes = self._holes
+        return twin
+
+    def json(self) -> RawJSON:
+        if self._holes:  # the index lists the live keys in the order of their positions
+            self._texts = [self._texts[position] for position in self._index.values()]
+            self._index = {key: position for position, key in enumerate(self._index)}
+            self._holes = 0
+        return RawJSON("{" + ",".join(self._texts) + "}")  # type: ignore[arg-type]
+
+
 class JsonObject(dict[str, V]):
     """A dict with str keys that keeps the `"key":value` JSON of each member.
 
@@ -64,18 +112,18 @@ class JsonObject(dict[str, V]):
 
     def __init__(self, values: Mapping[str, V] | Iterable[tuple[str, V]] = (), /) -> None:
         super().__init__()
-        self._members: dict[str, str] = {}
+        self._members = JsonMembers()
         self.update(values)
 
     def __setitem__(self, key: str, value: V) -> None:
         if not isinstance(key, str):
             raise TypeError(f"JSON object keys are strings, not {type(key).__name__}")
-        self._members[key] = f"{_encoder.encode(key)}:{dumps(value)}"
+        self._members.set(key, dumps(value))
         super().__setitem__(key, value)
 
     def __delitem__(self, key: str) -> None:
         super().__delitem__(key)
-        del self._members[key]
+        self._members.delete(key)
 
     def update(self, *args: Any, **kwargs: V) -> None:
         for key, value in dict(*args, **kwargs).items():
@@ -101,7 +149,7 @@ class JsonObject(dict[str, V]):
 
     def popitem(self) -> tuple[str, V]:
         key, value = super().popitem()
-        del self._members[key]
+        self._members.delete(key)
         return key, value
 
     def clear(self) -> None:
@@ -111,14 +159,14 @@ class JsonObject(dict[str, V]):
     def copy(self) -> JsonObject[V]:
         twin: JsonObject[V] = JsonObject()
         dict.update(twin, self)
-        twin._members = dict(self._members)
+        twin._members = self._members.copy()
         return twin
 
     def __repr__(self) -> str:
         return f"JsonObject({dict(self)!r})"
 
     def json(self) -> RawJSON:
-        return RawJSON("{" + ",".join(self._members.values()) + "}")
+        return self._members.json()
 
 
 class JsonArray(list[V]):

@@ -137,3 +137,15 @@ def test_a_large_value_with_a_lone_surrogate_is_offloaded_and_read_back(tmp_path
     context.set("reply", value)
     assert ArtifactStore.is_pointer(context.snapshot()["reply"])
     assert context.get("reply") == value
+
+
+def test_members_deleted_and_set_again_keep_dict_order() -> None:
+    obj: JsonObject[int] = JsonObject({k: n for n, k in enumerate("abcdef")})
+    del obj["b"]
+    del obj["d"]
+    obj["b"] = 9  # back at the end, as in a dict
+    obj["a"] = 7  # in place
+    assert obj.json() == '{"a":7,"c":2,"e":4,"f":5,"b":9}'
+    del obj["f"]
+    obj["g"] = 1
+    assert json.loads(obj.json()) == dict(obj) and list(json.loads(obj.json())) == list(obj)
