@@ -63,8 +63,12 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
+# One encoder for every write: json.dumps with options builds a new one on each call.
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 class ArtifactStore:

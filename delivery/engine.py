@@ -438,6 +438,8 @@ def _last_result(retry_state: RetryCallState) -> StageResult:
 def _dumps(data: Mapping[str, Any]) -> str:
     """One member per line, sorted: `json.dumps(indent=2)` reads the same but runs the
     pure-Python encoder, which cost more than the rest of writing the file."""
-    members = (f"  {json.dumps(key)}: {json.dumps(data[key], separators=(', ', ': '))}"
-               for key in sorted(data))
+    members = (f"  {json.dumps(key)}: {_STATUS_VALUE.encode(data[key])}" for key in sorted(data))
     return "{\n" + ",\n".join(members) + "\n}\n"
+
+
+_STATUS_VALUE = json.JSONEncoder(separators=(", ", ": "))  # built once, not per call
