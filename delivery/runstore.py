@@ -106,7 +106,8 @@ class RunDirectory:
         self._checkpoint = CheckpointFile(self.checkpoint_path)
         self.events_path = self.path / "events.jsonl"
         self.artifacts_dir = self.path / "artifacts"
-        self._made: dict[tuple[str, int], Path] = {}  # stage folders checked and created
+        self._root = str(self.path)
+        self._made: dict[tuple[str, int], str] = {}  # stage folders checked and created
 
     @classmethod
     def create(cls, path: Path) -> RunDirectory:
@@ -157,25 +158,33 @@ class RunDirectory:
 
     def stage_dir(self, node_id: str, attempt: int) -> Path:
         """`<run>/<node_id>/<attempt>/`, created; a name that could escape is refused."""
+        return Path(self._made_stage_dir(node_id, attempt))
+
+    def _made_stage_dir(self, node_id: str, attempt: int) -> str:
+        # Plain strings and os calls: this runs for every stage file, and pathlib's
+        # objects cost more than the writes themselves on a fast disk.
         known = self._made.get((node_id, attempt))
         if known is not None:
             return known
-        path = self._stage_path(node_id, attempt, check_links=False)
+        self._check_stage_names(node_id, attempt)
+        node_dir = os.path.join(self._root, node_id)
+        attempt_dir = os.path.join(node_dir, str(attempt))
         try:
-            for level in (path.parent, path):
+            for level in (node_dir, attempt_dir):
                 try:
                     os.mkdir(level)
                 except FileExistsError:
                     # only something that was already there can be a planted symlink
-                    if level.is_symlink() or not level.is_dir():
+                    if os.path.islink(level) or not os.path.isdir(level):
                         raise RunStoreError(f"{level}: stage directory leads outside the "
                                             "run (a symlink) or is not a directory") from None
         except OSError as error:
-            raise RunStoreError(f"{path}: cannot create stage directory: {error}") from error
-        self._made[(node_id, attempt)] = path
-        return path
+            raise RunStoreError(f"{attempt_dir}: cannot create stage directory: "
+                                f"{error}") from error
+        self._made[(node_id, attempt)] = attempt_dir
+        return attempt_dir
 
-    def _stage_path(self, node_id: str, attempt: int, *, check_links: bool = True) -> Path:
+    def _check_stage_names(self, node_id: str, attempt: int) -> None:
         if (
             not isinstance(node_id, str)
             or not _NODE_ID.fullmatch(node_id)
@@ -189,10 +198,13 @@ class RunDirectory:
             raise RunStoreError(
                 f"{self.path}: attempt {attempt!r} for node {node_id!r}: expected an integer >= 1"
             )
+
+    def _stage_path(self, node_id: str, attempt: int) -> Path:
+        self._check_stage_names(node_id, attempt)
         path = self.path / node_id / str(attempt)
         # The names hold no separator and no '..', so only a symlink planted at either level
         # could lead outside the run (two lstat calls; resolve() cost ten times more).
-        if check_links and (path.parent.is_symlink() or path.is_symlink()):
+        if path.parent.is_symlink() or path.is_symlink():
             raise RunStoreError(f"{path}: stage directory leads outside the run (a symlink)")
         return path
 
@@ -205,7 +217,7 @@ class RunDirectory:
         *,
         redactor: Redactor | None = None,
     ) -> Path:
-        path = self.stage_dir(node_id, attempt) / self._stage_file_name(name)
+        path = os.path.join(self._made_stage_dir(node_id, attempt), self._stage_file_name(name))
         if redactor is not None:
             text = redactor.text(text)
         # Stage files are evidence that is rewritten whole when an interrupted stage runs
@@ -223,7 +235,7 @@ class RunDirectory:
                 os.close(fd)
         except OSError as error:
             raise RunStoreError(f"{path}: cannot write: {error}") from error
-        return path
+        return Path(path)
 
     def read_stage_file(self, node_id: str, attempt: int, name: str) -> str | None:
         path = self._stage_path(node_id, attempt) / self._stage_file_name(name)
