@@ -62,7 +62,7 @@ class JsonMembers:
 
     def __init__(self) -> None:
         self._index: dict[str, int] = {}
-        self._texts: list[str | None] = []
+        self._texts: list[str] = []  # "" where a member was deleted
         self._holes = 0  # deleted members, dropped at the next json()
 
     def set(self, key: str, text: str) -> None:
@@ -78,7 +78,7 @@ class JsonMembers:
     def delete(self, key: str) -> None:
         position = self._index.pop(key, None)
         if position is not None:
-            self._texts[position] = None
+            self._texts[position] = ""
             self._holes += 1
 
     def clear(self) -> None:
@@ -98,7 +98,7 @@ class JsonMembers:
             self._texts = [self._texts[position] for position in self._index.values()]
             self._index = {key: position for position, key in enumerate(self._index)}
             self._holes = 0
-        return RawJSON("{" + ",".join(self._texts) + "}")  # type: ignore[arg-type]
+        return RawJSON("{" + ",".join(self._texts) + "}")
 
 
 class JsonObject(dict[str, V]):
