@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from delivery.redact import Redactor
-from delivery.runstore import EventLog, RunDirectory
+from delivery.store.runstore import EventLog, RunDirectory
 
 
 def measure(calls: int, action: Callable[[int], object]) -> tuple[float, float]:

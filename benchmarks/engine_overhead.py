@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from delivery.agents.replay import ReplayBackend
-from delivery.runner import RunOutcome, RunRequest, World, start_run
+from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 
 
 def workflow_source(stages: int) -> str:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from delivery.lang.parser import parse_dot
-from delivery.loader import check_source
+from delivery.validation.loader import check_source
 
 NODES_PER_BLOCK = 5
 

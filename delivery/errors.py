@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from delivery.validation.diagnostics import Diagnostic
+    from delivery.lang.diagnostics import Diagnostic
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,9 +33,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from delivery import runstore
-from delivery.checkpoint_file import PREVIOUS_NAME
-from delivery.cli import main
+from delivery.cli.main import main
+from delivery.store import runstore
+from delivery.store.checkpoint_file import PREVIOUS_NAME
 
 NOT_REACHED = 97
 

@@ -1,7 +1,7 @@
 """Shared helpers for the engine behaviour tests (`tests/test_engine_*.py`).
 
 Workflows are written inline as DOT text to a temp dir and run through the public API
-(`start_run` with a `World`) or the CLI (`delivery.cli.main`). Nothing of delivery's own
+(`start_run` with a `World`) or the CLI (`delivery.cli.main.main`). Nothing of delivery's own
 is mocked: the agent is the replay backend, the clock is a recording fake so that retry
 backoff never really sleeps.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from delivery.agents.replay import ReplayBackend
-from delivery.cli import main
-from delivery.interviewer import ScriptedInterviewer
-from delivery.runner import RunOutcome, RunRequest, World, start_run
+from delivery.cli.main import main
+from delivery.engine.interviewer import ScriptedInterviewer
+from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 
 
 @dataclass

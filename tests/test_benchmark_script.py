@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from delivery.loader import check_source
-from delivery.model import NodeType
+from delivery.lang.model import NodeType
+from delivery.validation.loader import check_source
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "validate_scaling.py"
 

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from delivery._jsontext import JsonObject
 from delivery.agents.base import AgentError
 from delivery.errors import RunRefused
-from delivery.jsontext import JsonObject
 
 _SHAPE = 'an object mapping node ids to lists of reply strings, e.g. {"review": ["reply 1"]}'
 

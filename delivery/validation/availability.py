@@ -20,9 +20,9 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from delivery.conditions import Condition
-from delivery.model import Edge, NodeType, Workflow
-from delivery.topology import ParallelSection, parallel_sections, retry_targets
+from delivery.lang.conditions import Condition
+from delivery.lang.model import Edge, NodeType, Workflow
+from delivery.lang.topology import ParallelSection, parallel_sections, retry_targets
 from delivery.validation.writes import initial_writes, stage_writes
 
 WITNESS_LIMIT = 50

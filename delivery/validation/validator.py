@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from delivery.builder import value_position
-from delivery.conditions import OUTCOME_ALIASES, Compare, Truthy
-from delivery.declarations import OutputKind, reserved_reason
-from delivery.model import LLM_TYPES, Attribute, Edge, Node, NodeType, Workflow
-from delivery.topology import ParallelSection, parallel_sections, reachable
+from delivery.lang.builder import value_position
+from delivery.lang.conditions import OUTCOME_ALIASES, Compare, Truthy
+from delivery.lang.declarations import OutputKind, reserved_reason
+from delivery.lang.diagnostics import Diagnostic, Severity
+from delivery.lang.model import LLM_TYPES, Attribute, Edge, Node, NodeType, Workflow
+from delivery.lang.template_reads import TemplateProblem, template_reads
+from delivery.lang.topology import ParallelSection, parallel_sections, reachable
 from delivery.validation.availability import Availability, Read, failure_can_take
-from delivery.validation.diagnostics import Diagnostic, Severity
-from delivery.validation.template_reads import TemplateProblem, template_reads
 from delivery.validation.writes import is_always_available, stage_writes
 from probes.pr_state import PR_STATES
 

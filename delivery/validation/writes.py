@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from delivery.declarations import (
+from delivery.lang.declarations import (
     PROBE_FOLDER_FACTS,
     PROBE_ROLLUPS,
     WORKTREE_REMOVE_FACTS,
     OutputKind,
 )
-from delivery.model import Node, NodeType, Workflow
+from delivery.lang.model import Node, NodeType, Workflow
 
 # Written before the first stage or by every stage: reading them is always fine.
 ALWAYS_AVAILABLE = frozenset(

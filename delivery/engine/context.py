@@ -1,0 +1,448 @@
+"""The run context (SPEC §3): a flat map from dotted keys to JSON values.
+
+`context.X` and `X` name the same key. Reads follow `delivery.lang.paths`: the longest stored
+key that prefixes the path is walked into (a number picks a list item, `length` counts).
+A value whose JSON is over OFFLOAD_THRESHOLD bytes is written to the run's artifact store
+and the map holds a `file://` pointer instead; every read resolves pointers, also when a
+path walks into one. Stored values are private copies: callers never share them.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final
+
+from delivery._jsontext import JsonMembers, RawJSON, ascii_json
+from delivery.errors import RunError
+from delivery.lang.paths import MISSING, normalize_key, resolve, string_form
+
+OFFLOAD_THRESHOLD: Final = 100 * 1024  # bytes of serialized JSON
+
+POINTER_PREFIX: Final = "file://"
+# What offload() returns: file://<absolute dir>/values/<name>-<16 hex>.json
+_POINTER = re.compile(
+    r"^file://(/|[A-Za-z]:[\\/]).*[\\/]values[\\/][A-Za-z0-9_.-]+-[0-9a-f]{16}\.json$"
+)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_NAME_CHARS: Final = 80
+_CACHE_SIZE: Final = 16
+
+
+class ArtifactError(RunError):
+    """An artifact pointer cannot be read: outside the store, missing or not JSON."""
+
+    def __init__(self, pointer: str, problem: str) -> None:
+        self.pointer = pointer
+        self.problem = problem
+        super().__init__(f"artifact {pointer}: {problem}")
+
+
+# Values stored as they are: immutable, and exactly what a JSON round trip gives back.
+_IMMUTABLE: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _size(text: str) -> int:
+    """Bytes of `text` as UTF-8 (a lone surrogate counted as three)."""
+    return len(text) if text.isascii() else len(text.encode(errors="surrogatepass"))
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+# One encoder for every write: json.dumps with options builds a new one on each call.
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def _dumps(value: Any) -> str:
+    return _ENCODER.encode(value)
+
+
+class ArtifactStore:
+    """Large context values, one JSON file each under `<root>/values/`.
+
+    File names are content-addressed (key and value hashed), so a pointer always reads
+    the value it was written for, even after the key is set again.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).absolute()
+        self._cache: OrderedDict[Path, Any] = OrderedDict()
+
+    @property
+    def values_dir(self) -> Path:
+        return self.root / "values"
+
+    def offload(self, key: str, value: Any) -> str:
+        text = _dumps(value)
+        path = self.values_dir / self._file_name(key, text)
+        if not path.exists():
+            self.values_dir.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.values_dir, prefix=".tmp-", suffix=".json")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    # escaped where UTF-8 cannot hold it (a lone surrogate from a reply)
+                    handle.write(ascii_json(text, value) if _has_surrogate(text) else text)
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        return POINTER_PREFIX + str(path)
+
+    def load(self, pointer: str) -> Any:
+        """The value a pointer names (a fresh copy)."""
+        return copy.deepcopy(self.read_shared(pointer))
+
+    def read_shared(self, pointer: str) -> Any:
+        """Like load() but returns the cached object itself: callers must not mutate it."""
+        path = self._path_of(pointer)
+        if path in self._cache:
+            self._cache.move_to_end(path)
+            return self._cache[path]
+        try:
+            value = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ArtifactError(pointer, "the file does not exist") from None
+        except (OSError, ValueError) as err:
+            raise ArtifactError(pointer, f"cannot be read as JSON ({err})") from None
+        self._cache[path] = value
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return value
+
+    @staticmethod
+    def is_pointer(value: Any) -> bool:
+        """True for strings shaped like what offload() returns."""
+        return isinstance(value, str) and _POINTER.match(value) is not None
+
+    @staticmethod
+    def _file_name(key: str, text: str) -> str:
+        stem = _UNSAFE.sub("_", key).strip("._")[:_NAME_CHARS] or "value"
+        digest = hashlib.sha256(f"{key}\0{text}".encode(errors="surrogatepass")).hexdigest()[:16]
+        return f"{stem}-{digest}.json"
+
+    def _path_of(self, pointer: str) -> Path:
+        if not pointer.startswith(POINTER_PREFIX):
+            raise ArtifactError(pointer, "not a file:// pointer")
+        path = Path(pointer[len(POINTER_PREFIX) :])
+        values = self.values_dir.resolve()
+        try:
+            resolved = path.resolve()
+        except (OSError, RuntimeError) as err:
+            raise ArtifactError(pointer, f"cannot be resolved ({err})") from None
+        if not path.is_absolute() or not resolved.is_relative_to(values):
+            raise ArtifactError(pointer, f"is outside the run's artifact store {values}")
+        return resolved
+
+
+class Context:
+    """The flat context of one run (or one parallel branch, see fork())."""
+
+    def __init__(
+        self, values: Mapping[str, Any] | None = None, artifacts: ArtifactStore | None = None
+    ) -> None:
+        self.artifacts = artifacts
+        self._values: dict[str, Any] = {}
+        # key -> `"key":value` JSON of the stored value, kept with it so that saving the
+        # context after every stage joins texts instead of encoding the whole map again
+        self._members = JsonMembers()
+        # dotted prefix -> {child name: number of keys under it}, kept up to date on every
+        # write so that a template's nested view costs nothing to build
+        self._children: dict[str, dict[str, int]] = {}
+        if values:
+            self.update(values)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.lookup(key)
+        return default if value is MISSING else value
+
+    def lookup(self, key: str) -> Any:
+        """The value at a dotted path (a private copy), or paths.MISSING."""
+        value = self.peek(key)
+        return copy.deepcopy(value) if isinstance(value, (dict, list)) else value
+
+    def peek(self, key: str) -> Any:
+        """Like lookup() but may return stored objects themselves: do not mutate them."""
+        return resolve(self._values, key, self._deref)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.peek(key) is not MISSING
+
+    def keys(self) -> list[str]:
+        return list(self._values)
+
+    # -- writing ---------------------------------------------------------------------
+
+    def set(self, key: str, value: Any) -> None:
+        key = normalize_key(key)
+        try:
+            text = _dumps(value)
+        except (TypeError, ValueError) as err:
+            problem = f"context key {key!r}: value is not JSON-serializable ({err})"
+            raise TypeError(problem) from None
+        if key not in self._values:
+            self._count_prefixes(key, +1)
+        if self.artifacts is not None and _size(text) > OFFLOAD_THRESHOLD:
+            stored = self.artifacts.offload(key, value)
+            text = _dumps(stored)
+        elif type(value) in _IMMUTABLE:
+            stored = value  # nothing to copy
+        else:
+            stored = json.loads(text)
+        self._values[key] = stored
+        self._members.set(key, ascii_json(text, stored))
+
+    def _count_prefixes(self, key: str, change: int) -> None:
+        segments = key.split(".")
+        for cut in range(len(segments)):
+            names = self._children.setdefault(".".join(segments[:cut]), {})
+            names[segments[cut]] = names.get(segments[cut], 0) + change
+            if names[segments[cut]] <= 0:
+                del names[segments[cut]]
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        for key, value in values.items():
+            self.set(key, value)
+
+    def delete(self, key: str) -> None:
+        """Remove the stored key (exactly that key); absent keys are ignored."""
+        key = normalize_key(key)
+        if key in self._values:
+            del self._values[key]
+            self._members.delete(key)
+            self._count_prefixes(key, -1)
+
+    # -- copies ----------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The stored flat map, pointers kept as pointers; JSON-serializable."""
+        return copy.deepcopy(self._values)
+
+    def stored(self) -> Mapping[str, Any]:
+        """The stored flat map itself, read-only and not copied: for serialising at once."""
+        return MappingProxyType(self._values)
+
+    def stored_json(self) -> RawJSON:
+        """The stored flat map as JSON text (what snapshot() holds), built from the JSON
+        kept for each key."""
+        return self._members.json()
+
+    def resolved_snapshot(self) -> dict[str, Any]:
+        return {key: copy.deepcopy(self._deref(value)) for key, value in self._values.items()}
+
+    def fork(self) -> Context:
+        """An independent copy sharing the artifact store (for a parallel branch)."""
+        forked = Context(artifacts=self.artifacts)
+        forked._values = copy.deepcopy(self._values)
+        forked._members = self._members.copy()
+        forked._children = {prefix: dict(names) for prefix, names in self._children.items()}
+        return forked
+
+    def changes_since(self, snapshot: Mapping[str, Any]) -> dict[str, Any]:
+        """Stored keys added or changed relative to `snapshot` (deletions not reported)."""
+        return {
+            key: copy.deepcopy(value)
+            for key, value in self._values.items()
+            if key not in snapshot or not _same(snapshot[key], value)
+        }
+
+    def _deref(self, value: Any) -> Any:
+        if not ArtifactStore.is_pointer(value):
+            return value
+        if self.artifacts is None:
+            raise ArtifactError(value, "this context has no artifact store to read it from")
+        return self.artifacts.read_shared(value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality: unlike ==, true differs from 1 and 1.0 from 1."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+# -- the nested view (what templates see) ----------------------------------------------
+
+_VIEW_METHODS: Final = frozenset({"items", "keys", "values", "get"})
+
+
+class ViewIndex:
+    """A read-only nested view of one Context: which dotted prefixes exist, and what a
+    dotted path reads as. `absent(key)` makes what a missing path reads as."""
+
+    def __init__(self, context: Context, absent: Callable[[str], Any]) -> None:
+        self.context = context
+        self.absent = absent
+        # prefix -> its child names (maintained by the Context on every write)
+        self.children: Mapping[str, Mapping[str, int]] = context._children
+
+    def root(self) -> ContextView:
+        return ContextView(self, "", MISSING)
+
+    def namespace(self, key: str) -> ContextView:
+        return ContextView(self, key, MISSING)
+
+    def entry(self, key: str) -> Any:
+        found = self.find(key)
+        return self.absent(key) if found is MISSING else found
+
+    def find(self, key: str) -> Any:
+        """A ContextView for containers and prefixes, the value for leaves, or MISSING."""
+        value = self.context.peek(key)
+        if value is MISSING:
+            return ContextView(self, key, MISSING) if key in self.children else MISSING
+        if isinstance(value, (dict, list)) or key in self.children or _json_text(value):
+            return ContextView(self, key, value)
+        return value
+
+
+def _json_text(value: Any) -> bool:
+    if not isinstance(value, str) or value[:1] not in ("[", "{"):
+        return False
+    try:
+        return isinstance(json.loads(value), (list, dict))
+    except ValueError:
+        return False
+
+
+class ContextView:
+    """Read-only view at a dotted prefix; members are context keys (they win over the
+    dict methods items/keys/values/get, which remain as a fallback). `value` is the
+    stored or walked-into value, or MISSING when the prefix only starts longer keys."""
+
+    __slots__ = ("_index", "_key", "_text", "_value")
+
+    def __init__(self, index: ViewIndex, key: str, value: Any) -> None:
+        self._index = index
+        self._key = key
+        self._value = value
+        self._text: str | None = None
+
+    def _find(self, segment: str) -> Any:
+        if segment.startswith("-") and segment[1:].isdigit():
+            data = self.data()
+            if isinstance(data, list):
+                segment = str(len(data) + int(segment))
+        return self._index.find(f"{self._key}.{segment}" if self._key else segment)
+
+    def member(self, segment: str) -> Any:
+        found = self._find(segment)
+        if found is MISSING:
+            return self._index.absent(f"{self._key}.{segment}" if self._key else segment)
+        return found
+
+    def attribute(self, name: str) -> Any:
+        if name in _VIEW_METHODS and self._find(name) is MISSING:
+            return getattr(self, name)
+        return self.member(name)
+
+    def data(self) -> Any:
+        """The plain JSON value (a JSON text parsed; a bare prefix as a nested dict)."""
+        value = self._value
+        if value is MISSING:
+            return {name: _plain(self._find(name)) for name in self._names()}
+        if isinstance(value, str) and _json_text(value):
+            return json.loads(value)
+        return value
+
+    def _names(self) -> list[str]:
+        return list(self._index.children.get(self._key, {}))
+
+    def _members(self) -> Iterator[tuple[str, Any]]:
+        data = self.data() if self._value is not MISSING else None
+        if isinstance(data, list):
+            return ((str(i), self.member(str(i))) for i in range(len(data)))
+        names = list(data) if isinstance(data, dict) else self._names()
+        return ((name, self.member(name)) for name in names)
+
+    def __iter__(self) -> Iterator[Any]:
+        if isinstance(self.data(), list):
+            return (item for _, item in self._members())
+        return (name for name, _ in self._members())
+
+    def __reversed__(self) -> Iterator[Any]:
+        everything: list[Any] = list(self)
+        return iter(everything[::-1])
+
+    def __len__(self) -> int:
+        data = self.data()
+        return len(data) if isinstance(data, (list, dict, str)) else len(self._names())
+
+    def __bool__(self) -> bool:
+        return bool(self.data())
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.data()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ContextView):
+            return bool(self.data() == other.data())
+        return str(self) == other if isinstance(other, str) else bool(self.data() == other)
+
+    __hash__ = None  # type: ignore[assignment]  # compares by value like the dict it shows
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = text_form(self._value if isinstance(self._value, str) else self.data())
+        return self._text
+
+    __repr__ = __str__
+
+    def keys(self) -> list[str]:
+        return [name for name, _ in self._members()]
+
+    def values(self) -> list[Any]:
+        return [item for _, item in self._members()]
+
+    def items(self) -> list[tuple[str, Any]]:
+        return list(self._members())
+
+    def get(self, name: str, default: Any = None) -> Any:
+        found = self._find(str(name))
+        return default if found is MISSING else found
+
+
+def _plain(value: Any) -> Any:
+    return value.data() if isinstance(value, ContextView) else value
+
+
+def json_default(value: Any) -> Any:
+    """`default=` for json.dumps: a ContextView dumps as its data."""
+    if isinstance(value, ContextView):
+        return value.data()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def text_form(value: Any) -> str:
+    """How a value renders in a template: strings as-is, JSON values in JSON spelling
+    (null as empty), views as their JSON; anything else through str()."""
+    if isinstance(value, ContextView):
+        return str(value)
+    if isinstance(value, (list, dict, tuple)):
+        try:
+            return json.dumps(value, sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False, default=json_default)
+        except (TypeError, ValueError):
+            return str(value)
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return string_form(value)
+    return str(value)

@@ -1,0 +1,28 @@
+"""Stage handlers, registered explicitly in one table (no import side effects)."""
+
+from __future__ import annotations
+
+from delivery.engine.handlers.agent import run_agent
+from delivery.engine.handlers.base import Handler
+from delivery.engine.handlers.control import run_conditional, run_noop, run_wait
+from delivery.engine.handlers.human import run_human
+from delivery.engine.handlers.script import run_script
+from delivery.lang.model import NodeType
+
+
+def default_handlers() -> dict[NodeType, Handler]:
+    """Handlers by node type. PARALLEL and FAN_IN are driven by the engine itself.
+
+    Probe, publish, merge and worktree stages are not in this table yet: a workflow
+    that uses them is refused before it starts, naming the node.
+    """
+    return {
+        NodeType.START: run_noop,
+        NodeType.EXIT: run_noop,
+        NodeType.AGENT: run_agent,
+        NodeType.PROMPT: run_agent,
+        NodeType.SCRIPT: run_script,
+        NodeType.HUMAN: run_human,
+        NodeType.CONDITIONAL: run_conditional,
+        NodeType.WAIT: run_wait,
+    }

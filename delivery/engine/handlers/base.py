@@ -1,0 +1,68 @@
+"""What a handler is given and what it returns.
+
+A handler runs one stage. It gets the node, the attempt number, the run's context (read
+it, do not write it: return updates instead) and the outside world (`StageEnv`), and
+returns a StageResult. The engine applies the result to the context, records it and
+routes; a handler never routes and never touches the checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from delivery.agents.base import AgentBackend
+from delivery.engine.context import Context
+from delivery.engine.interviewer import Interviewer
+from delivery.engine.templating import Renderer
+from delivery.lang.model import Node, Workflow
+from delivery.store.runstore import RunDirectory
+
+Outcome = Literal["succeeded", "failed"]
+
+
+@dataclass
+class StageResult:
+    outcome: Outcome
+    failure_reason: str = ""
+    updates: dict[str, Any] = field(default_factory=dict)
+    preferred_label: str = ""
+    keep_outcome: bool = False  # conditional nodes: the previous stage's outcome stands
+
+    @classmethod
+    def ok(cls, **updates: Any) -> StageResult:
+        return cls("succeeded", updates=dict(updates))
+
+    @classmethod
+    def fail(cls, reason: str, updates: Mapping[str, Any] | None = None) -> StageResult:
+        return cls("failed", reason, dict(updates or {}))
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+@dataclass
+class StageEnv:
+    """The outside world a stage may use; passed in, never patched."""
+
+    workflow: Workflow
+    workspace: Path
+    run_dir: RunDirectory
+    agent: AgentBackend
+    renderer: Renderer
+    interviewer: Interviewer
+    clock: Clock
+    folders: Mapping[str, Path]
+    stage_dir: Callable[[str, int], Path]
+    write_stage_file: Callable[[str, int, str, str], None]
+    fidelity_preamble: Callable[[Node], str]
+
+
+class Handler(Protocol):
+    def __call__(self, node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
+        ...

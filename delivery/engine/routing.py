@@ -1,0 +1,65 @@
+"""Choosing the next edge after a stage (SPEC §1.3), as Attractor does.
+
+1. edges whose condition holds — highest weight, then lexically first target;
+2. an unconditional edge whose label (or, unlabeled, target) matches the preferred label;
+3. the highest-weight unconditional edge, lexical tiebreak.
+After a failed stage only conditions that test `outcome` (and hold) are eligible.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from delivery.lang.model import Edge
+
+_ACCELERATOR = re.compile(r"^\s*(?:\[[^\]]{1,3}\]\s*|[A-Za-z0-9]\)\s*|[A-Za-z0-9]\s+-\s+)")
+
+
+def normalize_label(label: str) -> str:
+    """Lower-cased, whitespace-collapsed, without an accelerator prefix (`[Y] `, `Y) `)."""
+    return " ".join(_ACCELERATOR.sub("", label).split()).lower()
+
+
+def accelerator(label: str) -> str:
+    """The accelerator key of a label (`[A] Approve` → `A`), or the label's first character."""
+    m = re.match(r"^\s*\[([^\]]{1,3})\]|^\s*([A-Za-z0-9])\)", label)
+    if m:
+        return (m.group(1) or m.group(2)).strip()
+    stripped = label.strip()
+    return stripped[:1].upper()
+
+
+def _best(edges: Sequence[Edge]) -> Edge:
+    return min(edges, key=lambda e: (-e.weight, e.target, e.index))
+
+
+def select_edge(
+    edges: Sequence[Edge],
+    lookup: Callable[[str], Any],
+    *,
+    failed: bool,
+    preferred_label: str = "",
+) -> Edge | None:
+    holding = [
+        edge for edge in edges
+        if edge.condition is not None
+        and (not failed or edge.condition.tests_outcome())
+        and edge.condition.evaluate(lookup)
+    ]
+    if holding:
+        return _best(holding)
+    if failed:
+        return None
+    unconditional = [edge for edge in edges if edge.condition is None]
+    if not unconditional:
+        return None
+    if preferred_label:
+        wanted = normalize_label(preferred_label)
+        # an unlabeled edge is named by its target (as a human gate offers it)
+        matching = [edge for edge in unconditional
+                    if normalize_label(edge.label or edge.target) == wanted]
+        if matching:
+            return _best(matching)
+    return _best(unconditional)

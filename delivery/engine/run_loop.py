@@ -1,0 +1,445 @@
+"""The run loop: execute a stage, apply its result, checkpoint, route — until an exit.
+
+State that must survive a crash lives in `RunState` and is written to `checkpoint.json`
+(atomically) after every stage of the main path, before the next one starts. Resuming
+re-runs the stage that was interrupted, so stages must be idempotent. A parallel section
+runs as one unit: its branches work on forked contexts in threads and are not
+checkpointed on their own; an interrupted section runs again from its fork.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_result,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from delivery._jsontext import JsonArray, JsonObject
+from delivery.engine.context import Context
+from delivery.engine.handlers.base import Handler, StageEnv, StageResult
+from delivery.engine.interviewer import PauseRequested
+from delivery.engine.routing import select_edge
+from delivery.errors import RunError
+from delivery.lang.model import Node, NodeType, Workflow
+from delivery.lang.topology import ParallelSection, parallel_sections
+from delivery.store.runstore import EventLog, RunDirectory
+
+
+@dataclass
+class RunState:
+    """Everything the checkpoint holds; plain JSON.
+
+    The maps and the path grow with the run and are saved after every stage, so they are
+    kept as JSON-keeping containers (`delivery._jsontext`): saving joins texts.
+    """
+
+    run_id: str
+    next_node: str | None
+    context: dict[str, Any]
+    initial: dict[str, Any]  # restored by a loop restart
+    path: JsonArray[str] = field(default_factory=JsonArray)
+    outcomes: JsonObject[str] = field(default_factory=JsonObject)  # last outcome per node
+    attempts: JsonObject[int] = field(default_factory=JsonObject)  # stage folders per node
+    answers_used: JsonObject[int] = field(default_factory=JsonObject)  # gate answers taken
+    steps: int = 0
+    status: str = "running"  # running | succeeded | failed | paused
+    failure_reason: str = ""
+    resumed: bool = False
+
+    def __post_init__(self) -> None:
+        # from_json and callers hand in plain lists and dicts
+        if not isinstance(self.path, JsonArray):
+            self.path = JsonArray(self.path)
+        for name in ("outcomes", "attempts", "answers_used"):
+            if not isinstance(getattr(self, name), JsonObject):
+                setattr(self, name, JsonObject(getattr(self, name)))
+
+    def to_json(self) -> dict[str, Any]:
+        """The checkpoint's fields; the containers are not copied (encode them at once)."""
+        return {
+            "run_id": self.run_id, "next_node": self.next_node, "context": self.context,
+            "initial": self.initial, "path": self.path, "outcomes": self.outcomes,
+            "attempts": self.attempts, "answers_used": self.answers_used,
+            "steps": self.steps, "status": self.status,
+            "failure_reason": self.failure_reason, "resumed": self.resumed,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunState:
+        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**fields)
+
+
+class Progress:
+    """Receives stage notifications; the default shows nothing."""
+
+    def stage_started(self, node: Node, attempt: int) -> None:
+        pass
+
+    def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
+        pass
+
+    def stage_retry(self, node: Node, attempt: int, delay: float) -> None:
+        pass
+
+
+@dataclass
+class EngineOptions:
+    max_steps: int = 10_000  # a loop that never ends stops here instead of filling the disk
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+
+
+@dataclass
+class _Walk:
+    """Where a walk of the graph ended."""
+
+    kind: str  # "exit" | "stop" (reached the stop node) | "failed"
+    node: str
+    failure_reason: str = ""
+
+
+class Engine:
+    def __init__(
+        self,
+        workflow: Workflow,
+        handlers: Mapping[NodeType, Handler],
+        env: StageEnv,
+        run_dir: RunDirectory,
+        events: EventLog,
+        *,
+        save_extra: Callable[[], dict[str, Any]] = dict,
+        progress: Progress | None = None,
+        options: EngineOptions | None = None,
+    ) -> None:
+        self.workflow = workflow
+        self.handlers = handlers
+        self.env = env
+        self.run_dir = run_dir
+        self.events = events
+        self.save_extra = save_extra
+        self.progress = progress or Progress()
+        self.options = options or EngineOptions()
+        self.sections = parallel_sections(workflow)
+        self._lock = threading.Lock()
+        self.state: RunState | None = None
+        self._path_length_before_step = 0  # where a paused run's path is cut back to
+
+    # -- public -----------------------------------------------------------------------
+    def run(self, state: RunState, context: Context) -> RunState:
+        self.state = state
+        if state.status != "running" or state.next_node is None:
+            return state
+        try:
+            end = self._walk(state.next_node, context, stop_at=None, path=state.path,
+                             main=True)
+        except PauseRequested as pause:
+            return self._pause(state, context, pause)
+        state.context = context.snapshot()
+        if end.kind == "failed":
+            state.status, state.failure_reason = "failed", end.failure_reason
+        elif context.get("outcome") == "failed":
+            # An exit reached through a failure edge is not a success (SPEC §9).
+            state.status = "failed"
+            state.failure_reason = str(context.get("failure_reason") or "")
+        else:
+            state.status, state.failure_reason = "succeeded", ""
+        state.next_node = None
+        self._event("run_finished", status=state.status, failure_reason=state.failure_reason)
+        self._checkpoint(state, context)
+        return state
+
+    def _pause(self, state: RunState, context: Context, pause: PauseRequested) -> RunState:
+        """Stop before the stage that is waiting (a gate, or the parallel section holding
+        it): it runs again, from its start, when the run is resumed."""
+        waiting = state.next_node or pause.node_id
+        state.path[:] = state.path[: self._path_length_before_step]
+        state.status, state.failure_reason = "paused", str(pause)
+        state.next_node = waiting
+        self._event("run_paused", node=pause.node_id, next_node=waiting)
+        self._checkpoint(state, context)
+        return state
+
+    # -- the walk ---------------------------------------------------------------------
+    def _walk(self, current: str, context: Context, *, stop_at: str | None, path: list[str],
+              main: bool) -> _Walk:
+        state = self._state()
+        workflow = self.workflow
+        while True:
+            if current == stop_at:
+                return _Walk("stop", current)
+            with self._lock:
+                state.steps += 1
+                steps = state.steps
+            if steps > self.options.max_steps:
+                return _Walk("failed", current, f"the run exceeded {self.options.max_steps} "
+                             "steps; a loop does not end")
+            node = workflow.nodes[current]
+            if main:
+                self._path_length_before_step = len(path)
+                state.next_node = current
+            path.append(current)
+            if node.type is NodeType.EXIT:
+                context.set("current_node", current)
+                retry = self._unmet_goal_gate(context)
+                if retry is None:
+                    return _Walk("exit", current)
+                if isinstance(retry, _Walk):
+                    return retry
+                current = retry
+                if main:
+                    self._save_next(context, current)
+                continue
+            if node.type is NodeType.PARALLEL:
+                result, fan_in = self._run_parallel(node, context, path)
+                node = workflow.nodes[fan_in]
+                self._apply(node, result, context)
+            else:
+                result = self._run_stage(node, context)
+                self._apply(node, result, context)
+            nxt = self._route(node, context)
+            if isinstance(nxt, _Walk):
+                return nxt
+            current = nxt
+            if main:
+                self._save_next(context, current)
+
+    def _state(self) -> RunState:
+        assert self.state is not None  # set by run()
+        return self.state
+
+    def _save_next(self, context: Context, next_node: str) -> None:
+        state = self._state()
+        state.next_node = next_node
+        self._checkpoint(state, context)
+
+    def _checkpoint(self, state: RunState, context: Context) -> None:
+        data = state.to_json()
+        data["context"] = context.stored_json()
+        data.update(self.save_extra())
+        # The checkpoint vouches for the log up to its head and carries the lines not yet
+        # synced, so that it is the one write per stage that must reach the disk.
+        data["events"] = self.events.record()
+        self.run_dir.save_checkpoint(data)
+
+    def _event(self, event_type: str, **fields: Any) -> None:
+        with self._lock:
+            self.events.append(event_type, **fields)
+
+    # -- one stage --------------------------------------------------------------------
+    def _next_attempt(self, node_id: str) -> int:
+        state = self._state()
+        with self._lock:
+            state.attempts[node_id] = state.attempts.get(node_id, 0) + 1
+            return state.attempts[node_id]
+
+    def _max_retries(self, node: Node) -> int:
+        text = node.attr("max_retries") or self.workflow.attr("default_max_retries", "0")
+        try:
+            return max(0, int(text))
+        except ValueError:
+            return 0
+
+    def _run_stage(self, node: Node, context: Context) -> StageResult:
+        """Run a stage, re-running a failure up to max_retries times with exponential backoff."""
+
+        def before_sleep(retry_state: RetryCallState) -> None:
+            failed = _last_result(retry_state)
+            delay = retry_state.upcoming_sleep
+            self._event("stage_retry", node=node.id, attempt=retry_state.attempt_number,
+                        delay=delay, failure_reason=failed.failure_reason)
+            self.progress.stage_retry(node, retry_state.attempt_number, delay)
+
+        retries = self._max_retries(node)
+        if retries == 0:  # the common case; tenacity's machinery costs a tenth of a stage
+            return self._attempt(node, self._next_attempt(node.id), context)
+        retrying = Retrying(
+            stop=stop_after_attempt(retries + 1),
+            wait=wait_exponential(multiplier=self.options.backoff_initial,
+                                  max=self.options.backoff_max),
+            retry=retry_if_result(lambda result: result.outcome == "failed"),
+            retry_error_callback=_last_result,
+            before_sleep=before_sleep,
+            sleep=self.env.clock.sleep,
+        )
+        result: StageResult = retrying(lambda: self._attempt(node, self._next_attempt(node.id),
+                                                             context))
+        return result
+
+    def _attempt(self, node: Node, attempt: int, context: Context) -> StageResult:
+        assert node.type is not None
+        handler = self.handlers[node.type]
+        self._event("stage_started", node=node.id, node_type=node.type.value, attempt=attempt)
+        self.progress.stage_started(node, attempt)
+        context.set("current_node", node.id)
+        started = time.monotonic()
+        try:
+            result = handler(node, attempt, context, self.env)
+        except PauseRequested:
+            self._event("stage_paused", node=node.id, attempt=attempt)
+            raise
+        except RunError as err:
+            result = StageResult.fail(str(err))
+        except Exception as err:  # a handler bug must not kill the run without a record
+            self.env.write_stage_file(node.id, attempt, "stderr.txt", traceback.format_exc())
+            result = StageResult.fail(f"internal error in the {node.type.value} handler: "
+                                      f"{type(err).__name__}: {err}")
+        seconds = time.monotonic() - started
+        status = {"node": node.id, "type": node.type.value, "attempt": attempt,
+                  "outcome": result.outcome, "failure_reason": result.failure_reason,
+                  "preferred_label": result.preferred_label, "seconds": round(seconds, 6),
+                  "updates": sorted(result.updates)}
+        self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
+        self._event("stage_finished", node=node.id, attempt=attempt, outcome=result.outcome,
+                    failure_reason=result.failure_reason, seconds=round(seconds, 6))
+        self.progress.stage_finished(node, result, seconds)
+        return result
+
+    def _apply(self, node: Node, result: StageResult, context: Context) -> None:
+        state = self._state()
+        if result.keep_outcome:
+            return
+        context.update(result.updates)
+        context.set("outcome", result.outcome)
+        context.set("failure_reason", result.failure_reason if result.outcome == "failed" else "")
+        context.set("last_stage", node.id)
+        context.set("preferred_label", result.preferred_label)
+        with self._lock:
+            state.outcomes[node.id] = result.outcome
+
+    # -- routing ----------------------------------------------------------------------
+    def _route(self, node: Node, context: Context) -> str | _Walk:
+        failed = context.get("outcome") == "failed"
+        edge = select_edge(self.workflow.outgoing[node.id], context.lookup, failed=failed,
+                           preferred_label=str(context.get("preferred_label") or ""))
+        if edge is not None:
+            self._event("edge_taken", source=edge.source, target=edge.target, label=edge.label,
+                        condition=edge.condition.text if edge.condition else "")
+            if edge.loop_restart:
+                self._restart(context)
+            return edge.target
+        if failed:
+            target = self._retry_target(node)
+            if target is not None:
+                self._event("failure_jump", source=node.id, target=target)
+                return target
+            reason = str(context.get("failure_reason") or f"stage '{node.id}' failed")
+            return _Walk("failed", node.id, reason)
+        return _Walk("failed", node.id, f"no outgoing edge of '{node.id}' matched after it "
+                     "succeeded; add an unconditional edge or cover every case")
+
+    def _retry_target(self, node: Node) -> str | None:
+        for source in (node.attr("retry_target"), node.attr("fallback_retry_target"),
+                       self.workflow.attr("retry_target"),
+                       self.workflow.attr("fallback_retry_target")):
+            if source and source in self.workflow.nodes:
+                return source
+        return None
+
+    def _restart(self, context: Context) -> None:
+        state = self._state()
+        for key in context.snapshot():
+            context.delete(key)
+        context.update(state.initial)
+        self._event("loop_restart")
+
+    def _unmet_goal_gate(self, context: Context) -> str | _Walk | None:
+        state = self._state()
+        for node_id, outcome in state.outcomes.items():
+            node = self.workflow.nodes[node_id]
+            if node.goal_gate and outcome != "succeeded":
+                target = self._retry_target(node)
+                self._event("goal_gate_unmet", node=node_id, target=target or "")
+                if target is None:
+                    return _Walk("failed", node_id, f"goal gate '{node_id}' did not succeed "
+                                 "and there is no retry target")
+                return target
+        return None
+
+    # -- parallel ---------------------------------------------------------------------
+    def _run_parallel(self, node: Node, context: Context,
+                      path: list[str]) -> tuple[StageResult, str]:
+        """Run every branch up to the fan-in; returns the join's result and the fan-in id."""
+        section: ParallelSection = self.sections[node.id]
+        fan_in = section.fan_in
+        assert fan_in is not None  # the validator refuses a parallel node without one
+        attempt = self._next_attempt(node.id)
+        self._event("stage_started", node=node.id, node_type="parallel", attempt=attempt)
+        context.set("current_node", node.id)
+        base = context.snapshot()
+        edges = self.workflow.outgoing[node.id]
+        limit = _int(node.attr("max_parallel", "4"), 4) or 1
+
+        def run_branch(index: int) -> tuple[dict[str, Any], list[str]]:
+            branch_context = context.fork()
+            branch_path: list[str] = []
+            head = edges[index].target
+            end = self._walk(head, branch_context, stop_at=fan_in, path=branch_path, main=False)
+            if end.kind == "stop":
+                outcome = str(branch_context.get("outcome") or "succeeded")
+                reason = str(branch_context.get("failure_reason") or "")
+            elif end.kind == "failed":
+                outcome, reason = "failed", end.failure_reason
+            else:
+                outcome, reason = "failed", f"branch reached exit '{end.node}' before the join"
+            if outcome != "failed":
+                outcome, reason = "succeeded", ""
+            # values, not artifact pointers: the results list is offloaded as a whole if large
+            written = {key: branch_context.get(key) for key in branch_context.changes_since(base)}
+            entry = {"node": head, "outcome": outcome, "failure_reason": reason,
+                     "context": written}
+            return entry, branch_path
+
+        with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="branch") as pool:
+            finished = list(pool.map(run_branch, range(len(edges))))
+        results = [entry for entry, _ in finished]
+        for _, branch_path in finished:
+            path.extend(node_id for node_id in branch_path if node_id != fan_in)
+        path.append(fan_in)
+        join = node.attr("join") or self.workflow.nodes[fan_in].attr("join") or "all"
+        succeeded = [r for r in results if r["outcome"] == "succeeded"]
+        ok = bool(succeeded) if join == "any" else len(succeeded) == len(results)
+        context.set("parallel.results", results)
+        self._event("stage_finished", node=node.id, attempt=attempt,
+                    outcome="succeeded" if ok else "failed", branches=len(results))
+        if ok:
+            return StageResult("succeeded"), fan_in
+        failures = "; ".join(f"{r['node']}: {r['failure_reason']}" for r in results
+                             if r["outcome"] == "failed")
+        return StageResult.fail(f"join={join}: branches failed — {failures}"), fan_in
+
+
+def _int(text: str, default: int) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return default
+
+
+def _last_result(retry_state: RetryCallState) -> StageResult:
+    """The StageResult of the attempt tenacity just finished (attempts never raise)."""
+    assert retry_state.outcome is not None
+    result: StageResult = retry_state.outcome.result()
+    return result
+
+
+def _dumps(data: Mapping[str, Any]) -> str:
+    """One member per line, sorted: `json.dumps(indent=2)` reads the same but runs the
+    pure-Python encoder, which cost more than the rest of writing the file."""
+    members = (f"  {json.dumps(key)}: {_STATUS_VALUE.encode(data[key])}" for key in sorted(data))
+    return "{\n" + ",\n".join(members) + "\n}\n"
+
+
+_STATUS_VALUE = json.JSONEncoder(separators=(", ", ": "))  # built once, not per call

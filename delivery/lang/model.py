@@ -1,0 +1,222 @@
+"""The typed workflow model: what a parsed .dot file means, before any check or run.
+
+Built from the syntax tree by `delivery.lang.builder`; every element keeps its source position
+so that validation and run-time messages can point at the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+
+from delivery.lang.conditions import Condition
+from delivery.lang.declarations import DefaultValue, FactDecl, InputDecl, OutputDecl
+from delivery.lang.syntax import Value
+
+
+class NodeType(StrEnum):
+    START = "start"
+    EXIT = "exit"
+    AGENT = "agent"
+    PROMPT = "prompt"
+    SCRIPT = "script"
+    PROBE = "probe"
+    PUBLISH = "publish"
+    MERGE = "merge"
+    WAIT = "wait"
+    WORKTREE_ADD = "worktree_add"
+    WORKTREE_REMOVE = "worktree_remove"
+    HUMAN = "human"
+    CONDITIONAL = "conditional"
+    PARALLEL = "parallel"
+    FAN_IN = "fan_in"
+
+
+SHAPES: dict[str, NodeType] = {
+    "Mdiamond": NodeType.START,
+    "Msquare": NodeType.EXIT,
+    "box": NodeType.AGENT,
+    "tab": NodeType.PROMPT,
+    "parallelogram": NodeType.SCRIPT,
+    "cds": NodeType.PROBE,
+    "folder": NodeType.PUBLISH,
+    "doubleoctagon": NodeType.MERGE,
+    "insulator": NodeType.WAIT,
+    "rect": NodeType.WORKTREE_ADD,
+    "invhouse": NodeType.WORKTREE_REMOVE,
+    "hexagon": NodeType.HUMAN,
+    "diamond": NodeType.CONDITIONAL,
+    "component": NodeType.PARALLEL,
+    "tripleoctagon": NodeType.FAN_IN,
+}
+
+# `type=` spellings beyond our own names: Attractor's handler types.
+TYPE_ALIASES: dict[str, NodeType] = {
+    "codergen": NodeType.AGENT,
+    "tool": NodeType.SCRIPT,
+    "wait.human": NodeType.HUMAN,
+    "parallel.fan_in": NodeType.FAN_IN,
+    "fan-in": NodeType.FAN_IN,
+    "fanin": NodeType.FAN_IN,
+}
+
+LLM_TYPES = frozenset({NodeType.AGENT, NodeType.PROMPT})
+START_IDS = frozenset({"start", "Start"})
+EXIT_IDS = frozenset({"exit", "end", "done", "Exit", "End", "Done"})
+FIDELITIES = ("full", "compact", "summary:low", "summary:medium", "summary:high", "truncate")
+
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m|h|d)?\s*\Z")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds in `250ms`, `30s`, `15m`, `2h`, `1d` or a plain number of seconds; None if bad."""
+    m = _DURATION.match(text)
+    if m is None:
+        return None
+    return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+
+
+@dataclass(frozen=True, slots=True)
+class Attribute:
+    name: str
+    value: Value
+    line: int  # where the key is written (for an inherited default: the default's line)
+    column: int
+    inherited: bool = False  # came from a `node [...]` / `edge [...]` default
+
+    @property
+    def text(self) -> str:
+        return self.value.text
+
+
+Attributes = dict[str, Attribute]
+
+
+def _text(attrs: Attributes, name: str, default: str = "") -> str:
+    attr = attrs.get(name)
+    return attr.text if attr is not None else default
+
+
+@dataclass(eq=False)
+class Node:
+    id: str
+    line: int
+    column: int
+    attrs: Attributes
+    type: NodeType | None = None  # None: unknown type (a validation error)
+    subgraph: str | None = None
+    outputs: tuple[OutputDecl, ...] = ()
+    facts: tuple[FactDecl, ...] = ()
+    probe_kinds: tuple[str, ...] = ()
+    declared: bool = True  # False: created only by being named in an edge
+
+    def attr(self, name: str, default: str = "") -> str:
+        return _text(self.attrs, name, default)
+
+    @property
+    def label(self) -> str:
+        return self.attr("label", self.id)
+
+    @property
+    def prompt(self) -> str:
+        return self.attr("prompt")
+
+    @property
+    def script(self) -> str:
+        return self.attr("script") or self.attr("tool_command")
+
+    @property
+    def script_attr(self) -> Attribute | None:
+        return self.attrs.get("script") or self.attrs.get("tool_command")
+
+    @property
+    def goal_gate(self) -> bool:
+        return self.attr("goal_gate") == "true"
+
+    @property
+    def folder(self) -> str:
+        return self.attr("folder")
+
+
+@dataclass(eq=False)
+class Edge:
+    source: str
+    target: str
+    line: int
+    column: int
+    attrs: Attributes
+    index: int  # declaration order in the file
+    condition: Condition | None = None
+
+    def attr(self, name: str, default: str = "") -> str:
+        return _text(self.attrs, name, default)
+
+    @property
+    def name(self) -> str:
+        return f"{self.source} -> {self.target}"
+
+    @property
+    def label(self) -> str:
+        return self.attr("label")
+
+    @property
+    def weight(self) -> int:
+        try:
+            return int(self.attr("weight", "0"))
+        except ValueError:
+            return 0
+
+    @property
+    def loop_restart(self) -> bool:
+        return self.attr("loop_restart") == "true"
+
+
+@dataclass(eq=False)
+class Workflow:
+    name: str
+    file: str
+    line: int
+    column: int
+    attrs: Attributes
+    nodes: dict[str, Node]
+    edges: list[Edge]
+    inputs: tuple[InputDecl, ...] = ()
+    defaults: tuple[DefaultValue, ...] = ()
+    folders: tuple[str, ...] = ()
+    subgraphs: dict[str, Attributes] = field(default_factory=dict)
+
+    def attr(self, name: str, default: str = "") -> str:
+        return _text(self.attrs, name, default)
+
+    @property
+    def goal(self) -> str:
+        return self.attr("goal")
+
+    @cached_property
+    def outgoing(self) -> dict[str, list[Edge]]:
+        table: dict[str, list[Edge]] = {node_id: [] for node_id in self.nodes}
+        for edge in self.edges:
+            table.setdefault(edge.source, []).append(edge)
+        return table
+
+    @cached_property
+    def incoming(self) -> dict[str, list[Edge]]:
+        table: dict[str, list[Edge]] = {node_id: [] for node_id in self.nodes}
+        for edge in self.edges:
+            table.setdefault(edge.target, []).append(edge)
+        return table
+
+    def nodes_of(self, *types: NodeType) -> list[Node]:
+        return [node for node in self.nodes.values() if node.type in types]
+
+    @property
+    def start_nodes(self) -> list[Node]:
+        return self.nodes_of(NodeType.START)
+
+    @property
+    def start(self) -> Node | None:
+        starts = self.start_nodes
+        return starts[0] if len(starts) == 1 else None

@@ -1,0 +1,136 @@
+"""Shape of the graph: what is reachable, and which fan-in joins which parallel node.
+
+Shared by the validator (availability across parallel sections) and the engine (where a
+branch stops).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from delivery.lang.model import NodeType, Workflow
+
+
+@dataclass
+class Branch:
+    head: str
+    nodes: set[str] = field(default_factory=set)  # the branch's nodes, the fan-in excluded
+
+
+@dataclass
+class ParallelSection:
+    parallel: str
+    fan_in: str | None  # None: no fan-in joins every branch (a validation error)
+    branches: list[Branch]
+
+
+def retry_targets(workflow: Workflow, node_id: str) -> list[str]:
+    """Where a failure of `node_id` may jump when no failure edge matches (SPEC §1.3)."""
+    node = workflow.nodes[node_id]
+    found: list[str] = []
+    for name in ("retry_target", "fallback_retry_target"):
+        for source in (node.attr(name), workflow.attr(name)):
+            if source and source in workflow.nodes and source not in found:
+                found.append(source)
+    return found
+
+
+def successors(workflow: Workflow, node_id: str) -> list[str]:
+    """Nodes a run may go to next: edge targets and retry targets."""
+    targets = [edge.target for edge in workflow.outgoing.get(node_id, [])]
+    return targets + [t for t in retry_targets(workflow, node_id) if t not in targets]
+
+
+def reachable(workflow: Workflow, start: str) -> set[str]:
+    seen = {start}
+    queue = deque([start])
+    while queue:
+        current = queue.popleft()
+        for target in successors(workflow, current):
+            if target not in seen:
+                seen.add(target)
+                queue.append(target)
+        if workflow.nodes[current].type is NodeType.EXIT:
+            # a goal gate not met at an exit jumps to the retry targets
+            for gate in workflow.nodes.values():
+                if gate.goal_gate:
+                    for target in retry_targets(workflow, gate.id):
+                        if target not in seen:
+                            seen.add(target)
+                            queue.append(target)
+    return seen
+
+
+def parallel_sections(workflow: Workflow) -> dict[str, ParallelSection]:
+    """Every parallel node with the fan-in that joins all of its branches.
+
+    A branch is walked from its head; an inner parallel section is stepped over (its
+    fan-in continues the walk), so nested sections are matched correctly. The matched
+    fan-in is the one every branch reaches, nearest to the parallel node.
+    """
+    sections: dict[str, ParallelSection] = {}
+    in_progress: set[str] = set()
+
+    def walk_branch(head: str) -> dict[str, int]:
+        """The fan-ins reached from a branch head, with their distance."""
+        fan_ins: dict[str, int] = {}
+        queue = deque([(head, 0)])
+        seen = {head}
+        while queue:
+            current, depth = queue.popleft()
+            node = workflow.nodes[current]
+            if node.type is NodeType.FAN_IN:
+                fan_ins.setdefault(current, depth)
+                continue
+            nexts = successors(workflow, current)
+            if node.type is NodeType.PARALLEL:
+                inner = match(current)
+                if inner is not None and inner.fan_in is not None:
+                    nexts = successors(workflow, inner.fan_in)
+            for target in nexts:
+                if target not in seen:
+                    seen.add(target)
+                    queue.append((target, depth + 1))
+        return fan_ins
+
+    def match(parallel_id: str) -> ParallelSection | None:
+        if parallel_id in sections:
+            return sections[parallel_id]
+        if parallel_id in in_progress:
+            return None
+        in_progress.add(parallel_id)
+        heads = [edge.target for edge in workflow.outgoing.get(parallel_id, [])]
+        reached = [walk_branch(head) for head in heads]
+        common: set[str] | None = None
+        for fan_ins in reached:
+            common = set(fan_ins) if common is None else common & set(fan_ins)
+        fan_in = None
+        if common:
+            fan_in = min(common, key=lambda f: (max(r.get(f, 0) for r in reached), f))
+        branches = []
+        for head in heads:
+            branch = Branch(head)
+            if head != fan_in:
+                branch.nodes = _nodes_before(workflow, head, fan_in, parallel_id)
+            branches.append(branch)
+        section = ParallelSection(parallel_id, fan_in, branches)
+        sections[parallel_id] = section
+        in_progress.discard(parallel_id)
+        return section
+
+    for node in workflow.nodes_of(NodeType.PARALLEL):
+        match(node.id)
+    return sections
+
+
+def _nodes_before(workflow: Workflow, head: str, fan_in: str | None, parallel_id: str) -> set[str]:
+    seen = {head}
+    queue = deque([head])
+    while queue:
+        current = queue.popleft()
+        for target in successors(workflow, current):
+            if target != fan_in and target != parallel_id and target not in seen:
+                seen.add(target)
+                queue.append(target)
+    return seen

@@ -1,0 +1,69 @@
+"""Reading a workflow file: parse → build the model → validate, all before any run."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from delivery.errors import WorkflowInvalid, WorkflowSyntaxError
+from delivery.lang.builder import build_workflow
+from delivery.lang.diagnostics import Diagnostic, has_errors, sort_diagnostics
+from delivery.lang.model import Workflow
+from delivery.lang.parser import parse_dot
+from delivery.lang.syntax import DotGraph
+from delivery.validation.validator import validate
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Parsing allocates many small acyclic objects; the cyclic collector would rescan them
+    again and again (super-linear on large graphs) while finding nothing to free."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _check(dot: DotGraph) -> tuple[Workflow, list[Diagnostic]]:
+    workflow, diagnostics = build_workflow(dot)
+    diagnostics += validate(workflow)
+    return workflow, sort_diagnostics(diagnostics)
+
+
+def check_source(source: str, file: str = "<workflow>") -> tuple[Workflow | None, list[Diagnostic]]:
+    """The model (None when the text does not parse) and every diagnostic, sorted."""
+    with _collector_paused():
+        try:
+            dot = parse_dot(source, file)
+        except WorkflowSyntaxError as err:
+            pos = err.position
+            return None, [
+                Diagnostic("syntax", "error", f"expected {err.expected}, found {err.found}",
+                           pos.file, pos.line, pos.column, fix=err.fix)
+            ]
+        return _check(dot)
+
+
+def read_workflow_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def check_file(path: str | Path) -> tuple[Workflow | None, list[Diagnostic]]:
+    path = Path(path)
+    return check_source(read_workflow_text(path), str(path))
+
+
+def load_workflow(path: str | Path) -> Workflow:
+    """A workflow that is safe to run, or WorkflowSyntaxError / WorkflowInvalid."""
+    path = Path(path)
+    source = read_workflow_text(path)
+    with _collector_paused():
+        workflow, diagnostics = _check(parse_dot(source, str(path)))
+    if has_errors(diagnostics):
+        raise WorkflowInvalid(str(path), diagnostics)
+    return workflow
