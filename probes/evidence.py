@@ -1,0 +1,106 @@
+"""What a probe reads about a folder's pull request, whatever forge it lives on.
+
+A forge (GitHub through one GraphQL request, the local forge from its records) answers
+`PullRequestSource.pull_requests` with one `PullRequestSnapshot` per folder — or `None`
+when the folder has no PR, or a `ProbeFailure` naming what could not be read — so that
+classification, roll-ups and the flat facts (`probes.facts`) are computed by one piece
+of code for every forge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from probes.pr_state import PrEvidence, PrState, classify, is_ready
+
+
+@dataclass(frozen=True)
+class PrQuery:
+    """Which PR to look at for one folder: by number, else the open (or latest) PR of a head
+    branch. `repository` is `owner/name` on GitHub, a path on the local forge."""
+
+    folder: str
+    repository: str
+    number: int | None = None
+    head_branch: str | None = None
+
+
+@dataclass(frozen=True)
+class FailingCheck:
+    name: str
+    conclusion: str
+    details_url: str = ""
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class ReviewNote:
+    author: str
+    state: str
+    body: str
+
+
+@dataclass(frozen=True)
+class PullRequestSnapshot:
+    number: int
+    url: str
+    head_ref: str
+    head_sha: str
+    base_ref: str
+    evidence: PrEvidence
+    unresolved_threads: int = 0
+    failing_checks: tuple[FailingCheck, ...] = ()
+    reviews: tuple[ReviewNote, ...] = ()
+    conflict: str = ""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def state(self) -> PrState:
+        return classify(self.evidence)
+
+    @property
+    def ready(self) -> bool:
+        return is_ready(self.evidence)
+
+    def raw(self) -> dict[str, Any]:
+        """The evidence a repair prompt can use (SPEC §7 `pr.raw`)."""
+        return {
+            "number": self.number,
+            "url": self.url,
+            "head": self.head_ref,
+            "head_sha": self.head_sha,
+            "base": self.base_ref,
+            "state": self.state.value,
+            "mergeable": self.evidence.mergeable,
+            "checks": self.evidence.checks,
+            "review": self.evidence.review,
+            "failing_checks": [
+                {"name": c.name, "conclusion": c.conclusion, "details_url": c.details_url,
+                 "summary": c.summary}
+                for c in self.failing_checks
+            ],
+            "reviews": [
+                {"author": r.author, "state": r.state, "body": r.body} for r in self.reviews
+            ],
+            "conflict": self.conflict,
+            "unresolved_threads": self.unresolved_threads,
+        }
+
+
+@dataclass(frozen=True)
+class ProbeFailure:
+    """A folder whose PR could not be read (missing repository, permissions, …)."""
+
+    folder: str
+    reason: str
+
+
+PrObservation = PullRequestSnapshot | ProbeFailure | None
+
+
+class PullRequestSource(Protocol):
+    """A forge's read side: one call observes every folder (one request on GitHub)."""
+
+    def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]: ...
