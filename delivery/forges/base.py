@@ -1,0 +1,57 @@
+"""The forge protocol: the read side is `probes.evidence.PullRequestSource` (one call
+observes every folder); the write side opens, updates and merges pull requests.
+
+Every write is idempotent by construction: a PR is found by its head branch before one is
+created, a merge names the head SHA it expects and treats an already merged PR as done, so
+a stage killed half-way and run again never duplicates an effect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from probes.evidence import PullRequestSource
+
+
+@dataclass(frozen=True)
+class PullRequestRef:
+    repository: str
+    number: int
+    url: str
+    head_ref: str
+    created: bool  # False when an existing PR for the head branch was found
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    repository: str
+    number: int
+    outcome: Literal["merged", "already_merged", "refused"]
+    reason: str = ""  # why a merge was refused (head moved, conflicts, closed, …)
+    merge_sha: str = ""
+
+
+@dataclass(frozen=True)
+class GitRemote:
+    """How git reaches a repository: a URL plus extra HTTP headers (the token travels as a
+    header, never inside the URL, a git config or any file)."""
+
+    url: str
+    http_headers: tuple[str, ...] = ()
+
+
+class Forge(PullRequestSource, Protocol):
+    name: str
+
+    def git_remote(self, repository: str) -> GitRemote: ...
+
+    def default_branch(self, repository: str) -> str: ...
+
+    def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
+                                    title: str, body: str) -> PullRequestRef: ...
+
+    def update_pull_request_body(self, repository: str, number: int, body: str) -> None: ...
+
+    def merge_pull_request(self, repository: str, number: int, *,
+                           expected_head_sha: str) -> MergeResult: ...
