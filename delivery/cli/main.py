@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from delivery.cli import graph
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
 from delivery.validation.loader import check_file
 
@@ -61,6 +62,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
     verify.add_argument("run", metavar="RUN")
+
+    graph.add_parser(commands)
     return parser
 
 
@@ -104,6 +107,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return int(exit_.code or 0)
     if args.command == "validate":
         return cmd_validate(args.workflows, args.format, out, err)
+    if args.command == "graph" and args.run is None:
+        return graph.cmd_graph(args, out, err)
     from delivery.cli import commands  # the run commands import the engine; validate stays light
 
     return commands.dispatch(args, out, err)
