@@ -46,9 +46,10 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-dir", type=Path)
     run.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                      help="answer a human gate (scripted runs)")
-    run.add_argument("--gates", choices=("deny", "pause"), default="deny",
+    run.add_argument("--gates", choices=("deny", "pause", "managed"), default="deny",
                      help="an unanswered human gate off a terminal: deny it (its stage "
-                     "fails) or pause the run (exit 3; continue with resume --answer)")
+                     "fails), pause the run (exit 3; continue with resume --answer), or "
+                     "let the node's agent answer it when the gate is delegatable=true")
     run.add_argument("--json", action="store_true")
 
     resume = commands.add_parser("resume", help="continue a run from its checkpoint")

@@ -304,6 +304,9 @@ class Engine:
         self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
         self._event("stage_finished", node=node.id, attempt=attempt, outcome=result.outcome,
                     failure_reason=result.failure_reason, seconds=round(seconds, 6))
+        for event_type, fields in result.events:
+            self._event(event_type, node=node.id, **{k: v for k, v in fields.items()
+                                                     if k != "node"})
         self.progress.stage_finished(node, result, seconds)
         return result
 
