@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from delivery.cli import graph
 from delivery.cli.progress import TerminalProgress
+from delivery.cli.routes import print_routes, read_routes
 from delivery.engine.context import ArtifactStore, Context
 from delivery.engine.runner import (
     RunOutcome,
@@ -119,6 +120,14 @@ def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     run_dir = RunDirectory.open(find_run(args.run))
+    if args.routes:
+        taken = read_routes(run_dir.events_path)
+        if args.json:
+            print(json.dumps({"routes": taken}, indent=2, sort_keys=True), file=out)
+        else:
+            print(f"routes of {run_dir.path}:", file=out)
+            print_routes(taken, out)
+        return EXIT_SUCCEEDED
     info = run_dir.read_run_info()
     checkpoint = run_dir.load_checkpoint() or {}
     store = ArtifactStore(run_dir.artifacts_dir)

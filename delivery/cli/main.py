@@ -60,6 +60,9 @@ def _build_parser() -> argparse.ArgumentParser:
     inspect = commands.add_parser("inspect", help="path taken, outcomes, context, artifacts")
     inspect.add_argument("run", metavar="RUN")
     inspect.add_argument("--json", action="store_true")
+    inspect.add_argument("--routes", action="store_true",
+                         help="list every routing decision: the edge taken, the rule that "
+                         "chose it and the values the conditions read")
 
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
     verify.add_argument("run", metavar="RUN")

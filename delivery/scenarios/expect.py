@@ -7,11 +7,11 @@ the node the run took.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from delivery.lang.paths import string_form
 from delivery.scenarios.model import ANY_NODES, Expectation
 
 
@@ -58,15 +58,6 @@ def first_divergence(pattern: Sequence[str], path: Sequence[str]) -> PathDiverge
 def _allowed(pattern: Sequence[str], live: set[int]) -> tuple[str, ...]:
     names = {pattern[at] for at in live if at < len(pattern) and pattern[at] != ANY_NODES}
     return tuple(sorted(names))
-
-
-def string_form(value: Any) -> str:
-    """How conditions compare values (SPEC §2): JSON spelling, null empty."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
 
 @dataclass(frozen=True)
