@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from delivery.cli import graph
+from delivery.cli import graph, scenarios
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
 from delivery.validation.loader import check_file
 
@@ -68,6 +68,7 @@ def _build_parser() -> argparse.ArgumentParser:
     verify.add_argument("run", metavar="RUN")
 
     graph.add_parser(commands)
+    scenarios.add_parser(commands)
     return parser
 
 
@@ -113,6 +114,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return cmd_validate(args.workflows, args.format, out, err)
     if args.command == "graph" and args.run is None:
         return graph.cmd_graph(args, out, err)
+    if args.command == "test":
+        return scenarios.cmd_test(args, out, err)
     from delivery.cli import commands  # the run commands import the engine; validate stays light
 
     return commands.dispatch(args, out, err)

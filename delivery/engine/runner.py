@@ -23,7 +23,7 @@ from delivery.agents.registry import make_backend
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.context import POINTER_PREFIX, ArtifactStore, Context
 from delivery.engine.handlers import default_handlers
-from delivery.engine.handlers.base import Clock, StageEnv
+from delivery.engine.handlers.base import Clock, Handler, StageEnv
 from delivery.engine.interviewer import (
     ConsoleInterviewer,
     Interviewer,
@@ -96,6 +96,9 @@ class World:
     progress: Progress | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     options: EngineOptions = field(default_factory=EngineOptions)
+    # Stage handlers that stand in for the real ones (route scenarios play scripted probes,
+    # scripts and effects instead of touching the world), by node type.
+    handlers: Mapping[NodeType, Handler] | None = None
 
 
 def initial_context(workflow: Workflow, goal: str | None,
@@ -185,7 +188,7 @@ class _Run:
         # a resumed run first writes back event lines a power failure took (EventLog)
         self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False,
                                restore=recorded_events)
-        self.handlers = default_handlers()
+        self.handlers = {**default_handlers(), **(world.handlers or {})}
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info["workspace"])
@@ -227,7 +230,7 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
         raise RunRefused("--workspace", f"{workspace} is not a directory",
                          "create it or point --workspace at an existing directory")
     agent = world.agent or _agent_from_profile(request.agent, workspace, workflow)
-    refuse_unsupported(workflow, default_handlers())
+    refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     run_id = new_run_id()
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     run_dir = RunDirectory.create(run_path)
@@ -289,7 +292,7 @@ def resume_run(run_path: Path, world: World | None = None,
                          "run started (its SHA-256 differs from run.json's)",
                          "restore the copy, or start a new run with the changed workflow")
     workflow = load_workflow(copy)
-    refuse_unsupported(workflow, default_handlers())
+    refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     state = _checkpointed_state(checkpoint, workflow, run_dir)
     store = ArtifactStore(run_dir.artifacts_dir)
     state.context = relocate_artifacts(state.context, store)
