@@ -21,9 +21,8 @@ def print_routes(routes: list[dict[str, Any]], out: TextIO) -> None:
             "retry_target": "the stage failed and no edge matched: retry target",
             "goal_gate": "an unmet goal gate sent the run back",
         }.get(str(route.get("rule")), str(route.get("rule")))
-        outcome = f" [outcome {route['outcome']}]" if route.get("outcome") else ""
-        print(f"  {route['step']:>4}. {route.get('source')} -> {route.get('target')}"
-              f"{outcome}: {why}", file=out)
+        print(f"  {route['step']:>4}. {route.get('source')} -> {route.get('target')}: {why}",
+              file=out)
         facts = route.get("facts") or {}
         if facts:
             shown = ", ".join(f"{key}={'(missing)' if value is None else value}"

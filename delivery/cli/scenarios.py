@@ -45,8 +45,8 @@ def cmd_test(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 print(diagnostic.format_text(), file=err)
         print(f"delivery test: the workflow {invalid.file} has validation errors", file=err)
         return EXIT_FAILED
-    except (WorkflowError, OSError) as problem:
-        print(f"delivery test: {problem}", file=err)
+    except (WorkflowError, OSError) as unusable:
+        print(f"delivery test: {unusable}", file=err)
         return EXIT_FAILED
     if args.json:
         for result in results:
@@ -57,8 +57,8 @@ def cmd_test(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 print(f"ok    {result.name}", file=out)
                 continue
             print(f"FAIL  {result.name}  ({path}:{result.line})", file=out)
-            for problem in result.problems:
-                print(f"      {problem}", file=out)
+            for mismatch in result.problems:
+                print(f"      {mismatch}", file=out)
             print(f"      path taken: {' -> '.join(result.path) or '(none)'}", file=out)
         held = sum(1 for result in results if result.passed)
         print(f"{held} of {len(results)} scenario(s) hold", file=out)

@@ -39,7 +39,7 @@ def routes_from_lines(lines: Iterable[str]) -> list[dict[str, Any]]:
                          rule=event.get("rule", "condition" if event.get("condition")
                                         else "weight"),
                          condition=event.get("condition", ""), label=event.get("label", ""),
-                         outcome=event.get("outcome", ""), facts=event.get("facts", {}))
+                         facts=event.get("facts", {}))
         elif kind == "failure_jump":
             route.update(source=event.get("source"), target=event.get("target"),
                          rule="retry_target")
