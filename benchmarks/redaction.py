@@ -31,9 +31,10 @@ def code_text(size: int) -> str:
 
 def prose_text(size: int) -> str:
     rng = random.Random(1)
-    words = ("the run reads a ticket and changes code in several repositories then opens one "
-             "pull request per repository and watches them until every one is merged; see "
-             "https://example.com/docs for the details of each stage").split()
+    words = ['the', 'run', 'reads', 'a', 'ticket', 'and', 'changes', 'code', 'in', 'several',
+             'repositories', 'then', 'opens', 'one', 'pull', 'request', 'per', 'repository',
+             'and', 'watches', 'them', 'until', 'every', 'one', 'is', 'merged;', 'see',
+             'https://example.com/docs', 'for', 'the', 'details', 'of', 'each', 'stage']
     out: list[str] = []
     total = 0
     while total < size:

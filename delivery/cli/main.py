@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
+from delivery.redact import RedactingFilter, RedactingStream, Redactor
 from delivery.validation.loader import check_file
 
 EXIT_OK = 0
@@ -95,8 +97,13 @@ def cmd_validate(files: list[Path], fmt: str, out: TextIO, err: TextIO) -> int:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
+    # Nothing the CLI prints or logs carries a secret (SPEC §14), whichever path made it.
+    redactor = Redactor.from_environment(os.environ)
+    out = cast(TextIO, RedactingStream(out or sys.stdout, redactor))
+    err = cast(TextIO, RedactingStream(err or sys.stderr, redactor))
+    logger = logging.getLogger("delivery")
+    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+        logger.addFilter(RedactingFilter(redactor))
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)

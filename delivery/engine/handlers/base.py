@@ -61,6 +61,8 @@ class StageEnv:
     stage_dir: Callable[[str, int], Path]
     write_stage_file: Callable[[str, int, str, str], None]
     fidelity_preamble: Callable[[Node], str]
+    # masks secrets in text a stage writes itself (script output, facts): SPEC §14
+    redact: Callable[[str], str] = field(default=lambda text: text)
 
 
 class Handler(Protocol):
