@@ -30,39 +30,50 @@ def _build_parser() -> argparse.ArgumentParser:
         "validate", help="check workflow files before running them",
         description="Check workflow files; exit 0 when no errors, 1 on errors, 2 on usage errors.",
     )
-    validate.add_argument("workflows", nargs="+", metavar="WORKFLOW", type=Path)
-    validate.add_argument("--format", choices=("text", "json", "github"), default="text")
+    validate.add_argument("workflows", nargs="+", metavar="WORKFLOW", type=Path,
+                          help="workflow files (.dot) to check")
+    validate.add_argument("--format", choices=("text", "json", "github"), default="text",
+                          help="text for people (default), json for tools, github for "
+                          "annotations in a GitHub Actions log")
 
     run = commands.add_parser("run", help="run a workflow",
                               description="Run a workflow. Exit 0 succeeded, 1 failed, "
                               "2 refused to start, 3 paused.")
-    run.add_argument("workflow", type=Path)
-    run.add_argument("--goal")
-    run.add_argument("--input", action="append", default=[], metavar="K=V")
-    run.add_argument("--repo", action="append", default=[], metavar="F=LOC")
+    run.add_argument("workflow", type=Path, help="the workflow file (.dot) to run")
+    run.add_argument("--goal", help="the run's goal text (else the graph's goal or defaults)")
+    run.add_argument("--input", action="append", default=[], metavar="K=V",
+                     help="a declared input; repeat for each input, each name once")
+    run.add_argument("--repo", action="append", default=[], metavar="F=LOC",
+                     help="folder F of the run is the git worktree at LOC; repeat per folder")
     run.add_argument("--agent", default="", metavar="PROFILE",
                      help="agent backend, e.g. replay:replies.json")
-    run.add_argument("--forge", choices=("github", "local"), default="local")
-    run.add_argument("--workspace", type=Path)
-    run.add_argument("--run-dir", type=Path)
+    run.add_argument("--forge", choices=("github", "local"), default="local",
+                     help="where pull requests live (default: local)")
+    run.add_argument("--workspace", type=Path,
+                     help="directory the stages work in (default: the current directory)")
+    run.add_argument("--run-dir", type=Path,
+                     help="this run's directory (default: WORKSPACE/.delivery/runs/RUN_ID)")
     run.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                      help="answer a human gate (scripted runs)")
     run.add_argument("--gates", choices=("deny", "pause"), default="deny",
                      help="an unanswered human gate off a terminal: deny it (its stage "
                      "fails) or pause the run (exit 3; continue with resume --answer)")
-    run.add_argument("--json", action="store_true")
+    run.add_argument("--json", action="store_true",
+                     help="print one JSON object: run_id, status, failure_reason, path, "
+                     "context, run_dir")
 
     resume = commands.add_parser("resume", help="continue a run from its checkpoint")
     resume.add_argument("run", metavar="RUN", help="run directory or run id")
-    resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL")
-    resume.add_argument("--json", action="store_true")
+    resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
+                        help="answer the next visit of a human gate; repeatable")
+    resume.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     inspect = commands.add_parser("inspect", help="path taken, outcomes, context, artifacts")
-    inspect.add_argument("run", metavar="RUN")
-    inspect.add_argument("--json", action="store_true")
+    inspect.add_argument("run", metavar="RUN", help="run directory or run id")
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
 
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
-    verify.add_argument("run", metavar="RUN")
+    verify.add_argument("run", metavar="RUN", help="run directory or run id")
     return parser
 
 

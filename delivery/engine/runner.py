@@ -430,12 +430,17 @@ def parse_answers(items: Sequence[str]) -> dict[str, list[str]]:
 
 
 def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
-    """`K=V` items of a repeated option; RunRefused names the bad one."""
+    """`K=V` items of a repeated option; RunRefused names the bad one, or the name given
+    twice (the second value would silently win)."""
     values: dict[str, str] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise RunRefused(f"{option} {item!r}", "is not NAME=VALUE",
                              f"write {option} name=value")
-        values[name.strip()] = value
+        name = name.strip()
+        if name in values:
+            raise RunRefused(f"{option} {name}=", "is given twice",
+                             f"give {option} {name}=VALUE once")
+        values[name] = value
     return values

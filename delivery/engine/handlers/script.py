@@ -137,7 +137,9 @@ def run_script(node: Node, attempt: int, context: Context, env: StageEnv) -> Sta
     # The script writes its facts outside the run directory; the stage folder gets them
     # redacted (SPEC §14), as it gets stdout and stderr.
     with tempfile.TemporaryDirectory(prefix="delivery-facts-") as private:
-        facts_path = Path(private) / "facts.env"
+        # <node>/<attempt>/facts.env, as the stage folder names it
+        facts_path = Path(private) / node.id / str(attempt) / "facts.env"
+        facts_path.parent.mkdir(parents=True)
         facts_path.write_text("", encoding="utf-8")
         environment = dict(os.environ)
         environment["DELIVERY_FACTS"] = str(facts_path)
