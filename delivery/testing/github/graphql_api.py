@@ -229,7 +229,7 @@ class Resolvers:
             "commits": commits,
             "reviews": reviews,
             "latestReviews": lambda info, **page: connection(
-                info, [r for r in pr.reviews if r.state != "PENDING"][::-1], self.review_obj,
+                info, list({r.author: r for r in pr.reviews}.values()), self.review_obj,
                 **page),
             "latestOpinionatedReviews": lambda info, writersOnly=False, **page: connection(
                 info, state.latest_opinions(pr), self.review_obj, **page),
