@@ -31,8 +31,11 @@ from delivery.testing.github.faults import Fault
 from delivery.testing.github.state import CheckRule, Pull, Repository, ReviewThread, State
 
 
-@dataclass(frozen=True)
+@dataclass
 class RecordedRequest:
+    """One request as received; `status` is filled in when it is answered (0: dropped or
+    not answered yet)."""
+
     method: str
     path: str
     query: str
@@ -280,6 +283,8 @@ class FakeGitHub:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "FakeGitHub/1.0"
+    _pending: RecordedRequest | None = None
+    _races_after: list[Fault] = []  # noqa: RUF012 (replaced per request, never mutated)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: tests read `FakeGitHub.requests` instead
@@ -325,8 +330,22 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         is_git = not path.startswith("/api/")
         authorized = fake._authorized(self.headers.get("Authorization"), is_git)
-        status = self._answer(fake, method, path, query, body, authorized, is_git)
-        fake.requests.append(RecordedRequest(method, path, query, status, authorized, body))
+        self._pending = RecordedRequest(method, path, query, 0, authorized, body)
+        fake.requests.append(self._pending)
+        self._races_after = []
+        self._answer(fake, method, path, query, body, authorized, is_git)
+
+    def _record(self, status: int) -> None:
+        """The status, noted before the answer is written."""
+        if self._pending is not None:
+            self._pending.status = status
+            self._pending = None
+        # The answer is computed; the world changes before the client can ask again.
+        for race in self._races_after:
+            race.times -= 1
+            if race.times == 0:
+                self.fake._apply_race(race)
+        self._races_after = []
 
     def _answer(self, fake: FakeGitHub, method: str, path: str, query: str, body: bytes,
                 authorized: bool, is_git: bool) -> int:
@@ -344,6 +363,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is not None and fault.kind != "drop_after_apply":
             return self._fault(fake, fault)
         races = fake._races(method, path)
+        self._races_after = [race for race in races if not race.during]
         if is_git:
             status = self._git(fake, method, path, query, body)
         elif path == "/api/graphql" and method == "POST":
@@ -355,11 +375,6 @@ class _Handler(BaseHTTPRequestHandler):
             status = self._json(*answer, dropped=fault is not None)
         else:
             status = self._json(404, {}, {"message": "Not Found"})
-        for race in races:
-            if not race.during:
-                race.times -= 1
-                if race.times == 0:
-                    fake._apply_race(race)
         return status
 
     def _fault(self, fake: FakeGitHub, fault: Fault) -> int:
@@ -384,6 +399,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, headers: dict[str, str], payload: Any, *,
               dropped: bool = False) -> int:
         if dropped:  # the request was applied; the client never hears about it
+            self._record(0)
             self.close_connection = True
             with suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
@@ -393,6 +409,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, status: int, headers: dict[str, str], data: bytes,
               content_type: str) -> int:
+        self._record(status)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
