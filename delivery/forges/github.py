@@ -67,7 +67,8 @@ class GitHubForge:
         self._github = Github(
             base_url=self.api_url, auth=Auth.Token(token), timeout=timeout, per_page=100,
             retry=None,  # no blind retries of writes; ours look for the effect first
-            seconds_between_requests=None, seconds_between_writes=None)
+            seconds_between_requests=None, seconds_between_writes=None,
+            lazy=True)  # objects are fetched when a field is read, inside our retries
         self._probe = GitHubPullRequestSource(
             token, graphql_url=graphql_url or graphql_url_from_environment(
                 {"GITHUB_API_URL": self.api_url}),
@@ -107,13 +108,13 @@ class GitHubForge:
         """`admin`, `maintain`, `write`, `triage`, `read` or `none` (SPEC §14: who may
         trigger a run is checked through the API)."""
         return self._retry("read a collaborator's permission", repository,
-                           lambda: str(self._repo(repository, lazy=True)
+                           lambda: str(self._repo(repository)
                                        .get_collaborator_permission(user)))
 
     # -- writes ---------------------------------------------------------------------------
     def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
                                     title: str, body: str) -> PullRequestRef:
-        repo = self._repo(repository, lazy=True)
+        repo = self._repo(repository)
         owner, _ = _split(repository)
 
         def find() -> PullRequest | None:
@@ -139,7 +140,7 @@ class GitHubForge:
         return _ref(repository, created, created=True)
 
     def update_pull_request_body(self, repository: str, number: int, body: str) -> None:
-        repo = self._repo(repository, lazy=True)
+        repo = self._repo(repository)
         pr = self._retry(f"read PR #{number}", repository, lambda: repo.get_pull(number))
         if (pr.body or "") == body:
             return
@@ -149,7 +150,7 @@ class GitHubForge:
 
     def merge_pull_request(self, repository: str, number: int, *,
                            expected_head_sha: str) -> MergeResult:
-        repo = self._repo(repository, lazy=True)
+        repo = self._repo(repository)
         pr = self._retry(f"read PR #{number}", repository, lambda: repo.get_pull(number))
         verdict = _merge_verdict(repository, pr, expected_head_sha)
         if verdict is not None:
@@ -182,7 +183,7 @@ class GitHubForge:
         created once, edited afterwards. Returns the comment's id."""
         if marker not in body:
             raise ValueError("the comment body must contain its marker")
-        repo = self._repo(repository, lazy=True)
+        repo = self._repo(repository)
 
         def find() -> Any:
             for comment in repo.get_issue(number).get_comments():
@@ -203,7 +204,7 @@ class GitHubForge:
 
     def delete_branch(self, repository: str, branch: str) -> bool:
         """True when the branch was deleted, False when it was already gone."""
-        repo = self._repo(repository, lazy=True)
+        repo = self._repo(repository)
 
         def delete() -> bool:
             try:
@@ -217,12 +218,10 @@ class GitHubForge:
         return self._retry(f"delete the branch {branch}", repository, delete)
 
     # -- the retry machinery --------------------------------------------------------------
-    def _repo(self, repository: str, *, lazy: bool = False) -> Repository:
+    def _repo(self, repository: str) -> Repository:
+        """A lazy handle: no request until one of its fields or methods is used."""
         owner, name = _split(repository)
-        if lazy:
-            return self._github.get_repo(f"{owner}/{name}", lazy=True)
-        return self._retry("read the repository", repository,
-                           lambda: self._github.get_repo(f"{owner}/{name}"))
+        return self._github.get_repo(f"{owner}/{name}")
 
     def _retry(self, operation: str, repository: str, call: Callable[[], T]) -> T:
         """A read or an idempotent write: retried as it is."""

@@ -363,7 +363,7 @@ def create_ref(rest: Rest, repo: Repository, body: Any, **_: Any) -> Answer:
     return 201, {}, rest.ref_json(repo, branch, sha)
 
 
-@route("DELETE", REPO + r"/git/refs/heads/(?P<branch>.+)")
+@route("DELETE", REPO + r"/git/(?:ref|refs)/heads/(?P<branch>.+)")
 def delete_ref(rest: Rest, repo: Repository, branch: str, **_: Any) -> Answer:
     sha = gitops.ref_sha(repo.path, branch)
     if sha is None:

@@ -413,11 +413,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("x-ratelimit-limit", "5000")
-        for key, value in headers.items():
+        defaults = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4999"}
+        for key, value in (defaults | headers).items():
             self.send_header(key, value)
-        if "x-ratelimit-remaining" not in headers:
-            self.send_header("x-ratelimit-remaining", "4999")
         self.end_headers()
         if data:
             self.wfile.write(data)
