@@ -88,10 +88,15 @@ def _cache_name(url: str) -> str:
     return f"{tail}-{hashlib.sha256(url.encode()).hexdigest()[:12]}.git"
 
 
+def clone_path(url: str, cache: Path) -> Path:
+    """Where the cache keeps its clone of `url` (whether or not it exists yet)."""
+    return cache / "repos" / _cache_name(url)
+
+
 def ensure_clone(url: str, cache: Path, headers: Sequence[str] = ()) -> Path:
     """The cache's bare clone of `url` (made once, fetched each time): remote-tracking
     refs under `refs/remotes/origin/`, so worktrees branch from `origin/<base>`."""
-    clone = cache / "repos" / _cache_name(url)
+    clone = clone_path(url, cache)
     with _locked(clone.with_suffix(".lock")):
         if not (clone / "HEAD").is_file():
             clone.mkdir(parents=True, exist_ok=True)
@@ -214,10 +219,8 @@ def diff_against_base(worktree: Path, base: str) -> DiffStats:
 
 def _identity(worktree: Path) -> dict[str, str]:
     """git's configured identity when there is one, else the bot's (CI machines have none)."""
-    with Repo(worktree) as repo:
-        reader = repo.config_reader()
-        name = str(reader.get_value("user", "name", "") or "")
-        email = str(reader.get_value("user", "email", "") or "")
+    name = _config(worktree, "user.name")  # git's own lookup: repo, global, system, env
+    email = _config(worktree, "user.email")
     environ = os.environ
     name = environ.get("GIT_AUTHOR_NAME", name)
     email = environ.get("GIT_AUTHOR_EMAIL", email)
@@ -226,6 +229,14 @@ def _identity(worktree: Path) -> dict[str, str]:
     return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
             "GIT_COMMITTER_NAME": environ.get("GIT_COMMITTER_NAME", name),
             "GIT_COMMITTER_EMAIL": environ.get("GIT_COMMITTER_EMAIL", email)}
+
+
+def _config(path: Path, key: str) -> str:
+    with Repo(path) as repo:
+        try:
+            return str(repo.git.config("--get", key)).strip()
+        except GitCommandError:
+            return ""
 
 
 def commit_all(worktree: Path, message: str) -> str | None:
