@@ -31,6 +31,8 @@ class StageResult:
     updates: dict[str, Any] = field(default_factory=dict)
     preferred_label: str = ""
     keep_outcome: bool = False  # conditional nodes: the previous stage's outcome stands
+    # (type, fields) the engine appends to the event log after the stage, with its node
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     @classmethod
     def ok(cls, **updates: Any) -> StageResult:
@@ -68,6 +70,9 @@ class StageEnv:
     repos: Mapping[str, str] = field(default_factory=dict)
     branch: str = ""
     git_cache: Path | None = None
+    # an unanswered human gate: "deny" fails it, "pause" pauses the run, "managed" lets
+    # the node's agent answer a delegatable gate (SPEC §9.1)
+    gates: str = "deny"
 
 
 class Handler(Protocol):
