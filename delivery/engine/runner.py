@@ -233,6 +233,7 @@ class _Run:
             write_stage_file=write_stage_file,
             fidelity_preamble=_fidelity_preamble(state, self.workflow, context),
             gates=str(self.info.get("gates") or "deny"),
+            path=lambda: state.path,
             redact=self.redactor.text,
             forge=self.forge, repos=dict(self.info.get("repos") or {}),
             branch=str(self.info.get("branch") or ""),
