@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
 from typing import Any
 
 from jinja2 import TemplateSyntaxError, meta, nodes
