@@ -64,8 +64,8 @@ digraph Canary {{
   plan [prompt="Plan with these notes: {{{{ notes }}}}", outputs="plan:text"]
   fan [shape=component]
   left [shape=parallelogram, facts="leak",
-        script="echo out $GITHUB_TOKEN; echo err $MY_SERVICE_PASSWORD >&2;
-                echo leak=$GITHUB_TOKEN >> $DELIVERY_FACTS"]
+        script="echo out $GITHUB_TOKEN; echo err $MY_SERVICE_PASSWORD >&2; \\
+echo leak=$GITHUB_TOKEN >> $DELIVERY_FACTS"]
   right [shape=parallelogram, script="echo {{{{ plan }}}} {{{{ notes }}}}"]
   join [shape=tripleoctagon]
   boom [shape=parallelogram, script="echo failing with $MY_SERVICE_PASSWORD >&2; exit 3"]
