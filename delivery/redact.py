@@ -148,6 +148,12 @@ def clean_text(text: str) -> str:
     return _UNSAFE_CHARS.sub("\ufffd", text) if _UNSAFE_CHARS.search(text) else text
 
 
+def secret_values(environ: Mapping[str, str]) -> list[str]:
+    """The values of the secret-holding variables of `environ` (SECRET_VARIABLES)."""
+    return [value for name, value in environ.items()
+            if any(fnmatchcase(name.upper(), pattern) for pattern in SECRET_VARIABLES)]
+
+
 class Redactor:
     """Masks known secret values and token-shaped text in strings and nested data."""
 
@@ -165,12 +171,7 @@ class Redactor:
     def from_environment(cls, environ: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
         """A redactor for the values of the secret-holding variables in `environ`, and for
         the `extra` values (an Action's token input, a configured key...)."""
-        found = [
-            value
-            for name, value in environ.items()
-            if any(fnmatchcase(name.upper(), pattern) for pattern in SECRET_VARIABLES)
-        ]
-        return cls([*found, *extra])
+        return cls([*secret_values(environ), *extra])
 
     def with_secrets(self, extra: Iterable[str]) -> Redactor:
         """A redactor for these secrets and `extra` ones."""
