@@ -154,9 +154,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     redactor = Redactor.from_environment(os.environ)
     out = cast(TextIO, RedactingStream(out or sys.stdout, redactor))
     err = cast(TextIO, RedactingStream(err or sys.stderr, redactor))
-    logger = logging.getLogger("delivery")
-    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
-        logger.addFilter(RedactingFilter(redactor))
+    logger = logging.getLogger("delivery")  # the one logger delivery logs to
+    for stale in [f for f in logger.filters if isinstance(f, RedactingFilter)]:
+        logger.removeFilter(stale)  # from an earlier call with another environment
+    logger.addFilter(RedactingFilter(redactor))
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
