@@ -19,6 +19,7 @@ def test_benchmark_reports_one_graphql_request_against_four_rest_requests_per_pr
     sys.modules.setdefault("probe_requests", module)
     spec.loader.exec_module(module)
     module.main(["--folders", "1,3", "--latency", "0", "--repeats", "1"])
-    rows = [line.split("|") for line in capsys.readouterr().out.splitlines() if line.strip()[:1].isdigit() and "|" in line]
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line.split("|") for line in lines if line.strip()[:1].isdigit() and "|" in line]
     assert [(r[0].strip(), r[1].split()[0], r[2].split()[0]) for r in rows] == [
         ("1", "1", "4"), ("3", "1", "12")]
