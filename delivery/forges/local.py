@@ -286,7 +286,7 @@ class LocalForge:
              created: bool) -> PullRequestRef:
         return PullRequestRef(repository=repository, number=pull["number"],
                               url=_url(git_dir, pull["number"]), head_ref=pull["head"],
-                              created=created)
+                              created=created, body=pull["body"])
 
     # -- the read side (PullRequestSource) --------------------------------------------
     def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:
