@@ -86,6 +86,8 @@ class PullRequestSnapshot:
             ],
             "conflict": self.conflict,
             "unresolved_threads": self.unresolved_threads,
+            # a forge that reads the threads' text passes it on for the repair prompt
+            **({"threads": list(self.extra["threads"])} if "threads" in self.extra else {}),
         }
 
 

@@ -217,6 +217,10 @@ class LocalForge:
             if not head_sha or not base_sha:
                 gone = pull["head"] if not head_sha else pull["base"]
                 return refused(f"PR #{number}: branch {gone!r} is gone")
+            if git_dir.name == ".git" and _checked_out(git_dir) == pull["base"]:
+                return refused(f"{pull['base']} is checked out in the working tree of "
+                               f"{git_dir.parent}; merging would leave that tree stale "
+                               "(use a bare repository as the local forge's remote)")
             if head_sha != expected_head_sha:
                 return refused(f"PR #{number} moved: its head is {head_sha[:12]}, not the "
                                f"{expected_head_sha[:12]} that was checked")
@@ -411,6 +415,11 @@ def _review_state(reviews: Sequence[Mapping[str, Any]]) -> Review:
     if "APPROVED" in latest.values():
         return "APPROVED"
     return "NONE"
+
+
+def _checked_out(git_dir: Path) -> str:
+    status, out, _ = _git(git_dir, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    return out.strip() if status == 0 else ""
 
 
 def _is_ancestor(git_dir: Path, ancestor: str, descendant: str) -> bool:
