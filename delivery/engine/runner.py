@@ -30,9 +30,10 @@ from delivery.engine.interviewer import (
     ScriptedInterviewer,
 )
 from delivery.engine.preamble import recent_stages, render_preamble
+from delivery.engine.redacting import RedactingAgent
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused
+from delivery.errors import RunRefused, WorkflowInvalid, WorkflowSyntaxError
 from delivery.forges.base import Forge
 from delivery.forges.select import configured_checks, forge_kind, is_github_location, open_forge
 from delivery.git import cache_root
@@ -193,13 +194,15 @@ class _Run:
 
     def __init__(self, workflow: Workflow, run_dir: RunDirectory, info: Mapping[str, Any],
                  world: World, agent: AgentBackend,
-                 recorded_events: Mapping[str, Any] | None = None) -> None:
+                 recorded_events: Mapping[str, Any] | None = None,
+                 redactor: Redactor | None = None) -> None:
         self.workflow = workflow
         self.run_dir = run_dir
         self.info = info
         self.world = world
-        self.agent = agent
-        self.redactor = Redactor.from_environment(world.environ)
+        self.redactor = redactor or Redactor.from_environment(world.environ)
+        # what is sent to the agent and what comes back is redacted (SPEC §14)
+        self.agent = RedactingAgent(agent, self.redactor)
         # a resumed run first writes back event lines a power failure took (EventLog)
         self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False,
                                restore=recorded_events)
@@ -210,12 +213,13 @@ class _Run:
         real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
         if self.forge is None and info.get("repos") and workflow.nodes_of(*real):
             self.forge = open_forge(str(info.get("forge") or "local"),
-                                    checks=info.get("checks") or {})
+                                    checks=info.get("checks") or {}, environ=world.environ)
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info["workspace"])
         folders = {name: Path(loc) for name, loc in self.info.get("folders", {}).items()}
-        context = Context(state.context, ArtifactStore(self.run_dir.artifacts_dir))
+        context = Context(state.context, ArtifactStore(self.run_dir.artifacts_dir),
+                          redactor=self.redactor)
         interviewer = self.world.interviewer or _interviewer(self.info, self.world,
                                                              state.answers_used)
 
@@ -229,6 +233,7 @@ class _Run:
             write_stage_file=write_stage_file,
             fidelity_preamble=_fidelity_preamble(state, self.workflow, context),
             gates=str(self.info.get("gates") or "deny"),
+            redact=self.redactor.text,
             forge=self.forge, repos=dict(self.info.get("repos") or {}),
             branch=str(self.info.get("branch") or ""),
             git_cache=self.world.git_cache or (Path(self.info["git_cache"])
@@ -249,6 +254,7 @@ class _Run:
 def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     """Validate, refuse or start a run; returns when it ends (or pauses)."""
     world = world or World()
+    redactor = Redactor.from_environment(world.environ)
     workflow_path = request.workflow.resolve()
     workflow = load_workflow(workflow_path)
     values = initial_context(workflow, request.goal, request.inputs)
@@ -262,8 +268,13 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     run_id = new_run_id()
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     run_dir = RunDirectory.create(run_path)
-    source = workflow_path.read_text(encoding="utf-8")
-    (run_path / WORKFLOW_COPY).write_bytes(source.encode())  # resume checks its SHA-256
+    source = _workflow_source(workflow_path)
+    # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
+    redacted = redactor.text(source)
+    (run_path / WORKFLOW_COPY).write_bytes(redacted.encode())  # resume checks its SHA-256
+    if redacted != source:
+        workflow = _load_redacted_copy(run_path / WORKFLOW_COPY)
+        source = redacted
     values["internal.run_id"] = run_id
     info = {
         "run_id": run_id, "workflow": str(workflow_path),
@@ -274,14 +285,14 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
         "answers": _answer_lists(request.answers), "gates": request.gates,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    run_dir.write_run_info(info)
+    run_dir.write_run_info(redactor.value(info))
     start = workflow.start
     assert start is not None  # validated
     # large inputs go to the artifact store before the first checkpoint, also in `initial`
-    stored = Context(values, ArtifactStore(run_dir.artifacts_dir)).snapshot()
+    stored = Context(values, ArtifactStore(run_dir.artifacts_dir), redactor=redactor).snapshot()
     state = RunState(run_id=run_id, next_node=start.id, context=dict(stored),
                      initial=dict(stored))
-    run = _Run(workflow, run_dir, info, world, agent)
+    run = _Run(workflow, run_dir, info, world, agent, redactor=redactor)
     # The event records what was asked, not bulk data: long inputs are cut (the checkpoint
     # holds them whole, large ones through the artifact store).
     shown_inputs = {name: value if len(value) <= EVENT_VALUE_CHARS else
@@ -292,6 +303,22 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     run_dir.save_checkpoint({**state.to_json(), "agent_state": agent.save_state(),
                              "events": run.events.record()})
     return run.execute(state)
+
+
+def _workflow_source(path: Path) -> str:
+    # a BOM at the start is accepted, as by the loader
+    return path.read_text(encoding="utf-8").removeprefix("\ufeff")
+
+
+def _load_redacted_copy(copy: Path) -> Workflow:
+    """The workflow as its run copy holds it, secrets masked; refused when masking them
+    broke it (a secret written as a bare word, say)."""
+    try:
+        return load_workflow(copy)
+    except (WorkflowSyntaxError, WorkflowInvalid) as err:
+        raise RunRefused("workflow", f"holds a secret value, and with it masked as *** it no "
+                         f"longer validates: {err}", "do not write secrets into a workflow: "
+                         "read them from the environment in a script ($GITHUB_TOKEN)") from None
 
 
 def resume_run(run_path: Path, world: World | None = None,
@@ -349,7 +376,7 @@ def resume_run(run_path: Path, world: World | None = None,
         log.warning("resume: %s", recovered)
         run.events.append("checkpoint_recovered", problem=recovered)
     if answers:
-        run_dir.write_run_info(info)
+        run_dir.write_run_info(run.redactor.value(info))
     if state.status == "running":
         run.events.append("run_resumed", next_node=state.next_node or "")
     return run.execute(state)
@@ -471,12 +498,17 @@ def parse_answers(items: Sequence[str]) -> dict[str, list[str]]:
 
 
 def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
-    """`K=V` items of a repeated option; RunRefused names the bad one."""
+    """`K=V` items of a repeated option; RunRefused names the bad one, or the name given
+    twice (the second value would silently win)."""
     values: dict[str, str] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise RunRefused(f"{option} {item!r}", "is not NAME=VALUE",
                              f"write {option} name=value")
-        values[name.strip()] = value
+        name = name.strip()
+        if name in values:
+            raise RunRefused(f"{option} {name}=", "is given twice",
+                             f"give {option} {name}=VALUE once")
+        values[name] = value
     return values

@@ -73,6 +73,8 @@ class StageEnv:
     # an unanswered human gate: "deny" fails it, "pause" pauses the run, "managed" lets
     # the node's agent answer a delegatable gate (SPEC §9.1)
     gates: str = "deny"
+    # masks secrets in text a stage writes itself (script output, facts): SPEC §14
+    redact: Callable[[str], str] = field(default=lambda text: text)
 
 
 class Handler(Protocol):
