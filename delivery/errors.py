@@ -7,6 +7,8 @@
     │   ├── ConditionSyntaxError       an edge condition does not parse
     │   └── WorkflowInvalid            the graph parsed but the validator found errors
     ├── ScenarioFileError              a route-scenario file (`delivery test`) is wrong
+    ├── Superseded                     another job moved the run's state ref first (§13): a
+    │                                  signal, reported as status `superseded`, exit 0
     └── RunError                       something went wrong while running (run-time)
         ├── RunRefused                 the run cannot start: a bad input, goal or setting
         ├── RunStoreError              a run directory, checkpoint or event log is unusable
@@ -99,6 +101,17 @@ class WorkflowInvalid(WorkflowError):
         errors = [d for d in self.diagnostics if d.severity == "error"]
         first = errors[0].format_text() if errors else ""
         super().__init__(f"{file}: {len(errors)} validation error(s); first: {first}")
+
+
+class Superseded(DeliveryError):
+    """Another job claimed or advanced the run first (its state ref moved under us): this
+    job changes nothing more and reports status `superseded` (SPEC §13)."""
+
+    def __init__(self, run_id: str, why: str) -> None:
+        self.run_id = run_id
+        self.why = why
+        super().__init__(f"run {run_id} was superseded: {why}; this job stops without "
+                         "changing it")
 
 
 class RunError(DeliveryError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -24,7 +25,13 @@ from delivery.engine.runner import (
     resume_run,
     start_run,
 )
-from delivery.errors import RunError, RunRefused, WorkflowInvalid, WorkflowSyntaxError
+from delivery.errors import (
+    RunError,
+    RunRefused,
+    Superseded,
+    WorkflowInvalid,
+    WorkflowSyntaxError,
+)
 from delivery.store.runstore import RunDirectory, verify_run
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED, EXIT_PAUSED = 0, 1, 2, 3
@@ -35,12 +42,15 @@ log = logging.getLogger("delivery")
 
 def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from delivery.cli.forge_commands import cmd_probe, cmd_review
+    from delivery.cli.state_commands import cmd_runs, superseded
 
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
                "verify": cmd_verify, "graph": cmd_graph_run, "probe": cmd_probe,
-               "review": cmd_review}[args.command]
+               "review": cmd_review, "runs": cmd_runs}[args.command]
     try:
         return handler(args, out, err)
+    except Superseded as lost:  # another job holds or advanced the run: not a failure
+        return superseded(lost, bool(getattr(args, "json", False)), out)
     except WorkflowSyntaxError as problem:
         print(f"delivery {args.command}: {problem}", file=err)
         return EXIT_REFUSED
@@ -101,6 +111,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     )
     world = _world(err)
     world.git_cache = args.cache
+    if args.state:
+        from delivery.cli.state_commands import state_world
+
+        state_world(world, args.state, args.cache)
     return _report(start_run(request, world), args.json, out)
 
 
@@ -117,8 +131,33 @@ def find_run(reference: str) -> Path:
 
 
 def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.state:
+        return _resume_from_state(args, out, err)
+    if args.for_pr or args.take_over:
+        raise RunRefused("--for-pr/--take-over", "only apply to runs kept with --state",
+                         "add --state git:OWNER/NAME (or the state repository's path)")
+    if not args.run:
+        raise RunRefused("resume", "names no run", "pass the run directory or run id")
     outcome = resume_run(find_run(args.run), _world(err),
                          answers=parse_answers(args.answer))
+    return _report(outcome, args.json, out)
+
+
+def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from delivery.cli.state_commands import run_for_pr, state_world
+
+    run_id = run_for_pr(args.for_pr) if args.for_pr else args.run
+    if not run_id:
+        raise RunRefused("resume --state", "names no run", "pass RUN_ID or --for-pr O/N#N")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*", run_id):
+        raise RunRefused(f"run id {run_id!r}", "is not a run id",
+                         "pass the run id printed by delivery run or delivery runs")
+    workspace = (args.workspace or Path.cwd()).resolve()
+    world = state_world(_world(err), args.state, args.cache, run_id=run_id)
+    world.git_cache = args.cache
+    outcome = resume_run(workspace / ".delivery" / "runs" / run_id, world,
+                         answers=parse_answers(args.answer), take_over=args.take_over,
+                         workspace=workspace)
     return _report(outcome, args.json, out)
 
 

@@ -106,7 +106,7 @@ class EngineOptions:
 class _Walk:
     """Where a walk of the graph ended."""
 
-    kind: str  # "exit" | "stop" (reached the stop node) | "failed"
+    kind: str  # "exit" | "stop" (reached the stop node) | "failed" | "pause" (event mode)
     node: str
     failure_reason: str = ""
 
@@ -121,6 +121,7 @@ class Engine:
         events: EventLog,
         *,
         save_extra: Callable[[], dict[str, Any]] = dict,
+        after_save: Callable[[RunState], None] | None = None,
         progress: Progress | None = None,
         options: EngineOptions | None = None,
     ) -> None:
@@ -130,6 +131,7 @@ class Engine:
         self.run_dir = run_dir
         self.events = events
         self.save_extra = save_extra
+        self.after_save = after_save
         self.progress = progress or Progress()
         self.options = options or EngineOptions()
         self.sections = parallel_sections(workflow)
@@ -147,6 +149,13 @@ class Engine:
                              main=True)
         except PauseRequested as pause:
             return self._pause(state, context, pause)
+        if end.kind == "pause":  # a wait in event mode: saved, resumed by an event
+            state.status = "paused"
+            state.failure_reason = f"waiting at '{end.failure_reason}' for an event"
+            state.next_node = end.node
+            self._event("run_paused", node=end.failure_reason, next_node=end.node)
+            self._checkpoint(state, context)
+            return state
         state.context = context.snapshot()
         if end.kind == "failed":
             state.status, state.failure_reason = "failed", end.failure_reason
@@ -215,6 +224,8 @@ class Engine:
             current = nxt
             if main:
                 self._save_next(context, current)
+                if result.pause_after:
+                    return _Walk("pause", current, node.id)
 
     def _state(self) -> RunState:
         assert self.state is not None  # set by run()
@@ -233,6 +244,8 @@ class Engine:
         # synced, so that it is the one write per stage that must reach the disk.
         data["events"] = self.events.record()
         self.run_dir.save_checkpoint(data)
+        if self.after_save is not None:  # a remote state store (SPEC §13) follows each save
+            self.after_save(state)
 
     def _event(self, event_type: str, **fields: Any) -> None:
         with self._lock:

@@ -31,13 +31,14 @@ from delivery.engine.interviewer import (
 )
 from delivery.engine.preamble import recent_stages, render_preamble
 from delivery.engine.redacting import RedactingAgent
+from delivery.engine.remote_state import StateSession
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
 from delivery.errors import RunRefused, WorkflowInvalid, WorkflowSyntaxError
 from delivery.forges.base import Forge
 from delivery.forges.select import configured_checks, forge_kind, is_github_location, open_forge
 from delivery.git import cache_root
-from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
+from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow, parse_duration
 from delivery.redact import Redactor, secret_values
 from delivery.store.runstore import EventLog, RunDirectory, new_run_id, verify_run
 from delivery.validation.loader import load_workflow
@@ -110,6 +111,9 @@ class World:
     forge: Forge | None = None
     # The clone cache worktrees hang on; None: $XDG_CACHE_HOME/delivery.
     git_cache: Path | None = None
+    # Event mode (SPEC §13): the run's state also lives in a git ref, saved after every
+    # stage by compare-and-swap; waits and unanswered gates pause instead of sleeping.
+    state: StateSession | None = None
 
 
 # Stages that reach the forge or the folders' git repositories.
@@ -241,15 +245,54 @@ class _Run:
                                                if self.info.get("git_cache")
                                                else cache_root(self.world.environ)),
         )
+        session = self.world.state
+        if session is not None:
+            env.event_mode = True
+            if env.gates == "deny":  # a gate nobody answers pauses in event mode (§9.1)
+                env.gates = "pause"
+            self._recreate_worktrees(state, env)
         engine = Engine(self.workflow, self.handlers, env, self.run_dir, self.events,
                         save_extra=lambda: {"agent_state": self.agent.save_state()},
+                        after_save=self._push_state if session is not None else None,
                         progress=self.world.progress, options=self.world.options)
         try:
             final = engine.run(state, context)
+            if session is not None and session.claimed:
+                # nothing ran (the run had ended): give the claim back
+                self.events.close()
+                session.release(self.run_dir.path, f"{final.status}: released")
         finally:
             self.events.close()
         return RunOutcome(final.run_id, final.status, final.failure_reason, list(final.path),
                           context.resolved_snapshot(), self.run_dir.path)
+
+
+    def _push_state(self, state: RunState) -> None:
+        session = self.world.state
+        assert session is not None
+        if state.status == "running":
+            session.save(self.run_dir.path, f"step {state.steps}: next {state.next_node}")
+        else:  # paused or ended: this job lets go of the run
+            session.release(self.run_dir.path, f"{state.status} at step {state.steps}"
+                            + (f": {state.failure_reason}" if state.failure_reason else ""))
+
+    def _recreate_worktrees(self, state: RunState, env: StageEnv) -> None:
+        """A resume on a fresh machine: the folders' worktrees the run had made come back
+        from the run's pushed branch (SPEC §13) before any stage needs them."""
+        adds = {n.id for n in self.workflow.nodes_of(NodeType.WORKTREE_ADD)}
+        removes = {n.id for n in self.workflow.nodes_of(NodeType.WORKTREE_REMOVE)}
+        last_add = max((i for i, n in enumerate(state.path) if n in adds), default=-1)
+        last_remove = max((i for i, n in enumerate(state.path) if n in removes), default=-1)
+        if last_add < 0 or last_remove > last_add or state.status not in ("running", "paused"):
+            return
+        missing = [name for name, path in env.folders.items() if not path.exists()]
+        if not missing:
+            return
+        node = self.workflow.nodes[state.path[last_add]]
+        scratch = Context({}, ArtifactStore(self.run_dir.artifacts_dir), redactor=self.redactor)
+        result = self.handlers[NodeType.WORKTREE_ADD](node, 0, scratch, env)
+        self.events.append("worktrees_recreated", folders=missing, outcome=result.outcome,
+                           failure_reason=result.failure_reason)
 
 
 def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
@@ -303,6 +346,9 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
                       goal=values["goal"], inputs=shown_inputs)
     run_dir.save_checkpoint({**state.to_json(), "agent_state": agent.save_state(),
                              "events": run.events.record()})
+    if world.state is not None:
+        world.state.run_id = run_id
+        world.state.create(run_path)
     return run.execute(state)
 
 
@@ -329,11 +375,21 @@ def _load_redacted_copy(copy: Path) -> Workflow:
 
 
 def resume_run(run_path: Path, world: World | None = None,
-               answers: Mapping[str, str | Sequence[str]] | None = None) -> RunOutcome:
-    """Continue a run from its checkpoint; the interrupted stage runs again."""
+               answers: Mapping[str, str | Sequence[str]] | None = None, *,
+               answered_by: str = "", take_over: bool = False,
+               workspace: Path | None = None) -> RunOutcome:
+    """Continue a run from its checkpoint; the interrupted stage runs again.
+
+    With a state session (event mode) the run is first fetched from its ref into
+    `run_path` and claimed there; `workspace` then names this machine's workspace."""
     world = world or World()
+    if world.state is not None:
+        world.state.claim(run_path, stale_after=stage_timeout_limit, take_over=take_over)
     run_dir = RunDirectory.open(run_path.resolve())
     info = dict(run_dir.read_run_info())
+    if workspace is not None and world.state is not None:
+        info = rebased(info, workspace.resolve())
+        run_dir.write_run_info(info)
     if answers:  # appended: they answer the gate's next visits
         merged = _answer_lists(info.get("answers", {}))
         for node_id, given in _answer_lists(answers).items():
@@ -386,7 +442,40 @@ def resume_run(run_path: Path, world: World | None = None,
         run_dir.write_run_info(run.redactor.value(info))
     if state.status == "running":
         run.events.append("run_resumed", next_node=state.next_node or "")
+        if answers and answered_by:  # who answered a paused gate and when (§9.1)
+            for node_id, given in _answer_lists(answers).items():
+                run.events.append("answer_received", node=node_id, labels=given,
+                                  by=answered_by,
+                                  at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     return run.execute(state)
+
+
+def rebased(info: Mapping[str, Any], workspace: Path) -> dict[str, Any]:
+    """run.json's paths moved from the workspace the run was saved in to this one (a
+    resume in another job): the folders under it, and the workspace itself."""
+    old = Path(str(info.get("workspace") or workspace))
+    moved = dict(info)
+    moved["workspace"] = str(workspace)
+    folders = {}
+    for name, where in dict(info.get("folders") or {}).items():
+        path = Path(str(where))
+        folders[name] = str(workspace / path.relative_to(old)) if path.is_relative_to(old) \
+            else str(path)
+    moved["folders"] = folders
+    moved["git_cache"] = ""  # this machine's cache
+    return moved
+
+
+def stage_timeout_limit(run_dir: Path) -> float:
+    """The longest `timeout` of the run's stages other than waits (default an hour): a
+    claim older than that belongs to a job that was killed."""
+    try:
+        workflow = load_workflow(run_dir / WORKFLOW_COPY)
+    except (WorkflowSyntaxError, WorkflowInvalid, OSError):
+        return 3600.0
+    limits = [parse_duration(node.attr("timeout")) or 0.0 for node in workflow.nodes.values()
+              if node.type is not NodeType.WAIT and node.attr("timeout")]
+    return max(limits, default=3600.0)
 
 
 def relocate_artifacts(value: Any, store: ArtifactStore) -> Any:

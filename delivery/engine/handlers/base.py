@@ -33,6 +33,9 @@ class StageResult:
     keep_outcome: bool = False  # conditional nodes: the previous stage's outcome stands
     # (type, fields) the engine appends to the event log after the stage, with its node
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # event mode (SPEC §13): the run saves after this stage and pauses before the next,
+    # to be resumed by an event instead of holding a runner (a `wait` stage)
+    pause_after: bool = False
 
     @classmethod
     def ok(cls, **updates: Any) -> StageResult:
@@ -78,6 +81,8 @@ class StageEnv:
     path: Callable[[], Sequence[str]] = field(default=lambda: ())
     # masks secrets in text a stage writes itself (script output, facts): SPEC §14
     redact: Callable[[str], str] = field(default=lambda text: text)
+    # event mode (`--state`): wait stages pause the run instead of sleeping
+    event_mode: bool = False
 
 
 class Handler(Protocol):
