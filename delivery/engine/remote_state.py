@@ -71,6 +71,7 @@ class RunSummary:
     next_node: str
     sha: str
     claimed_by: str = ""
+    ticket: str = ""
 
 
 @dataclass
@@ -99,9 +100,12 @@ class RemoteState:
         for run_id, sha in sorted(heads.items()):
             checkpoint = _json(self.ref.read_file(sha, "checkpoint.json"))
             claim = _json(self.ref.read_file(sha, CLAIM_FILE))
+            context = checkpoint.get("context")
+            ticket = context.get("ticket") if isinstance(context, dict) else ""
             listed.append(RunSummary(run_id, str(checkpoint.get("status") or "unknown"),
                                      str(checkpoint.get("next_node") or ""), sha,
-                                     str(claim.get("job") or "")))
+                                     str(claim.get("job") or ""),
+                                     ticket if isinstance(ticket, str) else ""))
         return listed
 
 

@@ -201,8 +201,11 @@ class RunRef:
             self._git("update-ref", "update-ref", ref, sha)
             return True
         out = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
-        if "[rejected]" in out or "stale info" in out or "fetch first" in out \
-                or "failed to update ref" in out or "cannot lock ref" in out:
+        # the lease failed on our side (stale info) or the remote's ref moved between its
+        # advertisement and the update (receive-pack checks the old value under its lock)
+        lost = ("stale info", "fetch first", "non-fast-forward", "failed to update ref",
+                "cannot lock ref", "failed to lock")
+        if any(reason in out for reason in lost):
             return False
         raise GitError("push", self.location, self._problem(done.stderr),
                        "check that the token may push to the state repository")
