@@ -94,8 +94,7 @@ class RemoteState:
 
     def runs(self) -> list[RunSummary]:
         """Every run on the state remote with the status of its last save."""
-        heads = self.ref.list_runs()
-        self.ref.fetch(sorted(heads))
+        heads = self.ref.fetch_all()
         listed = []
         for run_id, sha in sorted(heads.items()):
             checkpoint = _json(self.ref.read_file(sha, "checkpoint.json"))
@@ -107,6 +106,13 @@ class RemoteState:
                                      str(claim.get("job") or ""),
                                      ticket if isinstance(ticket, str) else ""))
         return listed
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _json(data: bytes | None) -> dict[str, Any]:
@@ -158,12 +164,12 @@ class StateSession:
             raise RunRefused(f"run {self.run_id}", f"is not on the state repository "
                              f"{self.state.spec}", "check the run id with delivery runs --state")
         self.ref.extract(head, run_dir)
+        held = _json(_read(run_dir / CLAIM_FILE))
         (run_dir / CLAIM_FILE).unlink(missing_ok=True)
         self.head = head
-        saved = _json(self.ref.read_file(head, "checkpoint.json"))
+        saved = _json(_read(run_dir / "checkpoint.json"))
         if saved.get("status") in ("succeeded", "failed"):
             return  # an ended run is reported as it is; nothing to claim or run
-        held = _json(self.ref.read_file(head, CLAIM_FILE))
         if held and not take_over:
             age = self.state.now() - float(held.get("at") or 0)
             if age < stale_after(run_dir):

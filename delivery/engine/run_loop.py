@@ -222,10 +222,11 @@ class Engine:
             if isinstance(nxt, _Walk):
                 return nxt
             current = nxt
+            if main and result.pause_after:
+                # saved once, as paused, by run(): a crash before it re-runs the wait
+                return _Walk("pause", current, node.id)
             if main:
                 self._save_next(context, current)
-                if result.pause_after:
-                    return _Walk("pause", current, node.id)
 
     def _state(self) -> RunState:
         assert self.state is not None  # set by run()

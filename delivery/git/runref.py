@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import shutil
 import subprocess
 import tarfile
 from collections.abc import Mapping, Sequence
@@ -100,21 +101,27 @@ class RunRef:
 
     def fetch(self, run_ids: Sequence[str]) -> dict[str, str]:
         """Fetch the runs' refs into the scratch repository; run id -> sha (absent: no ref)."""
-        if not run_ids:
-            return {}
-        specs = [f"+{run_ref(r)}:{run_ref(r)}" for r in run_ids]
-        known = self.list_runs()
-        wanted = [spec for spec, run_id in zip(specs, run_ids, strict=True) if run_id in known]
-        if wanted:
-            self._git("fetch", "fetch", "--quiet", "--no-tags", self.remote, *wanted,
-                      network=True)
         found: dict[str, str] = {}
         for run_id in run_ids:
-            done = self._git("rev-parse", "rev-parse", "--verify", "--quiet",
-                             run_ref(run_id) + "^{commit}", check=False)
-            if done.returncode == 0 and run_id in known:
-                found[run_id] = done.stdout.decode().strip()
+            ref = run_ref(run_id)
+            done = self._git("fetch", "fetch", "--quiet", "--no-tags", self.remote,
+                             f"+{ref}:{ref}", network=True, check=False)
+            if done.returncode != 0:
+                if b"couldn't find remote ref" in done.stderr.lower():
+                    self._git("update-ref", "update-ref", "-d", ref, check=False)
+                    continue
+                raise GitError("fetch", self.location, self._problem(done.stderr),
+                               "check that the state repository exists and can be read")
+            found[run_id] = self._git("rev-parse", "rev-parse", ref).stdout.decode().strip()
         return found
+
+    def fetch_all(self) -> dict[str, str]:
+        """Fetch every run's ref; run id -> sha."""
+        heads = self.list_runs()
+        if heads:
+            self._git("fetch", "fetch", "--quiet", "--no-tags", self.remote,
+                      f"+{REF_PREFIX}*:{REF_PREFIX}*", network=True)
+        return heads
 
     def read_file(self, sha: str, path: str) -> bytes | None:
         done = self._git("show", "cat-file", "blob", f"{sha}:{path}", check=False)
@@ -145,6 +152,7 @@ class RunRef:
                skip: Sequence[str] = ()) -> str:
         """A commit of `run_dir`'s files (large artifacts as pointers) plus `extra` files
         (path -> bytes), on `parent`; its sha. Nothing is pushed."""
+        run_dir = run_dir.resolve()  # git runs in the scratch repository
         files: dict[str, Path] = {}
         blobs: dict[str, bytes] = {}
         for path in sorted(run_dir.rglob("*")):
@@ -162,25 +170,28 @@ class RunRef:
                 continue
             files[rel] = path
         blobs.update(extra or {})
-        lines = []
-        if files:  # one git process for every file
-            names = "".join(f"{path}\n" for path in files.values()).encode()
-            shas = self._git("hash-object", "hash-object", "-w", "--stdin-paths",
-                             stdin=names).stdout.decode().split()
-            lines += [f"100644 {sha}\t{rel}\n" for rel, sha in zip(files, shas, strict=True)]
-        for rel, data in blobs.items():
-            sha = self._git("hash-object", "hash-object", "-w", "--stdin",
-                            stdin=data).stdout.decode().strip()
-            lines.append(f"100644 {sha}\t{rel}\n")
         index = self.scratch / f"index-{os.getpid()}-{id(self)}"
+        spill = self.scratch / f"blobs-{os.getpid()}-{id(self)}"
         env = {"GIT_INDEX_FILE": str(index)}
         try:
+            spill.mkdir(exist_ok=True)
+            for number, (rel, data) in enumerate(blobs.items()):
+                files[rel] = spill / str(number)
+                files[rel].write_bytes(data)
+            lines = []
+            if files:  # one git process for every file
+                names = "".join(f"{path}\n" for path in files.values()).encode()
+                shas = self._git("hash-object", "hash-object", "-w", "--stdin-paths",
+                                 stdin=names).stdout.decode().split()
+                lines = [f"100644 {sha}\t{rel}\n"
+                         for rel, sha in zip(files, shas, strict=True)]
             index.unlink(missing_ok=True)
             self._git("update-index", "update-index", "--add", "--index-info",
                       stdin="".join(lines).encode(), env=env)
             tree = self._git("write-tree", "write-tree", env=env).stdout.decode().strip()
         finally:
             index.unlink(missing_ok=True)
+            shutil.rmtree(spill, ignore_errors=True)
         args = ["commit-tree", tree, "-m", message]
         if parent:
             args += ["-p", parent]
@@ -198,7 +209,6 @@ class RunRef:
         done = self._git("push", "push", "--porcelain", "--quiet", lease, self.remote,
                          f"{sha}:{ref}", network=True, check=False)
         if done.returncode == 0:
-            self._git("update-ref", "update-ref", ref, sha)
             return True
         out = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
         # the lease failed on our side (stale info) or the remote's ref moved between its
