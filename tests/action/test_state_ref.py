@@ -122,7 +122,7 @@ def test_of_two_resumes_at_the_same_moment_exactly_one_advances_twenty_times(
         BarrierRef.barrier = threading.Barrier(2)
         results: dict[str, str] = {}
 
-        def job(name: str) -> None:
+        def job(name: str, results: dict[str, str] = results) -> None:
             home = machine(tmp_path, name)
             state = open_state(state_repo, home, ref=BarrierRef)
             try:
