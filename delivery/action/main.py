@@ -31,7 +31,8 @@ from delivery.lang.diagnostics import has_errors
 from delivery.validation.loader import check_file
 
 INPUTS = ("workflow", "ticket", "goal", "repos", "agent", "github-token", "state-repo",
-          "mode", "label", "run-id", "bot-login")
+          "mode", "label", "run-id", "bot-login", "max-repairs")
+DEFAULT_MAX_REPAIRS = 6
 WRITERS = frozenset({"admin", "maintain", "write"})
 EXIT = {"succeeded": 0, "failed": 1, "paused": 3, "superseded": 0, "ignored": 0,
         "invalid": 1, "refused": 2}
@@ -125,7 +126,7 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: TextIO) -> list[Re
     run_ids = _runs_to_resume(env, decided, state)
     if not run_ids:
         return [Result("", "ignored", "no paused run to resume for this event")]
-    return [_resume(env, decided, state, run_id, base, cache) for run_id in run_ids]
+    return [_resume(env, inputs, decided, state, run_id, base, cache) for run_id in run_ids]
 
 
 def _payload(env: Mapping[str, str]) -> dict[str, Any]:
@@ -153,8 +154,14 @@ def _may_steer(env: Mapping[str, str], repository: str, user: str) -> bool:
         forge.close()
 
 
-def _world(env: Mapping[str, str], state: RemoteState, run_id: str, cache: Path) -> World:
+def _world(env: Mapping[str, str], state: RemoteState, run_id: str, cache: Path,
+           inputs: Mapping[str, str]) -> World:
     world = World(environ=env, git_cache=cache)
+    text = inputs.get("max-repairs") or str(DEFAULT_MAX_REPAIRS)
+    if not text.isdigit() or int(text) < 1:
+        raise RunRefused(f"max-repairs {text!r}", "is not a positive number",
+                         f"give a number of runs per agent stage, e.g. {DEFAULT_MAX_REPAIRS}")
+    world.options.max_agent_runs = int(text)
     world.state = state.session(run_id, job_id(env))
     return world
 
@@ -178,7 +185,7 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
     request = RunRequest(workflow=workflow, goal=decided.goal or None, inputs=run_inputs,
                          agent=inputs["agent"], workspace=workspace, repos=repos,
                          gates="pause")
-    world = _world(env, state, "", cache)
+    world = _world(env, state, "", cache, inputs)
     try:
         outcome = start_run(request, world)
     except Superseded as lost:
@@ -204,11 +211,11 @@ def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState) -
     return [run.run_id for run in paused]
 
 
-def _resume(env: Mapping[str, str], decided: Plan, state: RemoteState, run_id: str,
-            base: Path, cache: Path) -> Result:
+def _resume(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
+            state: RemoteState, run_id: str, base: Path, cache: Path) -> Result:
     workspace = base / run_id
     workspace.mkdir(parents=True, exist_ok=True)
-    world = _world(env, state, run_id, cache)
+    world = _world(env, state, run_id, cache, inputs)
     try:
         outcome = resume_run(workspace / ".delivery" / "runs" / run_id, world,
                              answers=decided.answers or None,

@@ -32,7 +32,7 @@ from delivery.engine.handlers.base import Handler, StageEnv, StageResult
 from delivery.engine.interviewer import PauseRequested
 from delivery.engine.routing import facts_read, route_rule, select_edge
 from delivery.errors import RunError
-from delivery.lang.model import Node, NodeType, Workflow
+from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
 from delivery.lang.topology import ParallelSection, parallel_sections
 from delivery.store.runstore import EventLog, RunDirectory
 
@@ -98,6 +98,9 @@ class Progress:
 @dataclass
 class EngineOptions:
     max_steps: int = 10_000  # a loop that never ends stops here instead of filling the disk
+    # agent stages (implement, repairs) run at most this often in a run (0: no cap); the
+    # Action caps repair iterations with it (SPEC §14)
+    max_agent_runs: int = 0
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
 
@@ -196,6 +199,11 @@ class Engine:
                 return _Walk("failed", current, f"the run exceeded {self.options.max_steps} "
                              "steps; a loop does not end")
             node = workflow.nodes[current]
+            cap = self.options.max_agent_runs
+            if cap and node.type in LLM_TYPES and state.attempts.get(current, 0) >= cap:
+                return _Walk("failed", current, f"agent stage '{current}' already ran {cap} "
+                             "times, the cap on repair iterations; a person should look at "
+                             "it (raise max-repairs to allow more)")
             if main:
                 self._path_length_before_step = len(path)
                 state.next_node = current
