@@ -117,7 +117,7 @@ def _comment_or_review(event_name: str, payload: Mapping[str, Any], bot_login: s
     if event_name == "issue_comment":
         issue = _mapping(payload.get("issue"))
         number = issue.get("number")
-        on_pr = bool(issue.get("pull_request"))
+        on_pr = isinstance(issue.get("pull_request"), Mapping)
     else:
         pr = _mapping(payload.get("pull_request"))
         number, on_pr = pr.get("number"), True

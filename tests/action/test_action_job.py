@@ -152,3 +152,53 @@ def test_validation_errors_become_annotations_on_the_workflow_lines(
     assert job.code == 1 and job.outputs["status"] == "invalid"
     assert "::error file=" in job.stdout and ",line=" in job.stdout
     assert refs(fake) == []
+
+
+GATED = """
+digraph G {
+  graph [goal="Deliver", inputs="ticket,notes?", defaults="notes=''", folders="app"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  add [type=worktree_add]
+  change [shape=parallelogram, script="printf 'hello\\n' > app/hello.txt"]
+  ship [type=publish]
+  approve [type=human, label="Merge it?"]
+  land [type=merge]
+  start -> add -> change -> ship -> approve
+  approve -> land [label="[Y] yes"]
+  approve -> exit [label="[N] no"]
+  land -> exit
+}
+"""
+
+
+def answer(number: int, login: str, text: str) -> dict[str, Any]:
+    return {"action": "created", "issue": {"number": number, "pull_request": {}},
+            "comment": {"body": text, "user": {"login": login, "type": "User"}},
+            "sender": {"login": login, "type": "User"}, "repository": {"full_name": REPO}}
+
+
+def test_a_paused_gate_is_answered_by_a_comment_from_a_user_with_write_permission(
+        actions: Actions, fake: FakeGitHub) -> None:
+    (actions.workspace / "gated.dot").write_text(GATED, encoding="utf-8")
+    given = {**inputs(fake), "workflow": "gated.dot"}
+    started = actions.job("issues", labeled(), given)
+    assert started.outputs["status"] == "paused", started.stdout + started.stderr
+    run_id = started.outputs["run-id"]
+    [pr] = fake.repository(REPO).pulls.values()
+
+    ignored = actions.job("issue_comment",
+                          answer(pr.number, "mallory", "/delivery answer approve yes"), given)
+    assert ignored.outputs["status"] == "ignored" and not pr.merged
+
+    answered = actions.job("issue_comment",
+                           answer(pr.number, "alice", "Go.\n/delivery answer approve yes"),
+                           given)
+    assert answered.outputs["status"] == "succeeded", answered.stdout + answered.stderr
+    assert answered.outputs["run-id"] == run_id
+    assert fake.pull(REPO, pr.number).merged
+    saved = subprocess.run(["git", "show", f"refs/delivery/runs/{run_id}:events.jsonl",
+                            f"refs/delivery/runs/{run_id}:checkpoint.json"],
+                           cwd=fake.repository(REPO).path, capture_output=True, text=True,
+                           check=True).stdout
+    assert '"answer_received"' in saved and "github:alice" in saved
