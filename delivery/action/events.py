@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from delivery.action.hidden import strip_hidden
+from delivery.hidden_text import strip_hidden
 
 ANSWER = re.compile(r"^/delivery\s+answer\s+(\S+)\s+(.+?)\s*$", re.MULTILINE)
 

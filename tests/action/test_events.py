@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from delivery.action.events import plan
-from delivery.action.hidden import strip_hidden
 from delivery.action.main import parse_repos
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunRequest, World, start_run
 from delivery.errors import RunRefused
+from delivery.hidden_text import strip_hidden
 
 REPO = "octo/app"
 

@@ -8,6 +8,7 @@ routes; a handler never routes and never touches the checkpoint.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,8 +82,10 @@ class StageEnv:
     path: Callable[[], Sequence[str]] = field(default=lambda: ())
     # masks secrets in text a stage writes itself (script output, facts): SPEC §14
     redact: Callable[[str], str] = field(default=lambda text: text)
-    # event mode (`--state`): wait stages pause the run instead of sleeping
+    # event mode (`--state`): wait stages pause the run instead of sleeping, and time their
+    # timeout by the wall clock (a resume runs on another machine, with another monotonic)
     event_mode: bool = False
+    wall_clock: Callable[[], float] = field(default=time.time)
 
 
 class Handler(Protocol):

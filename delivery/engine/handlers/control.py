@@ -32,7 +32,7 @@ def run_wait(node: Node, attempt: int, context: Context, env: StageEnv) -> Stage
     timeout = parse_duration(node.attr("timeout", "")) if node.attr("timeout") else None
     earlier = _consecutive_visits(node, env)
     since_key = f"internal.wait.{node.id}.since"
-    now = env.clock.monotonic()
+    now = env.wall_clock() if env.event_mode else env.clock.monotonic()
     started = context.get(since_key) if earlier else None
     since = float(started) if isinstance(started, (int, float)) else now
     waited = now - since
