@@ -5,6 +5,7 @@ a header only."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -243,3 +244,11 @@ def test_git_remote_carries_the_token_in_a_header_only(forge: GitHubForge, fake:
     refused = subprocess.run(["git", "clone", "-q", remote.url, str(tmp_path / "anon")],
                              env=env, capture_output=True, text=True)
     assert refused.returncode != 0  # without the header the fake refuses
+
+
+def test_the_token_never_reaches_the_logs(forge: GitHubForge, fake: FakeGitHub,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    create(forge)
+    assert caplog.records and fake.token not in caplog.text
+    assert fake.token not in repr(forge)
