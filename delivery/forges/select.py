@@ -7,6 +7,7 @@ overrides. The local forge's check commands come from `delivery.toml`
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from delivery.errors import RunRefused
 from delivery.forges.base import Forge
+from delivery.forges.github import GitHubForge
 from delivery.forges.local import LocalForge
 
 FORGES = ("local", "github")
@@ -38,11 +40,21 @@ def forge_kind(locations: Iterable[str], requested: str | None, base: Path) -> s
     return "github" if any(is_github_location(loc, base) for loc in locations) else "local"
 
 
-def open_forge(kind: str, *, checks: Mapping[str, str] | None = None) -> Forge:
+def open_forge(kind: str, *, checks: Mapping[str, str] | None = None,
+               environ: Mapping[str, str] | None = None) -> Forge:
+    """The forge of `kind`. GitHub is reached as inside Actions: `GITHUB_TOKEN`,
+    `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`, `GITHUB_SERVER_URL` from `environ` (default:
+    this process's environment); the token stays in memory, never on disk."""
     if kind == "local":
         return LocalForge(checks)
-    raise RunRefused(f"--forge {kind}", "is not available in this version",
-                     "use --forge local with repositories given as local paths")
+    if kind == "github":
+        env = os.environ if environ is None else environ
+        if not env.get("GITHUB_TOKEN"):
+            raise RunRefused("GITHUB_TOKEN", "is not set (the GitHub forge needs a token)",
+                             "export GITHUB_TOKEN with a token that can read the pull "
+                             "requests and, for publish and merge, write to the repositories")
+        return GitHubForge.from_environment(env)
+    raise RunRefused(f"--forge {kind}", "is not a forge", f"use one of {', '.join(FORGES)}")
 
 
 class _LocalSettings(BaseModel):
