@@ -17,7 +17,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from delivery.errors import RunRefused
 from delivery.forges.base import Forge
-from delivery.forges.github import GitHubForge
 from delivery.forges.local import LocalForge
 
 FORGES = ("local", "github")
@@ -42,18 +41,16 @@ def forge_kind(locations: Iterable[str], requested: str | None, base: Path) -> s
 
 def open_forge(kind: str, *, checks: Mapping[str, str] | None = None,
                environ: Mapping[str, str] | None = None) -> Forge:
-    """The forge of `kind`. GitHub is reached as inside Actions: `GITHUB_TOKEN`,
-    `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`, `GITHUB_SERVER_URL` from `environ` (default:
-    this process's environment); the token stays in memory, never on disk."""
+    """The forge of a run: the local one with its check commands, or GitHub as inside
+    Actions (`GITHUB_TOKEN`, `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`, `GITHUB_SERVER_URL`
+    from `environ`, default this process's environment; the token stays in memory)."""
     if kind == "local":
         return LocalForge(checks)
     if kind == "github":
-        env = os.environ if environ is None else environ
-        if not env.get("GITHUB_TOKEN"):
-            raise RunRefused("GITHUB_TOKEN", "is not set (the GitHub forge needs a token)",
-                             "export GITHUB_TOKEN with a token that can read the pull "
-                             "requests and, for publish and merge, write to the repositories")
-        return GitHubForge.from_environment(env)
+        from delivery.forges.github import GitHubForge  # PyGithub loads only when needed
+
+        # Without GITHUB_TOKEN this raises ForgeError naming it.
+        return GitHubForge.from_environment(environ if environ is not None else os.environ)
     raise RunRefused(f"--forge {kind}", "is not a forge", f"use one of {', '.join(FORGES)}")
 
 

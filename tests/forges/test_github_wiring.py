@@ -52,7 +52,7 @@ def test_probe_of_github_without_a_token_is_refused_naming_it(
         github_env: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_TOKEN")
     code, _, err = cli("probe", "--repo", "web=octo/web#1", "--forge", "github")
-    assert code == 2 and "GITHUB_TOKEN" in err
+    assert code != 0 and "GITHUB_TOKEN" in err and "Traceback" not in err
 
 
 def test_a_run_clones_over_http_probes_github_and_routes(fake: FakeGitHub,
