@@ -142,5 +142,6 @@ def test_a_delivery_on_github_publishes_one_pr_per_changed_folder_and_merges_in_
     # The request budget of this delivery (3 folders, 2 changed), stated so it cannot grow
     # unnoticed: git over HTTP, REST writes and reads, and GraphQL probes.
     graphql = fake.count("POST", "/api/graphql")
-    assert graphql <= 5, graphql  # probe, one read per folder in merge, probe (measured: 5)
-    assert len(fake.requests) <= 60, [  # measured: 52(r.method, r.path) for r in fake.requests]
+    # Measured: 5 GraphQL requests (probe, one read per folder in merge, probe), 52 in all.
+    assert graphql <= 5, graphql
+    assert len(fake.requests) <= 60, [(r.method, r.path) for r in fake.requests]
