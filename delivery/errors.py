@@ -11,7 +11,8 @@
         ├── RunRefused                 the run cannot start: a bad input, goal or setting
         ├── RunStoreError              a run directory, checkpoint or event log is unusable
         ├── GitError                   a git operation on a folder failed (clone, worktree, push)
-        └── ForgeError                 a forge (GitHub, local) refused or could not read or write
+        └── ForgeError                 a forge (GitHub, local) could not read or write a
+                                       repository or its PRs
 
 Each error carries the thing it is about as fields, and its message says what was
 expected, what was found and what to do. Definition errors and run-time errors are
@@ -133,18 +134,19 @@ class GitError(RunError):
 
 
 class ForgeError(RunError):
-    """A forge operation failed: `operation` on `repository` (e.g. "create the PR for
-    delivery/T-1"), `problem` as the forge put it, and what to do."""
+    """A forge could not do what was asked: `operation` (e.g. "create the PR for
+    delivery/T-1", when known) on `repository`, `problem` as the forge put it, and a fix."""
 
-    def __init__(self, forge: str, repository: str, operation: str, problem: str,
-                 fix: str = "") -> None:
+    def __init__(self, forge: str, repository: str, problem: str, fix: str = "", *,
+                 operation: str = "") -> None:
         self.forge = forge
         self.repository = repository
         self.operation = operation
         self.problem = problem
         self.fix = fix
-        message = f"{forge} {repository}: cannot {operation}: {problem}"
-        super().__init__(message + (f" — {fix}" if fix else ""))
+        doing = f"cannot {operation}: " if operation else ""
+        message = f"{forge} forge, {repository}: {doing}{problem}"
+        super().__init__(f"{message} — {fix}" if fix else message)
 
 
 class ScenarioFileError(DeliveryError):
