@@ -49,6 +49,8 @@ def test_a_delivery_on_github_publishes_merges_and_cleans_up(tmp_path: Path) -> 
         assert ctx["web.worktree.branch"] == "delivery/web-3"
         assert ctx["web.diff.files"] == 1
         assert ctx["pr.state"] == "MERGED" and ctx["worktree.clean"] is True
+        # one GraphQL request per PR read: look, land, after
+        assert github.count("POST", "/api/graphql") == 3
         pull = github.pull("octo/web", 1)
         assert "<!-- delivery:begin" in pull.body
         token = github.token

@@ -27,7 +27,7 @@ from delivery.lang.model import Node
 from probes.evidence import PrQuery
 from probes.facts import pr_facts as forge_pr_facts
 from probes.facts import roll_up_facts
-from probes.worktree import diff_facts, worktree_facts
+from probes.worktree import diff_facts, worktree_facts, worktree_state
 
 PR_KEYS = ("pr.state", "pr.ready", "pr.number", "pr.url", "pr.raw")
 THREAD_KEYS = ("threads.unresolved",)
@@ -107,9 +107,18 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
             if key in wanted or key.split(".", 1)[1] in wanted}
 
 
+def base_branch(env: StageEnv, folder: str) -> str:
+    """The folder's base (its repository's default branch), asked once per run."""
+    if folder not in env.base_branches:
+        forge = need_forge(env, "the base branch")
+        env.base_branches[folder] = forge.default_branch(folder_repository(env, folder))
+    return env.base_branches[folder]
+
+
 def _diff_facts(env: StageEnv, folder: str, path: Path) -> dict[str, Any]:
-    base = need_forge(env, "a diff against the base branch").default_branch(
-        folder_repository(env, folder))
+    if not worktree_state(path).exists:
+        return diff_facts(folder, path, "")  # no worktree: an empty diff, no forge asked
+    base = base_branch(env, folder)
     try:
         return diff_facts(folder, path, f"origin/{base}")
     except ValueError:
@@ -139,7 +148,7 @@ def run_worktree_add(node: Node, attempt: int, context: Context,
                 remote = forge.git_remote(repository)
                 clone = ensure_clone(remote.url, _cache(env), remote.http_headers)
                 add_worktree(clone, env.folders[folder], env.branch,
-                             forge.default_branch(repository))
+                             base_branch(env, folder))
             except DeliveryError as err:
                 raise StageProblem(f"folder '{folder}': {err}") from None
             facts.update(worktree_facts(folder, env.folders[folder]))

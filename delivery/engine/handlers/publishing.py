@@ -15,6 +15,7 @@ from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.engine.handlers.folders import (
     StageProblem,
+    base_branch,
     folder_repository,
     need_forge,
     stage_folders,
@@ -77,7 +78,7 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
                 raise StageProblem(f"folder '{folder}': no worktree at {path} (add a "
                                     "worktree_add stage before publish)")
             try:
-                base = forge.default_branch(repository)
+                base = base_branch(env, folder)
                 if diff_against_base(path, base).empty and not unpushed_commits(path):
                     continue  # nothing to deliver in this folder: no PR
                 commit_all(path, message)
@@ -119,10 +120,14 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                    if name.strip() and name.strip() not in env.folders]
         if unknown:
             raise StageProblem(f"order= names '{unknown[0]}', not a folder of the run")
-        for folder in merge_order(node, folders):
+        ordered = merge_order(node, folders)
+        # one read of every PR (one request on GitHub); each merge names the head SHA seen
+        observed = forge.pull_requests([PrQuery(folder, folder_repository(env, folder),
+                                                head_branch=env.branch)
+                                        for folder in ordered])
+        for folder in ordered:
             repository = folder_repository(env, folder)
-            seen = forge.pull_requests([PrQuery(folder, repository,
-                                                head_branch=env.branch)])[folder]
+            seen = observed.get(folder)
             if isinstance(seen, ProbeFailure):
                 raise StageProblem(f"folder '{folder}': {seen.reason}")
             if seen is None:
