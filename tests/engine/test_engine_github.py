@@ -51,6 +51,11 @@ def test_a_delivery_on_github_publishes_merges_and_cleans_up(tmp_path: Path) -> 
         assert ctx["pr.state"] == "MERGED" and ctx["worktree.clean"] is True
         # one GraphQL request per PR read: look, land, after
         assert github.count("POST", "/api/graphql") == 3
+        # git (clone, fetch, push) went over HTTP, authenticated by the header
+        git_requests = [r for r in github.requests if not r.path.startswith("/api/")]
+        assert any(r.method == "POST" and r.path.endswith("git-receive-pack")
+                   for r in git_requests)
+        assert all(r.authorized for r in git_requests)
         pull = github.pull("octo/web", 1)
         assert "<!-- delivery:begin" in pull.body
         token = github.token
