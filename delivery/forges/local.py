@@ -50,7 +50,7 @@ ReviewState = Literal["APPROVED", "CHANGES_REQUESTED", "COMMENTED"]
 
 
 def _error(repository: str, operation: str, problem: str, fix: str = "") -> ForgeError:
-    return ForgeError("local", repository, problem, fix, operation=operation)
+    return ForgeError("local", repository, operation, problem, fix)
 
 
 def git_dir_of(repository: str) -> Path:
