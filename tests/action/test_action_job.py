@@ -202,3 +202,18 @@ def test_a_paused_gate_is_answered_by_a_comment_from_a_user_with_write_permissio
                            cwd=fake.repository(REPO).path, capture_output=True, text=True,
                            check=True).stdout
     assert '"answer_received"' in saved and "github:alice" in saved
+
+
+def test_the_schedule_resumes_every_paused_run(actions: Actions, fake: FakeGitHub) -> None:
+    fake.hold_checks(REPO)
+    started = actions.job("issues", labeled(), inputs(fake))
+    run_id = started.outputs["run-id"]
+    nightly = actions.job("schedule", {"schedule": "17 * * * *"}, inputs(fake))
+    assert nightly.code == 0, nightly.stdout + nightly.stderr
+    assert nightly.outputs["run-id"] == run_id
+    assert nightly.outputs["status"] == "paused"  # CI still running: observed, paused again
+    log = subprocess.run(["git", "log", "--format=%s", f"refs/delivery/runs/{run_id}"],
+                         cwd=fake.repository(REPO).path, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert sum(line.startswith("claimed by actions:") for line in log) == 1
+    assert log[0].startswith("paused")

@@ -243,3 +243,13 @@ def test_a_state_that_is_no_repository_is_refused(tmp_path: Path,
     code = main(["run", str(flow(tmp_path)), "--state", str(tmp_path / "nothing")])
     assert code == 2
     assert "is neither git:OWNER/NAME nor a git repository" in capsys.readouterr().err
+
+
+def test_runs_lists_the_local_runs_of_a_workspace(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    workspace = machine(tmp_path, "local")
+    failing = flow(tmp_path, TICKING.replace('script="true"', 'script="false"'))
+    assert main(["run", str(failing), "--workspace", str(workspace), "--json"]) == 1
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    assert main(["runs", "--workspace", str(workspace)]) == 0
+    assert capsys.readouterr().out.strip() == f"{run_id}  failed"
