@@ -103,6 +103,18 @@ def test_a_resume_on_another_machine_continues_from_the_ref(tmp_path: Path,
     assert verify_run(outcome.run_dir).ok
 
 
+WAITING_ONLY = """
+digraph W {
+  graph [goal="wait"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  w [type=wait, interval="60s"]
+  start -> w -> w
+  w -> exit [condition="outcome=failed"]
+}
+"""
+
+
 class BarrierRef(RunRef):
     """Two jobs that read the ref at the same moment: both fetch before either claims."""
 
@@ -116,8 +128,8 @@ class BarrierRef(RunRef):
 
 def test_of_two_resumes_at_the_same_moment_exactly_one_advances_twenty_times(
         tmp_path: Path, state_repo: Path) -> None:
-    run_id = start(tmp_path, state_repo).run_id
-    ticks = 1
+    run_id = start(tmp_path, state_repo, WAITING_ONLY).run_id
+    waits = 1
     for round_ in range(20):
         BarrierRef.barrier = threading.Barrier(2)
         results: dict[str, str] = {}
@@ -139,11 +151,11 @@ def test_of_two_resumes_at_the_same_moment_exactly_one_advances_twenty_times(
         for thread in threads:
             thread.join()
         assert sorted(results.values()) == ["paused", "superseded"], results
-        ticks += 1
+        waits += 1
         head = json.loads(subprocess.run(
             ["git", "show", f"refs/delivery/runs/{run_id}:checkpoint.json"], cwd=state_repo,
             capture_output=True, check=True).stdout)
-        assert head["path"].count("tick") == ticks  # one step per round, never two
+        assert head["path"].count("w") == waits  # one step per round, never two
 
 
 def test_a_live_claim_supersedes_a_newcomer_and_a_stale_one_is_taken_over(
