@@ -208,3 +208,19 @@ def test_a_paused_gate_is_answered_by_a_comment_from_a_user_with_write_permissio
                            check=True).stdout
     assert '"answer_received"' in saved and "github:alice" in saved
 
+
+
+def test_resume_for_a_pr_without_a_delivery_marker_is_refused(
+        tmp_path: Path, fake: FakeGitHub, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from delivery.cli.main import main
+
+    fake.push_files(REPO, "feature", {"app.py": "v2\n"})
+    number = fake.open_pull(REPO, "feature", body="a person's PR")
+    for name, value in fake.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    code = main(["resume", "--state", f"git:{REPO}", "--for-pr", f"{REPO}#{number}",
+                 "--workspace", str(tmp_path)])
+    assert code == 2
+    assert "carries no delivery marker" in capsys.readouterr().err
