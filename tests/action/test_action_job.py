@@ -125,6 +125,9 @@ def test_a_labeled_issue_pauses_at_the_wait_the_schedule_and_a_check_suite_resum
                          check=True).stdout.splitlines()
     assert log[0].startswith("succeeded") and log[-1].startswith(f"run {run_id} started")
     assert sum(line.startswith("claimed by actions:") for line in log) == 2  # two resumes
+    leaked = [path for path in actions.root.rglob("*") if path.is_file()
+              and fake.token.encode() in path.read_bytes()]
+    assert leaked == []  # no run file, git config, state commit or output holds the token
 
 
 def pr_url(fake: FakeGitHub, number: int) -> str:

@@ -265,3 +265,16 @@ def test_runs_lists_the_local_runs_of_a_workspace(tmp_path: Path,
     run_id = json.loads(capsys.readouterr().out)["run_id"]
     assert main(["runs", "--workspace", str(workspace)]) == 0
     assert capsys.readouterr().out.strip() == f"{run_id}  failed"
+
+
+def test_a_job_whose_run_was_taken_over_stops_at_its_next_save(tmp_path: Path,
+                                                               state_repo: Path) -> None:
+    run_id = start(tmp_path, state_repo).run_id
+    slow_home = machine(tmp_path, "slow")
+    slow = open_state(state_repo, slow_home).session(run_id, "slow")
+    slow.claim(slow_home / "run", stale_after=lambda _: 3600.0)
+    resume(tmp_path, state_repo, run_id, "rescuer", take_over=True)
+    before = ref_log(state_repo, run_id)
+    with pytest.raises(Superseded, match="took the run over"):
+        slow.save(slow_home / "run", "step 9: next tick")
+    assert ref_log(state_repo, run_id) == before  # the slow job changed nothing
