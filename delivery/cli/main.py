@@ -45,7 +45,8 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--input", action="append", default=[], metavar="K=V",
                      help="a declared input; repeat for each input, each name once")
     run.add_argument("--repo", action="append", default=[], metavar="F=LOC",
-                     help="folder F of the run is the git worktree at LOC; repeat per folder")
+                     help="folder F of the run lives at LOC: a local repository path (local "
+                     "forge) or owner/name (GitHub); repeat per folder")
     run.add_argument("--agent", default="", metavar="PROFILE",
                      help="agent backend, e.g. replay:replies.json")
     run.add_argument("--forge", choices=("github", "local"), default=None,
