@@ -452,16 +452,22 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> di
     repos: dict[str, str] = {}
     folders: dict[str, str] = {}
     for name, location in request.repos.items():
-        if kind == "github" or is_github_location(location, workspace):
+        if kind == "github":
+            if not is_github_location(location, workspace):
+                raise RunRefused(f"--repo {name}={location}", "is not owner/name on GitHub, "
+                                 "and a run uses one forge for all its folders",
+                                 "give every folder as owner/name, or use --forge local "
+                                 "with local paths")
             repos[name] = location
             folders[name] = str(workspace / name)
             continue
         path = Path(location).expanduser()
         path = (path if path.is_absolute() else workspace / path).resolve()
         if not path.is_dir():
-            raise RunRefused(f"--repo {name}={location}", "is not a local directory",
-                             "give the path of a git repository (the local forge) or "
-                             "owner/name (GitHub)")
+            raise RunRefused(f"--repo {name}={location}", "is not a local directory, "
+                             "which the local forge needs",
+                             "give the path of a git repository, or owner/name for every "
+                             "folder with --forge github")
         repos[name] = str(path)
         folders[name] = str(workspace / name if creates_worktrees else path)
     checks = {**configured_checks(workspace), **request.checks}

@@ -183,3 +183,17 @@ def test_a_check_for_an_unknown_folder_is_refused(tmp_path: Path,
                                                   remotes: dict[str, Path]) -> None:
     with pytest.raises(RunRefused, match="folder 'docs'"):
         start(tmp_path, LIFECYCLE, remotes, checks={"docs": "true"})
+
+
+def test_a_run_mixing_paths_and_github_repositories_is_refused(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    request = RunRequest(workflow=write_flow(tmp_path, LIFECYCLE), inputs={"ticket": TICKET},
+                         workspace=workspace,
+                         repos={"web": str(remotes["web"]), "api": "octo/api"})
+    with pytest.raises(RunRefused, match=r"--repo web=.*one forge"):
+        start_run(request, world(tmp_path))
+    request.forge = "local"
+    with pytest.raises(RunRefused, match="--repo api=octo/api: is not a local directory"):
+        start_run(request, world(tmp_path))
