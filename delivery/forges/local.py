@@ -321,8 +321,8 @@ class LocalForge:
             chosen = next((p for p in pulls if p["number"] == query.number), None)
             if chosen is None:
                 raise _error(query.repository, f"find PR #{query.number}",
-                                 f"there is no pull request #{query.number}",
-                                 "check the number (PRs are listed in delivery/pulls.json)")
+                             f"there is no pull request #{query.number}",
+                             "check the number (PRs are listed in delivery/pulls.json)")
         elif query.head_branch:
             of_head = [p for p in pulls if p["head"] == query.head_branch]
             open_ = [p for p in of_head if p["state"] == "open"]
@@ -331,7 +331,14 @@ class LocalForge:
                 return None
         else:
             return None
-        return self._snapshot(git_dir, query.folder, chosen)
+        snapshot = self._snapshot(git_dir, query.folder, chosen)
+        if chosen["state"] == "open":
+            # merged or closed while it was being read (a check can take minutes): observed
+            # once more, and reported as it is now
+            now = _find(_Records(git_dir).load(), chosen["number"])
+            if now is not None and now["state"] != "open":
+                snapshot = self._snapshot(git_dir, query.folder, now)
+        return snapshot
 
     def _snapshot(self, git_dir: Path, folder: str,
                   pull: Mapping[str, Any]) -> PullRequestSnapshot:

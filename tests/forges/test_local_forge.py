@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,16 @@ def test_review_threads_count_until_resolved(forge: LocalForge, remote: Path) ->
     assert pr.unresolved_threads == 1
     assert [t["body"] for t in pr.raw()["threads"]] == ["typo"]  # for the repair prompt
     assert pr_facts({"web": pr}, ["web"]).facts["threads.unresolved"] == 1
+
+
+def test_a_pr_closed_while_it_is_read_is_observed_again_and_reported_closed(
+        remote: Path) -> None:
+    # the check runs during the probe: it closes the PR, as a person could meanwhile
+    closer = (f"{sys.executable} -c \"from delivery.forges.local import LocalForge; "
+              f"LocalForge().close_pull_request('{remote}', 1)\"")
+    forge = LocalForge({"web": closer})
+    open_pr(forge, remote, "feature", {"app.txt": "changed\n"})
+    assert observe(forge, remote).state.value == "CLOSED"
 
 
 def test_a_closed_pr_is_closed(forge: LocalForge, remote: Path) -> None:
