@@ -170,9 +170,11 @@ class LocalForge:
     name = "local"
 
     def __init__(self, checks: Mapping[str, str] | None = None, *,
-                 check_timeout: float = CHECK_TIMEOUT) -> None:
+                 check_timeout: float = CHECK_TIMEOUT, required_approvals: int = 0) -> None:
         self.checks = dict(checks or {})
         self.check_timeout = check_timeout
+        # like a protected branch: a PR waits for this many approvals (REVIEW_REQUIRED)
+        self.required_approvals = required_approvals
 
     # -- the write side (Forge) -------------------------------------------------------
     def git_remote(self, repository: str) -> GitRemote:
@@ -373,7 +375,8 @@ class LocalForge:
             head_sha=head_sha, base_ref=pull["base"],
             evidence=PrEvidence(merged=state == "merged", closed=state == "closed",
                                 mergeable=mergeable, checks=checks,
-                                review=_review_state(pull["reviews"])),
+                                review=_review_state(pull["reviews"],
+                                                     self.required_approvals)),
             unresolved_threads=sum(1 for t in pull["threads"] if not t["resolved"]),
             failing_checks=failing, reviews=notes, conflict=conflict,
             threads=tuple(ThreadNote(path=t["path"], line=t["line"] or None,
@@ -425,17 +428,19 @@ class LocalForge:
                            text[-SUMMARY_CHARS:])
 
 
-def _review_state(reviews: Sequence[Mapping[str, Any]]) -> Review:
-    """Each reviewer's latest approving or blocking review counts (comments do not)."""
+def _review_state(reviews: Sequence[Mapping[str, Any]], required: int = 0) -> Review:
+    """Each reviewer's latest approving or blocking review counts (comments do not); with
+    `required` approvals, fewer is REVIEW_REQUIRED."""
     latest: dict[str, str] = {}
     for review in reviews:
         if review["state"] in ("APPROVED", "CHANGES_REQUESTED"):
             latest[review["author"]] = review["state"]
     if "CHANGES_REQUESTED" in latest.values():
         return "CHANGES_REQUESTED"
-    if "APPROVED" in latest.values():
-        return "APPROVED"
-    return "NONE"
+    approvals = sum(1 for state in latest.values() if state == "APPROVED")
+    if approvals < required:
+        return "REVIEW_REQUIRED"
+    return "APPROVED" if approvals else "NONE"
 
 
 def _checked_out(git_dir: Path) -> str:

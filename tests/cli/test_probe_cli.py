@@ -114,7 +114,8 @@ def test_run_takes_repos_checks_and_a_cache_and_records_them(tmp_path: Path,
     """)
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    (workspace / "delivery.toml").write_text('[forge.local.checks]\nweb = "true"\n')
+    (workspace / "delivery.toml").write_text(
+        '[forge.local]\nrequired_approvals = 1\n[forge.local.checks]\nweb = "true"\n')
     code, out, err = cli("run", flow, "--repo", f"web={remotes['web']}",
                          "--repo", f"api={remotes['api']}", "--check", "api=false",
                          "--cache", tmp_path / "cache", "--workspace", workspace,
@@ -125,6 +126,7 @@ def test_run_takes_repos_checks_and_a_cache_and_records_them(tmp_path: Path,
     info = json.loads((Path(result["run_dir"]) / "run.json").read_text())
     assert info["forge"] == "local" and info["branch"] == "delivery/web-12"
     assert info["checks"] == {"web": "true", "api": "false"}
+    assert info["required_approvals"] == 1
     assert info["git_cache"] == str(tmp_path / "cache")
     assert (tmp_path / "cache" / "repos").is_dir()
 

@@ -89,6 +89,17 @@ def test_requested_changes_are_changes_required_until_that_reviewer_approves(
     assert observe(forge, remote).evidence.review == "APPROVED"
 
 
+def test_with_required_approvals_a_pr_waits_for_them(remote: Path) -> None:
+    forge = LocalForge(required_approvals=1)
+    number = open_pr(forge, remote, "feature", {"app.txt": "changed\n"})
+    forge.review(str(remote), number, "COMMENTED", "looks fine so far", author="ann")
+    pr = observe(forge, remote)
+    assert (pr.state.value, pr.ready, pr.evidence.review) == ("WAITING", False,
+                                                              "REVIEW_REQUIRED")
+    forge.review(str(remote), number, "APPROVED", author="ann")
+    assert observe(forge, remote).ready
+
+
 def test_a_conflicting_base_change_is_conflicts_naming_the_file(forge: LocalForge,
                                                                remote: Path) -> None:
     open_pr(forge, remote, "feature", {"app.txt": "ONE\ntwo\n", "broken.txt": "x"})
