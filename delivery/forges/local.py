@@ -61,7 +61,7 @@ def git_dir_of(repository: str) -> Path:
     if (path / ".git" / "HEAD").is_file():
         return (path / ".git").resolve()
     raise _error(repository, "open the repository", "it is not a git repository",
-                     "give the path of a (bare) git repository")
+                 "give the path of a (bare) git repository")
 
 
 def _git(git_dir: Path, *args: str, env: Mapping[str, str] | None = None,
@@ -93,8 +93,8 @@ def merge_tree(git_dir: Path, base_sha: str, head_sha: str) -> MergeTree:
                             "--no-messages", base_sha, head_sha, check=False)
     if status not in (0, 1):
         raise _error(str(git_dir), "compute mergeability (git merge-tree)",
-                         err.strip(),
-                         "the local forge needs git 2.38 or later")
+                     err.strip(),
+                     "the local forge needs git 2.38 or later")
     lines = out.splitlines()
     files = tuple(dict.fromkeys(line for line in lines[1:] if line.strip()))
     return MergeTree(lines[0].strip() if lines else "", files if status == 1 else ())
@@ -114,12 +114,12 @@ class _Records:
             return {"next": 1, "pulls": []}
         except ValueError as err:
             raise _error(str(self.path), "read the PR records",
-                             f"they are not JSON: {err}",
-                             "restore the file or remove it (its PRs are lost)") from None
+                         f"they are not JSON: {err}",
+                         "restore the file or remove it (its PRs are lost)") from None
         if not isinstance(data, dict) or not isinstance(data.get("pulls"), list):
             raise _error(str(self.path), "read the PR records",
-                             "they have the wrong shape",
-                             "restore the file or remove it (its PRs are lost)")
+                         "they have the wrong shape",
+                         "restore the file or remove it (its PRs are lost)")
         return data
 
     @contextmanager
@@ -194,12 +194,12 @@ class LocalForge:
                     return self._ref(repository, git_dir, pull, created=False)
             if not _ref_sha(git_dir, head):
                 raise _error(repository, f"open a PR for {head}",
-                                 f"branch {head!r} is not in the repository",
-                                 "push the branch before opening its PR")
+                             f"branch {head!r} is not in the repository",
+                             "push the branch before opening its PR")
             if not _ref_sha(git_dir, base):
                 raise _error(repository, f"open a PR for {head}",
-                                 f"base branch {base!r} is not in the repository",
-                                 "name an existing base branch")
+                             f"base branch {base!r} is not in the repository",
+                             "name an existing base branch")
             number = int(data.get("next", 1))
             data["next"] = number + 1
             pull = {"number": number, "head": head, "base": base, "title": title,
@@ -282,8 +282,8 @@ class LocalForge:
                     thread["resolved"] = True
                     return
             raise _error(repository, f"resolve thread {thread_id} of PR #{number}",
-                             "there is no such thread",
-                             "name a thread listed by delivery probe --json")
+                         "there is no such thread",
+                         "name a thread listed by delivery probe --json")
 
     def close_pull_request(self, repository: str, number: int) -> None:
         with self._pull(repository, number) as pull:
@@ -296,8 +296,8 @@ class LocalForge:
             pull = _find(data, number)
             if pull is None:
                 raise _error(repository, f"find PR #{number}",
-                                 f"there is no pull request #{number}",
-                                 "check the number with delivery probe")
+                             f"there is no pull request #{number}",
+                             "check the number with delivery probe")
             yield pull
 
     def _ref(self, repository: str, git_dir: Path, pull: Mapping[str, Any], *,
@@ -356,7 +356,7 @@ class LocalForge:
             if not head_sha or not base_sha:
                 gone = pull["head"] if not head_sha else pull["base"]
                 raise _error(str(git_dir), f"read PR #{pull['number']}",
-                                 f"branch {gone!r} is gone", "push it again or close the PR")
+                             f"branch {gone!r} is gone", "push it again or close the PR")
             merged = merge_tree(git_dir, base_sha, head_sha)
             mergeable = "CONFLICTING" if merged.conflicts else "MERGEABLE"
             if merged.conflicts:
