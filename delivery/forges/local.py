@@ -100,6 +100,13 @@ def merge_tree(git_dir: Path, base_sha: str, head_sha: str) -> MergeTree:
     return MergeTree(lines[0].strip() if lines else "", files if status == 1 else ())
 
 
+# What every PR record must hold, and of which type (a hand-edited file is checked on load).
+_RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "number": int, "head": str, "base": str, "title": str, "body": str, "state": str,
+    "reviews": list, "threads": list, "merged_sha": str, "merged_head_sha": str,
+}
+
+
 class _Records:
     """pulls.json: read without a lock (it is replaced atomically), written under one."""
 
@@ -120,6 +127,13 @@ class _Records:
             raise _error(str(self.path), "read the PR records",
                          "they have the wrong shape",
                          "restore the file or remove it (its PRs are lost)")
+        for index, pull in enumerate(data["pulls"]):
+            wrong = [key for key, kind in _RECORD_FIELDS.items()
+                     if not isinstance(pull, dict) or not isinstance(pull.get(key), kind)]
+            if wrong:
+                raise _error(str(self.path), "read the PR records",
+                             f"record {index + 1} has no valid {', '.join(wrong)}",
+                             "restore the file or fix that record")
         return data
 
     @contextmanager

@@ -232,6 +232,19 @@ def test_an_unreadable_folder_fails_alone(forge: LocalForge, remote: Path,
     assert isinstance(seen["doc"], ProbeFailure) and "#99" in seen["doc"].reason
 
 
+@pytest.mark.parametrize(("text", "problem"), [
+    ("not json", "not JSON"),
+    ('{"pulls": 3}', "wrong shape"),
+    ('{"next": 2, "pulls": [{"number": "1"}]}', "record 1 has no valid number, head"),
+])
+def test_damaged_records_are_a_clear_probe_failure(forge: LocalForge, remote: Path,
+                                                   text: str, problem: str) -> None:
+    (remote / "delivery").mkdir()
+    (remote / "delivery" / "pulls.json").write_text(text)
+    seen = forge.pull_requests([PrQuery("web", str(remote), head_branch="feature")])["web"]
+    assert isinstance(seen, ProbeFailure) and problem in seen.reason
+
+
 # -- checks are cached by head commit ---------------------------------------------------
 def test_a_check_runs_once_per_head_commit(tmp_path: Path, remote: Path) -> None:
     counter = tmp_path / "runs.log"
