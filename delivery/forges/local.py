@@ -410,7 +410,10 @@ class LocalForge:
             fcntl.flock(lock, fcntl.LOCK_EX)  # a second prober waits and reads the cache
             try:
                 if cached.is_file():
-                    return CheckResult(**json.loads(cached.read_text(encoding="utf-8")))
+                    try:
+                        return CheckResult(**json.loads(cached.read_text(encoding="utf-8")))
+                    except (ValueError, TypeError):
+                        pass  # a damaged cache entry: run the check again
                 result = self._run_check_now(git_dir, head_sha, command, folder / f"{key}.log")
                 _write_atomically(cached, json.dumps(result.__dict__))
                 return result
