@@ -256,9 +256,13 @@ def test_a_check_runs_once_per_head_commit(tmp_path: Path, remote: Path) -> None
     assert LocalForge(forge.checks).pull_requests(
         [PrQuery("web", str(remote), head_branch="feature")])  # another process: cached too
     assert counter.read_text().count("run") == 1
+    for entry in (remote / "delivery" / "checks").glob("*.json"):
+        entry.write_text("{damaged")
+    assert observe(forge, remote).evidence.checks == "SUCCESS"  # a damaged entry: run again
+    assert counter.read_text().count("run") == 2
     commit_to(remote, "feature", {"app.txt": None})
     assert observe(forge, remote).evidence.checks == "FAILURE"
-    assert counter.read_text().count("run") == 2
+    assert counter.read_text().count("run") == 3
 
 
 def test_the_check_sees_the_pr_head_not_the_base(tmp_path: Path, remote: Path) -> None:
