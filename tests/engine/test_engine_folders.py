@@ -219,3 +219,19 @@ def test_required_approvals_from_delivery_toml_hold_a_pr_back(
     assert ran.status == "succeeded", ran.failure_reason
     assert (ran.context["web.pr.state"], ran.context["web.pr.ready"]) == ("WAITING", False)
     assert json.loads(ran.context["web.pr.raw"])["review"] == "REVIEW_REQUIRED"
+
+
+def test_a_probe_in_a_run_without_folders_sees_no_pr(tmp_path: Path) -> None:
+    dot = """
+    digraph F {
+      graph [goal="g", inputs="ticket"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      look [type=probe]
+      start -> look -> exit
+    }
+    """
+    ran = start(tmp_path, dot, {})
+    assert ran.status == "succeeded", ran.failure_reason
+    assert (ran.context["pr.state"], ran.context["pr.ready"],
+            ran.context["threads.unresolved"]) == ("NONE", False, 0)
