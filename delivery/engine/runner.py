@@ -27,7 +27,6 @@ from delivery.engine.handlers.base import Clock, StageEnv
 from delivery.engine.interviewer import (
     ConsoleInterviewer,
     Interviewer,
-    PausingInterviewer,
     ScriptedInterviewer,
 )
 from delivery.engine.preamble import recent_stages, render_preamble
@@ -65,7 +64,8 @@ class RunRequest:
     answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     repos: Mapping[str, str] = field(default_factory=dict)
     # An unanswered human gate (no --answer, no terminal): "deny" fails the gate's stage,
-    # "pause" stops the run as paused so that `resume --answer` can continue it.
+    # "pause" stops the run as paused so that `resume --answer` can continue it,
+    # "managed" lets the node's agent answer a delegatable gate (else it is denied).
     gates: str = "deny"
 
 
@@ -149,8 +149,6 @@ def _interviewer(info: Mapping[str, Any], world: World,
     scripted = ScriptedInterviewer(info.get("answers", {}), used)
     if world.interactive:
         return ConsoleInterviewer(scripted)
-    if info.get("gates") == "pause":
-        return PausingInterviewer(scripted)
     return scripted
 
 
@@ -205,6 +203,7 @@ class _Run:
             folders=folders, stage_dir=self.run_dir.stage_dir,
             write_stage_file=write_stage_file,
             fidelity_preamble=_fidelity_preamble(state, self.workflow, context),
+            gates=str(self.info.get("gates") or "deny"),
         )
         engine = Engine(self.workflow, self.handlers, env, self.run_dir, self.events,
                         save_extra=lambda: {"agent_state": self.agent.save_state()},
