@@ -8,6 +8,7 @@ refuses the run, naming the profile and the node that needs it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,13 +35,15 @@ DEFAULT = ""  # the key of the run's default backend
 
 
 def build_backend(profile: Profile, *, label: str, base_dir: Path,
-                  environ: Mapping[str, str]) -> AgentBackend:
+                  environ: Mapping[str, str],
+                  sleep: Callable[[float], None] = time.sleep,
+                  clock: Callable[[], float] = time.monotonic) -> AgentBackend:
     if isinstance(profile, ReplayProfile):
         return ReplayBackend.from_file(base_dir / profile.file)
     if isinstance(profile, CommandProfile):
         return CommandBackend(profile, environ=environ, label=label)
     assert isinstance(profile, OpenAIProfile)
-    return OpenAIBackend(profile, environ=environ, label=label)
+    return OpenAIBackend(profile, environ=environ, label=label, sleep=sleep, clock=clock)
 
 
 def make_backend(spec: str, *, base_dir: Path,
@@ -79,7 +82,8 @@ def resolve_agents(needs: Iterable[tuple[str, str]], *, default_spec: str,
                    workspace: Path, environ: Mapping[str, str],
                    given: AgentBackend | None = None,
                    check: bool = True,
-                   build: Callable[..., AgentBackend] = build_backend) -> Agents:
+                   sleep: Callable[[float], None] = time.sleep,
+                   clock: Callable[[], float] = time.monotonic) -> Agents:
     """Build the backends that `needs` — (node id, its `agent=` or "") pairs — call for.
 
     `given` (a caller's backend) is the default; otherwise `default_spec` (`--agent`) or
@@ -93,7 +97,8 @@ def resolve_agents(needs: Iterable[tuple[str, str]], *, default_spec: str,
         if spec in built:
             return built[spec]
         profile = _lookup(spec, node, profile_file, path)
-        made = build(profile, label=spec, base_dir=workspace, environ=environ)
+        made = build_backend(profile, label=spec, base_dir=workspace, environ=environ,
+                             sleep=sleep, clock=clock)
         if check:
             _check(made, spec, node)
         built[spec] = made

@@ -84,7 +84,8 @@ class AgentRuntime:
     path: Callable[[], list[str]]
     outcomes: Callable[[], Mapping[str, str]]
     redact: Callable[[str], str] = lambda text: text
-    resumed: bool = False  # the next agent stage gets summary:high instead of full
+    # True once after a resume: the next agent stage gets summary:high instead of full
+    take_resumed: Callable[[], bool] = lambda: False
     threads: dict[tuple[str, str], AgentSession] = field(default_factory=dict)
     last: tuple[str, str, AgentSession] | None = None  # (node, profile, session)
     usage_by_node: dict[str, str] = field(default_factory=dict)  # for summary:high
@@ -103,10 +104,9 @@ class AgentRuntime:
                                  reasoning_effort=settings.reasoning_effort, timeout=timeout)
         session: AgentSession | None = None
         with self._lock:
-            if self.resumed:
-                self.resumed = False
-                if fidelity == "full":
-                    fidelity = "summary:high"  # the session was lost with the process
+            resumed = self.take_resumed()  # consumed by the first agent stage after a resume
+            if resumed and fidelity == "full":
+                fidelity = "summary:high"  # the session was lost with the process
             if fidelity == "full":
                 session = self._live_session(profile, thread, str(context.get("last_stage")
                                                                   or ""))
