@@ -2,8 +2,9 @@
 
 Each turn runs the profile's command in the run's workspace with the prompt on stdin and
 reads the reply from stdout (`output = "text"`), or from a JSON object (`"json"`) or
-JSON lines (`"jsonl"`) at `reply_key`. The turn's stdout, stderr and exit status go into
-the stage's folder through the TurnSink (the engine redacts them).
+JSON lines (`"jsonl"`) at `reply_key`. Each turn's stdout goes to the stage's
+`stdout.txt`, and its command line, exit status, time and stderr to `stderr.txt`, through
+the TurnSink (the engine redacts them).
 
 A session continues in one of two ways, chosen by the profile:
 * `resume_command` set (e.g. `claude -p --resume {session_id}`): the agent's own session id,
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -139,11 +141,10 @@ class CommandSession:
                           "timed_out": timed_out, "seconds": seconds})
         log.stdout.append(f"## turn {turn} ({how})\n{out}")
         log.stderr.append(f"## turn {turn} ({how}): exit status {status}"
-                          f"{' (timed out)' if timed_out else ''}, {seconds}s\n{err_text}")
+                          f"{' (timed out)' if timed_out else ''}, {seconds}s\n"
+                          f"$ {shlex.join(argv)}\n{err_text}")
         log.sink.file("stdout.txt", "\n".join(log.stdout))
         log.sink.file("stderr.txt", "\n".join(log.stderr))
-        log.sink.file("agent.json", json.dumps({"profile": name, "session_id": self.session_id,
-                                                "turns": log.turns}, indent=2) + "\n")
         if timed_out:
             raise AgentError(f"{name}: the agent for node '{node}' did not finish within "
                              f"{timeout:g}s and was stopped; raise the node's timeout= or "

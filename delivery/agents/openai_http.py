@@ -206,7 +206,7 @@ class OpenAIBackend:
             raise AgentError(f"{self.label}: no answer for node '{node}' after "
                              f"{len(attempts)} attempt(s); last: {last.problem}") from None
         finally:
-            sink.file("http.txt", "\n".join(attempts) + "\n")
+            sink.file("stderr.txt", "\n".join(attempts) + "\n")
 
 
 def _error_text(response: httpx.Response) -> str:
