@@ -145,7 +145,7 @@ FLOW = """digraph g {
 """
 
 
-def run(tmp_path: Path, agent: str = f"openai:gpt-test") -> Any:
+def run(tmp_path: Path, agent: str = "openai:gpt-test") -> Any:
     flow = write_flow(tmp_path, FLOW)
     world = World(clock=FakeClock(), environ={"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": BASE})
     return start_run(RunRequest(workflow=flow, workspace=tmp_path, agent=agent), world)
