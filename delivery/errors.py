@@ -9,7 +9,8 @@
     ├── ScenarioFileError              a route-scenario file (`delivery test`) is wrong
     └── RunError                       something went wrong while running (run-time)
         ├── RunRefused                 the run cannot start: a bad input, goal or setting
-        └── RunStoreError              a run directory, checkpoint or event log is unusable
+        ├── RunStoreError              a run directory, checkpoint or event log is unusable
+        └── ForgeError                 a forge (GitHub, local) refused or could not do a write
 
 Each error carries the thing it is about as fields, and its message says what was
 expected, what was found and what to do. Definition errors and run-time errors are
@@ -115,6 +116,21 @@ class RunRefused(RunError):
 
 class RunStoreError(RunError):
     """A run directory, checkpoint or event log cannot be used; the message names the path."""
+
+
+class ForgeError(RunError):
+    """A forge operation failed: `operation` on `repository` (e.g. "create the PR for
+    delivery/T-1"), `problem` as the forge put it, and what to do."""
+
+    def __init__(self, forge: str, repository: str, operation: str, problem: str,
+                 fix: str = "") -> None:
+        self.forge = forge
+        self.repository = repository
+        self.operation = operation
+        self.problem = problem
+        self.fix = fix
+        message = f"{forge} {repository}: cannot {operation}: {problem}"
+        super().__init__(message + (f" — {fix}" if fix else ""))
 
 
 class ScenarioFileError(DeliveryError):

@@ -69,6 +69,11 @@ class Agents:
                              f"use {ACCEPTED_FORMS}")
         return backend
 
+    def wrapped(self, wrap: Callable[[AgentBackend], AgentBackend]) -> Agents:
+        """The same backends, each wrapped (the engine wraps them in its redaction)."""
+        return Agents(wrap(self.default) if self.default is not None else None,
+                      {name: wrap(backend) for name, backend in self.named.items()})
+
     def save_state(self) -> dict[str, Any]:
         return {name: backend.save_state() for name, backend in self.named.items()}
 

@@ -11,8 +11,9 @@ from typing import Any, TextIO
 
 from delivery.cli import graph
 from delivery.cli.progress import TerminalProgress
-from delivery.cli.routes import print_routes, read_routes
+from delivery.cli.routes import print_routes
 from delivery.engine.context import ArtifactStore, Context
+from delivery.engine.route_log import read_routes
 from delivery.engine.runner import (
     RunOutcome,
     RunRequest,

@@ -347,11 +347,11 @@ class Engine:
         edge = select_edge(outgoing, context.lookup, failed=failed, preferred_label=preferred)
         if edge is not None:
             # what routing read and which rule chose the edge: `inspect --routes` shows it
+            read = facts_read(outgoing, context.lookup)
             self._event("edge_taken", source=edge.source, target=edge.target, label=edge.label,
                         condition=edge.condition.text if edge.condition else "",
                         rule=route_rule(edge, preferred_label=preferred),
-                        outcome=str(context.get("outcome") or ""),
-                        facts=facts_read(outgoing, context.lookup))
+                        **({"facts": read} if read else {}))
             if edge.loop_restart:
                 self._restart(context)
             if self._entry_edges:

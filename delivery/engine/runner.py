@@ -24,15 +24,16 @@ from delivery.agents.replay import ReplayBackend
 from delivery.engine.agent_runtime import AgentRuntime
 from delivery.engine.context import POINTER_PREFIX, ArtifactStore, Context
 from delivery.engine.handlers import default_handlers
-from delivery.engine.handlers.base import Clock, StageEnv
+from delivery.engine.handlers.base import Clock, Handler, StageEnv
 from delivery.engine.interviewer import (
     ConsoleInterviewer,
     Interviewer,
     ScriptedInterviewer,
 )
+from delivery.engine.redacting import RedactingAgent
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused
+from delivery.errors import RunRefused, WorkflowInvalid, WorkflowSyntaxError
 from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor
 from delivery.store.runstore import EventLog, RunDirectory, new_run_id, verify_run
@@ -98,6 +99,9 @@ class World:
     progress: Progress | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     options: EngineOptions = field(default_factory=EngineOptions)
+    # Stage handlers that stand in for the real ones (route scenarios play scripted probes,
+    # scripts and effects instead of touching the world), by node type.
+    handlers: Mapping[NodeType, Handler] | None = None
 
 
 def initial_context(workflow: Workflow, goal: str | None,
@@ -177,23 +181,26 @@ class _Run:
 
     def __init__(self, workflow: Workflow, run_dir: RunDirectory, info: Mapping[str, Any],
                  world: World, agents: Agents,
-                 recorded_events: Mapping[str, Any] | None = None) -> None:
+                 recorded_events: Mapping[str, Any] | None = None,
+                 redactor: Redactor | None = None) -> None:
         self.workflow = workflow
         self.run_dir = run_dir
         self.info = info
         self.world = world
-        self.agents = agents
-        self.agent = agents.for_profile("")
-        self.redactor = Redactor.from_environment(world.environ)
+        self.redactor = redactor or Redactor.from_environment(world.environ)
+        # what is sent to the agents and what comes back is redacted (SPEC §14)
+        self.agents = agents.wrapped(lambda backend: RedactingAgent(backend, self.redactor))
+        self.agent = self.agents.for_profile("")
         # a resumed run first writes back event lines a power failure took (EventLog)
         self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False,
                                restore=recorded_events)
-        self.handlers = default_handlers()
+        self.handlers = {**default_handlers(), **(world.handlers or {})}
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info["workspace"])
         folders = {name: Path(loc) for name, loc in self.info.get("folders", {}).items()}
-        context = Context(state.context, ArtifactStore(self.run_dir.artifacts_dir))
+        context = Context(state.context, ArtifactStore(self.run_dir.artifacts_dir),
+                          redactor=self.redactor)
         interviewer = self.world.interviewer or _interviewer(self.info, self.world,
                                                              state.answers_used)
 
@@ -219,6 +226,7 @@ class _Run:
             write_stage_file=write_stage_file,
             fidelity_preamble=lambda node: runtime.plan(node, context).preamble,
             gates=str(self.info.get("gates") or "deny"), agent_runtime=runtime,
+            redact=self.redactor.text,
         )
         engine = Engine(self.workflow, self.handlers, env, self.run_dir, self.events,
                         save_extra=lambda: {"agent_state": self.agent.save_state(),
@@ -236,6 +244,7 @@ class _Run:
 def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     """Validate, refuse or start a run; returns when it ends (or pauses)."""
     world = world or World()
+    redactor = Redactor.from_environment(world.environ)
     workflow_path = request.workflow.resolve()
     workflow = load_workflow(workflow_path)
     values = initial_context(workflow, request.goal, request.inputs)
@@ -243,13 +252,18 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     if not workspace.is_dir():
         raise RunRefused("--workspace", f"{workspace} is not a directory",
                          "create it or point --workspace at an existing directory")
-    refuse_unsupported(workflow, default_handlers())
+    refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     agents = _agents(workflow, request.agent, workspace, world, request.gates)
     run_id = new_run_id()
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     run_dir = RunDirectory.create(run_path)
-    source = workflow_path.read_text(encoding="utf-8")
-    (run_path / WORKFLOW_COPY).write_bytes(source.encode())  # resume checks its SHA-256
+    source = _workflow_source(workflow_path)
+    # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
+    redacted = redactor.text(source)
+    (run_path / WORKFLOW_COPY).write_bytes(redacted.encode())  # resume checks its SHA-256
+    if redacted != source:
+        workflow = _load_redacted_copy(run_path / WORKFLOW_COPY)
+        source = redacted
     folders = {name: str(_folder_path(loc, workspace, name))
                for name, loc in request.repos.items()}
     values["internal.run_id"] = run_id
@@ -260,14 +274,14 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
         "answers": _answer_lists(request.answers), "gates": request.gates,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    run_dir.write_run_info(info)
+    run_dir.write_run_info(redactor.value(info))
     start = workflow.start
     assert start is not None  # validated
     # large inputs go to the artifact store before the first checkpoint, also in `initial`
-    stored = Context(values, ArtifactStore(run_dir.artifacts_dir)).snapshot()
+    stored = Context(values, ArtifactStore(run_dir.artifacts_dir), redactor=redactor).snapshot()
     state = RunState(run_id=run_id, next_node=start.id, context=dict(stored),
                      initial=dict(stored))
-    run = _Run(workflow, run_dir, info, world, agents)
+    run = _Run(workflow, run_dir, info, world, agents, redactor=redactor)
     # The event records what was asked, not bulk data: long inputs are cut (the checkpoint
     # holds them whole, large ones through the artifact store).
     shown_inputs = {name: value if len(value) <= EVENT_VALUE_CHARS else
@@ -278,6 +292,22 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     run_dir.save_checkpoint({**state.to_json(), "agent_state": run.agent.save_state(),
                              "events": run.events.record()})
     return run.execute(state)
+
+
+def _workflow_source(path: Path) -> str:
+    # a BOM at the start is accepted, as by the loader
+    return path.read_text(encoding="utf-8").removeprefix("\ufeff")
+
+
+def _load_redacted_copy(copy: Path) -> Workflow:
+    """The workflow as its run copy holds it, secrets masked; refused when masking them
+    broke it (a secret written as a bare word, say)."""
+    try:
+        return load_workflow(copy)
+    except (WorkflowSyntaxError, WorkflowInvalid) as err:
+        raise RunRefused("workflow", f"holds a secret value, and with it masked as *** it no "
+                         f"longer validates: {err}", "do not write secrets into a workflow: "
+                         "read them from the environment in a script ($GITHUB_TOKEN)") from None
 
 
 def resume_run(run_path: Path, world: World | None = None,
@@ -306,7 +336,7 @@ def resume_run(run_path: Path, world: World | None = None,
                          "run started (its SHA-256 differs from run.json's)",
                          "restore the copy, or start a new run with the changed workflow")
     workflow = load_workflow(copy)
-    refuse_unsupported(workflow, default_handlers())
+    refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     state = _checkpointed_state(checkpoint, workflow, run_dir)
     store = ArtifactStore(run_dir.artifacts_dir)
     state.context = relocate_artifacts(state.context, store)
@@ -337,7 +367,7 @@ def resume_run(run_path: Path, world: World | None = None,
         log.warning("resume: %s", recovered)
         run.events.append("checkpoint_recovered", problem=recovered)
     if answers:
-        run_dir.write_run_info(info)
+        run_dir.write_run_info(run.redactor.value(info))
     if state.status == "running":
         run.events.append("run_resumed", next_node=state.next_node or "")
     return run.execute(state)
@@ -411,12 +441,17 @@ def parse_answers(items: Sequence[str]) -> dict[str, list[str]]:
 
 
 def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
-    """`K=V` items of a repeated option; RunRefused names the bad one."""
+    """`K=V` items of a repeated option; RunRefused names the bad one, or the name given
+    twice (the second value would silently win)."""
     values: dict[str, str] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise RunRefused(f"{option} {item!r}", "is not NAME=VALUE",
                              f"write {option} name=value")
-        values[name.strip()] = value
+        name = name.strip()
+        if name in values:
+            raise RunRefused(f"{option} {name}=", "is given twice",
+                             f"give {option} {name}=VALUE once")
+        values[name] = value
     return values

@@ -72,6 +72,8 @@ class StageEnv:
     # backends, sessions, fidelity and model settings of agent stages (None: the default
     # backend, a fresh session per stage, compact preambles)
     agent_runtime: AgentRuntime | None = None
+    # masks secrets in text a stage writes itself (script output, facts): SPEC §14
+    redact: Callable[[str], str] = field(default=lambda text: text)
 
 
 class Handler(Protocol):
