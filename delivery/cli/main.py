@@ -47,7 +47,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--repo", action="append", default=[], metavar="F=LOC",
                      help="folder F of the run is the git worktree at LOC; repeat per folder")
     run.add_argument("--agent", default="", metavar="PROFILE",
-                     help="agent backend, e.g. replay:replies.json")
+                     help="the default agent profile: a name from delivery.toml (or "
+                     "[tool.delivery] in pyproject.toml), command:<cmd>, openai:<model> or "
+                     "replay:<file.json>; a node's agent= picks another")
     run.add_argument("--forge", choices=("github", "local"), default="local",
                      help="where pull requests live (default: local)")
     run.add_argument("--workspace", type=Path,
