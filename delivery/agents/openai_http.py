@@ -128,6 +128,12 @@ class OpenAIBackend:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
+    def missing_key(self) -> str | None:
+        """The variable to set when the public API is used without a key, else None."""
+        if not self.api_key and self.base_url == DEFAULT_BASE_URL:
+            return self.profile.api_key_env
+        return None
+
     def unreachable(self) -> str | None:
         """Why the server cannot be reached (checked before a run starts), else None.
 

@@ -142,6 +142,12 @@ def _check(backend: AgentBackend, spec: str, node: str) -> None:
                              f"found (needed by node '{node}')",
                              "install it, put it on PATH, or fix the profile's command")
     elif isinstance(backend, OpenAIBackend):
+        missing = backend.missing_key()
+        if missing is not None:
+            raise RunRefused(f"agent profile '{spec}'", f"talks to {backend.base_url} but "
+                             f"{missing} is not set (needed by node '{node}')",
+                             f"export {missing}, or set base_url (or OPENAI_BASE_URL) for a "
+                             "local server")
         problem = backend.unreachable()
         if problem is not None:
             raise RunRefused(f"agent profile '{spec}'", f"{problem} (needed by node '{node}')",

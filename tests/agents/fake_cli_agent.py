@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """A stand-in for a CLI coding agent (`claude -p --output-format json`-like), for tests.
 
-    fake_cli_agent.py --state DIR [--resume SESSION] [--model MODEL]
+    fake_cli_agent.py --state DIR [--resume SESSION] [--model MODEL] [--jsonl] [resume SESSION]
 
 Reads the prompt on stdin. DIR/script.json lists what successive invocations do, in
 order: {"reply": TEXT} prints {"result": TEXT, "session_id": ..., "usage": {...}},
 {"exit": N, "stderr": TEXT} fails, {"sleep": SECONDS} hangs, {"raw": TEXT} prints TEXT as
-is. A reply may say "{env:NAME}" to include an environment variable. Sessions are kept in
+is. With --jsonl it prints Codex-like JSON lines instead (`thread.started` with the
+session id, a reasoning item, the `agent_message` item, `turn.completed` with usage), and a
+session may be resumed Codex's way (`resume SESSION` words). A reply may say "{env:NAME}"
+to include an environment variable. Sessions are kept in
 DIR/sessions/<id>.json (the prompts seen); every call is appended to DIR/calls.jsonl.
 """
 
@@ -25,7 +28,10 @@ def main() -> int:
     parser.add_argument("--state", required=True, type=Path)
     parser.add_argument("--resume", default="")
     parser.add_argument("--model", default="")
-    args = parser.parse_args()
+    parser.add_argument("--jsonl", action="store_true")
+    args, words = parser.parse_known_args()
+    if "resume" in words:
+        args.resume = words[words.index("resume") + 1]
     state: Path = args.state
     prompt = sys.stdin.read()
     count_file = state / "count"
@@ -51,13 +57,21 @@ def main() -> int:
     if "exit" in action:
         print(action.get("stderr", ""), file=sys.stderr)
         return int(action["exit"])
-    if "raw" in action:
-        print(action["raw"])
-        return 0
-    reply = action["reply"]
+    reply = action.get("raw", action.get("reply", ""))
     for name, value in os.environ.items():
         reply = reply.replace("{env:" + name + "}", value)
+    if "raw" in action:
+        print(reply)
+        return 0
     print(f"thinking about {len(prompt)} characters", file=sys.stderr)
+    if args.jsonl:
+        for event in ({"type": "thread.started", "thread_id": session_id},
+                      {"type": "item.completed", "item": {"type": "reasoning", "text": "hmm"}},
+                      {"type": "item.completed", "item": {"type": "agent_message", "text": reply}},
+                      {"type": "turn.completed",
+                       "usage": {"input_tokens": len(prompt) // 4, "output_tokens": 3}}):
+            print(json.dumps(event))
+        return 0
     print(json.dumps({"type": "result", "result": reply, "session_id": session_id,
                       "usage": {"input_tokens": len(prompt) // 4, "output_tokens": 7}}))
     return 0

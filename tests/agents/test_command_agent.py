@@ -201,3 +201,34 @@ def test_profiles_may_live_in_pyproject(tmp_path: Path) -> None:
         '[project]\nname = "x"\n\n[tool.delivery.profiles.fake]\nbackend = "command"\n'
         f'command = {json.dumps(agent_command(state))}\noutput = "json"\n', encoding="utf-8")
     assert run(tmp_path, ONE_STAGE % ', agent="fake"').status == "succeeded"
+
+
+def test_a_codex_like_jsonl_agent_resumes_by_thread_id(tmp_path: Path) -> None:
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    command = agent_command(state) + " --jsonl"
+    (tmp_path / "delivery.toml").write_text(
+        '[profiles.codex]\nbackend = "command"\n'
+        f"command = {json.dumps(command + ' -')}\n"
+        f"resume_command = {json.dumps(command + ' resume {session_id} -')}\n"
+        'output = "jsonl"\nsession_key = "thread_id"\nreply_key = "item.text"\n'
+        'reply_match = { "item.type" = "agent_message" }\n', encoding="utf-8")
+    script(state, {"reply": "no contract"}, {"reply": reply({"summary": "fixed"})})
+    outcome = run(tmp_path, ONE_STAGE % "", agent="codex")
+    assert outcome.status == "succeeded", outcome.failure_reason
+    first, second = calls(state)
+    assert second["argv"][-3:] == ["resume", first["session"], "-"]
+    assert outcome.usage["output_tokens"] == 6
+
+
+def test_a_plain_text_agent_with_its_own_environment(tmp_path: Path) -> None:
+    state = tmp_path / "agent-state"
+    state.mkdir()
+    (tmp_path / "delivery.toml").write_text(
+        '[profiles.plain]\nbackend = "command"\n'
+        f"command = {json.dumps(agent_command(state))}\n"
+        'env = { SUMMARY = "from the profile env" }\n', encoding="utf-8")
+    script(state, {"raw": 'All done. {"context_updates": {"summary": "{env:SUMMARY}"}}'})
+    outcome = run(tmp_path, ONE_STAGE % "", agent="plain")
+    assert outcome.status == "succeeded", outcome.failure_reason
+    assert outcome.context["summary"] == "from the profile env"

@@ -189,3 +189,11 @@ def test_an_unreachable_server_is_refused_before_the_run(tmp_path: Path) -> None
     assert "agent profile 'openai:gpt-test'" in str(caught.value)
     assert "cannot be reached" in str(caught.value) and "node 'review'" in str(caught.value)
     assert not (tmp_path / ".delivery").exists()
+
+
+def test_the_public_api_without_a_key_is_refused_before_the_run(tmp_path: Path) -> None:
+    flow = write_flow(tmp_path, FLOW)
+    with pytest.raises(RunRefused) as caught:
+        start_run(RunRequest(workflow=flow, workspace=tmp_path, agent="openai:gpt-test"),
+                  World(clock=FakeClock(), environ={}))
+    assert "OPENAI_API_KEY is not set (needed by node 'review')" in str(caught.value)
