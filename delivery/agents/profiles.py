@@ -107,7 +107,8 @@ Profile = Annotated[CommandProfile | OpenAIProfile | ReplayProfile,
 
 
 class ProfileFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # other tables of the same file (e.g. [forge.local]) belong to other parts of delivery
+    model_config = ConfigDict(extra="ignore")
 
     default: str = ""
     profiles: dict[str, Profile] = Field(default_factory=dict)

@@ -50,8 +50,14 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="the default agent profile: a name from delivery.toml (or "
                      "[tool.delivery] in pyproject.toml), command:<cmd>, openai:<model> or "
                      "replay:<file.json>; a node's agent= picks another")
-    run.add_argument("--forge", choices=("github", "local"), default="local",
-                     help="where pull requests live (default: local)")
+    run.add_argument("--forge", choices=("github", "local"), default=None,
+                     help="where the repositories and PRs live (default: local when every "
+                     "LOC is a path, github when one is owner/name)")
+    run.add_argument("--check", action="append", default=[], metavar="F=COMMAND",
+                     help="the local forge's check command for a folder (also "
+                     "[forge.local.checks] in delivery.toml)")
+    run.add_argument("--cache", type=Path, metavar="DIR",
+                     help="git clone cache (default: $XDG_CACHE_HOME/delivery)")
     run.add_argument("--workspace", type=Path,
                      help="directory the stages work in (default: the current directory)")
     run.add_argument("--run-dir", type=Path,
@@ -82,6 +88,34 @@ def _build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
     verify.add_argument("run", metavar="RUN", help="run directory or run id")
 
+    probe = commands.add_parser(
+        "probe", help="print the PR, thread, worktree and diff facts of some repositories",
+        description="Observe pull requests across repositories and print the flat facts "
+        "(per folder and roll-ups). LOC is a path (local forge) or owner/name (GitHub), "
+        "optionally naming the PR: LOC#12 or LOC@branch. Exit 1 when a folder cannot be read.")
+    probe.add_argument("--repo", action="append", default=[], metavar="F=LOC", required=True)
+    probe.add_argument("--forge", choices=("github", "local"), default=None)
+    probe.add_argument("--check", action="append", default=[], metavar="F=COMMAND",
+                       help="the local forge's check command for a folder")
+    probe.add_argument("--json", action="store_true")
+
+    review = commands.add_parser(
+        "review", help="review a pull request on the local forge",
+        description="Review a local-forge pull request: approve it, request changes, or "
+        "open and resolve review threads. TARGET is FOLDER#N (with --repo or --run) or "
+        "PATH#N.")
+    review.add_argument("target", metavar="TARGET")
+    action = review.add_mutually_exclusive_group(required=True)
+    action.add_argument("--approve", action="store_true")
+    action.add_argument("--request-changes", metavar="TEXT")
+    action.add_argument("--comment", metavar="TEXT", help="open a review thread")
+    action.add_argument("--resolve", type=int, metavar="THREAD", help="resolve a thread")
+    review.add_argument("--body", default="", help="text of an approval")
+    review.add_argument("--path", default="", help="file a --comment is about")
+    review.add_argument("--line", type=int, default=0, help="line a --comment is about")
+    review.add_argument("--author", default="", help="reviewer name (default: $USER)")
+    review.add_argument("--repo", action="append", default=[], metavar="F=LOC")
+    review.add_argument("--run", metavar="RUN", help="take the folders from this run")
     graph.add_parser(commands)
     scenarios.add_parser(commands)
     return parser
