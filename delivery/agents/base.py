@@ -53,13 +53,15 @@ def _ignore_usage(usage: Usage) -> None:
 
 @dataclass(frozen=True)
 class TurnSink:
-    """Where a turn's traces go. `file(name, text)` writes a file into the current stage's
-    folder (redacted by the engine); `usage(u)` adds to the stage's token count; `node_id`
-    is the stage speaking (a `full` thread's session serves several nodes)."""
+    """The stage a turn belongs to, and where its traces go. `file(name, text)` writes a
+    file into the stage's folder (redacted by the engine); `usage(u)` adds to the stage's
+    token count. A `full` thread's session serves several stages: `node_id` is the stage
+    speaking and `request` its settings (model, timeout), which the session adopts."""
 
     node_id: str = ""
     file: Callable[[str, str], None] = _ignore_file
     usage: Callable[[Usage], None] = _ignore_usage
+    request: SessionRequest | None = None
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,8 @@ class CommandSession:
 
     def send(self, message: str, sink: TurnSink | None = None) -> str:
         sink = sink or _NO_SINK
+        if sink.request is not None:
+            self.request = sink.request  # the stage speaking (a thread serves several)
         if self._log is None or self._log.sink is not sink:
             self._log = _StageLog(sink)
         profile = self.backend.profile

@@ -66,6 +66,8 @@ class OpenAISession:
 
     def send(self, message: str, sink: TurnSink | None = None) -> str:
         sink = sink or _NO_SINK
+        if sink.request is not None:
+            self.request = sink.request  # the stage speaking (a thread serves several)
         self.messages.append({"role": "user", "content": message})
         try:
             data = self.backend.complete(self._body(), self.request, sink)

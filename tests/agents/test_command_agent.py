@@ -150,7 +150,7 @@ THREAD = """digraph g {
     exit  [shape=Msquare]
     plan  [prompt="Plan it", fidelity="full", thread_id="impl"]
     check [prompt="Check it", agent="other"]
-    build [prompt="Build it", fidelity="full", thread_id="impl"]
+    build [prompt="Build it", fidelity="full", thread_id="impl", llm_model="builder"]
     start -> plan -> check -> build -> exit
 }
 """
@@ -164,7 +164,8 @@ def test_full_fidelity_stages_of_one_thread_continue_one_session(tmp_path: Path)
     outcome = run(tmp_path, THREAD)
     assert outcome.status == "succeeded", outcome.failure_reason
     plan, build = calls(state)
-    assert build["argv"][-2:] == ["--resume", plan["session"]] and build["history"] == 2
+    assert build["argv"][-4:] == ["--resume", plan["session"], "--model", "builder"]
+    assert build["history"] == 2 and "--model" not in plan["argv"]
     assert build["stdin"].startswith("Build it")  # no preamble: the session has it all
     assert (stage_file(outcome, "check", "prompt.md").read_text()
             .startswith("Goal: Plan then build"))

@@ -61,7 +61,8 @@ def run_agent(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         spent[0] = spent[0] + usage
 
     sink = TurnSink(file=lambda name, text: env.write_stage_file(node.id, attempt, name, text),
-                    usage=add_usage, node_id=node.id)
+                    usage=add_usage, node_id=node.id,
+                    request=plan.request if plan is not None else None)
     session: AgentSession | None = None
     try:
         if plan is not None:
