@@ -12,6 +12,9 @@ A session continues in one of two ways, chosen by the profile:
   conversation;
 * otherwise the transcript is replayed: a continued turn sends the earlier prompts and
   replies, then the new message, to a fresh process.
+
+With `resume_command`, the session id of each `full` thread is saved in the checkpoint, so
+that after `delivery resume` the thread continues where it was (`resume_thread`).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class CommandSession:
         self.backend = backend
         self.request = request
         self.session_id = ""
+        self.restored = False  # continues a session of an earlier process (resume_thread)
         self.transcript: list[tuple[str, str]] = []  # (prompt, reply) of finished turns
         self._log: _StageLog | None = None
 
@@ -81,7 +85,7 @@ class CommandSession:
         if self._log is None or self._log.sink is not sink:
             self._log = _StageLog(sink)
         profile = self.backend.profile
-        continued = bool(self.transcript)
+        continued = bool(self.transcript) or self.restored
         if continued and profile.resume_command and self.session_id:
             argv, stdin, how = self._argv(profile.resume_command), message, "resume"
         elif continued:
@@ -90,6 +94,8 @@ class CommandSession:
             argv, stdin, how = self._argv(profile.command), message, "new"
         reply = self._run(argv, stdin, how)
         self.transcript.append((message, reply))
+        if self.request.thread and self.session_id:
+            self.backend.threads[self.request.thread] = self.session_id
         return reply
 
     # -- one turn ---------------------------------------------------------------------
@@ -214,6 +220,7 @@ class CommandBackend:
         self.profile = profile
         self.environ = dict(environ)
         self.label = label or "command:" + " ".join(profile.command)
+        self.threads: dict[str, str] = {}  # `full` thread key -> the agent's session id
 
     def missing_program(self) -> str | None:
         """The program the profile runs when it cannot be found, else None."""
@@ -227,8 +234,20 @@ class CommandBackend:
                      request: SessionRequest | None = None) -> CommandSession:
         return CommandSession(self, request or SessionRequest(node_id, workspace))
 
+    def resume_thread(self, thread: str, request: SessionRequest) -> CommandSession | None:
+        """The session of `thread` from before a resume, when the agent can continue it
+        (a `resume_command` and the agent's session id, saved in the checkpoint)."""
+        session_id = self.threads.get(thread)
+        if not (self.profile.resume_command and session_id):
+            return None
+        session = CommandSession(self, request)
+        session.session_id, session.restored = session_id, True
+        return session
+
     def save_state(self) -> dict[str, Any]:
-        return {}
+        return {"threads": dict(self.threads)} if self.threads else {}
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
-        pass
+        threads = state.get("threads")
+        if isinstance(threads, Mapping):
+            self.threads = {str(k): v for k, v in threads.items() if isinstance(v, str)}

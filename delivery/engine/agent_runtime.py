@@ -6,7 +6,8 @@ the node's, else the graph's `default_fidelity`, else `compact`. At `full` the s
 continues a session: the one of its thread key — the node's `thread_id`, else the entry
 edge's, else the graph's `thread_id`, else the class derived from its subgraph's label —
 or, with none of those, the session of the stage just before it. Sessions live in memory:
-after a resume the first agent stage gets `summary:high` instead, once.
+after a resume the first agent stage gets `summary:high` instead, once — unless its
+backend can continue the thread's session (a command profile with `resume_command`).
 """
 
 from __future__ import annotations
@@ -106,13 +107,26 @@ class AgentRuntime:
         with self._lock:
             resumed = self.take_resumed()  # consumed by the first agent stage after a resume
             if resumed and fidelity == "full":
-                fidelity = "summary:high"  # the session was lost with the process
-            if fidelity == "full":
+                session = self._restored_session(backend, profile, thread, request)
+                if session is None:
+                    fidelity = "summary:high"  # the session was lost with the process
+            elif fidelity == "full":
                 session = self._live_session(profile, thread, str(context.get("last_stage")
                                                                   or ""))
         preamble = "" if fidelity == "full" else render_preamble(fidelity,
                                                                  self.facts(context, fidelity))
         return StagePlan(backend, profile, fidelity, thread, request, session, preamble)
+
+    def _restored_session(self, backend: AgentBackend, profile: str, thread: str,
+                          request: SessionRequest) -> AgentSession | None:
+        """A thread's session from before the resume, when the backend can continue it."""
+        resume = getattr(backend, "resume_thread", None)
+        if not thread or resume is None:
+            return None
+        session: AgentSession | None = resume(thread, request)
+        if session is not None:
+            self.threads[(profile, thread)] = session
+        return session
 
     def _live_session(self, profile: str, thread: str, previous: str) -> AgentSession | None:
         if thread:

@@ -41,6 +41,12 @@ class RedactingAgent:
         session = self.backend.open_session(node_id, workspace=workspace, request=request)
         return RedactingSession(session, self.redactor)
 
+    def resume_thread(self, thread: str, request: SessionRequest) -> AgentSession | None:
+        """The backend's session of a `full` thread from before a resume, if it keeps one."""
+        resume = getattr(self.backend, "resume_thread", None)
+        session = resume(thread, request) if resume is not None else None
+        return RedactingSession(session, self.redactor) if session is not None else None
+
     def save_state(self) -> dict[str, Any]:
         return self.backend.save_state()
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from engine_helpers import FakeClock, reply, stage_file, write_flow
 
-from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
+from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.errors import RunRefused
 
 FAKE = Path(__file__).with_name("fake_cli_agent.py")
@@ -233,3 +233,46 @@ def test_a_plain_text_agent_with_its_own_environment(tmp_path: Path) -> None:
     outcome = run(tmp_path, ONE_STAGE % "", agent="plain")
     assert outcome.status == "succeeded", outcome.failure_reason
     assert outcome.context["summary"] == "from the profile env"
+
+
+PAUSED_THREAD = """digraph g {
+    graph [goal="Plan, ask, build"]
+    start [shape=Mdiamond]
+    exit  [shape=Msquare]
+    plan  [prompt="Plan it", fidelity="full", thread_id="impl"]
+    ask   [shape=hexagon, label="Go on?"]
+    build [prompt="Build it", fidelity="full", thread_id="impl"]
+    start -> plan -> ask
+    ask -> build [label="go"]
+    build -> exit
+}
+"""
+
+
+def test_after_a_resume_a_resumable_agent_continues_its_thread(tmp_path: Path) -> None:
+    state = write_profiles(tmp_path)
+    script(state, {"reply": reply()}, {"reply": reply()})
+    flow = write_flow(tmp_path, PAUSED_THREAD)
+    world = World(clock=FakeClock(), environ={"PATH": "/usr/bin:/bin"})
+    paused = start_run(RunRequest(workflow=flow, workspace=tmp_path, gates="pause"), world)
+    assert paused.status == "paused", paused.failure_reason
+    outcome = resume_run(paused.run_dir, World(clock=FakeClock(),
+                                               environ={"PATH": "/usr/bin:/bin"}),
+                         answers={"ask": "go"})
+    assert outcome.status == "succeeded", outcome.failure_reason
+    plan, build = calls(state)
+    assert build["argv"][-2:] == ["--resume", plan["session"]] and build["history"] == 2
+    assert build["stdin"].startswith("Build it")  # still `full`: no summary needed
+
+
+def test_after_a_resume_a_transcript_agent_gets_a_summary_once(tmp_path: Path) -> None:
+    state = write_profiles(tmp_path, resume=False)
+    script(state, {"reply": reply()}, {"reply": reply()})
+    flow = write_flow(tmp_path, PAUSED_THREAD)
+    world = World(clock=FakeClock(), environ={"PATH": "/usr/bin:/bin"})
+    paused = start_run(RunRequest(workflow=flow, workspace=tmp_path, gates="pause"), world)
+    outcome = resume_run(paused.run_dir, world, answers={"ask": "go"})
+    assert outcome.status == "succeeded", outcome.failure_reason
+    _, build = calls(state)
+    assert build["stdin"].startswith("Goal: Plan, ask, build\n\n## Completed stages\n")
+    assert "- **plan**: succeeded" in build["stdin"]
