@@ -86,17 +86,19 @@ class Agents:
 def resolve_agents(needs: Iterable[tuple[str, str]], *, default_spec: str,
                    workspace: Path, environ: Mapping[str, str],
                    given: AgentBackend | None = None,
+                   given_named: Mapping[str, AgentBackend] | None = None,
                    check: bool = True,
                    sleep: Callable[[float], None] = time.sleep,
                    clock: Callable[[], float] = time.monotonic) -> Agents:
     """Build the backends that `needs` — (node id, its `agent=` or "") pairs — call for.
 
     `given` (a caller's backend) is the default; otherwise `default_spec` (`--agent`) or
-    the profile file's `default`. RunRefused names the profile and the node."""
+    the profile file's `default`. `given_named` are a caller's backends by profile name,
+    used before the profile file. RunRefused names the profile and the node."""
     profile_file, path = load_profile_file(workspace)
     default_spec = default_spec or profile_file.default
     agents = Agents(given)
-    built: dict[str, AgentBackend] = {}
+    built: dict[str, AgentBackend] = dict(given_named or {})
 
     def backend(spec: str, node: str) -> AgentBackend:
         if spec in built:

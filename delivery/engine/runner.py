@@ -98,6 +98,8 @@ class World:
     """The outside world of a run; every part may be replaced by the caller."""
 
     agent: AgentBackend | None = None
+    # backends for profile names (a node's agent=, or --agent NAME), before delivery.toml's
+    agents: Mapping[str, AgentBackend] = field(default_factory=dict)
     interviewer: Interviewer | None = None
     # Ask unanswered human gates on the console (the CLI sets this on a terminal).
     interactive: bool = False
@@ -183,7 +185,8 @@ def _agents(workflow: Workflow, spec: str, workspace: Path, world: World,
                     if node.attr("delegatable") == "true"]
     agents = resolve_agents([(node.id, node.attr("agent")) for node in needing],
                             default_spec=spec, workspace=workspace, environ=world.environ,
-                            given=world.agent, sleep=world.clock.sleep,
+                            given=world.agent, given_named=world.agents,
+                            sleep=world.clock.sleep,
                             clock=world.clock.monotonic)
     if agents.default is None:
         # Nothing asks the default agent: an empty replay script stands in for one.

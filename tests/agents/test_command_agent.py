@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from engine_helpers import FakeClock, reply, stage_file, write_flow
 
+from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.errors import RunRefused
 
@@ -276,3 +277,11 @@ def test_after_a_resume_a_transcript_agent_gets_a_summary_once(tmp_path: Path) -
     _, build = calls(state)
     assert build["stdin"].startswith("Goal: Plan, ask, build\n\n## Completed stages\n")
     assert "- **plan**: succeeded" in build["stdin"]
+
+
+def test_a_caller_may_supply_a_backend_for_a_profile_name(tmp_path: Path) -> None:
+    flow = write_flow(tmp_path, ONE_STAGE % ', agent="mine"')
+    mine = ReplayBackend({"work": [reply({"summary": "from the library"})]})
+    world = World(clock=FakeClock(), agents={"mine": mine})
+    outcome = start_run(RunRequest(workflow=flow, workspace=tmp_path), world)
+    assert outcome.context["summary"] == "from the library"
