@@ -45,7 +45,8 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--input", action="append", default=[], metavar="K=V",
                      help="a declared input; repeat for each input, each name once")
     run.add_argument("--repo", action="append", default=[], metavar="F=LOC",
-                     help="folder F of the run is the git worktree at LOC; repeat per folder")
+                     help="folder F of the run lives at LOC: a local repository path (local "
+                     "forge) or owner/name (GitHub); repeat per folder")
     run.add_argument("--agent", default="", metavar="PROFILE",
                      help="the default agent profile: a name from delivery.toml (or "
                      "[tool.delivery] in pyproject.toml), command:<cmd>, openai:<model> or "
@@ -93,28 +94,35 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Observe pull requests across repositories and print the flat facts "
         "(per folder and roll-ups). LOC is a path (local forge) or owner/name (GitHub), "
         "optionally naming the PR: LOC#12 or LOC@branch. Exit 1 when a folder cannot be read.")
-    probe.add_argument("--repo", action="append", default=[], metavar="F=LOC", required=True)
-    probe.add_argument("--forge", choices=("github", "local"), default=None)
+    probe.add_argument("--repo", action="append", default=[], metavar="F=LOC", required=True,
+                       help="folder F at LOC (a path, or owner/name on GitHub), optionally "
+                       "LOC#N or LOC@branch naming the PR; repeat per folder")
+    probe.add_argument("--forge", choices=("github", "local"), default=None,
+                       help="where the PRs live (default: local when every LOC is a path, "
+                       "github when one is owner/name)")
     probe.add_argument("--check", action="append", default=[], metavar="F=COMMAND",
                        help="the local forge's check command for a folder")
-    probe.add_argument("--json", action="store_true")
+    probe.add_argument("--json", action="store_true",
+                       help="print the flat facts (per folder and roll-ups) as one JSON object")
 
     review = commands.add_parser(
         "review", help="review a pull request on the local forge",
         description="Review a local-forge pull request: approve it, request changes, or "
         "open and resolve review threads. TARGET is FOLDER#N (with --repo or --run) or "
         "PATH#N.")
-    review.add_argument("target", metavar="TARGET")
+    review.add_argument("target", metavar="TARGET", help="FOLDER#N or PATH#N")
     action = review.add_mutually_exclusive_group(required=True)
-    action.add_argument("--approve", action="store_true")
-    action.add_argument("--request-changes", metavar="TEXT")
+    action.add_argument("--approve", action="store_true", help="approve the pull request")
+    action.add_argument("--request-changes", metavar="TEXT",
+                        help="ask for changes, with the review's text")
     action.add_argument("--comment", metavar="TEXT", help="open a review thread")
     action.add_argument("--resolve", type=int, metavar="THREAD", help="resolve a thread")
     review.add_argument("--body", default="", help="text of an approval")
     review.add_argument("--path", default="", help="file a --comment is about")
     review.add_argument("--line", type=int, default=0, help="line a --comment is about")
     review.add_argument("--author", default="", help="reviewer name (default: $USER)")
-    review.add_argument("--repo", action="append", default=[], metavar="F=LOC")
+    review.add_argument("--repo", action="append", default=[], metavar="F=LOC",
+                        help="folder F's repository at LOC (to resolve FOLDER#N)")
     review.add_argument("--run", metavar="RUN", help="take the folders from this run")
     graph.add_parser(commands)
     scenarios.add_parser(commands)
@@ -156,9 +164,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     redactor = Redactor.from_environment(os.environ)
     out = cast(TextIO, RedactingStream(out or sys.stdout, redactor))
     err = cast(TextIO, RedactingStream(err or sys.stderr, redactor))
-    logger = logging.getLogger("delivery")
-    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
-        logger.addFilter(RedactingFilter(redactor))
+    logger = logging.getLogger("delivery")  # the one logger delivery logs to
+    for stale in [f for f in logger.filters if isinstance(f, RedactingFilter)]:
+        logger.removeFilter(stale)  # from an earlier call with another environment
+    logger.addFilter(RedactingFilter(redactor))
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)

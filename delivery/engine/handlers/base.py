@@ -8,7 +8,7 @@ routes; a handler never routes and never touches the checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -79,6 +79,9 @@ class StageEnv:
     # backends, sessions, fidelity and model settings of agent stages (None: the default
     # backend, a fresh session per stage, compact preambles)
     agent_runtime: AgentRuntime | None = None
+    # the run's path so far, ending with the stage being run (wait stages count their
+    # consecutive visits from it)
+    path: Callable[[], Sequence[str]] = field(default=lambda: ())
     # masks secrets in text a stage writes itself (script output, facts): SPEC §14
     redact: Callable[[str], str] = field(default=lambda text: text)
 
