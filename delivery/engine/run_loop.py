@@ -304,10 +304,11 @@ class Engine:
             result = StageResult.fail(f"internal error in the {node.type.value} handler: "
                                       f"{type(err).__name__}: {err}")
         seconds = time.monotonic() - started
-        status: dict[str, Any] = {"node": node.id, "type": node.type.value, "attempt": attempt,
-                  "outcome": result.outcome, "failure_reason": result.failure_reason,
-                  "preferred_label": result.preferred_label, "seconds": round(seconds, 6),
-                  "updates": sorted(result.updates)}
+        status: dict[str, Any] = {
+            "node": node.id, "type": node.type.value, "attempt": attempt,
+            "outcome": result.outcome, "failure_reason": result.failure_reason,
+            "preferred_label": result.preferred_label, "seconds": round(seconds, 6),
+            "updates": sorted(result.updates)}
         usage = {"usage": result.usage} if result.usage else {}
         if result.usage:
             status.update(usage)

@@ -438,7 +438,7 @@ def _checkpointed_state(checkpoint: Mapping[str, Any], workflow: Workflow,
                           "restore it, or start a new run")
 
     shapes = {"context": dict, "initial": dict, "path": list, "attempts": dict,
-              "outcomes": dict, "answers_used": dict, "steps": int}
+              "outcomes": dict, "answers_used": dict, "steps": int, "usage": dict}
     wrong = [name for name, kind in shapes.items()
              if name in checkpoint and not isinstance(checkpoint[name], kind)]
     if wrong:
