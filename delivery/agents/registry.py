@@ -61,6 +61,7 @@ class Agents:
 
     default: AgentBackend | None
     named: dict[str, AgentBackend] = field(default_factory=dict)
+    default_name: str = ""  # the profile the default backend was built from, if any
 
     def for_profile(self, name: str) -> AgentBackend:
         backend = self.named.get(name) if name else self.default
@@ -72,7 +73,8 @@ class Agents:
     def wrapped(self, wrap: Callable[[AgentBackend], AgentBackend]) -> Agents:
         """The same backends, each wrapped (the engine wraps them in its redaction)."""
         return Agents(wrap(self.default) if self.default is not None else None,
-                      {name: wrap(backend) for name, backend in self.named.items()})
+                      {name: wrap(backend) for name, backend in self.named.items()},
+                      self.default_name)
 
     def save_state(self) -> dict[str, Any]:
         return {name: backend.save_state() for name, backend in self.named.items()}
@@ -121,6 +123,7 @@ def resolve_agents(needs: Iterable[tuple[str, str]], *, default_spec: str,
                                  f"pass --agent with {ACCEPTED_FORMS}, set default= in "
                                  "delivery.toml, or agent= on the node")
             agents.default = backend(default_spec, node)
+            agents.default_name = default_spec
     return agents
 
 

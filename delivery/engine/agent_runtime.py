@@ -143,8 +143,8 @@ class AgentRuntime:
             self.last = (node.id, plan.profile, session)
 
     def record_usage(self, node: Node, plan: StagePlan, usage: Usage) -> None:
-        model = plan.request.model or getattr(getattr(plan.backend, "profile", None),
-                                              "model", "") or plan.backend.name
+        model = plan.request.model or plan.profile or self.agents.default_name \
+            or plan.backend.name
         with self._lock:
             self.usage_by_node[node.id] = (f"{model}, {usage.input_tokens} tokens in / "
                                            f"{usage.output_tokens} out")

@@ -197,3 +197,20 @@ def test_the_public_api_without_a_key_is_refused_before_the_run(tmp_path: Path) 
         start_run(RunRequest(workflow=flow, workspace=tmp_path, agent="openai:gpt-test"),
                   World(clock=FakeClock(), environ={}))
     assert "OPENAI_API_KEY is not set (needed by node 'review')" in str(caught.value)
+
+
+@respx.mock
+def test_summary_high_tells_the_next_stage_what_each_model_spent(tmp_path: Path) -> None:
+    respx.get(f"{BASE}/models").mock(return_value=httpx.Response(200, json={"data": []}))
+    route = respx.post(URL).mock(side_effect=[completion(reply({"verdict": "pass"})),
+                                              completion(reply())])
+    flow = FLOW.replace('    review -> exit [condition="verdict=pass"]',
+                        '    review -> report [condition="verdict=pass"]\n'
+                        '    report [prompt="Report", fidelity="summary:high"]\n'
+                        '    report -> exit')
+    world = World(clock=FakeClock(), environ={"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": BASE})
+    outcome = start_run(RunRequest(workflow=write_flow(tmp_path, flow), workspace=tmp_path,
+                                   agent="openai:gpt-test"), world)
+    assert outcome.status == "succeeded", outcome.failure_reason
+    sent = json.loads(route.calls.last.request.content)["messages"][0]["content"]
+    assert "  - Model: openai:gpt-test, 11 tokens in / 5 out" in sent
