@@ -25,17 +25,19 @@ import shlex
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from delivery.agents.base import AgentError, SessionRequest, TurnSink, Usage
 from delivery.agents.profiles import CommandProfile
 
 _NO_SINK = TurnSink()
-STDERR_TAIL = 300
+STDERR_TAIL = 300  # characters of stderr quoted in a failure reason
+MAX_STDERR = 256 * 1024  # bytes of stderr kept (the end)
 
 
 @dataclass
@@ -126,22 +128,29 @@ class CommandSession:
         timeout = self.request.timeout or self.backend.profile.timeout
         environ = {**self.backend.environ, **self.backend.profile.env}
         started = time.monotonic()
-        try:
-            process = subprocess.Popen(
-                argv, cwd=self.request.workspace, env=environ, stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-                errors="replace", start_new_session=True,
-            )
-        except OSError as err:
-            raise AgentError(f"{name}: cannot start {argv[0]!r} for node '{node}': "
-                             f"{err.strerror or err}") from None
-        timed_out = False
-        try:
-            out, err_text = process.communicate(stdin, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill(process)
-            out, err_text = process.communicate()
+        # Files, not pipes: memory stays bounded whatever the agent prints, and children it
+        # leaves running cannot hold the turn open.
+        with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out_file, \
+                tempfile.TemporaryFile() as err_file:
+            given.write(stdin.encode("utf-8", errors="replace"))
+            given.seek(0)
+            try:
+                process = subprocess.Popen(argv, cwd=self.request.workspace, env=environ,
+                                           stdin=given, stdout=out_file, stderr=err_file,
+                                           start_new_session=True)
+            except OSError as err:
+                raise AgentError(f"{name}: cannot start {argv[0]!r} for node '{node}': "
+                                 f"{err.strerror or err}") from None
+            timed_out = False
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill(process)
+                process.wait()
+            limit = self.backend.profile.max_output
+            out, out_size = _head(out_file, limit)
+            err_text = _tail(err_file, MAX_STDERR)
         seconds = round(time.monotonic() - started, 3)
         status = process.returncode
         turn = len(log.turns) + 1
@@ -153,6 +162,10 @@ class CommandSession:
                           f"$ {shlex.join(argv)}\n{err_text}")
         log.sink.file("stdout.txt", "\n".join(log.stdout))
         log.sink.file("stderr.txt", "\n".join(log.stderr))
+        if out_size > limit:
+            raise AgentError(f"{name}: the agent for node '{node}' printed {out_size} bytes, "
+                             f"more than the {limit} a reply may have (the profile's "
+                             "max_output)")
         if timed_out:
             raise AgentError(f"{name}: the agent for node '{node}' did not finish within "
                              f"{timeout:g}s and was stopped; raise the node's timeout= or "
@@ -198,13 +211,27 @@ class CommandSession:
         return reply
 
 
+def _head(file: IO[bytes], limit: int) -> tuple[str, int]:
+    """The first `limit` bytes of a file as text, and the file's size."""
+    size = file.seek(0, os.SEEK_END)
+    file.seek(0)
+    return file.read(limit).decode("utf-8", errors="replace"), size
+
+
+def _tail(file: IO[bytes], limit: int) -> str:
+    size = file.seek(0, os.SEEK_END)
+    file.seek(max(0, size - limit))
+    text = file.read().decode("utf-8", errors="replace")
+    return text if size <= limit else f"[... {size - limit} bytes cut ...]\n{text}"
+
+
 def _fill(word: str, values: Mapping[str, str]) -> str:
     for key, value in values.items():
         word = word.replace("{" + key + "}", value)
     return word
 
 
-def _kill(process: subprocess.Popen[str]) -> None:
+def _kill(process: subprocess.Popen[bytes]) -> None:
     """Stop the agent and whatever it started (it runs in its own process group)."""
     try:
         os.killpg(process.pid, signal.SIGKILL)

@@ -70,6 +70,7 @@ class CommandProfile(_Profile):
     session_key: str = "session_id"  # dotted path of the agent's session id
     usage_key: str = "usage"  # {input_tokens, output_tokens} or prompt/completion_tokens
     reply_match: dict[str, str] = Field(default_factory=dict)  # jsonl: lines that hold it
+    max_output: int = Field(default=16 * 1024 * 1024, gt=0)  # bytes of stdout per turn
 
     @field_validator("command", "resume_command", "model_args", mode="before")
     @classmethod

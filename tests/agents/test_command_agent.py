@@ -285,3 +285,13 @@ def test_a_caller_may_supply_a_backend_for_a_profile_name(tmp_path: Path) -> Non
     world = World(clock=FakeClock(), agents={"mine": mine})
     outcome = start_run(RunRequest(workflow=flow, workspace=tmp_path), world)
     assert outcome.context["summary"] == "from the library"
+
+
+def test_an_agent_that_prints_too_much_fails_its_stage_without_holding_it(
+        tmp_path: Path) -> None:
+    state = write_profiles(tmp_path, extra="max_output = 1000\n")
+    script(state, {"reply": "x" * 5000})
+    outcome = run(tmp_path, ONE_STAGE % "")
+    assert outcome.status == "failed"
+    assert "more than the 1000 a reply may have" in outcome.failure_reason
+    assert len(stage_file(outcome, "work", "stdout.txt").read_text()) < 1200
