@@ -29,6 +29,7 @@ from delivery.agents.profiles import OpenAIProfile
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 MAX_BACKOFF = 30.0
+MAX_RESPONSE = 16 * 1024 * 1024  # bytes of one response body
 ERROR_BODY_CHARS = 300
 _NO_SINK = TurnSink()
 
@@ -181,9 +182,10 @@ class OpenAIBackend:
                 raise AgentError(f"{self.label}: no time left for node '{node}' "
                                  f"({budget:g}s budget)")
             try:
-                response = self.client.post(f"{self.base_url}/chat/completions",
-                                            headers=self.headers(), json=body,
-                                            timeout=remaining)
+                with self.client.stream("POST", f"{self.base_url}/chat/completions",
+                                        headers=self.headers(), json=body,
+                                        timeout=remaining) as response:
+                    raw = _read_bounded(response, MAX_RESPONSE)
             except httpx.TimeoutException as err:
                 attempts.append(f"attempt {len(attempts) + 1}: timed out ({err})")
                 raise _Retryable(f"timed out after {remaining:.0f}s", None) from None
@@ -195,16 +197,20 @@ class OpenAIBackend:
             asked = retry_after(response.headers.get("Retry-After"), time.time())
             attempts.append(f"attempt {len(attempts) + 1}: HTTP {code}"
                             + (f" (Retry-After {asked:g}s)" if asked is not None else ""))
+            if raw is None:
+                raise AgentError(f"{self.label}: the response for node '{node}' is larger "
+                                 f"than {MAX_RESPONSE} bytes")
             if code == 429 or code >= 500:
-                raise _Retryable(f"HTTP {code}: {_error_text(response)}", asked)
+                raise _Retryable(f"HTTP {code}: {_error_text(raw)}", asked)
             if code >= 400:
                 raise AgentError(f"{self.label}: the server refused the request for node "
-                                 f"'{node}': HTTP {code}: {_error_text(response)}")
+                                 f"'{node}': HTTP {code}: {_error_text(raw)}")
             try:
-                return response.json()
+                return json.loads(raw)
             except ValueError:
+                shown = raw[:ERROR_BODY_CHARS].decode("utf-8", errors="replace")
                 raise AgentError(f"{self.label}: the response for node '{node}' is not "
-                                 f"JSON: {response.text[:ERROR_BODY_CHARS]!r}") from None
+                                 f"JSON: {shown!r}") from None
 
         retrying = Retrying(retry=retry_if_exception(lambda e: isinstance(e, _Retryable)),
                             wait=wait, stop=stop, sleep=self.sleep, reraise=True)
@@ -217,11 +223,23 @@ class OpenAIBackend:
             sink.file("stderr.txt", "\n".join(attempts) + "\n")
 
 
-def _error_text(response: httpx.Response) -> str:
+def _read_bounded(response: httpx.Response, limit: int) -> bytes | None:
+    """The body, or None when it is longer than `limit` bytes (reading stops there)."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _error_text(raw: bytes) -> str:
     try:
-        data = response.json()
+        data = json.loads(raw)
     except ValueError:
-        return response.text[:ERROR_BODY_CHARS] or "(empty body)"
+        return raw[:ERROR_BODY_CHARS].decode("utf-8", errors="replace") or "(empty body)"
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         message = data["error"].get("message")
         if isinstance(message, str):
