@@ -240,6 +240,8 @@ class Engine:
             if main and result.pause_after:
                 # saved once, as paused, by run(): a crash before it re-runs the wait
                 return _Walk("pause", current, node.id)
+            if result.pause_after:  # a branch cannot pause alone: it waits as usual
+                self.env.clock.sleep(result.pause_seconds)
             if main:
                 self._save_next(context, current)
 

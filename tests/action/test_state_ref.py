@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from engine_helpers import FakeClock
 
 from delivery.cli.main import main
 from delivery.engine.remote_state import RemoteState, StateSession
@@ -278,3 +279,31 @@ def test_a_job_whose_run_was_taken_over_stops_at_its_next_save(tmp_path: Path,
     with pytest.raises(Superseded, match="took the run over"):
         slow.save(slow_home / "run", "step 9: next tick")
     assert ref_log(state_repo, run_id) == before  # the slow job changed nothing
+
+
+BRANCHED = """
+digraph B {
+  graph [goal="fan"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  fan [shape=component]
+  a [type=wait, interval="30s"]
+  b [shape=parallelogram, script="true"]
+  join [shape=tripleoctagon]
+  start -> fan
+  fan -> a -> join
+  fan -> b -> join
+  join -> exit
+}
+"""
+
+
+def test_a_wait_inside_a_parallel_branch_waits_instead_of_pausing_in_event_mode(
+        tmp_path: Path, state_repo: Path) -> None:
+    home = machine(tmp_path, "fan")
+    clock = FakeClock()
+    world = session(open_state(state_repo, home), "", "fan")
+    world.clock = clock
+    outcome = start_run(RunRequest(workflow=flow(tmp_path, BRANCHED), workspace=home), world)
+    assert outcome.status == "succeeded", outcome.failure_reason
+    assert clock.sleeps == [30.0]

@@ -38,6 +38,9 @@ class StageResult:
     # event mode (SPEC §13): the run saves after this stage and pauses before the next,
     # to be resumed by an event instead of holding a runner (a `wait` stage)
     pause_after: bool = False
+    # what a pausing stage would have slept: a wait inside a parallel branch (which cannot
+    # pause on its own: the section is one unit) sleeps it instead
+    pause_seconds: float = 0.0
     # tokens the stage's agent turns cost ({input_tokens, output_tokens, total_tokens})
     usage: dict[str, int] | None = None
 

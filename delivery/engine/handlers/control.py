@@ -48,7 +48,8 @@ def run_wait(node: Node, attempt: int, context: Context, env: StageEnv) -> Stage
         seconds = min(seconds, max(timeout - waited, 0.0))
     if env.event_mode:
         # No runner waits (SPEC §13): the run saves and pauses; an event resumes it
-        return StageResult("succeeded", updates={since_key: since}, pause_after=True)
+        return StageResult("succeeded", updates={since_key: since}, pause_after=True,
+                           pause_seconds=seconds)
     env.clock.sleep(seconds)
     return StageResult("succeeded", updates={since_key: since})
 
