@@ -12,6 +12,7 @@
     └── RunError                       something went wrong while running (run-time)
         ├── RunRefused                 the run cannot start: a bad input, goal or setting
         ├── RunStoreError              a run directory, checkpoint or event log is unusable
+        │   └── StateSaveFailed        a stage's state could not reach the state ref (§13)
         ├── GitError                   a git operation on a folder failed (clone, worktree, push)
         └── ForgeError                 a forge (GitHub, local) refused or could not read or write
 
@@ -130,6 +131,18 @@ class RunRefused(RunError):
 
 class RunStoreError(RunError):
     """A run directory, checkpoint or event log cannot be used; the message names the path."""
+
+
+class StateSaveFailed(RunStoreError):
+    """A save to the run's state ref failed mid-run (the remote unreachable, a push refused):
+    the run stops as failed; it stays resumable from its last save on the ref."""
+
+    def __init__(self, run_id: str, problem: str) -> None:
+        self.run_id = run_id
+        self.problem = problem
+        super().__init__(f"run {run_id}: its state could not be saved to the state ref: "
+                         f"{problem} — the run stopped; resume it once the state repository "
+                         "is reachable (the stage after the last save runs again)")
 
 
 class GitError(RunError):

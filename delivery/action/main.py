@@ -25,7 +25,7 @@ from delivery.action.report import write_outputs, write_summary
 from delivery.cli.state_commands import open_state, run_for_pr
 from delivery.engine.remote_state import RemoteState, job_id
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
-from delivery.errors import DeliveryError, RunRefused, Superseded
+from delivery.errors import DeliveryError, RunRefused, StateSaveFailed, Superseded
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.validation.loader import check_file
@@ -84,6 +84,9 @@ def main(environ: Mapping[str, str] | None = None, out: TextIO | None = None) ->
     os.environ["GITHUB_TOKEN"] = token  # the redactor masks the token wherever a run writes
     try:
         results = _act(env, inputs, out)
+    except StateSaveFailed as fault:  # mid-run: failed, resumable from the last save
+        print(f"::error::delivery: {fault}", file=out)
+        results = [Result(fault.run_id, "failed", str(fault))]
     except DeliveryError as err:
         print(f"::error::delivery: {err}", file=out)
         results = [Result("", "refused", str(err))]

@@ -28,6 +28,7 @@ from delivery.engine.runner import (
 from delivery.errors import (
     RunError,
     RunRefused,
+    StateSaveFailed,
     Superseded,
     WorkflowInvalid,
     WorkflowSyntaxError,
@@ -51,6 +52,9 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return handler(args, out, err)
     except Superseded as lost:  # another job holds or advanced the run: not a failure
         return superseded(lost, bool(getattr(args, "json", False)), out)
+    except StateSaveFailed as fault:  # mid-run: the run failed and stays resumable
+        print(f"delivery {args.command}: {fault}", file=err)
+        return EXIT_FAILED
     except WorkflowSyntaxError as problem:
         print(f"delivery {args.command}: {problem}", file=err)
         return EXIT_REFUSED

@@ -34,7 +34,13 @@ from delivery.engine.redacting import RedactingAgent
 from delivery.engine.remote_state import StateSession
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused, WorkflowInvalid, WorkflowSyntaxError
+from delivery.errors import (
+    GitError,
+    RunRefused,
+    StateSaveFailed,
+    WorkflowInvalid,
+    WorkflowSyntaxError,
+)
 from delivery.forges.base import Forge
 from delivery.forges.select import forge_kind, is_github_location, local_settings, open_forge
 from delivery.git import cache_root
@@ -293,11 +299,14 @@ class _Run:
     def _push_state(self, state: RunState) -> None:
         session = self.world.state
         assert session is not None
-        if state.status == "running":
-            session.save(self.run_dir.path, f"step {state.steps}: next {state.next_node}")
-        else:  # paused or ended: this job lets go of the run
-            session.release(self.run_dir.path, f"{state.status} at step {state.steps}"
-                            + (f": {state.failure_reason}" if state.failure_reason else ""))
+        try:
+            if state.status == "running":
+                session.save(self.run_dir.path, f"step {state.steps}: next {state.next_node}")
+            else:  # paused or ended: this job lets go of the run
+                session.release(self.run_dir.path, f"{state.status} at step {state.steps}"
+                                + (f": {state.failure_reason}" if state.failure_reason else ""))
+        except GitError as err:  # a fault during the run, not a refusal (SPEC §12)
+            raise StateSaveFailed(state.run_id, str(err)) from None
 
     def _recreate_worktrees(self, state: RunState, env: StageEnv) -> None:
         """A resume on a fresh machine: the folders' worktrees the run had made come back

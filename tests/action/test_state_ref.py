@@ -307,3 +307,16 @@ def test_a_wait_inside_a_parallel_branch_waits_instead_of_pausing_in_event_mode(
     outcome = start_run(RunRequest(workflow=flow(tmp_path, BRANCHED), workspace=home), world)
     assert outcome.status == "succeeded", outcome.failure_reason
     assert clock.sleeps == [30.0]
+
+
+def test_a_state_repository_lost_mid_run_fails_the_run_with_exit_1(
+        tmp_path: Path, state_repo: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache-lost"))
+    vanishing = TICKING.replace('script="true"', f'script="rm -rf {state_repo}"')
+    code = main(["run", str(flow(tmp_path, vanishing)), "--state", str(state_repo),
+                 "--workspace", str(machine(tmp_path, "lost"))])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "its state could not be saved to the state ref" in err
+    assert "Traceback" not in err
