@@ -2,8 +2,10 @@
 
 1. edges whose condition holds — highest weight, then lexically first target;
 2. an unconditional edge whose label (or, unlabeled, target) matches the preferred label;
-3. the highest-weight unconditional edge, lexical tiebreak.
-After a failed stage only conditions that test `outcome` (and hold) are eligible.
+3. an unconditional edge to one of the reply's `suggested_next_ids`, in their order;
+4. the highest-weight unconditional edge, lexical tiebreak.
+After a failed stage only conditions that test `outcome` (and hold) are eligible, plus an
+unconditional edge into a conditional node (it keeps the outcome and routes on it).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def select_edge(
     *,
     failed: bool,
     preferred_label: str = "",
+    suggested_next_ids: Sequence[str] = (),
+    into_conditional: Callable[[Edge], bool] = lambda edge: False,
 ) -> Edge | None:
     holding = [
         edge for edge in edges
@@ -50,9 +54,10 @@ def select_edge(
     ]
     if holding:
         return _best(holding)
-    if failed:
-        return None
     unconditional = [edge for edge in edges if edge.condition is None]
+    if failed:
+        # SPEC §1.3: a failure flows on only into a conditional node, which routes on it
+        unconditional = [edge for edge in unconditional if into_conditional(edge)]
     if not unconditional:
         return None
     if preferred_label:
@@ -60,6 +65,10 @@ def select_edge(
         # an unlabeled edge is named by its target (as a human gate offers it)
         matching = [edge for edge in unconditional
                     if normalize_label(edge.label or edge.target) == wanted]
+        if matching:
+            return _best(matching)
+    for suggested in suggested_next_ids:
+        matching = [edge for edge in unconditional if edge.target == suggested]
         if matching:
             return _best(matching)
     return _best(unconditional)

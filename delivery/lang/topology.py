@@ -21,8 +21,12 @@ class Branch:
 @dataclass
 class ParallelSection:
     parallel: str
-    fan_in: str | None  # None: no fan-in joins every branch (a validation error)
+    fan_in: str | None  # None: no fan-in joins every branch
     branches: list[Branch]
+    # Where the run goes on after the join: the fan-in, or without one the exit every branch
+    # reaches (Attractor runs each branch to a fan-in or exit boundary); None: neither
+    # exists (a validation error).
+    end: str | None = None
 
 
 def retry_targets(workflow: Workflow, node_id: str) -> list[str]:
@@ -80,7 +84,7 @@ def parallel_sections(workflow: Workflow) -> dict[str, ParallelSection]:
         while queue:
             current, depth = queue.popleft()
             node = workflow.nodes[current]
-            if node.type is NodeType.FAN_IN:
+            if node.type in (NodeType.FAN_IN, NodeType.EXIT):
                 fan_ins.setdefault(current, depth)
                 continue
             nexts = successors(workflow, current)
@@ -105,16 +109,21 @@ def parallel_sections(workflow: Workflow) -> dict[str, ParallelSection]:
         common: set[str] | None = None
         for fan_ins in reached:
             common = set(fan_ins) if common is None else common & set(fan_ins)
-        fan_in = None
-        if common:
-            fan_in = min(common, key=lambda f: (max(r.get(f, 0) for r in reached), f))
+        fan_in = end = None
+        joins = {f for f in common or () if workflow.nodes[f].type is NodeType.FAN_IN}
+        exits = (common or set()) - joins
+        if joins:
+            fan_in = end = min(joins, key=lambda f: (max(r.get(f, 0) for r in reached), f))
+        elif exits and not any(workflow.nodes[f].type is NodeType.FAN_IN
+                               for r in reached for f in r):
+            end = min(exits, key=lambda f: (max(r.get(f, 0) for r in reached), f))
         branches = []
         for head in heads:
             branch = Branch(head)
-            if head != fan_in:
-                branch.nodes = _nodes_before(workflow, head, fan_in, parallel_id)
+            if head != end:
+                branch.nodes = _nodes_before(workflow, head, end, parallel_id)
             branches.append(branch)
-        section = ParallelSection(parallel_id, fan_in, branches)
+        section = ParallelSection(parallel_id, fan_in, branches, end)
         sections[parallel_id] = section
         in_progress.discard(parallel_id)
         return section

@@ -16,13 +16,18 @@ from delivery.lang.conditions import OUTCOME_ALIASES, Compare, Truthy
 from delivery.lang.declarations import OutputKind, reserved_reason
 from delivery.lang.diagnostics import Diagnostic, Severity
 from delivery.lang.model import LLM_TYPES, Attribute, Edge, Node, NodeType, Workflow
-from delivery.lang.template_reads import TemplateProblem, template_reads
+from delivery.lang.template_reads import (
+    DOLLAR_GOAL,
+    TemplateProblem,
+    TemplateRead,
+    template_reads,
+)
 from delivery.lang.topology import ParallelSection, parallel_sections, reachable
 from delivery.validation.availability import Availability, Read, failure_can_take
 from delivery.validation.writes import is_always_available, stage_writes
 from probes.pr_state import PR_STATES
 
-OUTCOMES = ("succeeded", "failed", *OUTCOME_ALIASES)
+OUTCOMES = ("succeeded", "failed", "partial_success", "retry", "skipped", *OUTCOME_ALIASES)
 BOOLEANS = ("true", "false")
 
 
@@ -221,7 +226,15 @@ class _Checker:
             allowed: tuple[str, ...] | None = None
             what = ""
             if key == "outcome" or key.endswith(".outcome"):
-                allowed, what = OUTCOMES, "an outcome"
+                if atom.literal not in OUTCOMES:
+                    # an agent may report a custom outcome (SPEC §2): warn, do not refuse
+                    self.at_attr("custom_outcome", edge.attrs["condition"], f"'{atom.literal}' "
+                                 "is not a standard outcome; only an agent reporting it as a "
+                                 "custom outcome makes this comparison hold",
+                                 f"compare {key} with one of {', '.join(OUTCOMES)}, or keep "
+                                 "it if an agent reports this outcome", edge=edge.name,
+                                 offset=atom.literal_offset, severity="warning")
+                continue
             elif key == "pr.state" or key.endswith(".pr.state"):
                 allowed, what = PR_STATES, "a PR state"
             elif key in ("pr.ready", "worktree.clean") or key.endswith(
@@ -244,7 +257,7 @@ class _Checker:
                 if attr is None or (name == "prompt" and node.type not in LLM_TYPES):
                     continue
                 try:
-                    found = template_reads(attr.text)
+                    found = node_template_reads(node, name, attr.text)
                 except TemplateProblem as problem:
                     line = attr.value.line + problem.lineno - 1
                     self.add("template_syntax", f"{name} template: {problem.message}", line,
@@ -366,10 +379,10 @@ class _Checker:
             if not section.branches:
                 self.at_node("parallel_branches", node, f"parallel '{node.id}' has no "
                              "outgoing edge", "add one edge per branch")
-            elif section.fan_in is None:
-                self.at_node("parallel_fan_in", node, f"no fan-in joins every branch of "
-                             f"parallel '{node.id}'", "add a fan_in node "
-                             "[shape=tripleoctagon] that every branch reaches")
+            elif section.end is None:
+                self.at_node("parallel_fan_in", node, f"the branches of parallel '{node.id}' "
+                             "never join: no fan-in, and no exit, is reached by every branch",
+                             "add a fan_in node [shape=tripleoctagon] that every branch reaches")
 
     def run(self) -> list[Diagnostic]:
         start = self.structure()
@@ -380,6 +393,34 @@ class _Checker:
         if start is not None:
             self.availability(start)
         return self.out
+
+
+def node_template_reads(node: Node, name: str, text: str) -> list[TemplateRead]:
+    """What a node's prompt or script reads: a Jinja template's names, or with
+    `template=plain` only `$goal` in a prompt (a plain script is run as written)."""
+    if node.template == "plain":
+        if name != "prompt":
+            return []
+        return [TemplateRead("goal", text.count("\n", 0, m.start()) + 1)
+                for m in DOLLAR_GOAL.finditer(text)]
+    return template_reads(text)
+
+
+def reads_goal(workflow: Workflow) -> bool:
+    """Whether anything reads the goal (SPEC §3: only then must a run have one)."""
+    for node in workflow.nodes.values():
+        for name in ("prompt", "script", "tool_command"):
+            attr = node.attrs.get(name)
+            if attr is None or (name == "prompt" and node.type not in LLM_TYPES):
+                continue
+            try:
+                found = node_template_reads(node, name, attr.text)
+            except TemplateProblem:
+                continue
+            if any(read.key in ("goal", "graph.goal") for read in found):
+                return True
+    return any(atom.key in ("goal", "graph.goal") for edge in workflow.edges
+               if edge.condition is not None for atom in edge.condition.atoms())
 
 
 def validate(workflow: Workflow) -> list[Diagnostic]:

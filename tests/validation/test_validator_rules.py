@@ -187,9 +187,10 @@ def test_outcome_aliases_are_possible_literals() -> None:
                  'a -> exit [condition="outcome=fail"]') == []
 
 
-def test_outcome_typo_is_an_impossible_literal() -> None:
+def test_outcome_typo_is_a_custom_outcome_warning() -> None:
     (diag,) = check('a [prompt="p"]\nstart -> a\na -> exit [condition="outcome=sucess"]')
-    assert diag.rule == "impossible_literal" and "succeeded" in diag.message
+    assert diag.rule == "custom_outcome" and diag.severity == "warning"
+    assert "succeeded" in diag.fix
 
 
 def test_boolean_probe_fact_compared_with_a_non_boolean_is_impossible() -> None:
@@ -234,7 +235,7 @@ def test_bad_boolean_duration_and_join_values_are_reported() -> None:
                         "p [shape=component, join=some]\nj [shape=tripleoctagon]\n"
                         "start -> a -> p -> j -> exit")
     assert sorted(d.message for d in diagnostics if d.rule == "attribute_value") == [
-        "goal_gate='yes' is not true or false", "join='some' is not all or any",
+        "goal_gate='yes' is not true or false", "join='some' is not one of all, any",
         "timeout='soon' is not a duration"]
 
 

@@ -19,7 +19,7 @@ from delivery.engine.contracts import (
     correction_prompt,
     parse_reply,
 )
-from delivery.engine.handlers.base import StageEnv, StageResult
+from delivery.engine.handlers.base import FAILED, RETRY, SUCCEEDED, StageEnv, StageResult
 from delivery.engine.templating import TemplateRenderError
 from delivery.lang.model import Node
 
@@ -35,7 +35,8 @@ def _transcript(turns: list[tuple[str, str]]) -> str:
 
 def run_agent(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     try:
-        body = env.renderer.render(node.prompt or node.label, context, folders=list(env.folders))
+        body = env.renderer.render(node.prompt or node.label, context, folders=list(env.folders),
+                                   plain=node.template == "plain")
     except TemplateRenderError as err:
         return StageResult.fail(f"prompt template: {err}")
     choices = choice_literals(env.workflow, node)
@@ -51,7 +52,7 @@ def run_agent(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
             reply = session.send(message)
             turns.append(("reply", reply))
             try:
-                accepted = parse_reply(reply, node.outputs, choices)
+                accepted = parse_reply(reply, node.outputs, choices, env.workflow.folders)
             except ContractViolation as violation:
                 if turn == MAX_CORRECTIONS:
                     return StageResult.fail(
@@ -65,12 +66,16 @@ def run_agent(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         return StageResult.fail(str(err))
     finally:
         env.write_stage_file(node.id, attempt, "response.md", _transcript(turns))
-    if accepted.outcome == "failed":
+    if accepted.outcome == FAILED:
         return StageResult.fail(accepted.failure_reason or f"the agent reported that "
                                 f"'{node.id}' failed")
+    if accepted.outcome == RETRY:
+        return StageResult(RETRY, accepted.failure_reason)
     updates: dict[str, Any] = dict(accepted.updates)
     if accepted.work is not None:
         updates["current_work"] = accepted.work.model_dump()
     updates[f"response.{node.id}"] = reply
     updates["last_response"] = reply[:LAST_RESPONSE_CHARS]
-    return StageResult("succeeded", updates=updates, preferred_label=accepted.preferred_label)
+    return StageResult(accepted.outcome or SUCCEEDED, updates=updates,
+                       preferred_label=accepted.preferred_label,
+                       suggested_next_ids=accepted.suggested_next_ids)

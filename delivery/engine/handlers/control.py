@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
-from delivery.lang.model import Node, parse_duration
+from delivery.lang.model import Node
 
 
 def run_noop(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
@@ -17,6 +17,5 @@ def run_conditional(node: Node, attempt: int, context: Context, env: StageEnv) -
 
 
 def run_wait(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
-    seconds = parse_duration(node.attr("interval", "0")) or 0.0
-    env.clock.sleep(seconds)
+    env.clock.sleep(node.interval)
     return StageResult("succeeded")
