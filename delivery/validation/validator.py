@@ -293,7 +293,19 @@ class _Checker:
         for read in reads:
             if analysis.available(read):
                 continue
-            self.explain(read, analysis, writers, sections)
+            free = analysis.after_free_writer(read) and \
+                reserved_reason(read.key, self.w.folders) is None
+            self.explain(read, analysis, writers, sections, free)
+
+    def unproven(self, read: Read) -> None:
+        where = f"condition of {read.edge.name}" if read.edge else f"template of '{read.node}'"
+        self.add("availability_unproven", f"'{read.key}' is read in the {where}; no declared "
+                 "output or fact writes it on every path, but an agent without outputs= "
+                 "before it may set it (availability unproven)", read.line, read.column,
+                 fix=f"declare it on the agent that sets it (outputs=\"{read.key}:text\"), or "
+                 "guard a template read with | default('')", severity="warning",
+                 node=None if read.edge else read.node,
+                 edge=read.edge.name if read.edge else None)
 
     def writers(self) -> dict[str, list[str]]:
         table: dict[str, list[str]] = {}
@@ -304,13 +316,16 @@ class _Checker:
         return table
 
     def explain(self, read: Read, analysis: Availability, writers: dict[str, list[str]],
-                sections: Mapping[str, ParallelSection]) -> None:
+                sections: Mapping[str, ParallelSection], free: bool) -> None:
         key = read.key
         where = f"condition of {read.edge.name}" if read.edge else f"template of '{read.node}'"
         parts = key.split(".")
         written_by = sorted({n for cut in range(1, len(parts) + 1)
                              for n in writers.get(".".join(parts[:cut]), ())})
         branch_info = self.branch_relation(read, written_by, sections)
+        if branch_info is None and free:
+            self.unproven(read)  # an Attractor agent upstream may set it: a warning
+            return
         if branch_info is not None:
             rule, message, fix = branch_info
         elif key.startswith("parallel.results."):
@@ -328,7 +343,7 @@ class _Checker:
                        f"the start{via}; written by {', '.join(written_by)}")
             fix = ("write it on every path before this read (a failure edge does not carry a "
                    "stage's outputs), or guard a template read with | default('')")
-        if read.edge is not None and failure_can_take(read.edge) and written_by and \
+        if read.edge is not None and failure_can_take(read.edge, self.w) and written_by and \
                 rule == "availability":
             message += "; this edge is taken after a failure, which writes no outputs"
         self.add(rule, message, read.line, read.column, fix=fix,
