@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
 from delivery.engine.context import ArtifactStore, Context
+from delivery.engine.handlers import default_handlers
 from delivery.engine.runner import (
     RunOutcome,
     RunRequest,
@@ -22,6 +24,7 @@ from delivery.engine.runner import (
     start_run,
 )
 from delivery.errors import RunError, RunRefused, WorkflowInvalid, WorkflowSyntaxError
+from delivery.lang.model import NodeType
 from delivery.store.runstore import RunDirectory, verify_run
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED, EXIT_PAUSED = 0, 1, 2, 3
@@ -32,7 +35,7 @@ log = logging.getLogger("delivery")
 
 def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
-               "verify": cmd_verify}[args.command]
+               "verify": cmd_verify, "handlers": cmd_handlers}[args.command]
     try:
         return handler(args, out, err)
     except WorkflowSyntaxError as problem:
@@ -166,6 +169,19 @@ def _finished_stages(run_dir: RunDirectory) -> list[dict[str, Any]]:
                 stages.append({key: event.get(key) for key in
                                ("node", "attempt", "outcome", "failure_reason", "seconds")})
     return stages
+
+
+def cmd_handlers(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The node types `run` accepts: the registered handlers and the engine's own."""
+    runnable = [*default_handlers(), NodeType.PARALLEL, NodeType.FAN_IN]
+    table = handlers_json(runnable)
+    if args.json:
+        print(json.dumps(table, indent=2), file=out)
+        return EXIT_SUCCEEDED
+    for entry in table["types"]:
+        also = f" (Attractor: {', '.join(entry['aliases'])})" if entry["aliases"] else ""
+        print(f"{entry['type']}{also}: {', '.join(entry['attributes'])}", file=out)
+    return EXIT_SUCCEEDED
 
 
 def cmd_verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

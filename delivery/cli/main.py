@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from delivery.cli.model_json import workflow_json, workflow_text
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
 from delivery.validation.loader import check_file
 
@@ -61,7 +63,39 @@ def _build_parser() -> argparse.ArgumentParser:
 
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
     verify.add_argument("run", metavar="RUN")
+
+    parse = commands.add_parser(
+        "parse", help="print the workflow model (nodes with resolved types, edges)",
+        description="Print the model of a workflow: graph attributes, nodes (resolved type, "
+        "attributes, position), edges and diagnostics. Exit 0 when it has no errors, 1 "
+        "otherwise, 2 on usage errors.")
+    parse.add_argument("workflow", type=Path, metavar="WORKFLOW")
+    parse.add_argument("--json", action="store_true")
+
+    handlers = commands.add_parser("handlers", help="the node types this version runs",
+                                   description="List the node types this version runs, "
+                                   "with their attributes.")
+    handlers.add_argument("--json", action="store_true")
     return parser
+
+
+def cmd_parse(path: Path, as_json: bool, out: TextIO, err: TextIO) -> int:
+    if not path.is_file():
+        print(f"delivery parse: {path}: no such file", file=err)
+        return EXIT_USAGE
+    try:
+        workflow, diagnostics = check_file(path)
+    except (OSError, UnicodeDecodeError) as problem:
+        print(f"delivery parse: {path}: cannot read: {problem}", file=err)
+        return EXIT_USAGE
+    if as_json:
+        print(json.dumps(workflow_json(workflow, diagnostics), indent=2), file=out)
+    else:
+        if workflow is not None:
+            print(workflow_text(workflow), file=out)
+        for diagnostic in diagnostics:
+            print(diagnostic.format_text(), file=out)
+    return EXIT_FAILED if has_errors(diagnostics) else EXIT_OK
 
 
 def cmd_validate(files: list[Path], fmt: str, out: TextIO, err: TextIO) -> int:
@@ -104,6 +138,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return int(exit_.code or 0)
     if args.command == "validate":
         return cmd_validate(args.workflows, args.format, out, err)
+    if args.command == "parse":
+        return cmd_parse(args.workflow, args.json, out, err)
     from delivery.cli import commands  # the run commands import the engine; validate stays light
 
     return commands.dispatch(args, out, err)
