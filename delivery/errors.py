@@ -6,6 +6,7 @@
     │   ├── DeclarationError           an attribute's mini-language (inputs, outputs, ...) is wrong
     │   ├── ConditionSyntaxError       an edge condition does not parse
     │   └── WorkflowInvalid            the graph parsed but the validator found errors
+    ├── ScenarioFileError              a route-scenario file (`delivery test`) is wrong
     └── RunError                       something went wrong while running (run-time)
         ├── RunRefused                 the run cannot start: a bad input, goal or setting
         └── RunStoreError              a run directory, checkpoint or event log is unusable
@@ -114,3 +115,16 @@ class RunRefused(RunError):
 
 class RunStoreError(RunError):
     """A run directory, checkpoint or event log cannot be used; the message names the path."""
+
+
+class ScenarioFileError(DeliveryError):
+    """A route-scenario file (`delivery test`) is wrong: unreadable, not TOML, not the
+    scenario format, or naming a node, folder or fact the workflow does not have."""
+
+    def __init__(self, file: str, line: int, problem: str, fix: str) -> None:
+        self.file = file
+        self.line = line
+        self.problem = problem
+        self.fix = fix
+        where = f"{file}:{line}" if line else file
+        super().__init__(f"{where}: {problem} — {fix}")

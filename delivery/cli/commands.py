@@ -9,10 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from delivery.cli import graph
 from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
+from delivery.cli.routes import print_routes
 from delivery.engine.context import ArtifactStore, Context
 from delivery.engine.handlers import default_handlers
+from delivery.engine.route_log import read_routes
 from delivery.engine.runner import (
     RunOutcome,
     RunRequest,
@@ -35,7 +38,8 @@ log = logging.getLogger("delivery")
 
 def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
-               "verify": cmd_verify, "handlers": cmd_handlers}[args.command]
+               "verify": cmd_verify, "handlers": cmd_handlers,
+               "graph": cmd_graph_run}[args.command]
     try:
         return handler(args, out, err)
     except WorkflowSyntaxError as problem:
@@ -54,6 +58,14 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except RunError as problem:
         print(f"delivery {args.command}: {problem}", file=err)
         return EXIT_REFUSED
+
+
+def cmd_graph_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`delivery graph --run RUN`: the workflow drawn with the run's path highlighted."""
+    checkpoint = RunDirectory.open(args.run).load_checkpoint()
+    path = checkpoint.get("path") if checkpoint else None
+    taken = [step for step in path if isinstance(step, str)] if isinstance(path, list) else []
+    return graph.cmd_graph(args, out, err, taken)
 
 
 def _world(err: TextIO) -> World:
@@ -113,6 +125,14 @@ def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     run_dir = RunDirectory.open(find_run(args.run))
+    if args.routes:
+        taken = read_routes(run_dir.events_path)
+        if args.json:
+            print(json.dumps({"routes": taken}, indent=2, sort_keys=True), file=out)
+        else:
+            print(f"routes of {run_dir.path}:", file=out)
+            print_routes(taken, out)
+        return EXIT_SUCCEEDED
     info = run_dir.read_run_info()
     checkpoint = run_dir.load_checkpoint() or {}
     store = ArtifactStore(run_dir.artifacts_dir)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from delivery.cli import graph, scenarios
 from delivery.cli.model_json import workflow_json, workflow_text
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
 from delivery.validation.loader import check_file
@@ -47,9 +48,10 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-dir", type=Path)
     run.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                      help="answer a human gate (scripted runs)")
-    run.add_argument("--gates", choices=("deny", "pause"), default="deny",
+    run.add_argument("--gates", choices=("deny", "pause", "managed"), default="deny",
                      help="an unanswered human gate off a terminal: deny it (its stage "
-                     "fails) or pause the run (exit 3; continue with resume --answer)")
+                     "fails), pause the run (exit 3; continue with resume --answer), or "
+                     "let the node's agent answer it when the gate is delegatable=true")
     run.add_argument("--json", action="store_true")
 
     resume = commands.add_parser("resume", help="continue a run from its checkpoint")
@@ -60,6 +62,9 @@ def _build_parser() -> argparse.ArgumentParser:
     inspect = commands.add_parser("inspect", help="path taken, outcomes, context, artifacts")
     inspect.add_argument("run", metavar="RUN")
     inspect.add_argument("--json", action="store_true")
+    inspect.add_argument("--routes", action="store_true",
+                         help="list every routing decision: the edge taken, the rule that "
+                         "chose it and the values the conditions read")
 
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
     verify.add_argument("run", metavar="RUN")
@@ -76,6 +81,8 @@ def _build_parser() -> argparse.ArgumentParser:
                                    description="List the node types this version runs, "
                                    "with their attributes.")
     handlers.add_argument("--json", action="store_true")
+    graph.add_parser(commands)
+    scenarios.add_parser(commands)
     return parser
 
 
@@ -140,6 +147,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return cmd_validate(args.workflows, args.format, out, err)
     if args.command == "parse":
         return cmd_parse(args.workflow, args.json, out, err)
+    if args.command == "graph" and args.run is None:
+        return graph.cmd_graph(args, out, err)
+    if args.command == "test":
+        return scenarios.cmd_test(args, out, err)
     from delivery.cli import commands  # the run commands import the engine; validate stays light
 
     return commands.dispatch(args, out, err)

@@ -9,7 +9,8 @@ from typing import Any
 
 from delivery.lang.attributes import AGENT_NODE, EDGE, GRAPH
 from delivery.lang.diagnostics import Diagnostic
-from delivery.lang.model import DRAWN_AS, SHAPES, TYPE_ALIASES, Attributes, NodeType, Workflow
+from delivery.lang.drawing import DRAWN_AS
+from delivery.lang.model import SHAPES, TYPE_ALIASES, Attributes, NodeType, Workflow
 
 # The attributes every node takes, then those each type adds (SPEC §1.2, §5 to §9).
 COMMON_NODE = ("label", "shape", "type", "max_retries", "retry_target",

@@ -29,6 +29,7 @@ class PauseRequested(RunError):
 class Answer:
     label: str  # the chosen edge label, exactly as written on the edge
     text: str = ""
+    by: str = "script"  # who answered: script (--answer), person (console), agent (managed)
 
 
 class Interviewer(Protocol):
@@ -110,6 +111,6 @@ class ConsoleInterviewer:
                 return None
             chosen = match_choice(line, choices)
             if chosen is not None:
-                return Answer(chosen)
+                return Answer(chosen, by="person")
             print(f"not a choice: {line.strip()!r}", file=self.stderr)
         return None

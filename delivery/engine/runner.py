@@ -23,11 +23,10 @@ from delivery.agents.registry import make_backend
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.context import POINTER_PREFIX, ArtifactStore, Context
 from delivery.engine.handlers import default_handlers
-from delivery.engine.handlers.base import Clock, StageEnv
+from delivery.engine.handlers.base import Clock, Handler, StageEnv
 from delivery.engine.interviewer import (
     ConsoleInterviewer,
     Interviewer,
-    PausingInterviewer,
     ScriptedInterviewer,
 )
 from delivery.engine.preamble import recent_stages, render_preamble
@@ -66,7 +65,8 @@ class RunRequest:
     answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     repos: Mapping[str, str] = field(default_factory=dict)
     # An unanswered human gate (no --answer, no terminal): "deny" fails the gate's stage,
-    # "pause" stops the run as paused so that `resume --answer` can continue it.
+    # "pause" stops the run as paused so that `resume --answer` can continue it,
+    # "managed" lets the node's agent answer a delegatable gate (else it is denied).
     gates: str = "deny"
 
 
@@ -97,6 +97,9 @@ class World:
     progress: Progress | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     options: EngineOptions = field(default_factory=EngineOptions)
+    # Stage handlers that stand in for the real ones (route scenarios play scripted probes,
+    # scripts and effects instead of touching the world), by node type.
+    handlers: Mapping[NodeType, Handler] | None = None
 
 
 def initial_context(workflow: Workflow, goal: str | None,
@@ -150,8 +153,6 @@ def _interviewer(info: Mapping[str, Any], world: World,
     scripted = ScriptedInterviewer(info.get("answers", {}), used)
     if world.interactive:
         return ConsoleInterviewer(scripted)
-    if info.get("gates") == "pause":
-        return PausingInterviewer(scripted)
     return scripted
 
 
@@ -188,7 +189,7 @@ class _Run:
         # a resumed run first writes back event lines a power failure took (EventLog)
         self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False,
                                restore=recorded_events)
-        self.handlers = default_handlers()
+        self.handlers = {**default_handlers(), **(world.handlers or {})}
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info["workspace"])
@@ -206,6 +207,7 @@ class _Run:
             folders=folders, stage_dir=self.run_dir.stage_dir,
             write_stage_file=write_stage_file,
             fidelity_preamble=_fidelity_preamble(state, self.workflow, context),
+            gates=str(self.info.get("gates") or "deny"),
         )
         engine = Engine(self.workflow, self.handlers, env, self.run_dir, self.events,
                         save_extra=lambda: {"agent_state": self.agent.save_state()},
@@ -229,7 +231,7 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
         raise RunRefused("--workspace", f"{workspace} is not a directory",
                          "create it or point --workspace at an existing directory")
     agent = world.agent or _agent_from_profile(request.agent, workspace, workflow)
-    refuse_unsupported(workflow, default_handlers())
+    refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     run_id = new_run_id()
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     run_dir = RunDirectory.create(run_path)
@@ -291,7 +293,7 @@ def resume_run(run_path: Path, world: World | None = None,
                          "run started (its SHA-256 differs from run.json's)",
                          "restore the copy, or start a new run with the changed workflow")
     workflow = load_workflow(copy)
-    refuse_unsupported(workflow, default_handlers())
+    refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     state = _checkpointed_state(checkpoint, workflow, run_dir)
     store = ArtifactStore(run_dir.artifacts_dir)
     state.context = relocate_artifacts(state.context, store)

@@ -289,7 +289,7 @@ class _Builder:
                 node.max_parallel = self.int_value(attr, 1, node=nid) or DEFAULT_MAX_PARALLEL
             elif name in ("goal_gate", "allow_partial", "auto_status", "delegatable"):
                 value = self.bool_value(attr, node=nid)
-                if value is not None and name != "delegatable":
+                if value is not None:
                     setattr(node, name, value)
             elif name == "timeout":
                 node.timeout = self.duration_value(attr, node=nid)

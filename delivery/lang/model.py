@@ -51,16 +51,6 @@ SHAPES: dict[str, NodeType] = {
 MANAGER_LOOP_SHAPE = "house"
 MANAGER_LOOP_TYPE = "stack.manager_loop"
 
-# How `delivery graph` draws each type (SPEC §1.2's table); not read when resolving types.
-DRAWN_AS: dict[NodeType, str] = {
-    NodeType.START: "Mdiamond", NodeType.EXIT: "Msquare", NodeType.AGENT: "box",
-    NodeType.PROMPT: "tab", NodeType.SCRIPT: "parallelogram", NodeType.PROBE: "cds",
-    NodeType.PUBLISH: "folder", NodeType.MERGE: "doubleoctagon", NodeType.WAIT: "insulator",
-    NodeType.WORKTREE_ADD: "rect", NodeType.WORKTREE_REMOVE: "invhouse",
-    NodeType.HUMAN: "hexagon", NodeType.CONDITIONAL: "diamond",
-    NodeType.PARALLEL: "component", NodeType.FAN_IN: "tripleoctagon",
-}
-
 # `type=` spellings beyond our own names: Attractor's handler types.
 TYPE_ALIASES: dict[str, NodeType] = {
     "codergen": NodeType.AGENT,
@@ -139,6 +129,7 @@ class Node:
     goal_gate: bool = False
     allow_partial: bool = False
     auto_status: bool = False
+    delegatable: bool = False  # a human gate an agent may answer in managed mode (SPEC §9.1)
     join_policy: JoinPolicy = "wait_all"
     max_parallel: int = DEFAULT_MAX_PARALLEL
     template: TemplateMode = "jinja"  # how prompt/script are rendered (SPEC §4)

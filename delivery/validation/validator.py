@@ -323,8 +323,10 @@ class _Checker:
         written_by = sorted({n for cut in range(1, len(parts) + 1)
                              for n in writers.get(".".join(parts[:cut]), ())})
         branch_info = self.branch_relation(read, written_by, sections)
-        if branch_info is None and free:
-            self.unproven(read)  # an Attractor agent upstream may set it: a warning
+        if branch_info is None and free and not written_by:
+            # only an Attractor agent before it may set it: unproven, a warning (SPEC §10);
+            # a key some declaration writes is held to that declaration
+            self.unproven(read)
             return
         if branch_info is not None:
             rule, message, fix = branch_info

@@ -308,9 +308,10 @@ def test_lines_a_power_failure_took_from_the_log_are_written_back_on_resume(
     # fdatasync of the log is skipped while the checkpoint carries the unsynced lines
     _interrupted(copy_of)
     whole = lines_of(copy_of)
-    carried = _carried(copy_of)
-    assert carried >= 2
-    (copy_of / "events.jsonl").write_bytes(b"".join(whole[:-2]))
+    # how many lines the checkpoint carries depends on where the last 8 KiB sync fell
+    lost = min(_carried(copy_of), 2)
+    assert lost >= 1
+    (copy_of / "events.jsonl").write_bytes(b"".join(whole[:-lost]))
     code, out, _ = cli("verify", copy_of)
     assert code == 1 and "resuming the run writes them back" in out
     code, _, err = cli("resume", copy_of, "--json")

@@ -310,7 +310,9 @@ def test_join_any_succeeds_when_one_branch_succeeds(tmp_path: Path) -> None:
     assert ran.status == "succeeded", ran.outcome.failure_reason
     assert ran.context["outcome"] == "succeeded"
     results = ran.context["parallel.results"]
-    assert [r["outcome"] for r in results] == ["succeeded", "failed"]
+    # the failing branch either failed first or was cancelled once the other succeeded
+    assert results[0]["outcome"] == "succeeded"
+    assert results[1]["outcome"] in ("failed", "skipped")
 
 
 def test_max_parallel_one_still_runs_every_branch(tmp_path: Path) -> None:
