@@ -215,13 +215,17 @@ class Engine:
                     self._save_next(context, current)
                 continue
             if node.type is NodeType.PARALLEL:
-                result, fan_in = self._run_parallel(node, context, path)
-                node = workflow.nodes[fan_in]
-                self._apply(node, result, context)
-                if node.type is NodeType.EXIT:  # no fan-in: the branches ended at this exit
-                    current = fan_in
-                    path.pop()
+                result, joined = self._run_parallel(node, context, path)
+                if workflow.nodes[joined].type is not NodeType.FAN_IN:
+                    # no fan-in (Attractor): the join's result is the parallel node's, and
+                    # the node where the branches meet (or their exit) runs next
+                    self._apply(node, result, context)
+                    current = joined
+                    if main:
+                        self._save_next(context, current)
                     continue
+                node = workflow.nodes[joined]
+                self._apply(node, result, context)
             else:
                 result = self._run_stage(node, context)
                 self._apply(node, result, context)
@@ -407,13 +411,13 @@ class Engine:
         assert end_node is not None  # the validator refuses a section that never joins
         stop = frozenset({end_node}) if section.fan_in is not None else frozenset(
             n.id for n in self.workflow.nodes_of(NodeType.EXIT))
+        joined = self.workflow.nodes[end_node]
         attempt = self._next_attempt(node.id)
         self._event("stage_started", node=node.id, node_type="parallel", attempt=attempt)
         context.set("current_node", node.id)
         base = context.snapshot()
         edges = self.workflow.outgoing[node.id]
         policy = node.join_policy
-        joined = self.workflow.nodes[end_node]
         if "join_policy" not in node.attrs and "join" not in node.attrs:
             policy = joined.join_policy  # also accepted on the fan-in
         cancel = threading.Event()
@@ -449,7 +453,8 @@ class Engine:
         results = [entry for entry, _ in finished]
         for _, branch_path in finished:
             path.extend(node_id for node_id in branch_path if node_id not in stop)
-        path.append(end_node)
+        if joined.type is NodeType.FAN_IN:  # another join runs as the next stage
+            path.append(end_node)
         failed = [r for r in results if r["outcome"] == FAILED]
         succeeded = [r for r in results if r["outcome"] not in (FAILED, SKIPPED)]
         if policy == "first_success":

@@ -217,3 +217,27 @@ def test_default_max_retry_gives_retries(tmp_path: Path) -> None:
                                                  reply()]})
     assert ran.status == "succeeded", ran.outcome.failure_reason
     assert len(ran.prompts_of("a")) == 3
+
+
+def test_parallel_without_a_fan_in_joins_where_the_branches_meet(tmp_path: Path) -> None:
+    # as in Attractor implementations' fan-out tests: branches meet at a synthesis node
+    dot = """
+    digraph FanOutFanIn {
+      Start -> FanOut
+      FanOut -> Red
+      FanOut -> Green
+      Red -> Combine
+      Green -> Combine
+      Combine -> End
+      FanOut [shape=component]
+      Red [prompt="Red?"]
+      Green [prompt="Green?"]
+      Combine [prompt="Combine the colours"]
+    }
+    """
+    ran = run_flow(tmp_path, dot, replies={"Red": [reply()], "Green": [reply()],
+                                           "Combine": [reply()]})
+    assert ran.status == "succeeded", ran.outcome.failure_reason
+    assert ran.outcome.path == ["Start", "FanOut", "Red", "Green", "Combine", "End"]
+    assert len(ran.prompts_of("Combine")) == 1
+    assert [r["node"] for r in ran.context["parallel.results"]] == ["Red", "Green"]
