@@ -73,6 +73,23 @@ NOT_HONOURED: dict[str, str] = {
     "error_policy": "every branch runs to its end (Attractor's `continue`)",
 }
 
+_NOT_HONOURED_PREFIXES = {
+    "manager.": "the manager loop (shape=house) is not supported",
+    "stack.": "the manager loop (shape=house) is not supported",
+    "tool_hooks.": "tool call hooks are not run; the agent backend runs its own tools",
+}
+
+
+def not_honoured(name: str) -> str | None:
+    """Why delivery does not act on an Attractor attribute, or None when it is not one."""
+    if name in NOT_HONOURED:
+        return NOT_HONOURED[name]
+    for prefix, reason in _NOT_HONOURED_PREFIXES.items():
+        if name.startswith(prefix):
+            return reason
+    return None
+
+
 _SUGGESTABLE = sorted((GRAPH | NODE | EDGE) - {"class", "id"})
 
 
@@ -89,9 +106,7 @@ def shape_suggestion(shape: str) -> str | None:
 
 def is_known(name: str, kind: str, extra: frozenset[str]) -> bool:
     """Whether `name` is a known attribute of a graph, node or edge (`kind`)."""
-    if name in GRAPHVIZ or name in extra or name in NOT_HONOURED:
+    if name in GRAPHVIZ or name in extra or not_honoured(name) is not None:
         return True
-    if name.startswith("manager."):
-        return False
     table = GRAPH if kind == "graph" else NODE if kind == "node" else EDGE
     return name in table

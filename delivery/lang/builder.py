@@ -16,9 +16,9 @@ from typing import cast
 from delivery.errors import ConditionSyntaxError, DeclarationError
 from delivery.lang.attributes import (
     GRAPHVIZ_SHAPES,
-    NOT_HONOURED,
     did_you_mean,
     is_known,
+    not_honoured,
     shape_suggestion,
 )
 from delivery.lang.conditions import parse_condition
@@ -371,12 +371,13 @@ class _Builder:
                     if key in seen:
                         continue
                     seen.add(key)
-                if name in NOT_HONOURED and name not in extra:
+                reason = not_honoured(name)
+                if reason is not None and name not in extra:
                     self.diag("attribute_not_honoured", f"{kind} attribute '{name}' is "
-                              f"Attractor's, but delivery does not act on it: "
-                              f"{NOT_HONOURED[name]}", attr.line, attr.column, node=node,
-                              edge=edge, fix=f"remove {name}=, or list it in "
-                              "extra_attributes= to keep it quiet", severity="warning")
+                              f"Attractor's, but delivery does not act on it: {reason}",
+                              attr.line, attr.column, node=node, edge=edge,
+                              fix=f"remove {name}=, or list it in extra_attributes= to keep "
+                              "it quiet", severity="warning")
                     continue
                 if is_known(name, kind, extra):
                     continue
