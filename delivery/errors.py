@@ -9,7 +9,10 @@
     ├── ScenarioFileError              a route-scenario file (`delivery test`) is wrong
     └── RunError                       something went wrong while running (run-time)
         ├── RunRefused                 the run cannot start: a bad input, goal or setting
-        └── RunStoreError              a run directory, checkpoint or event log is unusable
+        ├── RunStoreError              a run directory, checkpoint or event log is unusable
+        ├── GitError                   a git operation on a folder failed (clone, worktree, push)
+        └── ForgeError                 a forge (GitHub, local) could not read or write a
+                                       repository or its PRs
 
 Each error carries the thing it is about as fields, and its message says what was
 expected, what was found and what to do. Definition errors and run-time errors are
@@ -115,6 +118,35 @@ class RunRefused(RunError):
 
 class RunStoreError(RunError):
     """A run directory, checkpoint or event log cannot be used; the message names the path."""
+
+
+class GitError(RunError):
+    """A git operation failed; `operation` names it, `location` the repository or worktree.
+    The message carries git's own words, never the command line (it may hold a token)."""
+
+    def __init__(self, operation: str, location: str, problem: str, fix: str = "") -> None:
+        self.operation = operation
+        self.location = location
+        self.problem = problem
+        self.fix = fix
+        message = f"git {operation} in {location}: {problem}"
+        super().__init__(f"{message} — {fix}" if fix else message)
+
+
+class ForgeError(RunError):
+    """A forge could not do what was asked: `operation` (e.g. "create the PR for
+    delivery/T-1", when known) on `repository`, `problem` as the forge put it, and a fix."""
+
+    def __init__(self, forge: str, repository: str, problem: str, fix: str = "", *,
+                 operation: str = "") -> None:
+        self.forge = forge
+        self.repository = repository
+        self.operation = operation
+        self.problem = problem
+        self.fix = fix
+        doing = f"cannot {operation}: " if operation else ""
+        message = f"{forge} forge, {repository}: {doing}{problem}"
+        super().__init__(f"{message} — {fix}" if fix else message)
 
 
 class ScenarioFileError(DeliveryError):

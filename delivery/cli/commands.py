@@ -37,9 +37,11 @@ log = logging.getLogger("delivery")
 
 
 def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from delivery.cli.forge_commands import cmd_probe, cmd_review
+
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
-               "verify": cmd_verify, "handlers": cmd_handlers,
-               "graph": cmd_graph_run}[args.command]
+               "verify": cmd_verify, "handlers": cmd_handlers, "graph": cmd_graph_run,
+               "probe": cmd_probe, "review": cmd_review}[args.command]
     try:
         return handler(args, out, err)
     except WorkflowSyntaxError as problem:
@@ -92,17 +94,17 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.workflow.is_file():
         print(f"delivery run: {args.workflow}: no such file", file=err)
         return EXIT_REFUSED
-    if args.forge == "github":
-        raise RunRefused("--forge github", "is not available in this version",
-                         "use --forge local (the default)")
     request = RunRequest(
         workflow=args.workflow, goal=args.goal,
         inputs=parse_assignments(args.input, "--input"), agent=args.agent,
         workspace=args.workspace, run_dir=args.run_dir,
         answers=parse_answers(args.answer),
         repos=parse_assignments(args.repo, "--repo"), gates=args.gates,
+        forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
     )
-    return _report(start_run(request, _world(err)), args.json, out)
+    world = _world(err)
+    world.git_cache = args.cache
+    return _report(start_run(request, world), args.json, out)
 
 
 def find_run(reference: str) -> Path:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from delivery.cli import graph, scenarios
 from delivery.cli.model_json import workflow_json, workflow_text
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
+from delivery.redact import RedactingFilter, RedactingStream, Redactor
 from delivery.validation.loader import check_file
 
 EXIT_OK = 0
@@ -31,43 +33,60 @@ def _build_parser() -> argparse.ArgumentParser:
         "validate", help="check workflow files before running them",
         description="Check workflow files; exit 0 when no errors, 1 on errors, 2 on usage errors.",
     )
-    validate.add_argument("workflows", nargs="+", metavar="WORKFLOW", type=Path)
-    validate.add_argument("--format", choices=("text", "json", "github"), default="text")
+    validate.add_argument("workflows", nargs="+", metavar="WORKFLOW", type=Path,
+                          help="workflow files (.dot) to check")
+    validate.add_argument("--format", choices=("text", "json", "github"), default="text",
+                          help="text for people (default), json for tools, github for "
+                          "annotations in a GitHub Actions log")
 
     run = commands.add_parser("run", help="run a workflow",
                               description="Run a workflow. Exit 0 succeeded, 1 failed, "
                               "2 refused to start, 3 paused.")
-    run.add_argument("workflow", type=Path)
-    run.add_argument("--goal")
-    run.add_argument("--input", action="append", default=[], metavar="K=V")
-    run.add_argument("--repo", action="append", default=[], metavar="F=LOC")
+    run.add_argument("workflow", type=Path, help="the workflow file (.dot) to run")
+    run.add_argument("--goal", help="the run's goal text (else the graph's goal or defaults)")
+    run.add_argument("--input", action="append", default=[], metavar="K=V",
+                     help="a declared input; repeat for each input, each name once")
+    run.add_argument("--repo", action="append", default=[], metavar="F=LOC",
+                     help="folder F of the run is the git worktree at LOC; repeat per folder")
     run.add_argument("--agent", default="", metavar="PROFILE",
                      help="agent backend, e.g. replay:replies.json")
-    run.add_argument("--forge", choices=("github", "local"), default="local")
-    run.add_argument("--workspace", type=Path)
-    run.add_argument("--run-dir", type=Path)
+    run.add_argument("--forge", choices=("github", "local"), default=None,
+                     help="where the repositories and PRs live (default: local when every "
+                     "LOC is a path, github when one is owner/name)")
+    run.add_argument("--check", action="append", default=[], metavar="F=COMMAND",
+                     help="the local forge's check command for a folder (also "
+                     "[forge.local.checks] in delivery.toml)")
+    run.add_argument("--cache", type=Path, metavar="DIR",
+                     help="git clone cache (default: $XDG_CACHE_HOME/delivery)")
+    run.add_argument("--workspace", type=Path,
+                     help="directory the stages work in (default: the current directory)")
+    run.add_argument("--run-dir", type=Path,
+                     help="this run's directory (default: WORKSPACE/.delivery/runs/RUN_ID)")
     run.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                      help="answer a human gate (scripted runs)")
     run.add_argument("--gates", choices=("deny", "pause", "managed"), default="deny",
                      help="an unanswered human gate off a terminal: deny it (its stage "
                      "fails), pause the run (exit 3; continue with resume --answer), or "
                      "let the node's agent answer it when the gate is delegatable=true")
-    run.add_argument("--json", action="store_true")
+    run.add_argument("--json", action="store_true",
+                     help="print one JSON object: run_id, status, failure_reason, path, "
+                     "context, run_dir")
 
     resume = commands.add_parser("resume", help="continue a run from its checkpoint")
     resume.add_argument("run", metavar="RUN", help="run directory or run id")
-    resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL")
-    resume.add_argument("--json", action="store_true")
+    resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
+                        help="answer the next visit of a human gate; repeatable")
+    resume.add_argument("--json", action="store_true", help="print the outcome as JSON")
 
     inspect = commands.add_parser("inspect", help="path taken, outcomes, context, artifacts")
-    inspect.add_argument("run", metavar="RUN")
-    inspect.add_argument("--json", action="store_true")
+    inspect.add_argument("run", metavar="RUN", help="run directory or run id")
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.add_argument("--routes", action="store_true",
                          help="list every routing decision: the edge taken, the rule that "
                          "chose it and the values the conditions read")
 
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
-    verify.add_argument("run", metavar="RUN")
+    verify.add_argument("run", metavar="RUN", help="run directory or run id")
 
     parse = commands.add_parser(
         "parse", help="print the workflow model (nodes with resolved types, edges)",
@@ -81,6 +100,34 @@ def _build_parser() -> argparse.ArgumentParser:
                                    description="List the node types this version runs, "
                                    "with their attributes.")
     handlers.add_argument("--json", action="store_true")
+    probe = commands.add_parser(
+        "probe", help="print the PR, thread, worktree and diff facts of some repositories",
+        description="Observe pull requests across repositories and print the flat facts "
+        "(per folder and roll-ups). LOC is a path (local forge) or owner/name (GitHub), "
+        "optionally naming the PR: LOC#12 or LOC@branch. Exit 1 when a folder cannot be read.")
+    probe.add_argument("--repo", action="append", default=[], metavar="F=LOC", required=True)
+    probe.add_argument("--forge", choices=("github", "local"), default=None)
+    probe.add_argument("--check", action="append", default=[], metavar="F=COMMAND",
+                       help="the local forge's check command for a folder")
+    probe.add_argument("--json", action="store_true")
+
+    review = commands.add_parser(
+        "review", help="review a pull request on the local forge",
+        description="Review a local-forge pull request: approve it, request changes, or "
+        "open and resolve review threads. TARGET is FOLDER#N (with --repo or --run) or "
+        "PATH#N.")
+    review.add_argument("target", metavar="TARGET")
+    action = review.add_mutually_exclusive_group(required=True)
+    action.add_argument("--approve", action="store_true")
+    action.add_argument("--request-changes", metavar="TEXT")
+    action.add_argument("--comment", metavar="TEXT", help="open a review thread")
+    action.add_argument("--resolve", type=int, metavar="THREAD", help="resolve a thread")
+    review.add_argument("--body", default="", help="text of an approval")
+    review.add_argument("--path", default="", help="file a --comment is about")
+    review.add_argument("--line", type=int, default=0, help="line a --comment is about")
+    review.add_argument("--author", default="", help="reviewer name (default: $USER)")
+    review.add_argument("--repo", action="append", default=[], metavar="F=LOC")
+    review.add_argument("--run", metavar="RUN", help="take the folders from this run")
     graph.add_parser(commands)
     scenarios.add_parser(commands)
     return parser
@@ -136,8 +183,13 @@ def cmd_validate(files: list[Path], fmt: str, out: TextIO, err: TextIO) -> int:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
+    # Nothing the CLI prints or logs carries a secret (SPEC §14), whichever path made it.
+    redactor = Redactor.from_environment(os.environ)
+    out = cast(TextIO, RedactingStream(out or sys.stdout, redactor))
+    err = cast(TextIO, RedactingStream(err or sys.stderr, redactor))
+    logger = logging.getLogger("delivery")
+    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+        logger.addFilter(RedactingFilter(redactor))
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)

@@ -24,6 +24,7 @@ from typing import Any, Final
 from delivery._jsontext import JsonMembers, RawJSON, ascii_json
 from delivery.errors import RunError
 from delivery.lang.paths import MISSING, normalize_key, resolve, string_form
+from delivery.redact import Redactor
 
 OFFLOAD_THRESHOLD: Final = 100 * 1024  # bytes of serialized JSON
 
@@ -152,9 +153,13 @@ class Context:
     """The flat context of one run (or one parallel branch, see fork())."""
 
     def __init__(
-        self, values: Mapping[str, Any] | None = None, artifacts: ArtifactStore | None = None
+        self, values: Mapping[str, Any] | None = None, artifacts: ArtifactStore | None = None,
+        *, redactor: Redactor | None = None,
     ) -> None:
         self.artifacts = artifacts
+        # Secrets never reach the context (SPEC §14): every value is redacted as it is set,
+        # so the checkpoint, templates and prompts built from it are clean too.
+        self.redactor = redactor
         self._values: dict[str, Any] = {}
         # key -> `"key":value` JSON of the stored value, kept with it so that saving the
         # context after every stage joins texts instead of encoding the whole map again
@@ -190,6 +195,8 @@ class Context:
 
     def set(self, key: str, value: Any) -> None:
         key = normalize_key(key)
+        if self.redactor is not None:
+            value = self.redactor.value(value)
         try:
             text = _dumps(value)
         except (TypeError, ValueError) as err:
@@ -247,7 +254,7 @@ class Context:
 
     def fork(self) -> Context:
         """An independent copy sharing the artifact store (for a parallel branch)."""
-        forked = Context(artifacts=self.artifacts)
+        forked = Context(artifacts=self.artifacts, redactor=self.redactor)
         forked._values = copy.deepcopy(self._values)
         forked._members = self._members.copy()
         forked._children = {prefix: dict(names) for prefix, names in self._children.items()}

@@ -30,9 +30,13 @@ from delivery.engine.interviewer import (
     ScriptedInterviewer,
 )
 from delivery.engine.preamble import recent_stages, render_preamble
+from delivery.engine.redacting import RedactingAgent
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused
+from delivery.errors import RunRefused, WorkflowInvalid, WorkflowSyntaxError
+from delivery.forges.base import Forge
+from delivery.forges.select import configured_checks, forge_kind, is_github_location, open_forge
+from delivery.git import cache_root
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
 from delivery.redact import Redactor
 from delivery.store.runstore import EventLog, RunDirectory, new_run_id, verify_run
@@ -68,6 +72,9 @@ class RunRequest:
     # "pause" stops the run as paused so that `resume --answer` can continue it,
     # "managed" lets the node's agent answer a delegatable gate (else it is denied).
     gates: str = "deny"
+    forge: str = ""  # "local" | "github"; empty: chosen from the repository locations
+    checks: Mapping[str, str] = field(default_factory=dict)  # folder -> local check command
+    branch: str = ""  # the run's branch; empty: delivery/<ticket slug or run id>
 
 
 @dataclass
@@ -100,6 +107,15 @@ class World:
     # Stage handlers that stand in for the real ones (route scenarios play scripted probes,
     # scripts and effects instead of touching the world), by node type.
     handlers: Mapping[NodeType, Handler] | None = None
+    # Where the folders' repositories and PRs live; None: opened from the run's settings.
+    forge: Forge | None = None
+    # The clone cache worktrees hang on; None: $XDG_CACHE_HOME/delivery.
+    git_cache: Path | None = None
+
+
+# Stages that reach the forge or the folders' git repositories.
+FORGE_TYPES = frozenset({NodeType.PROBE, NodeType.PUBLISH, NodeType.MERGE,
+                         NodeType.WORKTREE_ADD, NodeType.WORKTREE_REMOVE})
 
 
 def initial_context(workflow: Workflow, goal: str | None,
@@ -141,10 +157,10 @@ def refuse_unsupported(workflow: Workflow, handlers: Mapping[NodeType, object]) 
             continue
         if node.type not in handlers:
             kind = node.type.value if node.type else "unknown"
+            runnable = sorted({*(t.value for t in handlers), "parallel", "fan_in"})
             raise RunRefused(f"node '{node.id}'", f"has type {kind}, which this version of "
-                             "delivery cannot run yet",
-                             "run workflows made of agent, prompt, script, human, conditional, "
-                             "wait and parallel stages")
+                             "delivery cannot run",
+                             f"use stages of the types it runs: {', '.join(runnable)}")
 
 
 def _interviewer(info: Mapping[str, Any], world: World,
@@ -179,22 +195,32 @@ class _Run:
 
     def __init__(self, workflow: Workflow, run_dir: RunDirectory, info: Mapping[str, Any],
                  world: World, agent: AgentBackend,
-                 recorded_events: Mapping[str, Any] | None = None) -> None:
+                 recorded_events: Mapping[str, Any] | None = None,
+                 redactor: Redactor | None = None) -> None:
         self.workflow = workflow
         self.run_dir = run_dir
         self.info = info
         self.world = world
-        self.agent = agent
-        self.redactor = Redactor.from_environment(world.environ)
+        self.redactor = redactor or Redactor.from_environment(world.environ)
+        # what is sent to the agent and what comes back is redacted (SPEC §14)
+        self.agent = RedactingAgent(agent, self.redactor)
         # a resumed run first writes back event lines a power failure took (EventLog)
         self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False,
                                restore=recorded_events)
         self.handlers = {**default_handlers(), **(world.handlers or {})}
+        self.forge = world.forge
+        # Stand-in handlers (route scenarios) never touch the forge: open it only for the
+        # stages the real handlers run.
+        real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
+        if self.forge is None and info.get("repos") and workflow.nodes_of(*real):
+            self.forge = open_forge(str(info.get("forge") or "local"),
+                                    checks=info.get("checks") or {})
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info["workspace"])
         folders = {name: Path(loc) for name, loc in self.info.get("folders", {}).items()}
-        context = Context(state.context, ArtifactStore(self.run_dir.artifacts_dir))
+        context = Context(state.context, ArtifactStore(self.run_dir.artifacts_dir),
+                          redactor=self.redactor)
         interviewer = self.world.interviewer or _interviewer(self.info, self.world,
                                                              state.answers_used)
 
@@ -208,6 +234,12 @@ class _Run:
             write_stage_file=write_stage_file,
             fidelity_preamble=_fidelity_preamble(state, self.workflow, context),
             gates=str(self.info.get("gates") or "deny"),
+            redact=self.redactor.text,
+            forge=self.forge, repos=dict(self.info.get("repos") or {}),
+            branch=str(self.info.get("branch") or ""),
+            git_cache=self.world.git_cache or (Path(self.info["git_cache"])
+                                               if self.info.get("git_cache")
+                                               else cache_root(self.world.environ)),
         )
         engine = Engine(self.workflow, self.handlers, env, self.run_dir, self.events,
                         save_extra=lambda: {"agent_state": self.agent.save_state()},
@@ -223,6 +255,7 @@ class _Run:
 def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     """Validate, refuse or start a run; returns when it ends (or pauses)."""
     world = world or World()
+    redactor = Redactor.from_environment(world.environ)
     workflow_path = request.workflow.resolve()
     workflow = load_workflow(workflow_path)
     values = initial_context(workflow, request.goal, request.inputs)
@@ -232,29 +265,35 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
                          "create it or point --workspace at an existing directory")
     agent = world.agent or _agent_from_profile(request.agent, workspace, workflow)
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
+    setup = folder_setup(request, workflow, workspace)
     run_id = new_run_id()
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     run_dir = RunDirectory.create(run_path)
-    source = workflow_path.read_text(encoding="utf-8")
-    (run_path / WORKFLOW_COPY).write_bytes(source.encode())  # resume checks its SHA-256
-    folders = {name: str(_folder_path(loc, workspace, name))
-               for name, loc in request.repos.items()}
+    source = _workflow_source(workflow_path)
+    # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
+    redacted = redactor.text(source)
+    (run_path / WORKFLOW_COPY).write_bytes(redacted.encode())  # resume checks its SHA-256
+    if redacted != source:
+        workflow = _load_redacted_copy(run_path / WORKFLOW_COPY)
+        source = redacted
     values["internal.run_id"] = run_id
     info = {
         "run_id": run_id, "workflow": str(workflow_path),
         "workflow_sha256": hashlib.sha256(source.encode()).hexdigest(),
-        "agent": request.agent, "workspace": str(workspace), "folders": folders,
+        "agent": request.agent, "workspace": str(workspace), **setup,
+        "branch": request.branch or run_branch(values, run_id),
+        "git_cache": str(world.git_cache or ""),
         "answers": _answer_lists(request.answers), "gates": request.gates,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    run_dir.write_run_info(info)
+    run_dir.write_run_info(redactor.value(info))
     start = workflow.start
     assert start is not None  # validated
     # large inputs go to the artifact store before the first checkpoint, also in `initial`
-    stored = Context(values, ArtifactStore(run_dir.artifacts_dir)).snapshot()
+    stored = Context(values, ArtifactStore(run_dir.artifacts_dir), redactor=redactor).snapshot()
     state = RunState(run_id=run_id, next_node=start.id, context=dict(stored),
                      initial=dict(stored))
-    run = _Run(workflow, run_dir, info, world, agent)
+    run = _Run(workflow, run_dir, info, world, agent, redactor=redactor)
     # The event records what was asked, not bulk data: long inputs are cut (the checkpoint
     # holds them whole, large ones through the artifact store).
     shown_inputs = {name: value if len(value) <= EVENT_VALUE_CHARS else
@@ -265,6 +304,22 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     run_dir.save_checkpoint({**state.to_json(), "agent_state": agent.save_state(),
                              "events": run.events.record()})
     return run.execute(state)
+
+
+def _workflow_source(path: Path) -> str:
+    # a BOM at the start is accepted, as by the loader
+    return path.read_text(encoding="utf-8").removeprefix("\ufeff")
+
+
+def _load_redacted_copy(copy: Path) -> Workflow:
+    """The workflow as its run copy holds it, secrets masked; refused when masking them
+    broke it (a secret written as a bare word, say)."""
+    try:
+        return load_workflow(copy)
+    except (WorkflowSyntaxError, WorkflowInvalid) as err:
+        raise RunRefused("workflow", f"holds a secret value, and with it masked as *** it no "
+                         f"longer validates: {err}", "do not write secrets into a workflow: "
+                         "read them from the environment in a script ($GITHUB_TOKEN)") from None
 
 
 def resume_run(run_path: Path, world: World | None = None,
@@ -322,7 +377,7 @@ def resume_run(run_path: Path, world: World | None = None,
         log.warning("resume: %s", recovered)
         run.events.append("checkpoint_recovered", problem=recovered)
     if answers:
-        run_dir.write_run_info(info)
+        run_dir.write_run_info(run.redactor.value(info))
     if state.status == "running":
         run.events.append("run_resumed", next_node=state.next_node or "")
     return run.execute(state)
@@ -380,15 +435,53 @@ def _agent_from_profile(profile: str, workspace: Path, workflow: Workflow) -> Ag
     return make_backend(profile, base_dir=workspace)
 
 
-def _folder_path(location: str, workspace: Path, name: str) -> Path:
-    candidate = Path(location)
-    if not candidate.is_absolute():
-        candidate = (workspace / candidate)
-    if candidate.is_dir():
-        return candidate.resolve()
-    raise RunRefused(f"--repo {name}={location}", "is not a local directory",
-                     "give a path to a git worktree (GitHub repositories come with the "
-                     "forge issue)")
+def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> dict[str, Any]:
+    """What run.json records about the folders: their repositories on the forge (`repos`),
+    their working directories (`folders`), the forge and the local check commands.
+
+    A folder works in `<workspace>/<name>` (where `worktree_add` puts it); a workflow that
+    creates no worktrees works in a local LOCATION itself (a folder given as a path)."""
+    kind = forge_kind(request.repos.values(), request.forge or None, workspace)
+    creates_worktrees = bool(workflow.nodes_of(NodeType.WORKTREE_ADD))
+    repos: dict[str, str] = {}
+    folders: dict[str, str] = {}
+    for name, location in request.repos.items():
+        if kind == "github" or is_github_location(location, workspace):
+            repos[name] = location
+            folders[name] = str(workspace / name)
+            continue
+        path = Path(location).expanduser()
+        path = (path if path.is_absolute() else workspace / path).resolve()
+        if not path.is_dir():
+            raise RunRefused(f"--repo {name}={location}", "is not a local directory",
+                             "give the path of a git repository (the local forge) or "
+                             "owner/name (GitHub)")
+        repos[name] = str(path)
+        folders[name] = str(workspace / name if creates_worktrees else path)
+    checks = {**configured_checks(workspace), **request.checks}
+    unknown = sorted(set(checks) - set(repos))
+    if unknown and request.repos:
+        raise RunRefused(f"check for folder '{unknown[0]}'", "names no folder of the run",
+                         f"the folders are: {', '.join(repos)}")
+    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks}
+
+
+def run_branch(values: Mapping[str, Any], run_id: str) -> str:
+    """`delivery/<ticket slug>` when the run has a `ticket` input, else `delivery/<run id>`."""
+    slug = ticket_slug(str(values.get("ticket") or ""))
+    return f"delivery/{slug or run_id}"
+
+
+def ticket_slug(ticket: str) -> str:
+    """`https://github.com/o/web/issues/12` -> `web-12`; `https://x/browse/T-1` -> `t-1`."""
+    parts = [part for part in re.split(r"[/?#]", ticket.split("://", 1)[-1]) if part][1:]
+    if not parts:
+        return ""
+    words = parts[-1:]
+    if parts[-1].isdigit() and len(parts) >= 3:
+        words = [parts[-3], parts[-1]]  # owner/name/issues/12: the name and the number
+    slug = re.sub(r"[^a-z0-9._-]+", "-", "-".join(words).lower()).strip("-.")
+    return slug[:40].rstrip("-.")
 
 
 def _answer_lists(answers: Mapping[str, str | Sequence[str]]) -> dict[str, list[str]]:
@@ -406,12 +499,17 @@ def parse_answers(items: Sequence[str]) -> dict[str, list[str]]:
 
 
 def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
-    """`K=V` items of a repeated option; RunRefused names the bad one."""
+    """`K=V` items of a repeated option; RunRefused names the bad one, or the name given
+    twice (the second value would silently win)."""
     values: dict[str, str] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise RunRefused(f"{option} {item!r}", "is not NAME=VALUE",
                              f"write {option} name=value")
-        values[name.strip()] = value
+        name = name.strip()
+        if name in values:
+            raise RunRefused(f"{option} {name}=", "is given twice",
+                             f"give {option} {name}=VALUE once")
+        values[name] = value
     return values

@@ -94,13 +94,17 @@ class _Locator:
     def header(self, index: int) -> int:
         return self.headers[index] if index < len(self.headers) else 1
 
-    def key(self, index: int, *names: str) -> int:
+    def key(self, index: int, *names: str, value: str = "") -> int:
+        """The line of the last of `names`, each looked for after the previous one; with
+        `value`, the first such line that also holds that text."""
         start = self.header(index)
         end = self.headers[index + 1] if index + 1 < len(self.headers) else len(self.lines) + 1
-        for name in names:
+        for position, name in enumerate(names):
             pattern = re.compile(r"(?<![\w.])" + re.escape(name) + r"(?![\w])")
+            last = position == len(names) - 1
             for number in range(start, end):
-                if pattern.search(self.lines[number - 1]):
+                line = self.lines[number - 1]
+                if pattern.search(line) and (not last or value in line):
                     start = number  # later names are looked for from here on
                     break
         return start
@@ -146,8 +150,9 @@ def check_scenarios(loaded: LoadedScenarios, workflow: Workflow, text: str) -> N
     locator = _Locator(text)
     names = [scenario.name for scenario in loaded.scenarios]
     for index, scenario in enumerate(loaded.scenarios):
-        def fail(problem: str, fix: str, *keys: str, index: int = index) -> None:
-            raise ScenarioFileError(str(loaded.path), locator.key(index, *keys),
+        def fail(problem: str, fix: str, *keys: str, index: int = index,
+                 value: str = "") -> None:
+            raise ScenarioFileError(str(loaded.path), locator.key(index, *keys, value=value),
                                     f"scenario {names[index]!r}: {problem}", fix)
 
         def node_of(node_id: str, section: str, kinds: frozenset[NodeType] | None,
@@ -188,7 +193,8 @@ def check_scenarios(loaded: LoadedScenarios, workflow: Workflow, text: str) -> N
                              + ", ".join(sorted(PER_FOLDER_FACTS)), "probes", key)
                     if fact == "pr.state" and value not in PR_STATES:
                         fail(f"probes.{node_id}: {key} = {value!r} is not a PR state",
-                             f"use one of {', '.join(PR_STATES)}", "probes", key)
+                             f"use one of {', '.join(PR_STATES)}", "probes", key,
+                             value=str(value))
         for node_id in scenario.stages:
             node_of(node_id, "stages", EFFECT_TYPES,
                     "a publish, merge, wait or worktree node")

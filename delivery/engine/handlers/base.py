@@ -17,6 +17,7 @@ from delivery.agents.base import AgentBackend
 from delivery.engine.context import Context
 from delivery.engine.interviewer import Interviewer
 from delivery.engine.templating import Renderer
+from delivery.forges.base import Forge
 from delivery.lang.model import Node, Workflow
 from delivery.store.runstore import RunDirectory
 
@@ -74,9 +75,17 @@ class StageEnv:
     stage_dir: Callable[[str, int], Path]
     write_stage_file: Callable[[str, int, str, str], None]
     fidelity_preamble: Callable[[Node], str]
+    # The folders' forge side: their repositories on the forge, the run's branch, and the
+    # clone cache that worktrees hang on (outside the workspace).
+    forge: Forge | None = None
+    repos: Mapping[str, str] = field(default_factory=dict)
+    branch: str = ""
+    git_cache: Path | None = None
     # an unanswered human gate: "deny" fails it, "pause" pauses the run, "managed" lets
     # the node's agent answer a delegatable gate (SPEC §9.1)
     gates: str = "deny"
+    # masks secrets in text a stage writes itself (script output, facts): SPEC §14
+    redact: Callable[[str], str] = field(default=lambda text: text)
 
 
 class Handler(Protocol):
