@@ -29,7 +29,6 @@ FAILED: Final = "failed"
 PARTIAL_SUCCESS: Final = "partial_success"
 RETRY: Final = "retry"
 SKIPPED: Final = "skipped"
-STANDARD_OUTCOMES: Final = (SUCCEEDED, FAILED, PARTIAL_SUCCESS, RETRY, SKIPPED)
 # Outcomes that satisfy a goal gate: everything but a failure, a pending retry, a skip.
 GATE_UNMET: Final = frozenset({FAILED, RETRY, SKIPPED})
 
