@@ -345,6 +345,9 @@ def parse_reply(
                             f'"retry", "skipped" or a custom word, found {_found(raw)}')
     suggested = _suggested(obj.get("suggested_next_ids"), problems)
     texts: dict[str, str] = {}
+    if "preferred_label" not in obj and "preferred_next_label" in obj:
+        # the name of Attractor's status file (its Appendix C)
+        obj = {**obj, "preferred_label": obj["preferred_next_label"]}
     for key in ("failure_reason", "preferred_label"):
         raw = obj.get(key, "")
         if raw is None:

@@ -281,8 +281,8 @@ class Engine:
 
         retries = self._max_retries(node)
         if retries == 0:  # the common case; tenacity's machinery costs a tenth of a stage
-            return _retries_spent(node, self._attempt(node, self._next_attempt(node.id),
-                                                      context))
+            return _retries_spent(node, 0, self._attempt(node, self._next_attempt(node.id),
+                                                         context))
         retrying = Retrying(
             stop=stop_after_attempt(retries + 1),
             wait=wait_exponential(multiplier=self.options.backoff_initial,
@@ -294,7 +294,7 @@ class Engine:
         )
         result: StageResult = retrying(lambda: self._attempt(node, self._next_attempt(node.id),
                                                              context))
-        return _retries_spent(node, result)
+        return _retries_spent(node, retries, result)
 
     def _attempt(self, node: Node, attempt: int, context: Context) -> StageResult:
         assert node.type is not None
@@ -471,7 +471,7 @@ class Engine:
             end_node
 
 
-def _retries_spent(node: Node, result: StageResult) -> StageResult:
+def _retries_spent(node: Node, retries: int, result: StageResult) -> StageResult:
     """A stage still asking to be retried when its retries are spent (Attractor §3.5):
     partial success with `allow_partial=true`, otherwise a failure."""
     if result.outcome != RETRY:
@@ -480,7 +480,7 @@ def _retries_spent(node: Node, result: StageResult) -> StageResult:
         result.outcome, result.failure_reason = PARTIAL_SUCCESS, ""
         return result
     reason = result.failure_reason or "the stage asked to be retried"
-    return StageResult.fail(f"{reason}; max retries ({node.max_retries or 0}) exceeded")
+    return StageResult.fail(f"{reason}; max retries ({retries}) exceeded")
 
 
 def _last_result(retry_state: RetryCallState) -> StageResult:

@@ -241,3 +241,22 @@ def test_parallel_without_a_fan_in_joins_where_the_branches_meet(tmp_path: Path)
     assert ran.outcome.path == ["Start", "FanOut", "Red", "Green", "Combine", "End"]
     assert len(ran.prompts_of("Combine")) == 1
     assert [r["node"] for r in ran.context["parallel.results"]] == ["Red", "Green"]
+
+
+def test_preferred_next_label_of_attractors_status_file_is_the_preferred_label(
+        tmp_path: Path) -> None:
+    dot = """
+    digraph F {
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      triage [prompt="Set preferred_next_label to Done or Fix"]
+      fix [prompt="Fix"]
+      start -> triage
+      triage -> exit [label="Done"]
+      triage -> fix [label="Fix"]
+      fix -> exit
+    }
+    """
+    ran = run_flow(tmp_path, dot, replies={"triage": [reply(preferred_next_label="Fix")],
+                                           "fix": [reply()]})
+    assert ran.outcome.path == ["start", "triage", "fix", "exit"]
