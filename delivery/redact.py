@@ -141,8 +141,17 @@ def _sub_at_hints(text: str, hints: tuple[str, ...], pattern: re.Pattern[str]) -
 
 
 def clean_text(text: str) -> str:
-    """`text` with NUL and lone surrogates replaced by U+FFFD (they cannot be stored)."""
+    """`text` with NUL and lone surrogates replaced by U+FFFD: no file, command line or
+    environment variable can hold them."""
+    if text.isascii():
+        return text.replace("\x00", "\ufffd") if "\x00" in text else text
     return _UNSAFE_CHARS.sub("\ufffd", text) if _UNSAFE_CHARS.search(text) else text
+
+
+def secret_values(environ: Mapping[str, str]) -> list[str]:
+    """The values of the secret-holding variables of `environ` (SECRET_VARIABLES)."""
+    return [value for name, value in environ.items()
+            if any(fnmatchcase(name.upper(), pattern) for pattern in SECRET_VARIABLES)]
 
 
 class Redactor:
@@ -162,12 +171,7 @@ class Redactor:
     def from_environment(cls, environ: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
         """A redactor for the values of the secret-holding variables in `environ`, and for
         the `extra` values (an Action's token input, a configured key...)."""
-        found = [
-            value
-            for name, value in environ.items()
-            if any(fnmatchcase(name.upper(), pattern) for pattern in SECRET_VARIABLES)
-        ]
-        return cls([*found, *extra])
+        return cls([*secret_values(environ), *extra])
 
     def with_secrets(self, extra: Iterable[str]) -> Redactor:
         """A redactor for these secrets and `extra` ones."""
@@ -190,21 +194,23 @@ class Redactor:
             return True
         return mask_token_shapes(text) != text
 
-    def value(self, value: Any) -> Any:
-        """`value` with every string in it redacted, through dicts, lists and tuples.
+    def value(self, value: Any, *, clean: bool = False) -> Any:
+        """`value` with every string in it redacted, through dicts, lists and tuples;
+        with `clean`, also rid of NUL and lone surrogates (`clean_text`).
 
         Dict keys are redacted too; other values are returned unchanged.
         """
         if isinstance(value, str):
-            return self.text(value)
+            return self.text(clean_text(value) if clean else value)
         if isinstance(value, Mapping):
             return {
-                (self.text(k) if isinstance(k, str) else k): self.value(v) for k, v in value.items()
+                (self.value(k, clean=clean) if isinstance(k, str) else k):
+                    self.value(v, clean=clean) for k, v in value.items()
             }
         if isinstance(value, list):
-            return [self.value(v) for v in value]
+            return [self.value(v, clean=clean) for v in value]
         if isinstance(value, tuple):
-            return tuple(self.value(v) for v in value)
+            return tuple(self.value(v, clean=clean) for v in value)
         return value
 
     def __repr__(self) -> str:  # never show the secrets themselves

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from delivery.redact import Redactor
+from delivery.redact import RedactingFilter, Redactor
 
 GHP = "ghp_" + "a1B2c3D4e5" * 3 + "F6g7H8"  # 36 alphanumerics after the prefix
 
@@ -121,3 +123,15 @@ def test_a_secret_is_masked_in_every_string_of_a_json_line() -> None:
     redactor = Redactor(['quo"te-secret'])
     assert redactor.may_change_json('{"a":"quo\\"te-secret"}')
     assert not redactor.may_change_json('{"a":"nothing here"}')
+
+
+def test_log_records_are_redacted_by_the_filter(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("delivery.test-redaction")
+    redactor_filter = RedactingFilter(Redactor(["s3cr3t-value"]))
+    logger.addFilter(redactor_filter)
+    try:
+        with caplog.at_level(logging.WARNING, logger="delivery.test-redaction"):
+            logger.warning("resume: %s and %s", "s3cr3t-value", GHP)
+    finally:
+        logger.removeFilter(redactor_filter)
+    assert caplog.messages == ["resume: *** and ***"]

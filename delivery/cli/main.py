@@ -93,40 +93,45 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Print the model of a workflow: graph attributes, nodes (resolved type, "
         "attributes, position), edges and diagnostics. Exit 0 when it has no errors, 1 "
         "otherwise, 2 on usage errors.")
-    parse.add_argument("workflow", type=Path, metavar="WORKFLOW")
-    parse.add_argument("--json", action="store_true")
+    parse.add_argument("workflow", type=Path, metavar="WORKFLOW", help="the .dot file")
+    parse.add_argument("--json", action="store_true", help="print the model as JSON")
 
     handlers = commands.add_parser("handlers", help="the node types this version runs",
                                    description="List the node types this version runs, "
                                    "with their attributes.")
-    handlers.add_argument("--json", action="store_true")
+    handlers.add_argument("--json", action="store_true", help="print the table as JSON")
+
     probe = commands.add_parser(
         "probe", help="print the PR, thread, worktree and diff facts of some repositories",
         description="Observe pull requests across repositories and print the flat facts "
         "(per folder and roll-ups). LOC is a path (local forge) or owner/name (GitHub), "
         "optionally naming the PR: LOC#12 or LOC@branch. Exit 1 when a folder cannot be read.")
-    probe.add_argument("--repo", action="append", default=[], metavar="F=LOC", required=True)
-    probe.add_argument("--forge", choices=("github", "local"), default=None)
+    probe.add_argument("--repo", action="append", default=[], metavar="F=LOC", required=True,
+                       help="a folder and its repository (path or owner/name), repeatable")
+    probe.add_argument("--forge", choices=("github", "local"), default=None,
+                       help="where the PRs live (default: from the locations)")
     probe.add_argument("--check", action="append", default=[], metavar="F=COMMAND",
                        help="the local forge's check command for a folder")
-    probe.add_argument("--json", action="store_true")
+    probe.add_argument("--json", action="store_true", help="print the facts as JSON")
 
     review = commands.add_parser(
         "review", help="review a pull request on the local forge",
         description="Review a local-forge pull request: approve it, request changes, or "
         "open and resolve review threads. TARGET is FOLDER#N (with --repo or --run) or "
         "PATH#N.")
-    review.add_argument("target", metavar="TARGET")
+    review.add_argument("target", metavar="TARGET", help="FOLDER#N or PATH#N")
     action = review.add_mutually_exclusive_group(required=True)
-    action.add_argument("--approve", action="store_true")
-    action.add_argument("--request-changes", metavar="TEXT")
+    action.add_argument("--approve", action="store_true", help="approve the pull request")
+    action.add_argument("--request-changes", metavar="TEXT",
+                        help="request changes, saying what")
     action.add_argument("--comment", metavar="TEXT", help="open a review thread")
     action.add_argument("--resolve", type=int, metavar="THREAD", help="resolve a thread")
     review.add_argument("--body", default="", help="text of an approval")
     review.add_argument("--path", default="", help="file a --comment is about")
     review.add_argument("--line", type=int, default=0, help="line a --comment is about")
     review.add_argument("--author", default="", help="reviewer name (default: $USER)")
-    review.add_argument("--repo", action="append", default=[], metavar="F=LOC")
+    review.add_argument("--repo", action="append", default=[], metavar="F=LOC",
+                        help="a folder and its repository path, repeatable")
     review.add_argument("--run", metavar="RUN", help="take the folders from this run")
     graph.add_parser(commands)
     scenarios.add_parser(commands)
@@ -187,9 +192,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     redactor = Redactor.from_environment(os.environ)
     out = cast(TextIO, RedactingStream(out or sys.stdout, redactor))
     err = cast(TextIO, RedactingStream(err or sys.stderr, redactor))
-    logger = logging.getLogger("delivery")
-    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
-        logger.addFilter(RedactingFilter(redactor))
+    logger = logging.getLogger("delivery")  # the one logger delivery logs to
+    for stale in [f for f in logger.filters if isinstance(f, RedactingFilter)]:
+        logger.removeFilter(stale)  # from an earlier call with another environment
+    logger.addFilter(RedactingFilter(redactor))
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)

@@ -196,7 +196,9 @@ class Context:
     def set(self, key: str, value: Any) -> None:
         key = normalize_key(key)
         if self.redactor is not None:
-            value = self.redactor.value(value)
+            # ...and NUL or lone surrogates (from a reply's JSON, say) would break a later
+            # script's command line or a stage file: replaced by U+FFFD
+            value = self.redactor.value(value, clean=True)
         try:
             text = _dumps(value)
         except (TypeError, ValueError) as err:

@@ -38,7 +38,7 @@ from delivery.forges.base import Forge
 from delivery.forges.select import configured_checks, forge_kind, is_github_location, open_forge
 from delivery.git import cache_root
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
-from delivery.redact import Redactor
+from delivery.redact import Redactor, secret_values
 from delivery.store.runstore import EventLog, RunDirectory, new_run_id, verify_run
 from delivery.validation.loader import load_workflow
 from delivery.validation.validator import reads_goal
@@ -201,7 +201,7 @@ class _Run:
         self.run_dir = run_dir
         self.info = info
         self.world = world
-        self.redactor = redactor or Redactor.from_environment(world.environ)
+        self.redactor = redactor or _redactor(world)
         # what is sent to the agent and what comes back is redacted (SPEC §14)
         self.agent = RedactingAgent(agent, self.redactor)
         # a resumed run first writes back event lines a power failure took (EventLog)
@@ -234,6 +234,7 @@ class _Run:
             write_stage_file=write_stage_file,
             fidelity_preamble=_fidelity_preamble(state, self.workflow, context),
             gates=str(self.info.get("gates") or "deny"),
+            path=lambda: state.path,
             redact=self.redactor.text,
             forge=self.forge, repos=dict(self.info.get("repos") or {}),
             branch=str(self.info.get("branch") or ""),
@@ -255,7 +256,7 @@ class _Run:
 def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     """Validate, refuse or start a run; returns when it ends (or pauses)."""
     world = world or World()
-    redactor = Redactor.from_environment(world.environ)
+    redactor = _redactor(world)
     workflow_path = request.workflow.resolve()
     workflow = load_workflow(workflow_path)
     values = initial_context(workflow, request.goal, request.inputs)
@@ -304,6 +305,12 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     run_dir.save_checkpoint({**state.to_json(), "agent_state": agent.save_state(),
                              "events": run.events.record()})
     return run.execute(state)
+
+
+def _redactor(world: World) -> Redactor:
+    """The run's redactor: the secrets of the world's environment and of the process's
+    (scripts run with the process's, so what they print of it must be masked too)."""
+    return Redactor.from_environment(os.environ, extra=secret_values(world.environ))
 
 
 def _workflow_source(path: Path) -> str:

@@ -269,6 +269,17 @@ class _Builder:
                              "write 250ms, 30s, 15m, 2h or 1d", node=node)
         return seconds
 
+    def factor_value(self, attr: Attribute, *, node: str | None = None) -> float:
+        try:
+            factor = float(attr.text)
+        except ValueError:
+            factor = 0.0
+        if factor >= 1.0:
+            return factor
+        self.value_error(attr, f"{attr.name}={attr.text!r} is not a number of 1 or more",
+                         f"write {attr.name}=2 (or 1 for a fixed interval)", node=node)
+        return 1.0
+
     def choice_value(self, attr: Attribute, allowed: tuple[str, ...], *,
                      node: str | None = None) -> str | None:
         if attr.text in allowed:
@@ -296,7 +307,9 @@ class _Builder:
             elif name == "interval":
                 node.interval = self.duration_value(attr, node=nid) or 0.0
             elif name == "max_interval":
-                self.duration_value(attr, node=nid)
+                node.max_interval = self.duration_value(attr, node=nid)
+            elif name == "backoff":
+                node.backoff = self.factor_value(attr, node=nid)
             elif name == "join_policy":
                 policy = self.choice_value(attr, JOIN_POLICIES, node=nid)
                 if policy is not None:

@@ -126,6 +126,8 @@ class Node:
     max_retries: int | None = None  # None: the graph's default_max_retries
     timeout: float | None = None  # seconds
     interval: float = 0.0  # seconds (wait nodes)
+    max_interval: float | None = None  # seconds (wait nodes)
+    backoff: float = 1.0  # interval factor on consecutive visits (wait nodes)
     goal_gate: bool = False
     allow_partial: bool = False
     auto_status: bool = False

@@ -128,3 +128,24 @@ def test_canary_secrets_reach_no_file_output_or_agent_message(
             assert canary not in text
         for message in recording.sent:
             assert canary not in message
+
+
+def test_script_output_is_redacted_across_long_lines_and_chunks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    password = secrets.token_hex(12)
+    monkeypatch.setenv("MY_SERVICE_PASSWORD", password)
+    # 600 KB on one line, the secret every ~10 KB, then a last line without a newline
+    flow = write_flow(tmp_path, """
+    digraph S {
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      noisy [shape=parallelogram,
+             script="for i in $(seq 60); do printf '%10000s %s ' x $MY_SERVICE_PASSWORD; \\
+done; echo; printf end-$MY_SERVICE_PASSWORD"]
+      start -> noisy -> exit
+    }
+    """)
+    outcome = start_run(RunRequest(workflow=flow, goal="g", workspace=tmp_path), World())
+    stdout = (outcome.run_dir / "noisy" / "1" / "stdout.txt").read_text(encoding="utf-8")
+    assert password not in stdout
+    assert stdout.count("***") == 61 and stdout.endswith("end-***")

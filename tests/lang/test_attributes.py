@@ -141,3 +141,12 @@ def test_template_plain_per_node_keeps_braces_literal() -> None:
                                  'outputs="y:text"]\nstart -> a -> exit')
     assert workflow.nodes["a"].template == "plain"
     assert [d for d in diagnostics if d.severity == "error"] == []
+
+
+def test_wait_attributes_are_typed_and_a_bad_backoff_is_an_error() -> None:
+    workflow, diagnostics = load('w [type=wait, interval="30s", backoff=2, max_interval="5m"]\n'
+                                 'v [type=wait, backoff=x]\nstart -> w -> v -> exit')
+    node = workflow.nodes["w"]
+    assert (node.interval, node.backoff, node.max_interval) == (30.0, 2.0, 300.0)
+    (bad,) = of_rule(diagnostics, "attribute_value")
+    assert bad.node == "v" and "backoff='x'" in bad.message

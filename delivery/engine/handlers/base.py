@@ -8,7 +8,7 @@ routes; a handler never routes and never touches the checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -83,6 +83,9 @@ class StageEnv:
     # an unanswered human gate: "deny" fails it, "pause" pauses the run, "managed" lets
     # the node's agent answer a delegatable gate (SPEC §9.1)
     gates: str = "deny"
+    # the run's path so far, ending with the stage being run (wait stages count their
+    # consecutive visits from it)
+    path: Callable[[], Sequence[str]] = field(default=lambda: ())
     # masks secrets in text a stage writes itself (script output, facts): SPEC §14
     redact: Callable[[str], str] = field(default=lambda text: text)
 

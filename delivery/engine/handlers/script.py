@@ -74,7 +74,8 @@ _CHUNK = 1 << 16
 
 def _copy_redacted(source: IO[bytes], target: Path, redact: Callable[[str], str]) -> None:
     """Copy a pipe to `target`, redacting each piece. Pieces end at a newline where one
-    comes within 64 KiB, so a secret is cut in two only on a line longer than that."""
+    comes within 64 KiB (else at a blank), so a secret is cut in two only inside 64 KiB
+    without a blank."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending = ""
     with target.open("w", encoding="utf-8") as out:
@@ -83,7 +84,8 @@ def _copy_redacted(source: IO[bytes], target: Path, redact: Callable[[str], str]
             pending += decoder.decode(block, final=not block)
             cut = len(pending) if not block else pending.rfind("\n") + 1
             if not cut and len(pending) >= _CHUNK:
-                cut = len(pending)
+                # a long line: cut after a blank (no token holds one), else anywhere
+                cut = max(pending.rfind(" "), pending.rfind("\t")) + 1 or len(pending)
             if cut:
                 out.write(redact(pending[:cut]))
                 out.flush()

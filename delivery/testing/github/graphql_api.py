@@ -326,8 +326,9 @@ def _context_obj(item: CheckRun | StatusContext) -> dict[str, Any]:
 def execute(resolvers: Resolvers, query: str,
             variables: dict[str, Any] | None) -> dict[str, Any]:
     """The JSON body GitHub would answer (always HTTP 200)."""
-    result = graphql_sync(schema(), query, root_value=resolvers.root(),
-                          variable_values=variables)
+    with resolvers.state.refs_memo():
+        result = graphql_sync(schema(), query, root_value=resolvers.root(),
+                              variable_values=variables)
     body: dict[str, Any] = {}
     if result.data is not None:
         body["data"] = result.data

@@ -55,7 +55,7 @@ class Rest:
             match = pattern.match(path)
             if verb == method and match:
                 groups = match.groupdict()
-                with self.state.lock:
+                with self.state.refs_memo():
                     if "owner" in groups:
                         repo = self.state.repo(f"{groups.pop('owner')}/{groups.pop('name')}")
                         if repo is None:

@@ -12,7 +12,8 @@ import itertools
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -167,6 +168,25 @@ class State:
         self._check_cache: dict[tuple[str, str, str], CheckRun] = {}
         self._merge_cache: dict[tuple[str, str, str], tuple[str | None, list[str]]] = {}
         self._unknown_reads: dict[tuple[str, int, str, str], int] = {}
+        self._refs: dict[tuple[str, str], str | None] | None = None
+
+    @contextmanager
+    def refs_memo(self) -> Iterator[None]:
+        """Within one request (under `lock`) a branch tip is read from git once."""
+        with self.lock:
+            self._refs = {}
+            try:
+                yield
+            finally:
+                self._refs = None
+
+    def ref(self, repo: Repository, branch: str) -> str | None:
+        if self._refs is None:
+            return gitops.ref_sha(repo.path, branch)
+        key = (repo.full_name, branch)
+        if key not in self._refs:
+            self._refs[key] = gitops.ref_sha(repo.path, branch)
+        return self._refs[key]
 
     def next_id(self) -> int:
         return next(self._ids)
@@ -195,13 +215,13 @@ class State:
     def head_sha(self, repo: Repository, pr: Pull) -> str:
         if pr.merged:
             return pr.last_head_sha
-        sha = gitops.ref_sha(repo.path, pr.head)
+        sha = self.ref(repo, pr.head)
         if sha:
             pr.last_head_sha = sha
         return pr.last_head_sha
 
     def base_sha(self, repo: Repository, pr: Pull) -> str:
-        return gitops.ref_sha(repo.path, pr.base) or ""
+        return self.ref(repo, pr.base) or ""
 
     def conflicts(self, repo: Repository, pr: Pull) -> list[str] | None:
         """None when mergeable, else the conflicting paths."""
@@ -310,6 +330,8 @@ class State:
         merge_sha = gitops.merge_commit(
             repo.path, pr.base, base, head,
             f"Merge pull request #{pr.number} from {repo.owner}/{pr.head}\n\n{pr.title}")
+        if self._refs is not None:
+            self._refs.clear()  # the base branch moved
         pr.merged = True
         pr.state = "closed"
         pr.merged_at = pr.closed_at = self.timestamp()
