@@ -45,6 +45,24 @@ def test_corpus_file_validates_as_expected(case: dict[str, Any]) -> None:
     assert set(case.get("warnings", [])) <= warnings, described
 
 
+MODELS = [case for case in CASES if "models" in case]
+
+
+@pytest.mark.parametrize("case", MODELS, ids=lambda case: case["file"])
+def test_corpus_stylesheet_chooses_each_nodes_model(case: dict[str, Any]) -> None:
+    try:
+        from delivery.lang import stylesheet  # type: ignore[attr-defined, unused-ignore]
+    except ImportError:
+        pytest.xfail("model_stylesheet is not parsed yet: delivery.lang.stylesheet (the agent "
+                     "profiles' stylesheet parser) has not landed")
+    workflow, diagnostics = check_file(HERE / case["file"])
+    assert workflow is not None, diagnostics
+    for node_id, (model, provider, effort) in case["models"].items():
+        chosen = stylesheet.model_settings(workflow, workflow.nodes[node_id])
+        assert (chosen.model, chosen.provider, chosen.reasoning_effort) == (
+            model, provider, effort), node_id
+
+
 @pytest.mark.parametrize(("case", "index", "run"), RUNS,
                          ids=[f"{case['file']}#{index}" for case, index, _ in RUNS])
 def test_corpus_file_runs_its_expected_path(case: dict[str, Any], index: int,
