@@ -201,7 +201,7 @@ def cmd_handlers(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(json.dumps(table, indent=2), file=out)
         return EXIT_SUCCEEDED
     for entry in table["types"]:
-        also = f" (Attractor: {', '.join(entry['aliases'])})" if entry["aliases"] else ""
+        also = f" (also type={', '.join(entry['aliases'])})" if entry["aliases"] else ""
         print(f"{entry['type']}{also}: {', '.join(entry['attributes'])}", file=out)
     return EXIT_SUCCEEDED
 
