@@ -23,6 +23,7 @@ from delivery.lang.attributes import (
 )
 from delivery.lang.conditions import parse_condition
 from delivery.lang.declarations import (
+    OutputKind,
     parse_defaults,
     parse_facts,
     parse_folder_list,
@@ -447,7 +448,14 @@ class _Builder:
 
     def node_declarations(self, node: Node) -> None:
         attrs = node.attrs
-        if "outputs" in attrs:
+        if "outputs" in attrs and _names_files(attrs["outputs"].text):
+            attr = attrs["outputs"]
+            self.diag("outputs_files", f"outputs={attr.text!r} names files (a convention of "
+                      "other Attractor engines), not delivery outputs (name:kind); they are not "
+                      "checked and the node's reply may set any key", attr.value.line,
+                      attr.value.column, node=node.id, fix="to declare what the agent returns, "
+                      "write outputs=\"summary:text\"", severity="warning")
+        elif "outputs" in attrs:
             try:
                 node.outputs = tuple(parse_outputs(attrs["outputs"].text))
             except DeclarationError as err:
@@ -488,6 +496,19 @@ _DELIVERY_NODE_ATTRS = ("outputs", "facts", "probe", "folder", "script", "order"
                         "delegatable", "interval")
 
 
+_FILE_ITEM = re.compile(r"[\w.~-]*[./][\w./~-]*\Z")
+
+
+def _names_files(text: str) -> bool:
+    """`outputs="review-report.md"`: file names (Kilroy's convention), not name:kind."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items or ":" in text:
+        return False
+    # `summary.text` is a typo of summary:text, not a file: the declaration reports it
+    kinds = tuple(f".{kind.value}" for kind in OutputKind)
+    return all(_FILE_ITEM.match(item) and not item.endswith(kinds) for item in items)
+
+
 def _is_mdiamond(node: Node) -> bool:
     shape = node.attrs.get("shape")
     kind = node.attrs.get("type")
@@ -501,7 +522,9 @@ def _has_delivery_declarations(workflow: Workflow) -> bool:
     if any(name in workflow.attrs for name in _DELIVERY_GRAPH_ATTRS):
         return True
     for node in workflow.nodes.values():
-        if any(name in node.attrs for name in _DELIVERY_NODE_ATTRS):
+        if any(name in node.attrs for name in _DELIVERY_NODE_ATTRS if name != "outputs"):
+            return True
+        if "outputs" in node.attrs and not _names_files(node.attrs["outputs"].text):
             return True
         kind = node.attrs.get("type")
         if kind is not None and kind.text and kind.text not in _ATTRACTOR_TYPES:
@@ -516,8 +539,7 @@ def _first_non_jinja(workflow: Workflow) -> tuple[str, Attribute] | None:
     if _has_delivery_declarations(workflow):
         return None
     for node in workflow.nodes.values():
-        for name in ("prompt", "tool_command"):
-            attr = node.attrs.get(name)
+        for attr in (node.prompt_attr, node.attrs.get("tool_command")):
             if attr is not None and _TEMPLATE_MARK.search(attr.text) and \
                     not is_jinja(attr.text):
                 return node.id, attr

@@ -144,8 +144,14 @@ class Node:
         return self.attr("label", self.id)
 
     @property
+    def prompt_attr(self) -> Attribute | None:
+        """`prompt`, or `llm_prompt` (the spelling of StrongDM's published pipelines)."""
+        return self.attrs.get("prompt") or self.attrs.get("llm_prompt")
+
+    @property
     def prompt(self) -> str:
-        return self.attr("prompt")
+        attr = self.prompt_attr
+        return attr.text if attr is not None else ""
 
     @property
     def script(self) -> str:

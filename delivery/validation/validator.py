@@ -254,7 +254,7 @@ class _Checker:
         reads: list[Read] = []
         for node in self.w.nodes.values():
             for name in ("prompt", "script", "tool_command"):
-                attr = node.attrs.get(name)
+                attr = node.prompt_attr if name == "prompt" else node.attrs.get(name)
                 if attr is None or (name == "prompt" and node.type not in LLM_TYPES):
                     continue
                 try:
@@ -428,7 +428,7 @@ def reads_goal(workflow: Workflow) -> bool:
     """Whether anything reads the goal (SPEC §3: only then must a run have one)."""
     for node in workflow.nodes.values():
         for name in ("prompt", "script", "tool_command"):
-            attr = node.attrs.get(name)
+            attr = node.prompt_attr if name == "prompt" else node.attrs.get(name)
             if attr is None or (name == "prompt" and node.type not in LLM_TYPES):
                 continue
             try:

@@ -260,3 +260,19 @@ def test_preferred_next_label_of_attractors_status_file_is_the_preferred_label(
     ran = run_flow(tmp_path, dot, replies={"triage": [reply(preferred_next_label="Fix")],
                                            "fix": [reply()]})
     assert ran.outcome.path == ["start", "triage", "fix", "exit"]
+
+
+def test_llm_prompt_of_strongdms_pipelines_is_the_prompt(tmp_path: Path) -> None:
+    dot = """
+    digraph F {
+      graph [goal="port the change"]
+      Start [shape=circle]
+      Exit [shape=doublecircle]
+      Fetch [llm_prompt="Our goal is: $goal. Use outcome=done when caught up."]
+      Start -> Fetch
+      Fetch -> Exit [condition="outcome=done"]
+    }
+    """
+    ran = run_flow(tmp_path, dot, goal=None, replies={"Fetch": [reply(outcome="done")]})
+    assert ran.outcome.path == ["Start", "Fetch", "Exit"]
+    assert "Our goal is: port the change." in ran.prompts_of("Fetch")[0]

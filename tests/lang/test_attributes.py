@@ -150,3 +150,15 @@ def test_wait_attributes_are_typed_and_a_bad_backoff_is_an_error() -> None:
     assert (node.interval, node.backoff, node.max_interval) == (30.0, 2.0, 300.0)
     (bad,) = of_rule(diagnostics, "attribute_value")
     assert bad.node == "v" and "backoff='x'" in bad.message
+
+
+def test_outputs_naming_files_is_a_warning_not_a_declaration() -> None:
+    workflow, diagnostics = load('a [prompt="p", outputs="out/report.md, notes.txt"]\n'
+                                 'start -> a -> exit')
+    assert workflow.nodes["a"].outputs == ()
+    assert [(d.rule, d.severity) for d in diagnostics] == [("outputs_files", "warning")]
+
+
+def test_an_outputs_typo_with_a_kind_after_a_dot_stays_an_error() -> None:
+    _, diagnostics = load('a [prompt="p", outputs="summary.text"]\nstart -> a -> exit')
+    assert [d.rule for d in diagnostics if d.severity == "error"] == ["outputs_declaration"]
