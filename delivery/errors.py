@@ -11,8 +11,7 @@
         ├── RunRefused                 the run cannot start: a bad input, goal or setting
         ├── RunStoreError              a run directory, checkpoint or event log is unusable
         ├── GitError                   a git operation on a folder failed (clone, worktree, push)
-        └── ForgeError                 a forge (GitHub, local) could not read or write a
-                                       repository or its PRs
+        └── ForgeError                 a forge (GitHub, local) refused or could not read or write
 
 Each error carries the thing it is about as fields, and its message says what was
 expected, what was found and what to do. Definition errors and run-time errors are
@@ -134,19 +133,18 @@ class GitError(RunError):
 
 
 class ForgeError(RunError):
-    """A forge could not do what was asked: `operation` (e.g. "create the PR for
-    delivery/T-1", when known) on `repository`, `problem` as the forge put it, and a fix."""
+    """A forge operation failed: `operation` on `repository` (e.g. "create the PR for
+    delivery/T-1"), `problem` as the forge put it, and what to do."""
 
-    def __init__(self, forge: str, repository: str, problem: str, fix: str = "", *,
-                 operation: str = "") -> None:
+    def __init__(self, forge: str, repository: str, operation: str, problem: str,
+                 fix: str = "") -> None:
         self.forge = forge
         self.repository = repository
         self.operation = operation
         self.problem = problem
         self.fix = fix
-        doing = f"cannot {operation}: " if operation else ""
-        message = f"{forge} forge, {repository}: {doing}{problem}"
-        super().__init__(f"{message} — {fix}" if fix else message)
+        message = f"{forge} {repository}: cannot {operation}: {problem}"
+        super().__init__(message + (f" — {fix}" if fix else ""))
 
 
 class ScenarioFileError(DeliveryError):

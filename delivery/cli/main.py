@@ -47,7 +47,8 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--input", action="append", default=[], metavar="K=V",
                      help="a declared input; repeat for each input, each name once")
     run.add_argument("--repo", action="append", default=[], metavar="F=LOC",
-                     help="folder F of the run is the git worktree at LOC; repeat per folder")
+                     help="folder F of the run lives at LOC: a local repository path (local "
+                     "forge) or owner/name (GitHub); repeat per folder")
     run.add_argument("--agent", default="", metavar="PROFILE",
                      help="agent backend, e.g. replay:replies.json")
     run.add_argument("--forge", choices=("github", "local"), default=None,
@@ -107,12 +108,15 @@ def _build_parser() -> argparse.ArgumentParser:
         "(per folder and roll-ups). LOC is a path (local forge) or owner/name (GitHub), "
         "optionally naming the PR: LOC#12 or LOC@branch. Exit 1 when a folder cannot be read.")
     probe.add_argument("--repo", action="append", default=[], metavar="F=LOC", required=True,
-                       help="a folder and its repository (path or owner/name), repeatable")
+                       help="folder F at LOC (a path, or owner/name on GitHub), optionally "
+                       "LOC#N or LOC@branch naming the PR; repeat per folder")
     probe.add_argument("--forge", choices=("github", "local"), default=None,
-                       help="where the PRs live (default: from the locations)")
+                       help="where the PRs live (default: local when every LOC is a path, "
+                       "github when one is owner/name)")
     probe.add_argument("--check", action="append", default=[], metavar="F=COMMAND",
                        help="the local forge's check command for a folder")
-    probe.add_argument("--json", action="store_true", help="print the facts as JSON")
+    probe.add_argument("--json", action="store_true",
+                       help="print the flat facts (per folder and roll-ups) as one JSON object")
 
     review = commands.add_parser(
         "review", help="review a pull request on the local forge",
@@ -123,7 +127,7 @@ def _build_parser() -> argparse.ArgumentParser:
     action = review.add_mutually_exclusive_group(required=True)
     action.add_argument("--approve", action="store_true", help="approve the pull request")
     action.add_argument("--request-changes", metavar="TEXT",
-                        help="request changes, saying what")
+                        help="ask for changes, with the review's text")
     action.add_argument("--comment", metavar="TEXT", help="open a review thread")
     action.add_argument("--resolve", type=int, metavar="THREAD", help="resolve a thread")
     review.add_argument("--body", default="", help="text of an approval")
@@ -131,7 +135,7 @@ def _build_parser() -> argparse.ArgumentParser:
     review.add_argument("--line", type=int, default=0, help="line a --comment is about")
     review.add_argument("--author", default="", help="reviewer name (default: $USER)")
     review.add_argument("--repo", action="append", default=[], metavar="F=LOC",
-                        help="a folder and its repository path, repeatable")
+                        help="folder F's repository at LOC (to resolve FOLDER#N)")
     review.add_argument("--run", metavar="RUN", help="take the folders from this run")
     graph.add_parser(commands)
     scenarios.add_parser(commands)

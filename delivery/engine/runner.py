@@ -214,7 +214,7 @@ class _Run:
         real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
         if self.forge is None and info.get("repos") and workflow.nodes_of(*real):
             self.forge = open_forge(str(info.get("forge") or "local"),
-                                    checks=info.get("checks") or {})
+                                    checks=info.get("checks") or {}, environ=world.environ)
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info["workspace"])

@@ -21,6 +21,9 @@ class PullRequestRef:
     url: str
     head_ref: str
     created: bool  # False when an existing PR for the head branch was found
+    # The PR's body as it is now, so that a publish rewrites only its own marked block
+    # (empty when the forge does not say).
+    body: str = ""
 
 
 @dataclass(frozen=True)

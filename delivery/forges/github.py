@@ -55,8 +55,8 @@ class GitHubForge:
                  clock: Callable[[], float] = time.time, timeout: int = 30,
                  merge_method: MergeMethod = "merge") -> None:
         if not token:
-            raise ForgeError("github", "-", "no token was given", operation="authenticate",
-                             fix="set GITHUB_TOKEN to a token that can write to the repositories")
+            raise ForgeError("github", "-", "authenticate", "no token was given",
+                             "set GITHUB_TOKEN to a token that can write to the repositories")
         self._token = token
         self.api_url = api_url.rstrip("/")
         self.server_url = server_url.rstrip("/")
@@ -268,10 +268,9 @@ class GitHubForge:
         try:
             return retrying(attempt)
         except _Transient as error:
-            raise ForgeError("github", repository,
+            raise ForgeError("github", repository, operation,
                              f"{error.reason}; gave up after {budget.attempts} attempts",
-                             operation=operation,
-                             fix="try again later (a resumed run repeats this step safely)"
+                             "try again later (a resumed run repeats this step safely)"
                              ) from None
 
     def _classify(self, operation: str, repository: str, call: Callable[[], T]) -> T:
@@ -286,15 +285,16 @@ class GitHubForge:
                 if wait is not None:
                     raise _Transient(f"rate limited ({message})", wait) from None
             if error.status == 401:
-                raise ForgeError("github", repository, f"the token was refused ({message})",
-                                 operation=operation, fix="check GITHUB_TOKEN") from None
+                raise ForgeError("github", repository, operation,
+                                 f"the token was refused ({message})",
+                                 "check GITHUB_TOKEN") from None
             if error.status == 404:
-                raise ForgeError("github", repository, f"not found ({message})",
-                                 operation=operation,
-                                 fix="check the repository name and that the token can see it"
+                raise ForgeError("github", repository, operation,
+                                 f"not found ({message})",
+                                 "check the repository name and that the token can see it"
                                  ) from None
-            raise ForgeError("github", repository, f"HTTP {error.status}: {message}",
-                             operation=operation) from None
+            raise ForgeError("github", repository, operation,
+                             f"HTTP {error.status}: {message}") from None
         except requests.RequestException as error:
             raise _Transient(f"connection failed ({type(error).__name__})") from None
 
@@ -316,8 +316,8 @@ class GitHubForge:
 def _split(repository: str) -> tuple[str, str]:
     owner, slash, name = repository.strip().partition("/")
     if not slash or not owner or not name or "/" in name:
-        raise ForgeError("github", repository, "a GitHub repository is owner/name",
-                         operation="name the repository", fix="write it as owner/name")
+        raise ForgeError("github", repository, "name the repository",
+                         "a GitHub repository is owner/name", "write it as owner/name")
     return owner, name.removesuffix(".git")
 
 

@@ -39,6 +39,7 @@ from probes.evidence import (
     PrQuery,
     PullRequestSnapshot,
     ReviewNote,
+    ThreadNote,
 )
 from probes.pr_state import Checks, Mergeable, PrEvidence, Review
 
@@ -55,7 +56,7 @@ def git_dir_of(repository: str) -> Path:
         return path.resolve()
     if (path / ".git" / "HEAD").is_file():
         return (path / ".git").resolve()
-    raise ForgeError("local", repository, "is not a git repository",
+    raise ForgeError("local", repository, "open the repository", "it is not a git repository",
                      "give the path of a (bare) git repository")
 
 
@@ -67,7 +68,7 @@ def _git(git_dir: Path, *args: str, env: Mapping[str, str] | None = None,
                                             with_exceptions=False,
                                             env=dict(env) if env else None)
     if check and status != 0:
-        raise ForgeError("local", str(git_dir), f"git {args[0]} failed: {err.strip()}")
+        raise ForgeError("local", str(git_dir), f"run git {args[0]}", err.strip())
     return int(status), str(out), str(err)
 
 
@@ -87,7 +88,8 @@ def merge_tree(git_dir: Path, base_sha: str, head_sha: str) -> MergeTree:
     status, out, err = _git(git_dir, "merge-tree", "--write-tree", "--name-only",
                             "--no-messages", base_sha, head_sha, check=False)
     if status not in (0, 1):
-        raise ForgeError("local", str(git_dir), f"git merge-tree failed: {err.strip()}",
+        raise ForgeError("local", str(git_dir), "compute mergeability (git merge-tree)",
+                         err.strip(),
                          "the local forge needs git 2.38 or later")
     lines = out.splitlines()
     files = tuple(dict.fromkeys(line for line in lines[1:] if line.strip()))
@@ -107,10 +109,12 @@ class _Records:
         except FileNotFoundError:
             return {"next": 1, "pulls": []}
         except ValueError as err:
-            raise ForgeError("local", str(self.path), f"the PR records are not JSON: {err}",
+            raise ForgeError("local", str(self.path), "read the PR records",
+                             f"they are not JSON: {err}",
                              "restore the file or remove it (its PRs are lost)") from None
         if not isinstance(data, dict) or not isinstance(data.get("pulls"), list):
-            raise ForgeError("local", str(self.path), "the PR records have the wrong shape",
+            raise ForgeError("local", str(self.path), "read the PR records",
+                             "they have the wrong shape",
                              "restore the file or remove it (its PRs are lost)")
         return data
 
@@ -183,11 +187,13 @@ class LocalForge:
                 if pull["head"] == head and pull["state"] == "open":
                     return self._ref(repository, git_dir, pull, created=False)
             if not _ref_sha(git_dir, head):
-                raise ForgeError("local", repository, f"branch {head!r} is not in the "
-                                 "repository", "push the branch before opening its PR")
+                raise ForgeError("local", repository, f"open a PR for {head}",
+                                 f"branch {head!r} is not in the repository",
+                                 "push the branch before opening its PR")
             if not _ref_sha(git_dir, base):
-                raise ForgeError("local", repository, f"base branch {base!r} is not in the "
-                                 "repository", "name an existing base branch")
+                raise ForgeError("local", repository, f"open a PR for {head}",
+                                 f"base branch {base!r} is not in the repository",
+                                 "name an existing base branch")
             number = int(data.get("next", 1))
             data["next"] = number + 1
             pull = {"number": number, "head": head, "base": base, "title": title,
@@ -217,6 +223,10 @@ class LocalForge:
             if not head_sha or not base_sha:
                 gone = pull["head"] if not head_sha else pull["base"]
                 return refused(f"PR #{number}: branch {gone!r} is gone")
+            if git_dir.name == ".git" and _checked_out(git_dir) == pull["base"]:
+                return refused(f"{pull['base']} is checked out in the working tree of "
+                               f"{git_dir.parent}; merging would leave that tree stale "
+                               "(use a bare repository as the local forge's remote)")
             if head_sha != expected_head_sha:
                 return refused(f"PR #{number} moved: its head is {head_sha[:12]}, not the "
                                f"{expected_head_sha[:12]} that was checked")
@@ -265,7 +275,8 @@ class LocalForge:
                 if thread["id"] == thread_id:
                     thread["resolved"] = True
                     return
-            raise ForgeError("local", repository, f"PR #{number} has no thread {thread_id}",
+            raise ForgeError("local", repository, f"resolve thread {thread_id} of PR #{number}",
+                             "there is no such thread",
                              "name a thread listed by delivery probe --json")
 
     def close_pull_request(self, repository: str, number: int) -> None:
@@ -278,7 +289,8 @@ class LocalForge:
         with _Records(git_dir_of(repository)).writing() as data:
             pull = _find(data, number)
             if pull is None:
-                raise ForgeError("local", repository, f"has no pull request #{number}",
+                raise ForgeError("local", repository, f"find PR #{number}",
+                                 f"there is no pull request #{number}",
                                  "check the number with delivery probe")
             yield pull
 
@@ -286,7 +298,7 @@ class LocalForge:
              created: bool) -> PullRequestRef:
         return PullRequestRef(repository=repository, number=pull["number"],
                               url=_url(git_dir, pull["number"]), head_ref=pull["head"],
-                              created=created)
+                              created=created, body=pull["body"])
 
     # -- the read side (PullRequestSource) --------------------------------------------
     def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:
@@ -304,8 +316,8 @@ class LocalForge:
         if query.number is not None:
             chosen = next((p for p in pulls if p["number"] == query.number), None)
             if chosen is None:
-                raise ForgeError("local", query.repository,
-                                 f"has no pull request #{query.number}",
+                raise ForgeError("local", query.repository, f"find PR #{query.number}",
+                                 f"there is no pull request #{query.number}",
                                  "check the number (PRs are listed in delivery/pulls.json)")
         elif query.head_branch:
             of_head = [p for p in pulls if p["head"] == query.head_branch]
@@ -330,8 +342,8 @@ class LocalForge:
             base_sha = _ref_sha(git_dir, pull["base"])
             if not head_sha or not base_sha:
                 gone = pull["head"] if not head_sha else pull["base"]
-                raise ForgeError("local", str(git_dir), f"PR #{pull['number']}: branch "
-                                 f"{gone!r} is gone", "push it again or close the PR")
+                raise ForgeError("local", str(git_dir), f"read PR #{pull['number']}",
+                                 f"branch {gone!r} is gone", "push it again or close the PR")
             merged = merge_tree(git_dir, base_sha, head_sha)
             mergeable = "CONFLICTING" if merged.conflicts else "MERGEABLE"
             if merged.conflicts:
@@ -353,7 +365,9 @@ class LocalForge:
                                 review=_review_state(pull["reviews"])),
             unresolved_threads=sum(1 for t in pull["threads"] if not t["resolved"]),
             failing_checks=failing, reviews=notes, conflict=conflict,
-            extra={"threads": [t for t in pull["threads"] if not t["resolved"]]},
+            threads=tuple(ThreadNote(path=t["path"], line=t["line"] or None,
+                                     author=t["author"], body=t["body"])
+                          for t in pull["threads"] if not t["resolved"]),
         )
 
     # -- checks -----------------------------------------------------------------------
@@ -411,6 +425,11 @@ def _review_state(reviews: Sequence[Mapping[str, Any]]) -> Review:
     if "APPROVED" in latest.values():
         return "APPROVED"
     return "NONE"
+
+
+def _checked_out(git_dir: Path) -> str:
+    status, out, _ = _git(git_dir, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    return out.strip() if status == 0 else ""
 
 
 def _is_ancestor(git_dir: Path, ancestor: str, descendant: str) -> bool:

@@ -7,6 +7,7 @@ overrides. The local forge's check commands come from `delivery.toml`
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -38,11 +39,17 @@ def forge_kind(locations: Iterable[str], requested: str | None, base: Path) -> s
     return "github" if any(is_github_location(loc, base) for loc in locations) else "local"
 
 
-def open_forge(kind: str, *, checks: Mapping[str, str] | None = None) -> Forge:
+def open_forge(kind: str, *, checks: Mapping[str, str] | None = None,
+               environ: Mapping[str, str] | None = None) -> Forge:
+    """The forge of a run: the local one with its check commands, or GitHub as inside
+    Actions (`GITHUB_TOKEN`, `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`, `GITHUB_SERVER_URL`)."""
     if kind == "local":
         return LocalForge(checks)
-    raise RunRefused(f"--forge {kind}", "is not available in this version",
-                     "use --forge local with repositories given as local paths")
+    if kind == "github":
+        from delivery.forges.github import GitHubForge  # PyGithub loads only when needed
+
+        return GitHubForge.from_environment(environ if environ is not None else os.environ)
+    raise RunRefused(f"--forge {kind}", "is not a forge", f"use one of {', '.join(FORGES)}")
 
 
 class _LocalSettings(BaseModel):

@@ -39,7 +39,8 @@ def _problem(err: GitCommandError, headers: Sequence[str]) -> str:
     text = text.strip("'").strip()
     for header in headers:
         _, _, value = header.partition(":")
-        for secret in (header, value.strip()):
+        # the whole header, its value, and the credential after a scheme (`Basic …`)
+        for secret in (header, value.strip(), value.strip().rpartition(" ")[2]):
             if secret:
                 text = text.replace(secret, "***")
     lines = [line for line in text.splitlines() if line.strip()]

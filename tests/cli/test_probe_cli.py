@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from engine_helpers import cli
+from engine_helpers import cli, write_flow
 from git_helpers import commit_to, git, make_remote
 
 from delivery.forges.local import LocalForge
@@ -97,3 +97,32 @@ def test_review_of_something_that_is_no_pr_is_refused(remotes: dict[str, Path]) 
     assert code == 2 and "FOLDER#N" in err
     code, _, err = cli("review", f"{remotes['web']}#7", "--approve")
     assert code == 2 and "no pull request #7" in err
+
+
+def test_run_takes_repos_checks_and_a_cache_and_records_them(tmp_path: Path,
+                                                             remotes: dict[str, Path]) -> None:
+    flow = write_flow(tmp_path, """
+    digraph F {
+      graph [goal="g", inputs="ticket"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      add [type=worktree_add]
+      look [type=probe]
+      start -> add -> look -> exit
+    }
+    """)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "delivery.toml").write_text('[forge.local.checks]\nweb = "true"\n')
+    code, out, err = cli("run", flow, "--repo", f"web={remotes['web']}",
+                         "--repo", f"api={remotes['api']}", "--check", "api=false",
+                         "--cache", tmp_path / "cache", "--workspace", workspace,
+                         "--input", "ticket=https://github.com/octo/web/issues/12", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["context"]["web.worktree.branch"] == "delivery/web-12"
+    info = json.loads((Path(result["run_dir"]) / "run.json").read_text())
+    assert info["forge"] == "local" and info["branch"] == "delivery/web-12"
+    assert info["checks"] == {"web": "true", "api": "false"}
+    assert info["git_cache"] == str(tmp_path / "cache")
+    assert (tmp_path / "cache" / "repos").is_dir()

@@ -179,22 +179,6 @@ def test_a_resume_reuses_the_runs_folders_forge_branch_and_worktrees(
     assert (tmp_path / "ws" / "web" / "x.txt").is_file()
 
 
-def test_publish_is_still_refused_naming_the_node(tmp_path: Path,
-                                                 remotes: dict[str, Path]) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g", inputs="ticket"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      ship [type=publish]
-      start -> ship -> exit
-    }
-    """
-    with pytest.raises(RunRefused, match=r"node 'ship'.*publish") as refused:
-        start(tmp_path, dot, remotes)
-    assert "probe" in str(refused.value) and "worktree_add" in str(refused.value)
-
-
 def test_a_check_for_an_unknown_folder_is_refused(tmp_path: Path,
                                                   remotes: dict[str, Path]) -> None:
     with pytest.raises(RunRefused, match="folder 'docs'"):

@@ -106,6 +106,7 @@ def test_review_threads_count_until_resolved(forge: LocalForge, remote: Path) ->
     forge.resolve_thread(str(remote), number, first)
     pr = observe(forge, remote)
     assert pr.unresolved_threads == 1
+    assert [t["body"] for t in pr.raw()["threads"]] == ["typo"]  # for the repair prompt
     assert pr_facts({"web": pr}, ["web"]).facts["threads.unresolved"] == 1
 
 
@@ -165,6 +166,20 @@ def test_a_conflicting_pr_is_not_merged(forge: LocalForge, remote: Path) -> None
     result = forge.merge_pull_request(str(remote), number,
                                       expected_head_sha=observe(forge, remote).head_sha)
     assert result.outcome == "refused" and "app.txt" in result.reason
+
+
+def test_a_base_checked_out_in_a_working_tree_is_not_merged_into(forge: LocalForge,
+                                                                 tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    git(tmp_path, "init", "--quiet", "-b", "main", str(work))
+    git(work, "commit", "--quiet", "--allow-empty", "-m", "initial")
+    git(work, "branch", "feature")
+    git(work, "commit", "--quiet", "--allow-empty", "-m", "on feature")  # main moves on
+    number = forge.find_or_create_pull_request(str(work), head="feature", base="main",
+                                               title="t", body="").number
+    result = forge.merge_pull_request(str(work), number,
+                                      expected_head_sha=git(work, "rev-parse", "feature"))
+    assert result.outcome == "refused" and "bare repository" in result.reason
 
 
 def test_find_or_create_finds_the_open_pr_of_a_branch(forge: LocalForge, remote: Path) -> None:
