@@ -30,6 +30,7 @@ from probes.pr_state import PR_STATES
 
 OUTCOMES = ("succeeded", "failed", "partial_success", "retry", "skipped", *OUTCOME_ALIASES)
 BOOLEANS = ("true", "false")
+_CONNECTIVES = frozenset({"and", "or", "not", "AND", "OR", "NOT"})
 
 
 class _Checker:
@@ -194,6 +195,19 @@ class _Checker:
                 for atom in edge.condition.atoms():
                     if isinstance(atom, Compare):
                         yield edge, atom
+
+    def spaced_literals(self) -> None:
+        """A bare literal runs over spaces (as Attractor reads a clause), so `x=a and y=b`
+        written with words instead of `&&` would compare x with 'a and y'... : say so."""
+        for edge, atom in self.compares():
+            words = atom.literal.split()
+            if atom.literal_kind == "word" and len(words) > 1 and \
+                    _CONNECTIVES.intersection(words):
+                self.at_attr("condition_words", edge.attrs["condition"], f"{atom.key} is "
+                             f"compared with the whole text {atom.literal!r}: 'and'/'or' "
+                             "words do not join clauses", "join clauses with && and ||; quote "
+                             "a literal that holds such words", edge=edge.name,
+                             offset=atom.literal_offset, severity="warning")
 
     def choices(self) -> None:
         w = self.w
@@ -407,6 +421,7 @@ class _Checker:
         self.nodes()
         self.graph_declarations()
         self.choices()
+        self.spaced_literals()
         self.parallel_structure()
         if start is not None:
             self.availability(start)
