@@ -82,6 +82,8 @@ def test_corpus_file_runs_its_expected_path(case: dict[str, Any], index: int,
     outcome = start_run(request, world)
     assert (outcome.path, outcome.status) == (run["path"], run["status"]), \
         outcome.failure_reason
+    if "outcome" in run:
+        assert outcome.context["outcome"] == run["outcome"]
     for node, text in run.get("prompts", {}).items():
         assert any(text in message for node_id, message in backend.prompts
                    if node_id == node), text
