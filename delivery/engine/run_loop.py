@@ -218,9 +218,17 @@ class Engine:
                 result, joined = self._run_parallel(node, context, path)
                 if workflow.nodes[joined].type is not NodeType.FAN_IN:
                     # no fan-in (Attractor): the join's result is the parallel node's, and
-                    # the node where the branches meet (or their exit) runs next
+                    # the node where the branches meet (or their exit) runs next — unless
+                    # every branch failed: then the parallel node's retry target, or the end
                     self._apply(node, result, context)
                     current = joined
+                    if result.outcome == FAILED and workflow.nodes[joined].type \
+                            is not NodeType.EXIT:
+                        target = self._retry_target(node)
+                        if target is None:
+                            return _Walk("failed", node.id, result.failure_reason)
+                        self._event("failure_jump", source=node.id, target=target)
+                        current = target
                     if main:
                         self._save_next(context, current)
                     continue

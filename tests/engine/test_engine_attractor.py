@@ -276,3 +276,26 @@ def test_llm_prompt_of_strongdms_pipelines_is_the_prompt(tmp_path: Path) -> None
     ran = run_flow(tmp_path, dot, goal=None, replies={"Fetch": [reply(outcome="done")]})
     assert ran.outcome.path == ["Start", "Fetch", "Exit"]
     assert "Our goal is: port the change." in ran.prompts_of("Fetch")[0]
+
+
+def test_a_join_without_fan_in_does_not_run_its_meeting_node_when_every_branch_failed(
+        tmp_path: Path) -> None:
+    dot = """
+    digraph F {
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      fan [shape=component]
+      a [prompt="A"]
+      b [prompt="B"]
+      combine [prompt="Combine"]
+      start -> fan
+      fan -> a -> combine
+      fan -> b -> combine
+      combine -> exit
+    }
+    """
+    ran = run_flow(tmp_path, dot, replies={"a": [reply(outcome="fail", failure_reason="no A")],
+                                           "b": [reply(outcome="fail", failure_reason="no B")]})
+    assert ran.status == "failed"
+    assert "no A" in ran.outcome.failure_reason and "no B" in ran.outcome.failure_reason
+    assert "combine" not in ran.outcome.path
