@@ -377,9 +377,12 @@ class _Builder:
         owners += [("node", n.attrs, n.id, None) for n in workflow.nodes.values()]
         owners += [("edge", e.attrs, None, e.name) for e in workflow.edges]
         seen: set[tuple[int, int, str]] = set()
+        known: set[tuple[str, str]] = set()  # (kind, name) already found known: most are
         for kind, attrs, node, edge in owners:
             for attr in attrs.values():
                 name = attr.name
+                if (kind, name) in known:
+                    continue
                 if attr.inherited:  # reported once, where the default block says it
                     key = (attr.line, attr.column, name)
                     if key in seen:
@@ -394,6 +397,7 @@ class _Builder:
                               "it quiet", severity="warning")
                     continue
                 if is_known(name, kind, extra):
+                    known.add((kind, name))
                     continue
                 guess = did_you_mean(name)
                 elsewhere = [k for k in ("graph", "node", "edge")
