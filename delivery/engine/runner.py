@@ -35,7 +35,7 @@ from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
 from delivery.errors import RunRefused
 from delivery.forges.base import Forge
-from delivery.forges.select import configured_checks, forge_kind, is_github_location, open_forge
+from delivery.forges.select import forge_kind, is_github_location, local_settings, open_forge
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
@@ -214,7 +214,9 @@ class _Run:
         real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
         if self.forge is None and info.get("repos") and workflow.nodes_of(*real):
             self.forge = open_forge(str(info.get("forge") or "local"),
-                                    checks=info.get("checks") or {}, environ=world.environ)
+                                    checks=info.get("checks") or {}, environ=world.environ,
+                                    required_approvals=int(info.get("required_approvals")
+                                                           or 0))
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info["workspace"])
@@ -455,24 +457,32 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> di
     repos: dict[str, str] = {}
     folders: dict[str, str] = {}
     for name, location in request.repos.items():
-        if kind == "github" or is_github_location(location, workspace):
+        if kind == "github":
+            if not is_github_location(location, workspace):
+                raise RunRefused(f"--repo {name}={location}", "is not owner/name on GitHub, "
+                                 "and a run uses one forge for all its folders",
+                                 "give every folder as owner/name, or use --forge local "
+                                 "with local paths")
             repos[name] = location
             folders[name] = str(workspace / name)
             continue
         path = Path(location).expanduser()
         path = (path if path.is_absolute() else workspace / path).resolve()
         if not path.is_dir():
-            raise RunRefused(f"--repo {name}={location}", "is not a local directory",
-                             "give the path of a git repository (the local forge) or "
-                             "owner/name (GitHub)")
+            raise RunRefused(f"--repo {name}={location}", "is not a local directory, "
+                             "which the local forge needs",
+                             "give the path of a git repository, or owner/name for every "
+                             "folder with --forge github")
         repos[name] = str(path)
         folders[name] = str(workspace / name if creates_worktrees else path)
-    checks = {**configured_checks(workspace), **request.checks}
+    configured, approvals = local_settings(workspace)
+    checks = {**configured, **request.checks}
     unknown = sorted(set(checks) - set(repos))
     if unknown and request.repos:
         raise RunRefused(f"check for folder '{unknown[0]}'", "names no folder of the run",
                          f"the folders are: {', '.join(repos)}")
-    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks}
+    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks,
+            "required_approvals": approvals}
 
 
 def run_branch(values: Mapping[str, Any], run_id: str) -> str:
