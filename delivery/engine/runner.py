@@ -33,14 +33,15 @@ from delivery.engine.preamble import recent_stages, render_preamble
 from delivery.engine.redacting import RedactingAgent
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused, WorkflowInvalid, WorkflowSyntaxError
+from delivery.errors import RunRefused
 from delivery.forges.base import Forge
 from delivery.forges.select import forge_kind, is_github_location, local_settings, open_forge
 from delivery.git import cache_root
+from delivery.lang.diagnostics import has_errors
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.runstore import EventLog, RunDirectory, new_run_id, verify_run
-from delivery.validation.loader import load_workflow
+from delivery.validation.loader import check_source, load_workflow
 
 WORKFLOW_COPY = "workflow.dot"
 EVENT_VALUE_CHARS = 2000
@@ -270,14 +271,14 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     setup = folder_setup(request, workflow, workspace)
     run_id = new_run_id()
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
-    run_dir = RunDirectory.create(run_path)
-    source = _workflow_source(workflow_path)
     # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
+    source = _workflow_source(workflow_path)
     redacted = redactor.text(source)
-    (run_path / WORKFLOW_COPY).write_bytes(redacted.encode())  # resume checks its SHA-256
     if redacted != source:
-        workflow = _load_redacted_copy(run_path / WORKFLOW_COPY)
+        workflow = _redacted_workflow(redacted, workflow_path)
         source = redacted
+    run_dir = RunDirectory.create(run_path)
+    (run_path / WORKFLOW_COPY).write_bytes(source.encode())  # resume checks its SHA-256
     values["internal.run_id"] = run_id
     info = {
         "run_id": run_id, "workflow": str(workflow_path),
@@ -319,15 +320,17 @@ def _workflow_source(path: Path) -> str:
     return path.read_text(encoding="utf-8").removeprefix("\ufeff")
 
 
-def _load_redacted_copy(copy: Path) -> Workflow:
-    """The workflow as its run copy holds it, secrets masked; refused when masking them
-    broke it (a secret written as a bare word, say)."""
-    try:
-        return load_workflow(copy)
-    except (WorkflowSyntaxError, WorkflowInvalid) as err:
+def _redacted_workflow(source: str, path: Path) -> Workflow:
+    """The workflow with its secrets masked; refused when masking them broke it (a secret
+    written as a bare word, say)."""
+    workflow, diagnostics = check_source(source, str(path))
+    if workflow is None or has_errors(diagnostics):
+        first = next(d for d in diagnostics if d.severity == "error")
         raise RunRefused("workflow", f"holds a secret value, and with it masked as *** it no "
-                         f"longer validates: {err}", "do not write secrets into a workflow: "
-                         "read them from the environment in a script ($GITHUB_TOKEN)") from None
+                         f"longer validates ({first.format_text().splitlines()[0]})",
+                         "do not write secrets into a workflow: read them from the "
+                         "environment in a script ($GITHUB_TOKEN)")
+    return workflow
 
 
 def resume_run(run_path: Path, world: World | None = None,
