@@ -21,14 +21,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from probes import github_query as gq
 from probes.evidence import ProbeFailure, PrObservation, PrQuery, ThreadNote
+from probes.retry import RetryBudget, Transient, call_with_retries, rate_limit_wait
+
+__all__ = ["DEFAULT_API_URL", "DEFAULT_GRAPHQL_URL", "GitHubPullRequestSource",
+           "GitHubUnavailable", "RetryBudget", "graphql_url_from_environment"]
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
@@ -48,21 +50,6 @@ def graphql_url_from_environment(environ: Mapping[str, str]) -> str:
 
 class GitHubUnavailable(Exception):
     """A probe round could not be answered (after retries, or refused outright)."""
-
-
-@dataclass
-class _Transient(Exception):
-    reason: str
-    wait: float | None = None  # what GitHub asked for; None = back off exponentially
-
-
-@dataclass(frozen=True)
-class RetryBudget:
-    attempts: int = 6
-    wait_seconds: float = 300.0  # total time spent waiting between attempts
-    backoff_first: float = 1.0
-    backoff_max: float = 30.0
-    secondary_default: float = 60.0  # GitHub: wait at least a minute without Retry-After
 
 
 class GitHubPullRequestSource:
@@ -203,29 +190,10 @@ class GitHubPullRequestSource:
     def _post(self, client: httpx.Client, text: str, variables: dict[str, Any]
               ) -> dict[str, Any]:
         budget = self.budget
-        waited = [0.0]
-
-        def wait_for(state: RetryCallState) -> float:
-            error = state.outcome.exception() if state.outcome else None
-            if isinstance(error, _Transient) and error.wait is not None:
-                return max(error.wait, 0.0)
-            return float(min(budget.backoff_first * 2 ** (state.attempt_number - 1),
-                             budget.backoff_max))
-
-        def stop(state: RetryCallState) -> bool:
-            if state.attempt_number >= budget.attempts:
-                return True
-            return waited[0] + wait_for(state) > budget.wait_seconds
-
-        def sleep(seconds: float) -> None:
-            waited[0] += seconds
-            self._sleep(seconds)
-
-        retrying = Retrying(retry=retry_if_exception_type(_Transient), stop=stop,
-                            wait=wait_for, sleep=sleep, reraise=True)
         try:
-            return retrying(self._exchange, client, text, variables)
-        except _Transient as error:
+            return call_with_retries(lambda: self._exchange(client, text, variables),
+                                     budget, self._sleep)
+        except Transient as error:
             raise GitHubUnavailable(
                 f"GitHub GraphQL at {self.graphql_url}: {error.reason}; gave up within the"
                 f" retry budget ({budget.attempts} attempts, {budget.wait_seconds:.0f} s)"
@@ -238,15 +206,15 @@ class GitHubPullRequestSource:
             response = client.post(self.graphql_url, json={"query": text,
                                                            "variables": variables})
         except httpx.TransportError as error:
-            raise _Transient(f"connection failed ({type(error).__name__})") from None
+            raise Transient(f"connection failed ({type(error).__name__})") from None
         status = response.status_code
         message = _message(response)
         if status >= 500:
-            raise _Transient(f"HTTP {status}")
+            raise Transient(f"HTTP {status}")
         if status in (403, 429):
             wait = self._rate_limit_wait(response, message)
             if wait is not None:
-                raise _Transient(f"rate limited (HTTP {status}: {message})", wait)
+                raise Transient(f"rate limited (HTTP {status}: {message})", wait)
         if status == 401:
             raise GitHubUnavailable(
                 f"GitHub refused the token (HTTP 401 {message}): check GITHUB_TOKEN")
@@ -255,35 +223,26 @@ class GitHubPullRequestSource:
         try:
             body = response.json()
         except ValueError:
-            raise _Transient("the answer was not JSON") from None
+            raise Transient("the answer was not JSON") from None
         if not isinstance(body, dict):
-            raise _Transient("the answer was not a JSON object")
+            raise Transient("the answer was not a JSON object")
         errors = body.get("errors") or []
         if any(isinstance(e, dict) and e.get("type") == "RATE_LIMITED" for e in errors):
-            raise _Transient("rate limited (GraphQL RATE_LIMITED)",
+            raise Transient("rate limited (GraphQL RATE_LIMITED)",
                              self._rate_limit_wait(response, "rate limit") or
                              self.budget.secondary_default)
         if errors and body.get("data") is None:
             text_errors = "; ".join(str(e.get("message", e)) for e in errors
                                     if isinstance(e, dict))
             if "timeout" in text_errors.lower() or "something went wrong" in text_errors.lower():
-                raise _Transient(f"GraphQL error: {text_errors}")
+                raise Transient(f"GraphQL error: {text_errors}")
             raise GitHubUnavailable(f"GitHub rejected the query: {text_errors}")
         return body
 
     def _rate_limit_wait(self, response: httpx.Response, message: str) -> float | None:
         """How long GitHub asks to wait, or None when the answer is no rate limit."""
-        retry_after = response.headers.get("retry-after")
-        if retry_after and retry_after.strip().isdigit():
-            return float(retry_after.strip())
-        if response.headers.get("x-ratelimit-remaining") == "0":
-            reset = response.headers.get("x-ratelimit-reset", "")
-            if reset.strip().isdigit():
-                return max(float(reset) - self._clock(), 0.0) + 1.0
-            return self.budget.secondary_default
-        if "rate limit" in message.lower():
-            return self.budget.secondary_default
-        return None
+        return rate_limit_wait(response.headers, message, now=self._clock(),
+                               budget=self.budget)
 
 
 def _message(response: httpx.Response) -> str:
