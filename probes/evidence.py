@@ -87,6 +87,7 @@ class PullRequestSnapshot:
             "mergeable": self.evidence.mergeable,
             "checks": self.evidence.checks,
             "review": self.evidence.review,
+            "draft": self.evidence.draft,
             "failing_checks": [
                 {"name": c.name, "conclusion": c.conclusion, "details_url": c.details_url,
                  "summary": c.summary}

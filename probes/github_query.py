@@ -264,12 +264,10 @@ def snapshot(node: Mapping[str, Any], *, unresolved: int,
                     f"{node.get('mergeStateStatus') or 'DIRTY'}): merge or rebase {base}"
                     " into the branch and resolve the conflicting files")
     evidence = PrEvidence(merged=merged, closed=closed, mergeable=mergeable, checks=checks,
-                          review=_review(node, reviews))
+                          review=_review(node, reviews), draft=bool(node.get("isDraft")))
     extra: dict[str, Any] = {}
     if node.get("mergeStateStatus"):
         extra["merge_state_status"] = node["mergeStateStatus"]
-    if node.get("isDraft"):
-        extra["draft"] = True
     if pending:
         extra["pending_checks"] = pending
     return PullRequestSnapshot(

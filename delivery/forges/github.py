@@ -307,6 +307,9 @@ def _merge_verdict(repository: str, pr: PullRequest, expected: str) -> MergeResu
     if pr.state == "closed":
         return MergeResult(repository, pr.number, "refused",
                            reason=f"PR #{pr.number} was closed without being merged")
+    if pr.draft:
+        return MergeResult(repository, pr.number, "refused",
+                           reason=f"PR #{pr.number} is a draft; mark it ready for review first")
     if expected and pr.head.sha != expected:
         return MergeResult(repository, pr.number, "refused",
                            reason=f"the head of PR #{pr.number} moved: expected "

@@ -43,6 +43,17 @@ def test_ready_pr_is_waiting_and_ready(fake: FakeGitHub, clock: ManualClock) -> 
     assert (pr.state.value, pr.ready, pr.evidence.checks) == ("WAITING", True, "SUCCESS")
 
 
+def test_a_draft_pr_waits_until_marked_ready(fake: FakeGitHub, clock: ManualClock) -> None:
+    fake.create_repo("octo/web", check_rules=(CI,))
+    number = open_pr(fake, "octo/web")
+    fake.set_draft("octo/web", number)
+    pr = one(fake, clock, "octo/web", number)
+    assert (pr.state.value, pr.ready, pr.evidence.draft) == ("WAITING", False, True)
+    assert pr.raw()["draft"] is True and pr.extra["merge_state_status"] == "DRAFT"
+    fake.set_draft("octo/web", number, False)
+    assert one(fake, clock, "octo/web", number).ready
+
+
 def test_merged_pr_is_merged(fake: FakeGitHub, clock: ManualClock) -> None:
     fake.create_repo("octo/web")
     number = open_pr(fake, "octo/web")

@@ -2,8 +2,8 @@
 
 A fault answers in place of the real handler (5xx, rate limits, GraphQL errors), delays the
 answer, applies the request and then drops the connection (the client cannot know whether
-its write happened), or changes the world between two requests (a PR merged or closed by
-someone else)."""
+its write happened), or changes the world between two requests (a PR merged, closed or
+opened by someone else)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ class Fault:
     seconds: float = 0.0
     repository: str = ""
     number: int = 0
-    action: Literal["merge", "close"] = "merge"
+    action: Literal["merge", "close", "open"] = "merge"
+    head: str = ""  # race "open": the branch whose PR another writer opens
     during: bool = False  # race: while the query reads the PR's state, not after the answer
 
     def matches(self, method: str, path: str) -> bool:
@@ -72,3 +73,12 @@ def race(repository: str, number: int, action: Literal["merge", "close"] = "merg
     answered (between two requests), or, with `during`, while a query reads its state."""
     return Fault("race", method, path, after, repository=repository, number=number,
                  action=action, during=during)
+
+
+def opened_meanwhile(repository: str, head: str, *, method: str = "GET",
+                     path: str = "/api/v3/", after: int = 1) -> Fault:
+    """Another writer opens a PR for `head` (into the default branch) once the `after`-th
+    matching request has been answered: e.g. between a client's look for the PR and its
+    create, which GitHub then refuses with 422 "A pull request already exists"."""
+    return Fault("race", method, path, after, repository=repository, action="open",
+                 head=head)
