@@ -35,6 +35,7 @@ __all__ = ["DEFAULT_API_URL", "DEFAULT_GRAPHQL_URL", "GitHubPullRequestSource",
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
 MAX_THREAD_PAGES = 100  # 10,000 review threads per PR
+MAX_CONTEXT_PAGES = 10  # checks: 1,100 status contexts per PR, then `checks_truncated`
 
 
 def graphql_url_from_environment(environ: Mapping[str, str]) -> str:
@@ -58,7 +59,8 @@ class GitHubPullRequestSource:
     def __init__(self, token: str, *, graphql_url: str = DEFAULT_GRAPHQL_URL,
                  budget: RetryBudget | None = None,
                  sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.time, timeout: float = 30.0) -> None:
+                 clock: Callable[[], float] = time.time, timeout: float = 30.0,
+                 check_pages: int = MAX_CONTEXT_PAGES) -> None:
         if not token:
             raise ValueError("a GitHub token is required (GITHUB_TOKEN)")
         self._token = token
@@ -67,6 +69,7 @@ class GitHubPullRequestSource:
         self._sleep = sleep
         self._clock = clock
         self._timeout = timeout
+        self.check_pages = check_pages  # further pages of checks read per PR at most
         self.requests_sent = 0
 
     @classmethod
@@ -121,10 +124,48 @@ class GitHubPullRequestSource:
                         [f for f, n in nodes.items() if gq.inconsistent(n)])
         threads = {f: self._first_threads(n) for f, n in nodes.items()}
         self._page_threads(client, nodes, threads, by_folder)
+        truncated = self._page_contexts(client, nodes, by_folder)
         for folder, node in nodes.items():
             unresolved, notes = threads[folder][0], threads[folder][1]
-            result[folder] = gq.snapshot(node, unresolved=unresolved, threads=notes)
+            result[folder] = gq.snapshot(node, unresolved=unresolved, threads=notes,
+                                         checks_truncated=folder in truncated)
         return result
+
+    def _page_contexts(self, client: httpx.Client, nodes: dict[str, dict[str, Any]],
+                       by_folder: Mapping[str, PrQuery]) -> set[str]:
+        """Read the further pages of status contexts of open PRs that have more than one
+        (their failing check names are evidence), appending them to each node; the
+        folders whose checks could not all be read."""
+        truncated: set[str] = set()
+        cursors: dict[str, str] = {}
+        for folder, node in nodes.items():
+            cursor = gq.next_cursor(gq.head_contexts(node)[1])
+            if cursor and node.get("state") == "OPEN":
+                cursors[folder] = cursor
+        for _ in range(self.check_pages):
+            if not cursors:
+                return truncated
+            paging = list(cursors)
+            targets = [(by_folder[f].repository, int(nodes[f]["number"]), cursors[f])
+                       for f in paging]
+            text, variables = gq.contexts_query(targets)
+            try:
+                data = self._post(client, text, variables).get("data") or {}
+            except GitHubUnavailable:
+                data = {}
+            cursors = {}
+            for i, folder in enumerate(paging):
+                oid, more = gq.head_contexts((data.get(f"c{i}") or {}).get("pr") or {})
+                head, seen = gq.head_contexts(nodes[folder])
+                if more is None or seen is None or oid != head:  # unreadable, or moved
+                    truncated.add(folder)
+                    continue
+                seen["nodes"] = [*(seen.get("nodes") or []), *(more.get("nodes") or [])]
+                cursor = gq.next_cursor(more)
+                if cursor:
+                    cursors[folder] = cursor
+        truncated.update(cursors)  # the page bound was reached
+        return truncated
 
     @staticmethod
     def _first_threads(node: Mapping[str, Any]) -> tuple[int, list[ThreadNote], str | None]:

@@ -267,6 +267,44 @@ def test_pr_closed_between_probe_and_thread_page_is_reported_closed(
     assert one(fake, clock, "octo/web", number).state.value == "CLOSED"
 
 
+def _statuses(fake: FakeGitHub, repo: str, number: int, count: int, failing: set[int]) -> None:
+    sha = fake.state.head_sha(fake.repository(repo), fake.pull(repo, number))
+    for i in range(count):
+        fake.set_status(repo, sha, f"lint-{i:03}", "failure" if i in failing else "success",
+                        target_url=f"https://ci.invalid/{i}")
+
+
+def test_failing_checks_are_named_past_the_first_hundred_contexts(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    fake.create_repo("octo/web")
+    fake.create_repo("octo/api")
+    web, api = open_pr(fake, "octo/web"), open_pr(fake, "octo/api")
+    _statuses(fake, "octo/web", web, 230, failing={5, 150, 229})
+    _statuses(fake, "octo/api", api, 20, failing=set())
+    fake.clear_requests()
+    seen = observe(fake, clock, PrQuery("web", "octo/web", number=web),
+                   PrQuery("api", "octo/api", number=api))
+    pr = seen["web"]
+    assert isinstance(pr, PullRequestSnapshot) and pr.state.value == "CI_FAILED"
+    assert [c.name for c in pr.failing_checks] == ["lint-005", "lint-150", "lint-229"]
+    assert pr.raw()["checks_truncated"] is False
+    # one probe request, then one per further page (two) for the one PR that needs them
+    assert fake.count("POST", "/api/graphql") == 3
+
+
+def test_checks_past_the_page_bound_are_marked_truncated(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    fake.create_repo("octo/web")
+    number = open_pr(fake, "octo/web")
+    _statuses(fake, "octo/web", number, 250, failing={249})
+    seen = probe_for(fake, clock, check_pages=1).pull_requests(
+        [PrQuery("web", "octo/web", number=number)])
+    pr = seen["web"]
+    assert isinstance(pr, PullRequestSnapshot)
+    assert pr.state.value == "CI_FAILED"  # the roll-up state covers every context
+    assert pr.failing_checks == () and pr.raw()["checks_truncated"] is True
+
+
 # -- the query text -----------------------------------------------------------------------
 def test_every_query_the_probe_sends_validates_against_githubs_schema() -> None:
     mixed = [PrQuery(f"f{i}", f"o/r{i}", number=i + 1) if i % 3 else
@@ -277,6 +315,7 @@ def test_every_query_the_probe_sends_validates_against_githubs_schema() -> None:
         github_query.probe_query(mixed)[0],
         github_query.reobserve_query([("o/r", 1), ("o/s", 2)])[0],
         github_query.threads_query([("o/r", 1, "Y3Vyc29y"), ("o/s", 2, "Y3Vyc29y")])[0],
+        github_query.contexts_query([("o/r", 1, "Y3Vyc29y"), ("o/s", 2, "Y3Vyc29y")])[0],
     ]
     for text in texts:
         assert validate_query(text) == []
