@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import logging
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from github_helpers import ManualClock, started
+from github_helpers import ManualClock
 
 from delivery.errors import ForgeError
 from delivery.forges.base import Forge
@@ -21,16 +20,6 @@ from probes.evidence import PrQuery, PullRequestSnapshot
 from probes.github import RetryBudget
 
 BRANCH = "delivery/T-1"
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def fake(clock: ManualClock) -> Iterator[FakeGitHub]:
-    yield from started(clock)
 
 
 @pytest.fixture

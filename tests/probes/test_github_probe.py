@@ -4,26 +4,14 @@ one request per round, partial results, thread pages, the merge/close race."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
-from github_helpers import CI, ManualClock, open_pr, probe_for, started
+from github_helpers import CI, ManualClock, open_pr, probe_for
 
 from delivery.testing.github import CheckRule, FakeGitHub, faults
 from delivery.testing.github.graphql_api import validate_query
 from probes import github_query
 from probes.evidence import ProbeFailure, PrQuery, PullRequestSnapshot
 from probes.facts import pr_facts
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def fake(clock: ManualClock) -> Iterator[FakeGitHub]:
-    yield from started(clock)
 
 
 def observe(fake: FakeGitHub, clock: ManualClock, *queries: PrQuery) -> dict[str, object]:
