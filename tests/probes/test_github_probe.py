@@ -293,6 +293,23 @@ def test_checks_past_the_page_bound_are_marked_truncated(
     assert pr.failing_checks == () and pr.raw()["checks_truncated"] is True
 
 
+def test_checks_of_a_head_that_moved_between_pages_are_marked_truncated(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    fake.create_repo("octo/web")
+    number = open_pr(fake, "octo/web")
+    _statuses(fake, "octo/web", number, 150, failing={140})
+
+    def push_with_checks() -> None:  # a new head with as many checks, all passing
+        fake.push_files("octo/web", "delivery/T-1", {"app.py": "moved\n"})
+        _statuses(fake, "octo/web", number, 150, failing=set())
+
+    # the push lands right after the probe's first answer: the next page is of another commit
+    fake.inject(faults.between(push_with_checks))
+    pr = one(fake, clock, "octo/web", number)
+    assert pr.state.value == "CI_FAILED" and pr.raw()["checks_truncated"] is True
+    assert pr.failing_checks == ()  # lint-140 was on the page that could not be read
+
+
 # -- the query text -----------------------------------------------------------------------
 def test_every_query_the_probe_sends_validates_against_githubs_schema() -> None:
     mixed = [PrQuery(f"f{i}", f"o/r{i}", number=i + 1) if i % 3 else

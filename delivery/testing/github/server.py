@@ -243,6 +243,10 @@ class FakeGitHub:
         if fault.action == "open":
             self.open_pull(fault.repository, fault.head, author="someone-else")
             return
+        if fault.action == "call":
+            if fault.then is not None:
+                fault.then()
+            return
         with self.state.lock:
             repo = self.state.repo(fault.repository)
             pr = repo.pulls.get(fault.number) if repo else None
