@@ -13,14 +13,15 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from delivery.agents.base import AgentBackend
-from delivery.agents.registry import make_backend
+from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
+from delivery.engine.agent_runtime import AgentRuntime
 from delivery.engine.context import POINTER_PREFIX, ArtifactStore, Context
 from delivery.engine.handlers import default_handlers
 from delivery.engine.handlers.base import Clock, Handler, StageEnv
@@ -29,18 +30,18 @@ from delivery.engine.interviewer import (
     Interviewer,
     ScriptedInterviewer,
 )
-from delivery.engine.preamble import recent_stages, render_preamble
 from delivery.engine.redacting import RedactingAgent
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused, WorkflowInvalid, WorkflowSyntaxError
+from delivery.errors import RunRefused
 from delivery.forges.base import Forge
-from delivery.forges.select import configured_checks, forge_kind, is_github_location, open_forge
+from delivery.forges.select import forge_kind, is_github_location, local_settings, open_forge
 from delivery.git import cache_root
-from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
+from delivery.lang.diagnostics import has_errors
+from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.runstore import EventLog, RunDirectory, new_run_id, verify_run
-from delivery.validation.loader import load_workflow
+from delivery.validation.loader import check_source, load_workflow
 from delivery.validation.validator import reads_goal
 
 WORKFLOW_COPY = "workflow.dot"
@@ -85,11 +86,13 @@ class RunOutcome:
     path: list[str]
     context: dict[str, Any]
     run_dir: Path
+    usage: dict[str, int] = field(default_factory=dict)  # agent tokens of the whole run
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "status": self.status,
                 "failure_reason": self.failure_reason, "path": self.path,
-                "context": self.context, "run_dir": str(self.run_dir)}
+                "context": self.context, "run_dir": str(self.run_dir),
+                "usage": self.usage}
 
 
 @dataclass
@@ -97,6 +100,8 @@ class World:
     """The outside world of a run; every part may be replaced by the caller."""
 
     agent: AgentBackend | None = None
+    # backends for profile names (a node's agent=, or --agent NAME), before delivery.toml's
+    agents: Mapping[str, AgentBackend] = field(default_factory=dict)
     interviewer: Interviewer | None = None
     # Ask unanswered human gates on the console (the CLI sets this on a terminal).
     interactive: bool = False
@@ -172,29 +177,30 @@ def _interviewer(info: Mapping[str, Any], world: World,
     return scripted
 
 
-def _fidelity_preamble(state: RunState, workflow: Workflow,
-                       context: Context) -> Callable[[Node], str]:
-    """The preamble function for agent stages; reads the live state the engine advances."""
-
-    def preamble(node: Node) -> str:
-        fidelity = node.attr("fidelity") or workflow.attr("default_fidelity") or "compact"
-        if state.resumed:
-            # A resume lost the agent sessions: the first agent stage after it gets a
-            # summary even at `full` fidelity, once (SPEC §5).
-            state.resumed = False
-            if fidelity == "full":
-                fidelity = "summary:high"
-        stages = recent_stages(workflow, state.path, state.outcomes)
-        return render_preamble(fidelity, str(context.get("goal") or ""), stages)
-
-    return preamble
+def _agents(workflow: Workflow, spec: str, workspace: Path, world: World,
+            gates: str) -> Agents:
+    """The run's agent backends, built and checked before the first stage (RunRefused
+    names the profile and the node that needs it)."""
+    needing = list(workflow.nodes_of(*LLM_TYPES))
+    if gates == "managed":
+        needing += [node for node in workflow.nodes_of(NodeType.HUMAN)
+                    if node.delegatable]
+    agents = resolve_agents([(node.id, node.attr("agent")) for node in needing],
+                            default_spec=spec, workspace=workspace, environ=world.environ,
+                            given=world.agent, given_named=world.agents,
+                            sleep=world.clock.sleep,
+                            clock=world.clock.monotonic)
+    if agents.default is None:
+        # Nothing asks the default agent: an empty replay script stands in for one.
+        agents.default = ReplayBackend({}, source="<no agent: no stage needs the default>")
+    return agents
 
 
 class _Run:
     """Wires a run directory, a workflow and the world into an Engine."""
 
     def __init__(self, workflow: Workflow, run_dir: RunDirectory, info: Mapping[str, Any],
-                 world: World, agent: AgentBackend,
+                 world: World, agents: Agents,
                  recorded_events: Mapping[str, Any] | None = None,
                  redactor: Redactor | None = None) -> None:
         self.workflow = workflow
@@ -202,8 +208,9 @@ class _Run:
         self.info = info
         self.world = world
         self.redactor = redactor or _redactor(world)
-        # what is sent to the agent and what comes back is redacted (SPEC §14)
-        self.agent = RedactingAgent(agent, self.redactor)
+        # what is sent to the agents and what comes back is redacted (SPEC §14)
+        self.agents = agents.wrapped(lambda backend: RedactingAgent(backend, self.redactor))
+        self.agent = self.agents.for_profile("")
         # a resumed run first writes back event lines a power failure took (EventLog)
         self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False,
                                restore=recorded_events)
@@ -214,7 +221,9 @@ class _Run:
         real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
         if self.forge is None and info.get("repos") and workflow.nodes_of(*real):
             self.forge = open_forge(str(info.get("forge") or "local"),
-                                    checks=info.get("checks") or {}, environ=world.environ)
+                                    checks=info.get("checks") or {}, environ=world.environ,
+                                    required_approvals=int(info.get("required_approvals")
+                                                           or 0))
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info["workspace"])
@@ -227,13 +236,25 @@ class _Run:
         def write_stage_file(node_id: str, attempt: int, name: str, text: str) -> None:
             self.run_dir.write_stage_file(node_id, attempt, name, text, redactor=self.redactor)
 
+        def take_resumed() -> bool:
+            # A resume lost the agent sessions: the first agent stage after it gets a
+            # summary even at `full` fidelity, once (SPEC §5).
+            resumed, state.resumed = state.resumed, False
+            return resumed
+
+        runtime = AgentRuntime(
+            self.workflow, self.agents, workspace, folders, state.run_id,
+            path=lambda: state.path, outcomes=lambda: state.outcomes,
+            redact=self.redactor.text, take_resumed=take_resumed,
+        )
+
         env = StageEnv(
             workflow=self.workflow, workspace=workspace, run_dir=self.run_dir, agent=self.agent,
             renderer=Renderer(), interviewer=interviewer, clock=self.world.clock,
             folders=folders, stage_dir=self.run_dir.stage_dir,
             write_stage_file=write_stage_file,
-            fidelity_preamble=_fidelity_preamble(state, self.workflow, context),
-            gates=str(self.info.get("gates") or "deny"),
+            fidelity_preamble=lambda node: runtime.plan(node, context).preamble,
+            gates=str(self.info.get("gates") or "deny"), agent_runtime=runtime,
             path=lambda: state.path,
             redact=self.redactor.text,
             forge=self.forge, repos=dict(self.info.get("repos") or {}),
@@ -243,14 +264,16 @@ class _Run:
                                                else cache_root(self.world.environ)),
         )
         engine = Engine(self.workflow, self.handlers, env, self.run_dir, self.events,
-                        save_extra=lambda: {"agent_state": self.agent.save_state()},
+                        save_extra=lambda: {"agent_state": self.agent.save_state(),
+                                            "agent_states": self.agents.save_state()},
                         progress=self.world.progress, options=self.world.options)
         try:
             final = engine.run(state, context)
         finally:
             self.events.close()
         return RunOutcome(final.run_id, final.status, final.failure_reason, list(final.path),
-                          context.resolved_snapshot(), self.run_dir.path)
+                          context.resolved_snapshot(), self.run_dir.path,
+                          usage=dict(final.usage))
 
 
 def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
@@ -264,19 +287,19 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     if not workspace.is_dir():
         raise RunRefused("--workspace", f"{workspace} is not a directory",
                          "create it or point --workspace at an existing directory")
-    agent = world.agent or _agent_from_profile(request.agent, workspace, workflow)
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
+    agents = _agents(workflow, request.agent, workspace, world, request.gates)
     setup = folder_setup(request, workflow, workspace)
     run_id = new_run_id()
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
-    run_dir = RunDirectory.create(run_path)
-    source = _workflow_source(workflow_path)
     # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
+    source = _workflow_source(workflow_path)
     redacted = redactor.text(source)
-    (run_path / WORKFLOW_COPY).write_bytes(redacted.encode())  # resume checks its SHA-256
     if redacted != source:
-        workflow = _load_redacted_copy(run_path / WORKFLOW_COPY)
+        workflow = _redacted_workflow(redacted, workflow_path)
         source = redacted
+    run_dir = RunDirectory.create(run_path)
+    (run_path / WORKFLOW_COPY).write_bytes(source.encode())  # resume checks its SHA-256
     values["internal.run_id"] = run_id
     info = {
         "run_id": run_id, "workflow": str(workflow_path),
@@ -294,7 +317,7 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     stored = Context(values, ArtifactStore(run_dir.artifacts_dir), redactor=redactor).snapshot()
     state = RunState(run_id=run_id, next_node=start.id, context=dict(stored),
                      initial=dict(stored))
-    run = _Run(workflow, run_dir, info, world, agent, redactor=redactor)
+    run = _Run(workflow, run_dir, info, world, agents, redactor=redactor)
     # The event records what was asked, not bulk data: long inputs are cut (the checkpoint
     # holds them whole, large ones through the artifact store).
     shown_inputs = {name: value if len(value) <= EVENT_VALUE_CHARS else
@@ -302,7 +325,7 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
                     for name, value in request.inputs.items()}
     run.events.append("run_started", run_id=run_id, workflow=str(workflow_path),
                       goal=values["goal"], inputs=shown_inputs)
-    run_dir.save_checkpoint({**state.to_json(), "agent_state": agent.save_state(),
+    run_dir.save_checkpoint({**state.to_json(), "agent_state": run.agent.save_state(),
                              "events": run.events.record()})
     return run.execute(state)
 
@@ -318,15 +341,17 @@ def _workflow_source(path: Path) -> str:
     return path.read_text(encoding="utf-8").removeprefix("\ufeff")
 
 
-def _load_redacted_copy(copy: Path) -> Workflow:
-    """The workflow as its run copy holds it, secrets masked; refused when masking them
-    broke it (a secret written as a bare word, say)."""
-    try:
-        return load_workflow(copy)
-    except (WorkflowSyntaxError, WorkflowInvalid) as err:
+def _redacted_workflow(source: str, path: Path) -> Workflow:
+    """The workflow with its secrets masked; refused when masking them broke it (a secret
+    written as a bare word, say)."""
+    workflow, diagnostics = check_source(source, str(path))
+    if workflow is None or has_errors(diagnostics):
+        first = next(d for d in diagnostics if d.severity == "error")
         raise RunRefused("workflow", f"holds a secret value, and with it masked as *** it no "
-                         f"longer validates: {err}", "do not write secrets into a workflow: "
-                         "read them from the environment in a script ($GITHUB_TOKEN)") from None
+                         f"longer validates ({first.format_text().splitlines()[0]})",
+                         "do not write secrets into a workflow: read them from the "
+                         "environment in a script ($GITHUB_TOKEN)")
+    return workflow
 
 
 def resume_run(run_path: Path, world: World | None = None,
@@ -360,16 +385,18 @@ def resume_run(run_path: Path, world: World | None = None,
     store = ArtifactStore(run_dir.artifacts_dir)
     state.context = relocate_artifacts(state.context, store)
     state.initial = relocate_artifacts(state.initial, store)
-    agent = world.agent or _agent_from_profile(info.get("agent", ""), Path(info["workspace"]),
-                                               workflow)
+    agents = _agents(workflow, str(info.get("agent", "")), Path(info["workspace"]), world,
+                     str(info.get("gates") or "deny"))
     if "agent_state" in checkpoint:
-        agent.restore_state(checkpoint["agent_state"])
+        agents.for_profile("").restore_state(checkpoint["agent_state"])
+    if isinstance(checkpoint.get("agent_states"), Mapping):
+        agents.restore_state(checkpoint["agent_states"])
     state.resumed = True
     if state.status == "paused":  # waiting at a human gate: try it again
         state.status, state.failure_reason = "running", ""
     recorded = checkpoint.get("events")
     # opening the log locks the run against a second resume
-    run = _Run(workflow, run_dir, info, world, agent,
+    run = _Run(workflow, run_dir, info, world, agents,
                recorded if isinstance(recorded, dict) else None)
     recovered = run_dir.recover_checkpoint()
     if state.status == "running":
@@ -417,7 +444,7 @@ def _checkpointed_state(checkpoint: Mapping[str, Any], workflow: Workflow,
                           "restore it, or start a new run")
 
     shapes = {"context": dict, "initial": dict, "path": list, "attempts": dict,
-              "outcomes": dict, "answers_used": dict, "steps": int}
+              "outcomes": dict, "answers_used": dict, "steps": int, "usage": dict}
     wrong = [name for name, kind in shapes.items()
              if name in checkpoint and not isinstance(checkpoint[name], kind)]
     if wrong:
@@ -432,16 +459,6 @@ def _checkpointed_state(checkpoint: Mapping[str, Any], workflow: Workflow,
     return state
 
 
-def _agent_from_profile(profile: str, workspace: Path, workflow: Workflow) -> AgentBackend:
-    if not profile:
-        if not workflow.nodes_of(*LLM_TYPES):
-            # Nothing will ask an agent: an empty replay script stands in for one.
-            return ReplayBackend({}, source="<no agent: the workflow has no agent stage>")
-        raise RunRefused("--agent", "no agent backend was chosen",
-                         "pass --agent replay:FILE.json (command: and openai: come later)")
-    return make_backend(profile, base_dir=workspace)
-
-
 def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> dict[str, Any]:
     """What run.json records about the folders: their repositories on the forge (`repos`),
     their working directories (`folders`), the forge and the local check commands.
@@ -453,24 +470,32 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> di
     repos: dict[str, str] = {}
     folders: dict[str, str] = {}
     for name, location in request.repos.items():
-        if kind == "github" or is_github_location(location, workspace):
+        if kind == "github":
+            if not is_github_location(location, workspace):
+                raise RunRefused(f"--repo {name}={location}", "is not owner/name on GitHub, "
+                                 "and a run uses one forge for all its folders",
+                                 "give every folder as owner/name, or use --forge local "
+                                 "with local paths")
             repos[name] = location
             folders[name] = str(workspace / name)
             continue
         path = Path(location).expanduser()
         path = (path if path.is_absolute() else workspace / path).resolve()
         if not path.is_dir():
-            raise RunRefused(f"--repo {name}={location}", "is not a local directory",
-                             "give the path of a git repository (the local forge) or "
-                             "owner/name (GitHub)")
+            raise RunRefused(f"--repo {name}={location}", "is not a local directory, "
+                             "which the local forge needs",
+                             "give the path of a git repository, or owner/name for every "
+                             "folder with --forge github")
         repos[name] = str(path)
         folders[name] = str(workspace / name if creates_worktrees else path)
-    checks = {**configured_checks(workspace), **request.checks}
+    configured, approvals = local_settings(workspace)
+    checks = {**configured, **request.checks}
     unknown = sorted(set(checks) - set(repos))
     if unknown and request.repos:
         raise RunRefused(f"check for folder '{unknown[0]}'", "names no folder of the run",
                          f"the folders are: {', '.join(repos)}")
-    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks}
+    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks,
+            "required_approvals": approvals}
 
 
 def run_branch(values: Mapping[str, Any], run_id: str) -> str:
