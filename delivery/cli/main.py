@@ -48,19 +48,38 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--gates", choices=("deny", "pause"), default="deny",
                      help="an unanswered human gate off a terminal: deny it (its stage "
                      "fails) or pause the run (exit 3; continue with resume --answer)")
-    run.add_argument("--json", action="store_true")
+    run.add_argument("--json", action="store_true",
+                     help="print one JSON object: run_id, status, failure_reason, path, "
+                     "context, run_dir")
+    run.add_argument("--full", action="store_true",
+                     help="with --json, print offloaded (over 100 KB) context values whole "
+                     "instead of their pointer and size")
+
+    def run_reference(command: argparse.ArgumentParser) -> None:
+        command.add_argument("run", metavar="RUN", nargs="?",
+                             help="run directory, or run id under WORKSPACE/.delivery/runs/")
+        command.add_argument("--last", action="store_true",
+                             help="the newest run under WORKSPACE/.delivery/runs/")
+        command.add_argument("--workspace", type=Path,
+                             help="where run ids are looked up (default: the current folder)")
 
     resume = commands.add_parser("resume", help="continue a run from its checkpoint")
-    resume.add_argument("run", metavar="RUN", help="run directory or run id")
-    resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL")
-    resume.add_argument("--json", action="store_true")
+    run_reference(resume)
+    resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
+                        help="answer a human gate the run waits at (repeatable)")
+    resume.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    resume.add_argument("--full", action="store_true",
+                        help="with --json, print offloaded context values whole")
 
     inspect = commands.add_parser("inspect", help="path taken, outcomes, context, artifacts")
-    inspect.add_argument("run", metavar="RUN")
-    inspect.add_argument("--json", action="store_true")
+    run_reference(inspect)
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    inspect.add_argument("--full", action="store_true",
+                         help="print offloaded (over 100 KB) context values whole instead "
+                         "of their pointer and size")
 
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
-    verify.add_argument("run", metavar="RUN")
+    run_reference(verify)
     return parser
 
 

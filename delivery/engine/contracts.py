@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from delivery.engine.work import WORK_SCOPE, WorkScope
-from delivery.errors import RunError
+from delivery.errors import ContractViolation as ContractViolation
 from delivery.lang.conditions import Compare
 from delivery.lang.declarations import OutputDecl, OutputKind
 from delivery.lang.model import Node, Workflow
@@ -129,14 +129,6 @@ class AcceptedReply:
     outcome: Outcome | None = None
     failure_reason: str = ""
     preferred_label: str = ""
-
-
-class ContractViolation(RunError):
-    """The reply does not satisfy the output contract; `problems` lists every problem."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        super().__init__("the reply does not satisfy the output contract: " + "; ".join(problems))
 
 
 def _reject_constant(name: str) -> Any:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from jinja2 import TemplateSyntaxError, meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from delivery.errors import TemplateProblem as TemplateProblem
+
 _PARSE_ENV = ImmutableSandboxedEnvironment()
 DOLLAR_GOAL = re.compile(r"\$goal\b")
 
@@ -22,13 +24,6 @@ DOLLAR_GOAL = re.compile(r"\$goal\b")
 class TemplateRead:
     key: str  # normalised dotted path; 'context.' prefix removed
     lineno: int  # line inside the template, from 1
-
-
-class TemplateProblem(Exception):
-    def __init__(self, message: str, lineno: int) -> None:
-        self.message = message
-        self.lineno = lineno
-        super().__init__(message)
 
 
 # The common case, `{{ name.name }}` substitutions in plain text, is read without Jinja2

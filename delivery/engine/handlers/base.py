@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -18,7 +19,6 @@ from delivery.engine.context import Context
 from delivery.engine.interviewer import Interviewer
 from delivery.engine.templating import Renderer
 from delivery.lang.model import Node, Workflow
-from delivery.store.runstore import RunDirectory
 
 Outcome = Literal["succeeded", "failed"]
 
@@ -41,9 +41,13 @@ class StageResult:
 
 
 class Clock(Protocol):
+    """Every time a run reads: durations (monotonic), waits (sleep), records (now, UTC)."""
+
     def monotonic(self) -> float: ...
 
     def sleep(self, seconds: float) -> None: ...
+
+    def now(self) -> datetime: ...
 
 
 @dataclass
@@ -52,7 +56,7 @@ class StageEnv:
 
     workflow: Workflow
     workspace: Path
-    run_dir: RunDirectory
+    run_dir: Path  # the run's folder (its store keeps stage files and artifacts there)
     agent: AgentBackend
     renderer: Renderer
     interviewer: Interviewer
