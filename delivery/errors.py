@@ -7,6 +7,7 @@
     │   ├── ConditionSyntaxError       an edge condition does not parse
     │   ├── TemplateProblem            a prompt/script template does not parse (validator)
     │   └── WorkflowInvalid            the graph parsed but the validator found errors
+    ├── ScenarioFileError              a route-scenario file (`delivery test`) is wrong
     └── RunError                       something went wrong while running (run-time)
         ├── RunRefused                 the run cannot start: a bad input, goal or setting (exit 2)
         ├── RunStoreError              the run's store (directory, checkpoint, event log) is
@@ -191,3 +192,16 @@ class PauseRequested(BaseException):
         listed = ", ".join(choices)
         super().__init__(f"human gate '{node_id}' is waiting for an answer ({listed}): "
                          f"resume with --answer {node_id}=LABEL")
+
+
+class ScenarioFileError(DeliveryError):
+    """A route-scenario file (`delivery test`) is wrong: unreadable, not TOML, not the
+    scenario format, or naming a node, folder or fact the workflow does not have."""
+
+    def __init__(self, file: str, line: int, problem: str, fix: str) -> None:
+        self.file = file
+        self.line = line
+        self.problem = problem
+        self.fix = fix
+        where = f"{file}:{line}" if line else file
+        super().__init__(f"{where}: {problem} — {fix}")

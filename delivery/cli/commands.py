@@ -9,8 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from delivery.cli import graph
 from delivery.cli.progress import TerminalProgress
+from delivery.cli.routes import print_routes
 from delivery.engine.context import Context
+from delivery.engine.route_log import read_routes
 from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import (
     RunOutcome,
@@ -43,7 +46,7 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     during a run comes back as a failed outcome, exit 1): a workflow error, a refused
     setting, or a run that cannot be read or taken."""
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
-               "verify": cmd_verify}[args.command]
+               "verify": cmd_verify, "graph": cmd_graph_run}[args.command]
     try:
         return handler(args, out, err)
     except WorkflowSyntaxError as problem:
@@ -67,6 +70,13 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _one_line(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= 2000 else text[:1997] + "..."
+
+
+def cmd_graph_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`delivery graph --run RUN`: the workflow drawn with the run's path highlighted."""
+    loaded = LocalRunStore.open_dir(find_run(args.run)).load()
+    taken = list(loaded.state.path) if loaded is not None else []
+    return graph.cmd_graph(args, out, err, taken)
 
 
 def _options(err: TextIO) -> EngineOptions:
@@ -150,6 +160,14 @@ def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     run = LocalRunStore.open_dir(_run_of(args))
+    if args.routes:
+        taken = read_routes(run.events_path)
+        if args.json:
+            print(json.dumps({"routes": taken}, indent=2, sort_keys=True), file=out)
+        else:
+            print(f"routes of {run.path}:", file=out)
+            print_routes(taken, out)
+        return EXIT_SUCCEEDED
     info = run.read_run_info()
     loaded = run.load()  # reads only: an inspect never writes or locks
     state = loaded.state if loaded is not None else None

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from delivery.cli import graph, scenarios
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
 from delivery.validation.loader import check_file
 
@@ -45,9 +46,10 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-dir", type=Path)
     run.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                      help="answer a human gate (scripted runs)")
-    run.add_argument("--gates", choices=("deny", "pause"), default="deny",
+    run.add_argument("--gates", choices=("deny", "pause", "managed"), default="deny",
                      help="an unanswered human gate off a terminal: deny it (its stage "
-                     "fails) or pause the run (exit 3; continue with resume --answer)")
+                     "fails), pause the run (exit 3; continue with resume --answer), or "
+                     "let the node's agent answer it when the gate is delegatable=true")
     run.add_argument("--json", action="store_true",
                      help="print one JSON object: run_id, status, failure_reason, path, "
                      "context, run_dir")
@@ -77,9 +79,15 @@ def _build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--full", action="store_true",
                          help="print offloaded (over 100 KB) context values whole instead "
                          "of their pointer and size")
+    inspect.add_argument("--routes", action="store_true",
+                         help="list every routing decision: the edge taken, the rule that "
+                         "chose it and the values the conditions read")
 
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
     run_reference(verify)
+
+    graph.add_parser(commands)
+    scenarios.add_parser(commands)
     return parser
 
 
@@ -123,6 +131,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return int(exit_.code or 0)
     if args.command == "validate":
         return cmd_validate(args.workflows, args.format, out, err)
+    if args.command == "graph" and args.run is None:
+        return graph.cmd_graph(args, out, err)
+    if args.command == "test":
+        return scenarios.cmd_test(args, out, err)
     from delivery.cli import commands  # the run commands import the engine; validate stays light
 
     return commands.dispatch(args, out, err)

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Protocol, TextIO
 
 from delivery.engine.routing import accelerator, normalize_label
-from delivery.errors import PauseRequested
+from delivery.errors import PauseRequested as PauseRequested
 
 
 @dataclass(frozen=True)
 class Answer:
     label: str  # the chosen edge label, exactly as written on the edge
     text: str = ""
+    by: str = "script"  # who answered: script (--answer), person (console), agent (managed)
 
 
 class Interviewer(Protocol):
@@ -96,6 +97,6 @@ class ConsoleInterviewer:
                 return None
             chosen = match_choice(line, choices)
             if chosen is not None:
-                return Answer(chosen)
+                return Answer(chosen, by="person")
             print(f"not a choice: {line.strip()!r}", file=self.stderr)
         return None

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from delivery.lang.model import Edge
+from delivery.lang.paths import MISSING, string_form
 
 _ACCELERATOR = re.compile(r"^\s*(?:\[[^\]]{1,3}\]\s*|[A-Za-z0-9]\)\s*|[A-Za-z0-9]\s+-\s+)")
 
@@ -63,3 +64,32 @@ def select_edge(
         if matching:
             return _best(matching)
     return _best(unconditional)
+
+
+def route_rule(edge: Edge, *, preferred_label: str = "") -> str:
+    """Which step of the routing order chose `edge` (recorded for `inspect --routes`)."""
+    if edge.condition is not None:
+        return "condition"
+    if preferred_label and normalize_label(edge.label or edge.target) == normalize_label(
+            preferred_label):
+        return "preferred_label"
+    return "weight"
+
+
+FACT_CHARS = 200  # a routed-on value longer than this is cut in the event
+
+
+def facts_read(edges: Sequence[Edge], lookup: Callable[[str], Any]) -> dict[str, Any]:
+    """The context values the conditions of `edges` read, by key (missing keys as None)."""
+    keys = sorted({key for edge in edges if edge.condition is not None
+                   for key in edge.condition.keys()})  # noqa: SIM118 (not a dict)
+    values: dict[str, Any] = {}
+    for key in keys:
+        value = lookup(key)
+        if value is MISSING:
+            values[key] = None
+        else:
+            text = string_form(value)
+            values[key] = (text if len(text) <= FACT_CHARS
+                           else f"{text[:FACT_CHARS]}... ({len(text)} characters)")
+    return values

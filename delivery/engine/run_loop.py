@@ -30,7 +30,7 @@ from tenacity import (
 from delivery.agents.base import AgentBackend, IncrementalState
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import Clock, Handler, StageEnv, StageResult
-from delivery.engine.routing import select_edge
+from delivery.engine.routing import facts_read, route_rule, select_edge
 from delivery.errors import PauseRequested, RunError, RunStoreError
 from delivery.lang.model import Node, NodeType, Workflow
 from delivery.lang.topology import ParallelSection, parallel_sections
@@ -287,6 +287,9 @@ class Engine:
         self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
         self._event("stage_finished", node=node.id, attempt=attempt, outcome=result.outcome,
                     failure_reason=result.failure_reason, seconds=round(seconds, 6))
+        for event_type, fields in result.events:
+            self._event(event_type, node=node.id, **{k: v for k, v in fields.items()
+                                                     if k != "node"})
         self.progress.stage_finished(node, result, seconds)
         return result
 
@@ -305,11 +308,16 @@ class Engine:
     # -- routing ----------------------------------------------------------------------
     def _route(self, node: Node, context: Context) -> str | _Walk:
         failed = context.get("outcome") == "failed"
-        edge = select_edge(self.workflow.outgoing[node.id], context.lookup, failed=failed,
-                           preferred_label=str(context.get("preferred_label") or ""))
+        preferred = str(context.get("preferred_label") or "")
+        outgoing = self.workflow.outgoing[node.id]
+        edge = select_edge(outgoing, context.lookup, failed=failed, preferred_label=preferred)
         if edge is not None:
+            # what routing read and which rule chose the edge: `inspect --routes` shows it
+            read = facts_read(outgoing, context.lookup)
             self._event("edge_taken", source=edge.source, target=edge.target, label=edge.label,
-                        condition=edge.condition.text if edge.condition else "")
+                        condition=edge.condition.text if edge.condition else "",
+                        rule=route_rule(edge, preferred_label=preferred),
+                        **({"facts": read} if read else {}))
             if edge.loop_restart:
                 self._restart(context)
             return edge.target

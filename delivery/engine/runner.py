@@ -23,11 +23,10 @@ from delivery.agents.registry import make_backend
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
-from delivery.engine.handlers.base import Clock, StageEnv
+from delivery.engine.handlers.base import Clock, Handler, StageEnv
 from delivery.engine.interviewer import (
     ConsoleInterviewer,
     Interviewer,
-    PausingInterviewer,
     ScriptedInterviewer,
 )
 from delivery.engine.preamble import recent_stages, render_preamble
@@ -72,7 +71,8 @@ class RunRequest:
     answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     repos: Mapping[str, str] = field(default_factory=dict)
     # An unanswered human gate (no --answer, no terminal): "deny" fails the gate's stage,
-    # "pause" stops the run as paused so that `resume --answer` can continue it.
+    # "pause" stops the run as paused so that `resume --answer` can continue it,
+    # "managed" lets the node's agent answer a delegatable gate (else it is denied).
     gates: str = "deny"
 
 
@@ -108,6 +108,9 @@ class World:
     clock: Clock = field(default_factory=SystemClock)
     stores: RunStores = field(default_factory=LocalRunStores)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    # Stage handlers that stand in for the real ones (route scenarios play scripted probes,
+    # scripts and effects instead of touching the world), by node type.
+    handlers: Mapping[NodeType, Handler] | None = None
 
 
 def _stamp(clock: Clock) -> Callable[[], str]:
@@ -167,8 +170,6 @@ def _interviewer(info: RunInfo, options: EngineOptions,
     scripted = ScriptedInterviewer(info.answers, used)
     if options.interactive:
         return ConsoleInterviewer(scripted)
-    if info.gates == "pause":
-        return PausingInterviewer(scripted)
     return scripted
 
 
@@ -206,7 +207,7 @@ class _Run:
         self.redactor = Redactor.from_environment(world.environ)
         # locks the run against a second writer; cuts a torn last event
         store.open_log(self.redactor, _stamp(world.clock))
-        self.handlers = default_handlers()
+        self.handlers = {**default_handlers(), **(world.handlers or {})}
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info.workspace)
@@ -225,6 +226,7 @@ class _Run:
             clock=self.world.clock, folders=folders, stage_dir=self.store.stage_dir,
             write_stage_file=write_stage_file,
             fidelity_preamble=_fidelity_preamble(state, self.workflow, context),
+            gates=self.info.gates,
         )
         engine = Engine(self.workflow, self.handlers, env, self.store,
                         observer=self.observer, options=self.options)
@@ -250,7 +252,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
         raise RunRefused("--workspace", f"{workspace} is not a directory",
                          "create it or point --workspace at an existing directory")
     agent = world.agent or _agent_from_profile(request.agent, workspace, workflow)
-    refuse_unsupported(workflow, default_handlers())
+    refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     run_id = new_run_id()
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     folders = {name: str(_folder_path(loc, workspace, name))
@@ -305,7 +307,7 @@ def resume_run(run_path: Path, world: World | None = None,
                          "run started (its SHA-256 differs from run.json's)",
                          "restore the copy, or start a new run with the changed workflow")
     workflow = load_workflow(copy)
-    refuse_unsupported(workflow, default_handlers())
+    refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     agent = world.agent or _agent_from_profile(info.agent, Path(info.workspace), workflow)
     # opening the log locks the run against a second resume, and repairs a torn last line
     run = _Run(workflow, store, info, world, agent, options, observer)

@@ -49,7 +49,7 @@ from delivery.lang.syntax import (
 )
 
 INT_ATTRS = frozenset({"max_retries", "default_max_retries", "weight", "max_parallel"})
-BOOL_ATTRS = frozenset({"goal_gate", "loop_restart"})
+BOOL_ATTRS = frozenset({"goal_gate", "loop_restart", "delegatable"})
 DURATION_ATTRS = frozenset({"timeout", "interval"})
 
 

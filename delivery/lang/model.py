@@ -133,6 +133,11 @@ class Node:
         return self.attrs.get("script") or self.attrs.get("tool_command")
 
     @property
+    def delegatable(self) -> bool:
+        """A human gate an agent may answer in managed mode (SPEC §9.1); false by default."""
+        return self.attr("delegatable") == "true"
+
+    @property
     def goal_gate(self) -> bool:
         return self.attr("goal_gate") == "true"
 

@@ -133,7 +133,7 @@ class RunInfo:
     agent: str = ""
     folders: dict[str, str] = field(default_factory=dict)
     answers: dict[str, list[str]] = field(default_factory=dict)  # gate -> one per visit
-    gates: str = "deny"  # deny | pause: what an unanswered gate does off a terminal
+    gates: str = "deny"  # deny | pause | managed: what an unanswered gate does off a terminal
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "workflow": self.workflow,
@@ -149,8 +149,8 @@ class RunInfo:
                    for v in answers.values()):
             raise _fail(what, "answers", "an object of lists of strings", answers)
         gates = read.text("gates", "deny")
-        if gates not in ("deny", "pause"):
-            raise _fail(what, "gates", "'deny' or 'pause'", gates)
+        if gates not in ("deny", "pause", "managed"):
+            raise _fail(what, "gates", "'deny', 'pause' or 'managed'", gates)
         return cls(run_id=read.text("run_id"), workflow=read.text("workflow"),
                    workflow_sha256=read.text("workflow_sha256"),
                    workspace=read.text("workspace"), started=read.text("started", ""),

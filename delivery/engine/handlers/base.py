@@ -30,6 +30,8 @@ class StageResult:
     updates: dict[str, Any] = field(default_factory=dict)
     preferred_label: str = ""
     keep_outcome: bool = False  # conditional nodes: the previous stage's outcome stands
+    # (type, fields) the engine appends to the event log after the stage, with its node
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
     @classmethod
     def ok(cls, **updates: Any) -> StageResult:
@@ -65,6 +67,9 @@ class StageEnv:
     stage_dir: Callable[[str, int], Path]
     write_stage_file: Callable[[str, int, str, str], None]
     fidelity_preamble: Callable[[Node], str]
+    # an unanswered human gate: "deny" fails it, "pause" pauses the run, "managed" lets
+    # the node's agent answer a delegatable gate (SPEC §9.1)
+    gates: str = "deny"
 
 
 class Handler(Protocol):

@@ -1,11 +1,33 @@
-"""Human gates: the choices are the outgoing edge labels; the answer routes by label."""
+"""Human gates (SPEC §9.1): the choices are the outgoing edge labels; the answer routes by
+label.
+
+Who answers, in this order: a scripted `--answer`; a person on the console (on a
+terminal); in managed mode (`--gates managed`) the node's agent — only when the gate says
+`delegatable=true`, its choice checked against the labels like a `choice` output, with
+correction turns; otherwise the run pauses (`--gates pause`) or the gate is denied. A gate
+that is not delegatable is never answered by an agent. Who answered goes into the context
+(`human.gate.answered_by`) and the event log (`gate_answered`).
+"""
 
 from __future__ import annotations
 
+from delivery.agents.base import AgentError
 from delivery.engine.context import Context
+from delivery.engine.contracts import (
+    MAX_CORRECTIONS,
+    ContractViolation,
+    contract_text,
+    correction_prompt,
+    parse_reply,
+)
 from delivery.engine.handlers.base import StageEnv, StageResult
+from delivery.engine.interviewer import Answer, PauseRequested
 from delivery.engine.routing import accelerator
+from delivery.engine.templating import TemplateRenderError
+from delivery.lang.declarations import OutputDecl, OutputKind
 from delivery.lang.model import Node
+
+CHOICE = OutputDecl("choice", OutputKind.CHOICE, 0)
 
 
 def gate_choices(node: Node, env: StageEnv) -> list[str]:
@@ -23,16 +45,63 @@ def gate_choices(node: Node, env: StageEnv) -> list[str]:
 def run_human(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     choices = gate_choices(node, env)
     answer = env.interviewer.ask(node.id, node.label, choices)
+    if answer is None and env.gates == "managed" and node.delegatable:
+        answer, problem = _delegate(node, attempt, context, env, choices)
+        if answer is None:
+            return StageResult.fail(problem)
     if answer is None:
+        if env.gates == "pause":
+            raise PauseRequested(node.id, choices)
+        why = (": it is not delegatable, so its agent may not answer it"
+               if env.gates == "managed" else "")
         return StageResult.fail(
-            f"human gate '{node.id}' got no answer and was denied "
-            f"(answer with --answer {node.id}=LABEL; choices: {', '.join(choices)})"
+            f"human gate '{node.id}' got no answer and was denied{why} (answer with --answer "
+            f"{node.id}=LABEL, or --gates pause to wait; choices: {', '.join(choices)})"
         )
     result = StageResult.ok()
     result.updates = {
         "human.gate.selected": accelerator(answer.label),
         "human.gate.label": answer.label,
         "human.gate.text": answer.text,
+        "human.gate.answered_by": answer.by,
     }
     result.preferred_label = answer.label
+    result.events.append(("gate_answered", {"node": node.id, "label": answer.label,
+                                            "by": answer.by}))
     return result
+
+
+def _delegate(node: Node, attempt: int, context: Context, env: StageEnv,
+              choices: list[str]) -> tuple[Answer | None, str]:
+    """The node's agent answers the gate on a person's behalf; (None, why) when it fails."""
+    try:
+        question = env.renderer.render(node.prompt or node.label, context,
+                                       folders=list(env.folders))
+    except TemplateRenderError as err:
+        return None, f"gate question template: {err}"
+    allowed = {CHOICE.name: choices}
+    contract = contract_text([CHOICE], allowed)
+    listed = "\n".join(f"- {choice}" for choice in choices)
+    body = (f"You answer the human gate '{node.id}' on a person's behalf (it is delegatable)."
+            f"\n\nQuestion: {question}\n\nChoices:\n{listed}")
+    message = "\n\n".join(part for part in (env.fidelity_preamble(node), body, contract) if part)
+    env.write_stage_file(node.id, attempt, "prompt.md", message)
+    transcript: list[str] = []
+    try:
+        session = env.agent.open_session(node.id, workspace=env.workspace)
+        for turn in range(MAX_CORRECTIONS + 1):
+            transcript.append(f"## {'prompt' if turn == 0 else 'correction'}\n\n{message}\n")
+            reply = session.send(message)
+            transcript.append(f"## reply\n\n{reply}\n")
+            try:
+                accepted = parse_reply(reply, [CHOICE], allowed)
+            except ContractViolation as violation:
+                message = correction_prompt(violation, contract)
+                continue
+            return Answer(str(accepted.updates[CHOICE.name]), by="agent"), ""
+    except AgentError as err:
+        return None, f"human gate '{node.id}': its agent could not answer: {err}"
+    finally:
+        env.write_stage_file(node.id, attempt, "response.md", "\n".join(transcript))
+    return None, (f"human gate '{node.id}': its agent's answer was not one of the choices "
+                  f"({', '.join(choices)}) after {MAX_CORRECTIONS + 1} replies")
