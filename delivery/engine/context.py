@@ -56,6 +56,17 @@ class Context:
         if values:
             self.update(values)
 
+    @classmethod
+    def restore(cls, stored: dict[str, Any], artifacts: ArtifactStore | None = None) -> Context:
+        """The context whose stored map is `stored` — what `stored()` gave, read back from
+        the run store: plain JSON, large values already pointers. Taken over as it is (not
+        copied, not re-encoded): a resume of a long run starts without a pass per key."""
+        context = cls(artifacts=artifacts)
+        context._values = stored
+        for key in stored:
+            context._count_prefixes(key, +1)
+        return context
+
     # -- reading ---------------------------------------------------------------------
 
     def get(self, key: str, default: Any = None) -> Any:

@@ -212,8 +212,8 @@ class _Run:
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info.workspace)
         folders = {name: Path(loc) for name, loc in self.info.folders.items()}
-        context = Context(state.context, self.store.artifacts)
-        context.take_changes()  # what was loaded is saved already
+        # what the state holds is saved already (and stored values are what Context keeps)
+        context = Context.restore(dict(state.context), self.store.artifacts)
         interviewer = self.world.interviewer or _interviewer(self.info, self.options,
                                                              state.answers_used)
 

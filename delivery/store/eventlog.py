@@ -241,9 +241,13 @@ def _count_lines(fd: int, end: int) -> int:
 
 
 # -- reading -----------------------------------------------------------------------------
-def read_after(path: Path, since: LogHead) -> Iterator[dict[str, Any]]:
+def read_after(path: Path, since: LogHead,
+               event_type: str | None = None) -> Iterator[dict[str, Any]]:
     """The events after `since` (a head recorded earlier), checked against the chain;
-    a torn last line is left out. Raises RunStoreError where the chain breaks."""
+    a torn last line is left out. Raises RunStoreError where the chain breaks. With
+    `event_type`, only events of that type are given (the rest is still checked)."""
+    only_type = event_type
+    only = None if event_type is None else b'"type":' + json.dumps(event_type).encode()
     data = read_file(path, "event log")
     if data is None:
         if since.count:
@@ -266,10 +270,16 @@ def read_after(path: Path, since: LogHead) -> Iterator[dict[str, Any]]:
             return  # a torn tail (or nothing): opening the log for appending cuts it
         line = data[position:newline]
         seq += 1
-        problem = _line_problem(line, seq, prev)
-        if isinstance(problem, str):
-            raise RunStoreError(f"{path}: line {seq}: {problem}")
-        yield problem
+        # lines as the log writes them are checked by their bytes; only the events asked
+        # for are parsed (a resume wants the stage records only)
+        if not (line.startswith(b'{"seq":%d,' % seq)
+                and line.endswith(b',"prev":"' + prev.encode() + b'"}')
+                and (only is None or only not in line[:120])):
+            problem = _line_problem(line, seq, prev)
+            if isinstance(problem, str):
+                raise RunStoreError(f"{path}: line {seq}: {problem}")
+            if only is None or problem.get("type") == only_type:
+                yield problem
         prev = sha256(line)
         position = newline + 1
 

@@ -252,7 +252,7 @@ class LocalRunStore:
                 recovered = f"{self.checkpoint_path.name} is missing; rebuilt from the event log"
             return Loaded(rebuilt, recovered)
         state, head = snapshot
-        for event in read_after(self.events_path, head):
+        for event in read_after(self.events_path, head, RECORD_EVENT):
             if event.get("type") == RECORD_EVENT:
                 state.apply(StageRecord.from_fields(event, f"{self.events_path} line "
                                                            f"{event['seq']}"))
@@ -260,7 +260,7 @@ class LocalRunStore:
 
     def _rebuild_from_log(self) -> RunState | None:
         state: RunState | None = None
-        for event in read_after(self.events_path, LogHead()):
+        for event in read_after(self.events_path, LogHead(), RECORD_EVENT):
             if event.get("type") != RECORD_EVENT:
                 continue
             record = StageRecord.from_fields(event, f"{self.events_path} line {event['seq']}")
