@@ -130,12 +130,12 @@ def find_run(reference: str | None, *, last: bool = False,
         if reference:
             raise RunRefused("--last", f"was given with a run ({reference})",
                              "pass either a run or --last")
-        found = sorted(p.parent for p in runs.glob("*/run.json") if p.is_file()) \
+        found = [p.parent for p in runs.glob("*/run.json") if p.is_file()] \
             if runs.is_dir() else []
         if not found:
             raise RunRefused("--last", f"there is no run under {runs}",
                              "start one with delivery run, or pass --workspace")
-        return found[-1]  # run ids start with their UTC start time
+        return max(found, key=_started)
     if not reference:
         raise RunRefused("RUN", "no run was named", "pass a run directory, a run id or --last")
     candidate = Path(reference)
@@ -146,6 +146,15 @@ def find_run(reference: str | None, *, last: bool = False,
         return by_id
     raise RunRefused(f"run {reference!r}", f"is neither a run directory nor a run id under "
                      f"{runs}", "pass the run directory printed by delivery run, or --last")
+
+
+def _started(run: Path) -> tuple[int, str]:
+    """When a run started: its workflow copy is written once, first (run ids sort by the
+    second only)."""
+    try:
+        return (run / "workflow.dot").lstat().st_mtime_ns, run.name
+    except OSError:
+        return 0, run.name
 
 
 def _run_of(args: argparse.Namespace) -> Path:

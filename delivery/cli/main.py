@@ -141,6 +141,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
 
 
 def entry() -> None:
+    # A run's text may hold what the terminal's encoding cannot (a lone surrogate a reply
+    # carried): printed escaped, never a UnicodeEncodeError.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         code = main()
         sys.stdout.flush()
