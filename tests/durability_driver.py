@@ -33,8 +33,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from delivery.cli.main import main
 from delivery.store import eventlog, runstore
 from delivery.store.records import RunState, StageRecord

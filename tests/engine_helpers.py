@@ -16,6 +16,8 @@ from delivery.testing.runs import reply as reply
 from delivery.testing.runs import run_dot
 from delivery.testing.runs import write_flow as write_flow
 
+cli = invoke  # `code, out, err = cli("validate", path)`
+
 
 def run_flow(
     tmp_path: Path,
@@ -29,11 +31,6 @@ def run_flow(
 ) -> Ran:
     return run_dot(tmp_path, dot, replies=replies, goal=goal, inputs=inputs, answers=answers,
                    repos=repos)
-
-
-def cli(*argv: str | Path) -> tuple[int, str, str]:
-    result = invoke(*argv)
-    return result.code, result.out, result.err
 
 
 def stage_file(outcome: RunOutcome, node: str, name: str, attempt: int = 1) -> Path:

@@ -6,20 +6,18 @@ import io
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from delivery.cli.main import main
 
 
-@dataclass(frozen=True)
-class CliResult:
+class CliResult(NamedTuple):
+    """Exit status, stdout, stderr: `code, out, err = invoke(...)` or `.code`/`.out`/`.err`."""
+
     code: int
     out: str
     err: str
-
-    def __iter__(self) -> Iterator[object]:  # `code, out, err = invoke(...)`
-        return iter((self.code, self.out, self.err))
 
 
 def invoke(*argv: str | Path, cwd: Path | None = None) -> CliResult:

@@ -8,7 +8,6 @@ one line on stderr, no traceback.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import shutil
@@ -21,16 +20,12 @@ from typing import Any
 import pytest
 from durability_driver import write_workspace
 
-from delivery.cli.main import main
+from delivery.testing.cli import invoke as cli
 
 DELIVERY = Path(sys.executable).with_name("delivery")
 RUN_ARGS = ("--agent", "replay:replies.json", "--input", "ticket=T-1")
 
 
-def cli(*args: str | Path) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main([str(a) for a in args], out, err)
-    return code, out.getvalue(), err.getvalue()
 
 
 def delivery(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:

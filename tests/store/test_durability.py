@@ -18,7 +18,6 @@ Kill points are hit exactly, without sleeps:
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -32,8 +31,8 @@ from typing import Any
 import pytest
 from durability_driver import REPLIES, write_workspace
 
-from delivery.cli.main import main
 from delivery.store.runstore import LocalRunStore
+from delivery.testing.cli import invoke as cli
 
 TESTS = Path(__file__).resolve().parents[1]
 DRIVER = TESTS / "durability_driver.py"
@@ -120,11 +119,6 @@ def events(run_dir: Path) -> list[dict[str, Any]]:
             (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
-def cli(*args: str | Path) -> tuple[int, str, str]:
-    """`delivery ARGS` in-process: (exit status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    code = main([str(a) for a in args], out, err)
-    return code, out.getvalue(), err.getvalue()
 
 
 def verify(run_dir: Path) -> tuple[int, str]:
