@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from tenacity import (
     RetryCallState,
@@ -205,7 +205,7 @@ class Engine:
         """Hand the changes since the last save to the store (one record; durable)."""
         changed, deleted = context.take_changes()
         if self._incremental:
-            patch, whole = self.agent.state_changes(), None  # type: ignore[attr-defined]
+            patch, whole = cast(IncrementalState, self.agent).state_changes(), None
         else:
             patch, whole = None, self.agent.save_state()
         record = state.take_record(changed, deleted, patch, whole)

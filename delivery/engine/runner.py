@@ -253,7 +253,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
                          "create it or point --workspace at an existing directory")
     agent = world.agent or _agent_from_profile(request.agent, workspace, workflow)
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
-    run_id = new_run_id()
+    run_id = new_run_id(world.clock.now())
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     folders = {name: str(_folder_path(loc, workspace, name))
                for name, loc in request.repos.items()}

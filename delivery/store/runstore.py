@@ -77,9 +77,10 @@ _RESERVED_NAMES: Final = frozenset(
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"))
 
 
-def new_run_id() -> str:
-    """A sortable, unique run id: UTC time to the second and 6 random hex digits."""
-    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+def new_run_id(now: datetime | None = None) -> str:
+    """A sortable, unique run id: UTC time (`now`, default the system's) to the second and
+    6 random hex digits."""
+    return f"{now or datetime.now(UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
 class LocalRunStore:
