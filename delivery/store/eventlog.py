@@ -28,6 +28,7 @@ from typing import Any, Final
 from delivery.errors import RunStoreError
 from delivery.redact import Redactor
 from delivery.store.files import fdatasync, open_file, read_file, write_all
+from delivery.store.tail import Tail, mirrored
 
 try:
     import fcntl
@@ -76,10 +77,16 @@ class EventLog:
     """The log of one run, opened for appending (see the module docstring)."""
 
     def __init__(self, path: Path, *, redactor: Redactor | None = None,
-                 stamp: Callable[[], str] = utc_stamp, check: bool = True) -> None:
+                 stamp: Callable[[], str] = utc_stamp, check: bool = True,
+                 tail: Path | None = None) -> None:
         """`check`: refuse a log whose chain is broken (appending to it would bury the
-        damage under lines that verify); the check reads the whole log, fast."""
+        damage under lines that verify); the check reads the whole log, fast.
+        `tail`: the side file the unflushed end of the log is mirrored to
+        (`delivery.store.tail`); lines it holds that a power failure took from the log are
+        written back first."""
         self.path = Path(path)
+        self._tail: Tail | None = None
+        self._tail_full = False
         self._redactor = redactor
         self._stamp = stamp
         self._count = 0
@@ -94,17 +101,49 @@ class EventLog:
         try:
             self._lock()
             dropped = self._find_end_and_repair()
+            restored = self._restore(tail) if tail is not None else 0
             if check and self._offset:
                 data = os.pread(self._fd, self._offset, 0)
                 problem = chain_problem(data)
                 if problem is not None:
                     raise RunStoreError(f"{self.path}: has a broken event log: line "
                                         f"{problem[0]}: {problem[1]}")
+            if tail is not None:
+                self._tail = Tail(tail)
+                self.flush_log()
         except BaseException:
             self._close_fd()
             raise
-        if dropped:
-            self.append("log_repaired", dropped_bytes=dropped)
+        if dropped or restored:
+            self.append("log_repaired", dropped_bytes=dropped, restored_lines=restored)
+
+    def _restore(self, tail: Path) -> int:
+        """Write back the lines the tail file holds beyond the log's end (what a power
+        failure took); returns how many."""
+        assert self._fd is not None
+        found = mirrored(tail)
+        if found is None:
+            return 0
+        count, _, _, lines = found
+        if count + len(lines) <= self._count:
+            return 0
+        if self._count < count:
+            raise RunStoreError(f"{self.path}: the log has {self._count} lines but was "
+                                f"flushed up to line {count}: lines were cut off the end")
+        added = 0
+        for line in lines[self._count - count:]:
+            if not line.endswith(b',"prev":"' + self._head.encode() + b'"}'):
+                break  # a line torn by the power failure, or one of an older mirror
+            try:
+                write_all(self._fd, line + b"\n")
+            except OSError as error:
+                raise RunStoreError(f"{self.path}: cannot write back lost lines: "
+                                    f"{error.strerror or error}") from None
+            self._count += 1
+            self._head = sha256(line)
+            self._offset += len(line) + 1
+            added += 1
+        return added
 
     def _lock(self) -> None:
         if fcntl is None or self._fd is None:  # pragma: no cover - not POSIX
@@ -162,25 +201,44 @@ class EventLog:
         line = text.encode()
         try:
             write_all(self._fd, line + b"\n")
-        except OSError as error:
+            if self._tail is not None and not self._tail_full:
+                self._tail_full = not self._tail.add(line + b"\n")
+        except (OSError, RunStoreError) as error:
             self.close(sync=False)  # a partial line may be on disk: reopening repairs it
-            raise RunStoreError(f"{self.path}: cannot append event: "
-                                f"{error.strerror or error}") from None
+            problem = error.strerror if isinstance(error, OSError) else error
+            raise RunStoreError(f"{self.path}: cannot append event: {problem}") from None
         self._count += 1
         self._head = sha256(line)
         self._offset += len(line) + 1
         return {**event, "hash": self._head}
 
     def sync(self) -> None:
-        """Make every appended event durable (fdatasync)."""
+        """Make every appended event durable: the tail file is flushed (data only), or,
+        without one or when it is full, the log itself."""
+        if self._fd is None:
+            raise RunStoreError(f"{self.path}: event log is closed")
+        if self._tail is not None and not self._tail_full:
+            try:
+                self._tail.flush()
+            except RunStoreError:
+                self.close(sync=False)
+                raise
+            return
+        self.flush_log()
+
+    def flush_log(self) -> None:
+        """Flush the log file itself (a journal commit) and start the tail file again."""
         if self._fd is None:
             raise RunStoreError(f"{self.path}: event log is closed")
         try:
             fdatasync(self._fd)
-        except OSError as error:
+            if self._tail is not None:
+                self._tail.restart(self._count, self._head, self._offset)
+                self._tail_full = False
+        except (OSError, RunStoreError) as error:
             self.close(sync=False)
-            raise RunStoreError(f"{self.path}: cannot sync event log: "
-                                f"{error.strerror or error}") from None
+            problem = error.strerror if isinstance(error, OSError) else error
+            raise RunStoreError(f"{self.path}: cannot sync event log: {problem}") from None
 
     def close(self, *, sync: bool = True) -> None:
         if self._fd is not None:
@@ -191,6 +249,9 @@ class EventLog:
             self._close_fd()
 
     def _close_fd(self) -> None:
+        if self._tail is not None:
+            self._tail.close()
+            self._tail = None
         if self._fd is not None:
             os.close(self._fd)  # also releases the lock
             self._fd = None

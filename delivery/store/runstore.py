@@ -91,6 +91,7 @@ class LocalRunStore:
         self.run_json = self._path / "run.json"
         self.checkpoint_path = self._path / "checkpoint.json"
         self.events_path = self._path / "events.jsonl"
+        self.tail_path = self._path / "events.tail"
         self.artifacts_dir = self._path / "artifacts"
         self._artifacts = ArtifactStore(self.artifacts_dir)
         self._root = str(self._path)
@@ -171,7 +172,8 @@ class LocalRunStore:
     def open_log(self, redactor: Redactor | None = None,
                  stamp: Callable[[], str] | None = None) -> None:
         if self._log is None:
-            self._log = EventLog(self.events_path, redactor=redactor, stamp=stamp or utc_stamp)
+            self._log = EventLog(self.events_path, redactor=redactor, stamp=stamp or utc_stamp,
+                                 tail=self.tail_path)
 
     def _events(self) -> EventLog:
         if self._log is None:
@@ -206,6 +208,8 @@ class LocalRunStore:
         self._since_snapshot += log.head.offset - before
 
     def _snapshot(self, state: RunState) -> None:
+        # the log must hold, durably, everything the snapshot says it covers
+        self._events().flush_log()
         head = self._events().head
         body = _ENCODER.encode({**state.to_json(), "events": head.to_json()}).encode()
         data = seal(body)

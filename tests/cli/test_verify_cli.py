@@ -331,6 +331,7 @@ def test_resume_refuses_a_corrupt_checkpoint_when_the_log_holds_no_state(
     (copy_of / "checkpoint.json").write_text('{"run_id": ', encoding="utf-8")
     first = lines_of(copy_of)[:1]  # run_started only
     (copy_of / "events.jsonl").write_bytes(b"".join(first))
+    (copy_of / "events.tail").unlink()
     message = _refused_resume(copy_of)
     assert "corrupt checkpoint: not valid JSON" in message
 

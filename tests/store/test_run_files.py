@@ -223,10 +223,11 @@ def test_a_store_that_fails_mid_run_fails_the_run_and_it_resumes(workspace: Path
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 192 KiB tmpfs (needs the right to mount, as root in a container has)."""
+    """A 1200 KiB tmpfs: the log's 1 MiB tail file fits, a 300 KB reply does not (needs
+    the right to mount, as root in a container has)."""
     mount_point = tmp_path / "small"
     mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=192k", "tmpfs",
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1200k", "tmpfs",
                            str(mount_point)], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")

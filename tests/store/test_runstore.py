@@ -15,6 +15,7 @@ import pytest
 from delivery.errors import RunError
 from delivery.redact import Redactor
 from delivery.store import runstore
+from delivery.store import tail as tail_module
 from delivery.store.eventlog import LogHead
 from delivery.store.records import RunInfo, RunState, RunStatus
 from delivery.store.runstore import (
@@ -239,7 +240,7 @@ def test_saving_leaves_no_temporary_files(tmp_path: Path) -> None:
     state.status = RunStatus.FAILED
     run.save_stage(state.take_record({}, [], None, None), lambda: state)
     assert {p.name for p in run.path.iterdir()} == {"run.json", "checkpoint.json",
-                                                     "events.jsonl"}
+                                                     "events.jsonl", "events.tail"}
 
 
 # --- stage directories ----------------------------------------------------------------
@@ -603,3 +604,60 @@ def test_verify_run_reports_a_corrupt_checkpoint(tmp_path: Path) -> None:
 def test_verify_run_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
     with pytest.raises(RunStoreError, match="not a run directory"):
         verify_run(tmp_path)
+
+
+# --- the tail file: what a power failure takes from the log ----------------------------
+
+
+def test_lines_a_power_failure_took_from_the_log_are_written_back_from_the_tail(
+        tmp_path: Path) -> None:
+    run, state = started(tmp_path)
+    for n in range(5):
+        stage(run, state, f"n{n}", **{f"k{n}": n})
+    whole = run.events_path.read_bytes()
+    run.close()
+    lines = whole.splitlines(keepends=True)
+    # the log lost its last three lines (never flushed: only the tail file was)
+    run.events_path.write_bytes(b"".join(lines[:-3]))
+    run.open_log()
+    run.close()
+    log = run.events_path.read_bytes().splitlines(keepends=True)
+    assert log[: len(lines)] == lines
+    repaired = json.loads(log[len(lines)])
+    assert repaired["type"] == "log_repaired" and repaired["restored_lines"] == 3
+    loaded = run.load()
+    assert loaded is not None and loaded.state.context["k4"] == 4
+    assert verify_run(run.path).ok
+
+
+def test_a_tail_line_torn_by_a_power_failure_is_not_written_back(tmp_path: Path) -> None:
+    run, state = started(tmp_path)
+    for n in range(3):
+        stage(run, state, f"n{n}")
+    run.close()
+    lines = run.events_path.read_bytes().splitlines(keepends=True)
+    run.events_path.write_bytes(b"".join(lines[:-2]))
+    tail = run.tail_path.read_bytes()
+    last = tail.rindex(lines[-1].rstrip(b"\n"))
+    run.tail_path.write_bytes(tail[: last + 20] + b"\0" * (len(tail) - last - 20))
+    run.open_log()
+    run.close()
+    log = run.events_path.read_bytes().splitlines(keepends=True)
+    assert log[: len(lines) - 1] == lines[:-1]  # one line back, the torn one not
+    assert json.loads(log[len(lines) - 1])["restored_lines"] == 1
+    assert verify_run(run.path).ok
+
+
+def test_when_the_tail_file_is_full_the_log_itself_is_flushed_and_the_tail_starts_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tail_module, "SIZE", 8192)
+    run, state = started(tmp_path)
+    headers = set()
+    for n in range(30):
+        stage(run, state, f"n{n}", blob="y" * 300)
+        headers.add(json.loads(run.tail_path.read_bytes()[:256])["count"])
+    assert len(headers) > 2  # restarted after the log was flushed
+    assert run.tail_path.stat().st_size == 8192
+    run.close()
+    loaded = run.load()
+    assert loaded is not None and len(loaded.state.path) == 30
