@@ -180,14 +180,19 @@ class EventLog:
         return LogHead(self._count, self._head, self._offset)
 
     def append(self, event_type: str, **fields: Any) -> dict[str, Any]:
-        """Write one event line (not yet synced, see `sync`) and return it, with `hash`."""
+        """Write one event line (not yet synced, see `sync`) and return it, with `hash`.
+        Values JSON cannot hold (paths, enums, ...) are written as their str()."""
+        body = fields if all(type(v) in _SCALARS for v in fields.values()) else _jsonable(fields)
+        return self.append_json(event_type, body)
+
+    def append_json(self, event_type: str, body: dict[str, Any]) -> dict[str, Any]:
+        """`append` for fields that are plain JSON already (a stage record): not walked."""
         if self._fd is None:
             raise RunStoreError(f"{self.path}: event log is closed")
-        clash = RESERVED_EVENT_FIELDS.intersection(fields)
+        clash = RESERVED_EVENT_FIELDS.intersection(body)
         if clash:
             raise RunStoreError(f"{self.path}: event {event_type!r}: field(s) "
                                 f"{', '.join(sorted(clash))} are set by the log itself")
-        body = fields if all(type(v) in _SCALARS for v in fields.values()) else _jsonable(fields)
         ts = self._stamp()
         event: dict[str, Any] = {"seq": self._count + 1, "ts": ts, "type": event_type,
                                  **body, "prev": self._head}

@@ -203,7 +203,7 @@ class LocalRunStore:
     def _append_record(self, record: StageRecord) -> None:
         log = self._events()
         before = log.head.offset
-        log.append(RECORD_EVENT, **record.to_fields())
+        log.append_json(RECORD_EVENT, record.to_fields())
         log.sync()
         self._since_snapshot += log.head.offset - before
 
