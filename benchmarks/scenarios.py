@@ -1,7 +1,7 @@
 """How long `delivery test` takes for a file of 50 route scenarios, beyond start-up.
 
 Runs the bundled delivery workflow's scenarios repeated to 50 (each a full run through the
-engine: 6-16 stages, scripted agent, probes and effects) in-process, and prints the time for
+engine: 6 to 16 stages, scripted agent, probes and effects) in-process, and prints the time for
 the whole file (load, validate, run, check) — median of 5. SPEC §12.1: well under a second.
 
     .venv/bin/python benchmarks/scenarios.py

@@ -14,12 +14,16 @@
         │                              unusable or cannot be written; mid-run it stops the run
         │                              (exit 1) and the run stays resumable
         ├── ArtifactError              an artifact pointer cannot be read
+        ├── GitError                   a git operation on a folder failed (clone, worktree, push)
+        ├── ForgeError                 a forge (GitHub, local) refused or could not read or write
         └── StageError                 a stage failed; the engine records it as the stage's
             │                          failure_reason and routes on the failure
             ├── AgentError             the agent backend produced no reply
             ├── ContractViolation      the reply breaks the node's output contract
             ├── TemplateRenderError    a prompt or script template did not render
-            └── FactsFormatError       a script's $DELIVERY_FACTS file is malformed
+            ├── FactsFormatError       a script's $DELIVERY_FACTS file is malformed
+            └── StageProblem           a folder stage cannot work on a folder (no such folder,
+                                       no forge or repository, no branch or git cache)
 
     PauseRequested (BaseException)     not an error: a control signal — a human gate has no
                                        answer yet and the run stops as `paused` (exit 3)
@@ -149,6 +153,34 @@ class ArtifactError(RunError):
         super().__init__(f"artifact {pointer}: {problem}")
 
 
+class GitError(RunError):
+    """A git operation failed; `operation` names it, `location` the repository or worktree.
+    The message carries git's own words, never the command line (it may hold a token)."""
+
+    def __init__(self, operation: str, location: str, problem: str, fix: str = "") -> None:
+        self.operation = operation
+        self.location = location
+        self.problem = problem
+        self.fix = fix
+        message = f"git {operation} in {location}: {problem}"
+        super().__init__(f"{message} — {fix}" if fix else message)
+
+
+class ForgeError(RunError):
+    """A forge operation failed: `operation` on `repository` (e.g. "create the PR for
+    delivery/T-1"), `problem` as the forge put it, and what to do."""
+
+    def __init__(self, forge: str, repository: str, operation: str, problem: str,
+                 fix: str = "") -> None:
+        self.forge = forge
+        self.repository = repository
+        self.operation = operation
+        self.problem = problem
+        self.fix = fix
+        message = f"{forge} {repository}: cannot {operation}: {problem}"
+        super().__init__(message + (f" — {fix}" if fix else ""))
+
+
 class StageError(RunError):
     """A stage failed in a way its handler reports as the stage's failure_reason."""
 
@@ -176,6 +208,10 @@ class TemplateRenderError(StageError):
 
 class FactsFormatError(StageError):
     """A script's facts file ($DELIVERY_FACTS) is malformed; the message names the line."""
+
+
+class StageProblem(StageError):
+    """A folder stage cannot do its work; the message names the folder and what is wrong."""
 
 
 class PauseRequested(BaseException):

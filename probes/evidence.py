@@ -43,6 +43,16 @@ class ReviewNote:
 
 
 @dataclass(frozen=True)
+class ThreadNote:
+    """An unresolved review thread: where it is and what its first comment asks."""
+
+    path: str
+    line: int | None
+    author: str
+    body: str
+
+
+@dataclass(frozen=True)
 class PullRequestSnapshot:
     number: int
     url: str
@@ -55,6 +65,7 @@ class PullRequestSnapshot:
     reviews: tuple[ReviewNote, ...] = ()
     conflict: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    threads: tuple[ThreadNote, ...] = ()  # unresolved threads (may be fewer than counted)
 
     @property
     def state(self) -> PrState:
@@ -86,6 +97,10 @@ class PullRequestSnapshot:
             ],
             "conflict": self.conflict,
             "unresolved_threads": self.unresolved_threads,
+            "threads": [
+                {"path": t.path, "line": t.line, "author": t.author, "body": t.body}
+                for t in self.threads
+            ],
         }
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from delivery.redact import Redactor
+from delivery.redact import RedactingFilter, Redactor
 
 GHP = "ghp_" + "a1B2c3D4e5" * 3 + "F6g7H8"  # 36 alphanumerics after the prefix
 
@@ -27,9 +29,12 @@ GHP = "ghp_" + "a1B2c3D4e5" * 3 + "F6g7H8"  # 36 alphanumerics after the prefix
         ('curl -H "Authorization: Bearer abc.def-123" https://api', 'curl -H "Authorization: ***" https://api'),
         ('{"authorization": "token abc123"}', '{"authorization": "***"}'),
         ("https://x-access-token:abc123@github.com/o/r", "https://x-access-token:***@github.com/o/r"),
-        ("BeArEr eyJhbGciOiJIUzI1NiJ9.payload.sig", "BeArEr ***"),  # any case
+        ("BEARER eyJhbGciOiJIUzI1NiJ9.payload.sig", "BEARER ***"),
         ("AUTHORIZATION: token abc123def", "AUTHORIZATION: ***"),
-        ("aUtHoRiZaTiOn=abc123def", "aUtHoRiZaTiOn=***"),
+        ("authorization=abc123def", "authorization=***"),
+        ("aws AKIAIOSFODNN7EXAMPLE key", "aws *** key"),
+        ("ASIAIOSFODNN7EXAMPLE", "***"),
+        ("xoxa-2-1234567890-abcdef", "***"),
     ],
 )  # fmt: skip
 def test_token_patterns_are_masked(text: str, expected: str) -> None:
@@ -42,6 +47,8 @@ def test_token_patterns_are_masked(text: str, expected: str) -> None:
         "ghp_short",
         "task-abcdefghijklmnopqrstuvwxyz",  # not an sk- key: part of a longer word
         "Bearer tokens are sent in a header",
+        "AKIAIOSFODNN7EXAMPLEX",  # longer than an access key id
+        "xghp_" + "a" * 36,  # inside a longer word
         "http://example.com:8080/path",
         "",
     ],
@@ -92,14 +99,39 @@ def test_from_environment_collects_secret_variables_only() -> None:
         "JIRA_API_KEY": "jira-value",
         "NPM_TOKEN": "npm-value",
         "WEBHOOK_SECRET": "webhook-value",
+        "AWS_SECRET_ACCESS_KEY": "aws-secret-value",
+        "MY_SERVICE_PASSWORD": "service-password",
         "HOME": "/home/runner",
         "PATH": "/usr/bin:/bin",
         "SHORT_TOKEN": "abc",
     }
     redactor = Redactor.from_environment(environ)
     masked = redactor.text(" ".join(environ.values()))
-    assert masked == " ".join(["***"] * 9 + ["/home/runner", "/usr/bin:/bin", "abc"])
+    assert masked == " ".join(["***"] * 11 + ["/home/runner", "/usr/bin:/bin", "abc"])
 
 
 def test_repr_does_not_show_secrets() -> None:
     assert "s3cr3t-value" not in repr(Redactor(["s3cr3t-value"]))
+
+
+def test_extra_values_are_masked_with_the_environment_ones() -> None:
+    redactor = Redactor.from_environment({"GITHUB_TOKEN": "token-value"}, extra=["action-input"])
+    assert redactor.redact("token-value action-input") == "*** ***"
+
+
+def test_a_secret_is_masked_in_every_string_of_a_json_line() -> None:
+    redactor = Redactor(['quo"te-secret'])
+    assert redactor.may_change_json('{"a":"quo\\"te-secret"}')
+    assert not redactor.may_change_json('{"a":"nothing here"}')
+
+
+def test_log_records_are_redacted_by_the_filter(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("delivery.test-redaction")
+    redactor_filter = RedactingFilter(Redactor(["s3cr3t-value"]))
+    logger.addFilter(redactor_filter)
+    try:
+        with caplog.at_level(logging.WARNING, logger="delivery.test-redaction"):
+            logger.warning("resume: %s and %s", "s3cr3t-value", GHP)
+    finally:
+        logger.removeFilter(redactor_filter)
+    assert caplog.messages == ["resume: *** and ***"]

@@ -8,6 +8,7 @@ session of that node. Running out is a clear stage failure (AgentError).
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,6 +18,25 @@ from delivery.agents.base import AgentError
 from delivery.errors import RunRefused
 
 _SHAPE = 'an object mapping node ids to lists of reply strings, e.g. {"review": ["reply 1"]}'
+
+
+_JSON_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+MAX_JSON_DEPTH = 200  # well below where the JSON decoder runs out of stack
+
+
+def _too_deep(text: str) -> tuple[int, int]:
+    """Line and column where `text` first nests arrays/objects MAX_JSON_DEPTH deep."""
+    depth = 0
+    for m in _JSON_NESTING.finditer(text):
+        token = m.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth >= MAX_JSON_DEPTH:
+                line = text.count("\n", 0, m.start()) + 1
+                return line, m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+        elif token in ("]", "}"):
+            depth -= 1
+    return 1, 1
 
 
 class ReplaySession:
@@ -62,6 +82,11 @@ class ReplayBackend:
                 f"column {err.colno}",
                 fix,
             ) from None
+        except RecursionError:
+            line, column = _too_deep(text)
+            raise RunRefused(
+                "agent", f"replay file {path}: arrays or objects nest too deeply at line "
+                f"{line} column {column}", fix) from None
         if not isinstance(data, dict):
             raise RunRefused(
                 "agent", f"replay file {path} holds {type(data).__name__}, not an object", fix

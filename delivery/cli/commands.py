@@ -18,6 +18,7 @@ from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import (
     RunOutcome,
     RunRequest,
+    World,
     offloaded,
     parse_answers,
     parse_assignments,
@@ -45,8 +46,11 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run a command. Exit 2 is for what is wrong before a run's first stage (a fault
     during a run comes back as a failed outcome, exit 1): a workflow error, a refused
     setting, or a run that cannot be read or taken."""
+    from delivery.cli.forge_commands import cmd_probe, cmd_review
+
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
-               "verify": cmd_verify, "graph": cmd_graph_run}[args.command]
+               "verify": cmd_verify, "graph": cmd_graph_run, "probe": cmd_probe,
+               "review": cmd_review}[args.command]
     try:
         return handler(args, out, err)
     except WorkflowSyntaxError as problem:
@@ -107,17 +111,16 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.workflow.is_file():
         print(f"delivery run: {args.workflow}: no such file", file=err)
         return EXIT_REFUSED
-    if args.forge == "github":
-        raise RunRefused("--forge github", "is not available in this version",
-                         "use --forge local (the default)")
     request = RunRequest(
         workflow=args.workflow, goal=args.goal,
         inputs=parse_assignments(args.input, "--input"), agent=args.agent,
         workspace=args.workspace, run_dir=args.run_dir,
         answers=parse_answers(args.answer),
         repos=parse_assignments(args.repo, "--repo"), gates=args.gates,
+        forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
     )
-    outcome = start_run(request, options=_options(err), observer=_observer(err))
+    outcome = start_run(request, World(git_cache=args.cache), options=_options(err),
+                        observer=_observer(err))
     return _report(outcome, args.json, out, args.full)
 
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 from delivery.cli import graph, scenarios
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
+from delivery.redact import RedactingFilter, RedactingStream, Redactor
 from delivery.validation.loader import check_file
 
 EXIT_OK = 0
@@ -29,21 +31,36 @@ def _build_parser() -> argparse.ArgumentParser:
         "validate", help="check workflow files before running them",
         description="Check workflow files; exit 0 when no errors, 1 on errors, 2 on usage errors.",
     )
-    validate.add_argument("workflows", nargs="+", metavar="WORKFLOW", type=Path)
-    validate.add_argument("--format", choices=("text", "json", "github"), default="text")
+    validate.add_argument("workflows", nargs="+", metavar="WORKFLOW", type=Path,
+                          help="workflow files (.dot) to check")
+    validate.add_argument("--format", choices=("text", "json", "github"), default="text",
+                          help="text for people (default), json for tools, github for "
+                          "annotations in a GitHub Actions log")
 
     run = commands.add_parser("run", help="run a workflow",
                               description="Run a workflow. Exit 0 succeeded, 1 failed, "
                               "2 refused to start, 3 paused.")
-    run.add_argument("workflow", type=Path)
-    run.add_argument("--goal")
-    run.add_argument("--input", action="append", default=[], metavar="K=V")
-    run.add_argument("--repo", action="append", default=[], metavar="F=LOC")
+    run.add_argument("workflow", type=Path, help="the workflow file (.dot) to run")
+    run.add_argument("--goal", help="the run's goal text (else the graph's goal or defaults)")
+    run.add_argument("--input", action="append", default=[], metavar="K=V",
+                     help="a declared input; repeat for each input, each name once")
+    run.add_argument("--repo", action="append", default=[], metavar="F=LOC",
+                     help="folder F of the run lives at LOC: a local repository path (local "
+                     "forge) or owner/name (GitHub); repeat per folder")
     run.add_argument("--agent", default="", metavar="PROFILE",
                      help="agent backend, e.g. replay:replies.json")
-    run.add_argument("--forge", choices=("github", "local"), default="local")
-    run.add_argument("--workspace", type=Path)
-    run.add_argument("--run-dir", type=Path)
+    run.add_argument("--forge", choices=("github", "local"), default=None,
+                     help="where the repositories and PRs live (default: local when every "
+                     "LOC is a path, github when one is owner/name)")
+    run.add_argument("--check", action="append", default=[], metavar="F=COMMAND",
+                     help="the local forge's check command for a folder (also "
+                     "[forge.local.checks] in delivery.toml)")
+    run.add_argument("--cache", type=Path, metavar="DIR",
+                     help="git clone cache (default: $XDG_CACHE_HOME/delivery)")
+    run.add_argument("--workspace", type=Path,
+                     help="directory the stages work in (default: the current directory)")
+    run.add_argument("--run-dir", type=Path,
+                     help="this run's directory (default: WORKSPACE/.delivery/runs/RUN_ID)")
     run.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                      help="answer a human gate (scripted runs)")
     run.add_argument("--gates", choices=("deny", "pause", "managed"), default="deny",
@@ -68,7 +85,7 @@ def _build_parser() -> argparse.ArgumentParser:
     resume = commands.add_parser("resume", help="continue a run from its checkpoint")
     run_reference(resume)
     resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
-                        help="answer a human gate the run waits at (repeatable)")
+                        help="answer the next visit of a human gate; repeatable")
     resume.add_argument("--json", action="store_true", help="print the outcome as JSON")
     resume.add_argument("--full", action="store_true",
                         help="with --json, print offloaded context values whole")
@@ -86,6 +103,43 @@ def _build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
     run_reference(verify)
 
+
+    probe = commands.add_parser(
+        "probe", help="print the PR, thread, worktree and diff facts of some repositories",
+        description="Observe pull requests across repositories and print the flat facts "
+        "(per folder and roll-ups). LOC is a path (local forge) or owner/name (GitHub), "
+        "optionally naming the PR: LOC#12 or LOC@branch. Exit 1 when a folder cannot be read.")
+    probe.add_argument("--repo", action="append", default=[], metavar="F=LOC", required=True,
+                       help="folder F is the repository at LOC (a path, or owner/name on "
+                       "GitHub; LOC#12 or LOC@branch names the PR); repeat per folder")
+    probe.add_argument("--forge", choices=("github", "local"), default=None,
+                       help="where the pull requests live (default: github when a LOC is "
+                       "owner/name, else local)")
+    probe.add_argument("--check", action="append", default=[], metavar="F=COMMAND",
+                       help="the local forge's check command for a folder")
+    probe.add_argument("--json", action="store_true",
+                       help="print the flat facts, per folder and roll-ups, as JSON")
+
+    review = commands.add_parser(
+        "review", help="review a pull request on the local forge",
+        description="Review a local-forge pull request: approve it, request changes, or "
+        "open and resolve review threads. TARGET is FOLDER#N (with --repo or --run) or "
+        "PATH#N.")
+    review.add_argument("target", metavar="TARGET",
+                        help="the pull request: FOLDER#N (with --repo or --run) or PATH#N")
+    action = review.add_mutually_exclusive_group(required=True)
+    action.add_argument("--approve", action="store_true", help="approve the pull request")
+    action.add_argument("--request-changes", metavar="TEXT",
+                        help="request changes, saying what")
+    action.add_argument("--comment", metavar="TEXT", help="open a review thread")
+    action.add_argument("--resolve", type=int, metavar="THREAD", help="resolve a thread")
+    review.add_argument("--body", default="", help="text of an approval")
+    review.add_argument("--path", default="", help="file a --comment is about")
+    review.add_argument("--line", type=int, default=0, help="line a --comment is about")
+    review.add_argument("--author", default="", help="reviewer name (default: $USER)")
+    review.add_argument("--repo", action="append", default=[], metavar="F=LOC",
+                        help="folder F is the repository at path LOC; repeat per folder")
+    review.add_argument("--run", metavar="RUN", help="take the folders from this run")
     graph.add_parser(commands)
     scenarios.add_parser(commands)
     return parser
@@ -122,8 +176,14 @@ def cmd_validate(files: list[Path], fmt: str, out: TextIO, err: TextIO) -> int:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    err = err or sys.stderr
+    # Nothing the CLI prints or logs carries a secret (SPEC §14), whichever path made it.
+    redactor = Redactor.from_environment(os.environ)
+    out = cast(TextIO, RedactingStream(out or sys.stdout, redactor))
+    err = cast(TextIO, RedactingStream(err or sys.stderr, redactor))
+    logger = logging.getLogger("delivery")  # the one logger delivery logs to
+    for stale in [f for f in logger.filters if isinstance(f, RedactingFilter)]:
+        logger.removeFilter(stale)  # from an earlier call with another environment
+    logger.addFilter(RedactingFilter(redactor))
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)

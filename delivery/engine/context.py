@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from delivery.errors import ArtifactError as ArtifactError
 from delivery.lang.paths import MISSING, normalize_key, resolve, string_form
+from delivery.redact import Redactor
 from delivery.store.artifacts import POINTER_PREFIX as POINTER_PREFIX
 from delivery.store.artifacts import ArtifactStore
 
@@ -43,9 +44,13 @@ class Context:
     """The flat context of one run (or one parallel branch, see fork())."""
 
     def __init__(
-        self, values: Mapping[str, Any] | None = None, artifacts: ArtifactStore | None = None
+        self, values: Mapping[str, Any] | None = None, artifacts: ArtifactStore | None = None,
+        *, redactor: Redactor | None = None,
     ) -> None:
         self.artifacts = artifacts
+        # Secrets never reach the context (SPEC §14): every value is redacted as it is set,
+        # so the checkpoint, templates and prompts built from it are clean too.
+        self.redactor = redactor
         self._values: dict[str, Any] = {}
         # keys written and deleted since take_changes(): a stage record saves only those
         self._changed: set[str] = set()
@@ -57,11 +62,12 @@ class Context:
             self.update(values)
 
     @classmethod
-    def restore(cls, stored: dict[str, Any], artifacts: ArtifactStore | None = None) -> Context:
+    def restore(cls, stored: dict[str, Any], artifacts: ArtifactStore | None = None, *,
+                redactor: Redactor | None = None) -> Context:
         """The context whose stored map is `stored` — what `stored()` gave, read back from
         the run store: plain JSON, large values already pointers. Taken over as it is (not
         copied, not re-encoded): a resume of a long run starts without a pass per key."""
-        context = cls(artifacts=artifacts)
+        context = cls(artifacts=artifacts, redactor=redactor)
         context._values = stored
         for key in stored:
             context._count_prefixes(key, +1)
@@ -92,6 +98,10 @@ class Context:
 
     def set(self, key: str, value: Any) -> None:
         key = normalize_key(key)
+        if self.redactor is not None:
+            # ...and NUL or lone surrogates (from a reply's JSON, say) would break a later
+            # script's command line or a stage file: replaced by U+FFFD
+            value = self.redactor.value(value, clean=True)
         try:
             text = _dumps(value)
         except (TypeError, ValueError) as err:
@@ -155,7 +165,7 @@ class Context:
 
     def fork(self) -> Context:
         """An independent copy sharing the artifact store (for a parallel branch)."""
-        forked = Context(artifacts=self.artifacts)
+        forked = Context(artifacts=self.artifacts, redactor=self.redactor)
         forked._values = copy.deepcopy(self._values)
         forked._children = {prefix: dict(names) for prefix, names in self._children.items()}
         return forked

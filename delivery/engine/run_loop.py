@@ -89,7 +89,9 @@ class Engine:
         self.store = store
         self.agent: AgentBackend = env.agent
         self.clock: Clock = env.clock
-        self._incremental = isinstance(env.agent, IncrementalState)
+        # a wrapper (the redacting agent) keeps its backend's state: ask the backend
+        self._state_source = getattr(env.agent, "backend", env.agent)
+        self._incremental = isinstance(self._state_source, IncrementalState)
         self.progress = observer or Progress()
         self.options = options or EngineOptions()
         self.sections = parallel_sections(workflow)
@@ -205,7 +207,7 @@ class Engine:
         """Hand the changes since the last save to the store (one record; durable)."""
         changed, deleted = context.take_changes()
         if self._incremental:
-            patch, whole = cast(IncrementalState, self.agent).state_changes(), None
+            patch, whole = cast(IncrementalState, self._state_source).state_changes(), None
         else:
             patch, whole = None, self.agent.save_state()
         record = state.take_record(changed, deleted, patch, whole)

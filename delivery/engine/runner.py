@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,11 +31,15 @@ from delivery.engine.interviewer import (
     ScriptedInterviewer,
 )
 from delivery.engine.preamble import recent_stages, render_preamble
+from delivery.engine.redacting import RedactingAgent
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused, RunStoreError
+from delivery.errors import RunRefused, RunStoreError, WorkflowInvalid, WorkflowSyntaxError
+from delivery.forges.base import Forge
+from delivery.forges.select import configured_checks, forge_kind, is_github_location, open_forge
+from delivery.git import cache_root
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
-from delivery.redact import Redactor
+from delivery.redact import Redactor, secret_values
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.base import RunStore, RunStores
 from delivery.store.records import RunInfo, RunStatus
@@ -74,6 +79,9 @@ class RunRequest:
     # "pause" stops the run as paused so that `resume --answer` can continue it,
     # "managed" lets the node's agent answer a delegatable gate (else it is denied).
     gates: str = "deny"
+    forge: str = ""  # "local" | "github"; empty: chosen from the repository locations
+    checks: Mapping[str, str] = field(default_factory=dict)  # folder -> local check command
+    branch: str = ""  # the run's branch; empty: delivery/<ticket slug or run id>
 
 
 @dataclass
@@ -101,22 +109,27 @@ class RunOutcome:
 class World:
     """The outside world of a run — what it talks to, not how it is set up (that is
     `EngineOptions`) nor who watches (the `observer` argument). Every part may be replaced
-    by the caller; a forge will join them."""
+    by the caller."""
 
     agent: AgentBackend | None = None
     interviewer: Interviewer | None = None
+    # every time the engine reads: durations, waits, timestamps
     clock: Clock = field(default_factory=SystemClock)
+    # where runs are kept (the local run directory; a git ref for the Action)
     stores: RunStores = field(default_factory=LocalRunStores)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     # Stage handlers that stand in for the real ones (route scenarios play scripted probes,
     # scripts and effects instead of touching the world), by node type.
     handlers: Mapping[NodeType, Handler] | None = None
+    # Where the folders' repositories and PRs live; None: opened from the run's settings.
+    forge: Forge | None = None
+    # The clone cache worktrees hang on; None: $XDG_CACHE_HOME/delivery.
+    git_cache: Path | None = None
 
 
-def _stamp(clock: Clock) -> Callable[[], str]:
-    def stamp() -> str:
-        return clock.now().isoformat(timespec="microseconds").replace("+00:00", "Z")
-    return stamp
+# Stages that reach the forge or the folders' git repositories.
+FORGE_TYPES = frozenset({NodeType.PROBE, NodeType.PUBLISH, NodeType.MERGE,
+                         NodeType.WORKTREE_ADD, NodeType.WORKTREE_REMOVE})
 
 
 def initial_context(workflow: Workflow, goal: str | None,
@@ -158,10 +171,16 @@ def refuse_unsupported(workflow: Workflow, handlers: Mapping[NodeType, object]) 
             continue
         if node.type not in handlers:
             kind = node.type.value if node.type else "unknown"
+            runnable = sorted({*(t.value for t in handlers), "parallel", "fan_in"})
             raise RunRefused(f"node '{node.id}'", f"has type {kind}, which this version of "
-                             "delivery cannot run yet",
-                             "run workflows made of agent, prompt, script, human, conditional, "
-                             "wait and parallel stages")
+                             "delivery cannot run",
+                             f"use stages of the types it runs: {', '.join(runnable)}")
+
+
+def _stamp(clock: Clock) -> Callable[[], str]:
+    def stamp() -> str:
+        return clock.now().isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return stamp
 
 
 def _interviewer(info: RunInfo, options: EngineOptions,
@@ -196,24 +215,34 @@ class _Run:
 
     def __init__(self, workflow: Workflow, store: RunStore, info: RunInfo, world: World,
                  agent: AgentBackend, options: EngineOptions | None,
-                 observer: Progress | None) -> None:
+                 observer: Progress | None, redactor: Redactor | None = None) -> None:
         self.workflow = workflow
         self.store = store
         self.info = info
         self.world = world
-        self.agent = agent
         self.options = options or EngineOptions()
         self.observer = observer
-        self.redactor = Redactor.from_environment(world.environ)
-        # locks the run against a second writer; cuts a torn last event
-        store.open_log(self.redactor, _stamp(world.clock))
+        self.redactor = redactor or _redactor(world)
+        # what is sent to the agent and what comes back is redacted (SPEC §14)
+        self.agent = RedactingAgent(agent, self.redactor)
         self.handlers = {**default_handlers(), **(world.handlers or {})}
+        self.forge = world.forge
+        # Stand-in handlers (route scenarios) never touch the forge: open it only for the
+        # stages the real handlers run.
+        real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
+        if self.forge is None and info.repos and workflow.nodes_of(*real):
+            self.forge = open_forge(info.forge or "local", checks=info.checks,
+                                    environ=world.environ)
+        # locks the run against a second writer; cuts a torn last event (last: nothing
+        # above may fail with the log held)
+        store.open_log(self.redactor, _stamp(world.clock))
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info.workspace)
         folders = {name: Path(loc) for name, loc in self.info.folders.items()}
         # what the state holds is saved already (and stored values are what Context keeps)
-        context = Context.restore(dict(state.context), self.store.artifacts)
+        context = Context.restore(dict(state.context), self.store.artifacts,
+                                  redactor=self.redactor)
         interviewer = self.world.interviewer or _interviewer(self.info, self.options,
                                                              state.answers_used)
 
@@ -227,6 +256,13 @@ class _Run:
             write_stage_file=write_stage_file,
             fidelity_preamble=_fidelity_preamble(state, self.workflow, context),
             gates=self.info.gates,
+            path=lambda: state.path,
+            redact=self.redactor.text,
+            forge=self.forge, repos=dict(self.info.repos),
+            branch=self.info.branch,
+            git_cache=self.world.git_cache or (Path(self.info.git_cache)
+                                               if self.info.git_cache
+                                               else cache_root(self.world.environ)),
         )
         engine = Engine(self.workflow, self.handlers, env, self.store,
                         observer=self.observer, options=self.options)
@@ -244,6 +280,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
               observer: Progress | None = None) -> RunOutcome:
     """Validate, refuse or start a run; returns when it ends (or pauses)."""
     world = world or World()
+    redactor = _redactor(world)
     workflow_path = request.workflow.resolve()
     workflow = load_workflow(workflow_path)
     values = initial_context(workflow, request.goal, request.inputs)
@@ -253,30 +290,36 @@ def start_run(request: RunRequest, world: World | None = None, *,
                          "create it or point --workspace at an existing directory")
     agent = world.agent or _agent_from_profile(request.agent, workspace, workflow)
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
+    setup = folder_setup(request, workflow, workspace)
     run_id = new_run_id(world.clock.now())
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
-    folders = {name: str(_folder_path(loc, workspace, name))
-               for name, loc in request.repos.items()}
     try:
-        source = workflow_path.read_bytes()
-    except OSError as err:
+        source = _workflow_source(workflow_path)
+    except (OSError, UnicodeDecodeError) as err:
         raise RunRefused(f"workflow {workflow_path}", f"cannot be read: {err}",
                          "check the file") from None
     store = world.stores.create(run_path)
+    # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
+    redacted = redactor.text(source)
     values["internal.run_id"] = run_id
     info = RunInfo(
         run_id=run_id, workflow=str(workflow_path),
-        workflow_sha256=hashlib.sha256(source).hexdigest(), agent=request.agent,
-        workspace=str(workspace), folders=folders, answers=_answer_lists(request.answers),
+        workflow_sha256=hashlib.sha256(redacted.encode()).hexdigest(), agent=request.agent,
+        workspace=str(workspace), forge=setup["forge"], repos=setup["repos"],
+        folders=setup["folders"], checks=setup["checks"],
+        branch=request.branch or run_branch(values, run_id),
+        git_cache=str(world.git_cache or ""), answers=_answer_lists(request.answers),
         gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
-    store.create_run(info, source)
+    store.create_run(_redacted_info(info, redactor), redacted.encode())
+    if redacted != source:
+        workflow = _load_redacted_copy(store.read_workflow_copy()[0])
     start = workflow.start
     assert start is not None  # validated
     # large inputs go to the artifact store before the first save, also in `initial`
-    stored = Context(values, store.artifacts).snapshot()
+    stored = Context(values, store.artifacts, redactor=redactor).snapshot()
     state = RunState(run_id=run_id, next_node=start.id, context=dict(stored),
                      initial=dict(stored), agent_state=agent.save_state())
-    run = _Run(workflow, store, info, world, agent, options, observer)
+    run = _Run(workflow, store, info, world, agent, options, observer, redactor=redactor)
     # The event records what was asked, not bulk data: long inputs are cut (the state
     # holds them whole, large ones through the artifact store).
     shown_inputs = {name: value if len(value) <= EVENT_VALUE_CHARS else
@@ -286,6 +329,33 @@ def start_run(request: RunRequest, world: World | None = None, *,
                        goal=values["goal"], inputs=shown_inputs)
     store.save_whole(state)
     return run.execute(state)
+
+
+def _redacted_info(info: RunInfo, redactor: Redactor) -> RunInfo:
+    """`info` with every secret masked (SPEC §14: run.json holds none)."""
+    return RunInfo.from_json(redactor.value(info.to_json()))
+
+
+def _redactor(world: World) -> Redactor:
+    """The run's redactor: the secrets of the world's environment and of the process's
+    (scripts run with the process's, so what they print of it must be masked too)."""
+    return Redactor.from_environment(os.environ, extra=secret_values(world.environ))
+
+
+def _workflow_source(path: Path) -> str:
+    # a BOM at the start is accepted, as by the loader
+    return path.read_text(encoding="utf-8").removeprefix("\ufeff")
+
+
+def _load_redacted_copy(copy: Path) -> Workflow:
+    """The workflow as its run copy holds it, secrets masked; refused when masking them
+    broke it (a secret written as a bare word, say)."""
+    try:
+        return load_workflow(copy)
+    except (WorkflowSyntaxError, WorkflowInvalid) as err:
+        raise RunRefused("workflow", f"holds a secret value, and with it masked as *** it no "
+                         f"longer validates: {err}", "do not write secrets into a workflow: "
+                         "read them from the environment in a script ($GITHUB_TOKEN)") from None
 
 
 def resume_run(run_path: Path, world: World | None = None,
@@ -340,7 +410,7 @@ def resume_run(run_path: Path, world: World | None = None,
         store.append_event("checkpoint_recovered", problem=loaded.recovered)
         store.save_whole(state)
     if answers:
-        store.write_run_info(info)
+        store.write_run_info(_redacted_info(info, run.redactor))
     if state.status is RunStatus.RUNNING:
         store.append_event("run_resumed", next_node=state.next_node or "")
     return run.execute(state)
@@ -367,15 +437,53 @@ def _agent_from_profile(profile: str, workspace: Path, workflow: Workflow) -> Ag
     return make_backend(profile, base_dir=workspace)
 
 
-def _folder_path(location: str, workspace: Path, name: str) -> Path:
-    candidate = Path(location)
-    if not candidate.is_absolute():
-        candidate = (workspace / candidate)
-    if candidate.is_dir():
-        return candidate.resolve()
-    raise RunRefused(f"--repo {name}={location}", "is not a local directory",
-                     "give a path to a git worktree (GitHub repositories come with the "
-                     "forge issue)")
+def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> dict[str, Any]:
+    """What run.json records about the folders: their repositories on the forge (`repos`),
+    their working directories (`folders`), the forge and the local check commands.
+
+    A folder works in `<workspace>/<name>` (where `worktree_add` puts it); a workflow that
+    creates no worktrees works in a local LOCATION itself (a folder given as a path)."""
+    kind = forge_kind(request.repos.values(), request.forge or None, workspace)
+    creates_worktrees = bool(workflow.nodes_of(NodeType.WORKTREE_ADD))
+    repos: dict[str, str] = {}
+    folders: dict[str, str] = {}
+    for name, location in request.repos.items():
+        if kind == "github" or is_github_location(location, workspace):
+            repos[name] = location
+            folders[name] = str(workspace / name)
+            continue
+        path = Path(location).expanduser()
+        path = (path if path.is_absolute() else workspace / path).resolve()
+        if not path.is_dir():
+            raise RunRefused(f"--repo {name}={location}", "is not a local directory",
+                             "give the path of a git repository (the local forge) or "
+                             "owner/name (GitHub)")
+        repos[name] = str(path)
+        folders[name] = str(workspace / name if creates_worktrees else path)
+    checks = {**configured_checks(workspace), **request.checks}
+    unknown = sorted(set(checks) - set(repos))
+    if unknown and request.repos:
+        raise RunRefused(f"check for folder '{unknown[0]}'", "names no folder of the run",
+                         f"the folders are: {', '.join(repos)}")
+    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks}
+
+
+def run_branch(values: Mapping[str, Any], run_id: str) -> str:
+    """`delivery/<ticket slug>` when the run has a `ticket` input, else `delivery/<run id>`."""
+    slug = ticket_slug(str(values.get("ticket") or ""))
+    return f"delivery/{slug or run_id}"
+
+
+def ticket_slug(ticket: str) -> str:
+    """`https://github.com/o/web/issues/12` -> `web-12`; `https://x/browse/T-1` -> `t-1`."""
+    parts = [part for part in re.split(r"[/?#]", ticket.split("://", 1)[-1]) if part][1:]
+    if not parts:
+        return ""
+    words = parts[-1:]
+    if parts[-1].isdigit() and len(parts) >= 3:
+        words = [parts[-3], parts[-1]]  # owner/name/issues/12: the name and the number
+    slug = re.sub(r"[^a-z0-9._-]+", "-", "-".join(words).lower()).strip("-.")
+    return slug[:40].rstrip("-.")
 
 
 def _answer_lists(answers: Mapping[str, str | Sequence[str]]) -> dict[str, list[str]]:
@@ -393,12 +501,17 @@ def parse_answers(items: Sequence[str]) -> dict[str, list[str]]:
 
 
 def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
-    """`K=V` items of a repeated option; RunRefused names the bad one."""
+    """`K=V` items of a repeated option; RunRefused names the bad one, or the name given
+    twice (the second value would silently win)."""
     values: dict[str, str] = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise RunRefused(f"{option} {item!r}", "is not NAME=VALUE",
                              f"write {option} name=value")
-        values[name.strip()] = value
+        name = name.strip()
+        if name in values:
+            raise RunRefused(f"{option} {name}=", "is given twice",
+                             f"give {option} {name}=VALUE once")
+        values[name] = value
     return values

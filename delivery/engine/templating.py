@@ -348,6 +348,8 @@ class Renderer:
                 compiled = self._environments[shell].from_string(expanded)
             except TemplateSyntaxError as err:
                 raise TemplateRenderError(f"syntax error: {err.message}", err.lineno) from None
+            except RecursionError:
+                raise TemplateRenderError("the template is nested too deeply") from None
             if len(self._compiled) >= 1024:
                 self._compiled.clear()
             self._compiled[cache_key] = compiled

@@ -50,7 +50,7 @@ from delivery.lang.syntax import (
 
 INT_ATTRS = frozenset({"max_retries", "default_max_retries", "weight", "max_parallel"})
 BOOL_ATTRS = frozenset({"goal_gate", "loop_restart", "delegatable"})
-DURATION_ATTRS = frozenset({"timeout", "interval"})
+DURATION_ATTRS = frozenset({"timeout", "interval", "max_interval"})
 
 
 def value_position(value: Value, offset: int) -> tuple[int, int]:
@@ -289,7 +289,8 @@ class _Builder:
             edge.condition = parse_condition(attr.text)
         except ConditionSyntaxError as err:
             line, column = value_position(attr.value, err.offset)
-            self.diag("condition_syntax", f"condition {attr.text!r}: expected {err.expected}, "
+            shown = attr.text if len(attr.text) <= 80 else attr.text[:77] + "..."
+            self.diag("condition_syntax", f"condition {shown!r}: expected {err.expected}, "
                       f"found {err.found}", line, column, edge=edge.name,
                       fix="conditions look like outcome=succeeded && pr.state!=MERGED")
 

@@ -25,6 +25,9 @@ Op = Literal["=", "!=", "<", "<=", ">", ">=", "contains"]
 LiteralKind = Literal["word", "string", "number", "bool"]
 
 OUTCOME_ALIASES = {"success": "succeeded", "fail": "failed"}
+# How deeply '!' and '(' may nest: far beyond any real condition, well within the
+# interpreter's recursion limit (the parser and the evaluators recurse).
+MAX_CONDITION_DEPTH = 100
 
 
 def canonical_outcome(text: str) -> str:
@@ -199,6 +202,7 @@ class _ConditionParser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     def skip_ws(self) -> None:
         text = self.text
@@ -229,15 +233,22 @@ class _ConditionParser:
 
     def parse_unary(self) -> Expr:
         self.skip_ws()
-        if self.text.startswith("!", self.pos) and not self.text.startswith("!=", self.pos):
-            self.pos += 1
-            return Not(self.parse_unary())
-        if self.accept("("):
-            inner = self.parse_or()
+        negate = self.text.startswith("!", self.pos) and not self.text.startswith("!=", self.pos)
+        if not negate and not self.text.startswith("(", self.pos):
+            return self.parse_atom()
+        if self.depth >= MAX_CONDITION_DEPTH:
+            raise ConditionSyntaxError(self.text, self.pos, f"at most {MAX_CONDITION_DEPTH} "
+                                       "nested '!' or '('", "deeper nesting")
+        self.depth += 1
+        self.pos += 1
+        if negate:
+            result: Expr = Not(self.parse_unary())
+        else:
+            result = self.parse_or()
             if not self.accept(")"):
                 raise ConditionSyntaxError(self.text, self.pos, "')'", self.found())
-            return inner
-        return self.parse_atom()
+        self.depth -= 1
+        return result
 
     def parse_atom(self) -> Expr:
         self.skip_ws()

@@ -33,9 +33,18 @@ class Diagnostic:
     def format_github(self) -> str:
         level = "error" if self.severity == "error" else "warning"
         message = f"[{self.rule}] {self.message}" + (f" Fix: {self.fix}" if self.fix else "")
-        message = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-        file = self.file.replace(",", "%2C").replace(":", "%3A")
-        return f"::{level} file={file},line={self.line},col={self.column}::{message}"
+        return (f"::{level} file={_github_property(self.file)},line={self.line},"
+                f"col={self.column}::{_github_data(message)}")
+
+
+def _github_data(text: str) -> str:
+    """Escaped as GitHub's workflow commands read a message (actions/toolkit escapeData)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _github_property(text: str) -> str:
+    """Escaped as a workflow command property (escapeProperty): also ':' and ','."""
+    return _github_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:

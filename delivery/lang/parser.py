@@ -30,11 +30,14 @@ from delivery.lang.syntax import (
 
 NODE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _KEYWORDS = {"graph", "node", "edge", "subgraph", "digraph", "strict"}
+# Subgraphs nest at most this deep: the parser and the builder recurse per level.
+MAX_SUBGRAPH_DEPTH = 100
 
 
 def parse_dot(source: str, file: str = "<workflow>") -> DotGraph:
     """Parse DOT text into a syntax tree, or raise WorkflowSyntaxError naming file:line:col."""
-    return _Parser(tokenize(source, file), file).parse_graph()
+    # a UTF-8 byte order mark some editors write is not part of the text
+    return _Parser(tokenize(source.removeprefix("\ufeff"), file), file).parse_graph()
 
 
 class _Parser:
@@ -42,6 +45,7 @@ class _Parser:
         self.tokens = tokens
         self.i = 0
         self.file = file
+        self.depth = 0
 
     # -- helpers ---------------------------------------------------------------
     def peek(self, ahead: int = 0) -> Token:
@@ -159,13 +163,18 @@ class _Parser:
         return (tok.text, tok.line, tok.column)
 
     def parse_subgraph(self, *, anonymous: bool) -> SubgraphStmt:
+        if self.depth >= MAX_SUBGRAPH_DEPTH:
+            raise self.error(self.peek(), f"at most {MAX_SUBGRAPH_DEPTH} nested subgraphs",
+                             "flatten the subgraphs: nesting only scopes node and edge defaults")
         start = self.advance()  # 'subgraph' or '{'
         name: str | None = None
         if not anonymous:
             if self.peek().kind in (Tok.ID, Tok.STRING):
                 name = self.advance().text
             self.expect(Tok.LBRACE, "'{'", "write 'subgraph NAME { ... }'")
+        self.depth += 1
         body = self.parse_statements()
+        self.depth -= 1
         self.expect(Tok.RBRACE, "'}' or a statement", "close the subgraph")
         return SubgraphStmt(name, start.line, start.column, body)
 

@@ -10,13 +10,38 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from jinja2 import TemplateSyntaxError, meta, nodes
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from delivery.errors import TemplateProblem as TemplateProblem
 
-_PARSE_ENV = ImmutableSandboxedEnvironment()
+
+class _ParseEnvironment(ImmutableSandboxedEnvironment):
+    # No operator is folded at compile time: `{{ 9**(9**9) }}` or `{{ 'a' * 10**10 }}`
+    # must not be computed while validating (SPEC §14).
+    intercepted_binops = frozenset({"+", "-", "*", "/", "//", "%", "**"})
+    intercepted_unops = frozenset({"+", "-"})
+
+
+class _ScopeTracker(meta.TrackingCodeGenerator):
+    """Jinja's own scope analysis (which names a template reads from outside), with the
+    optimizer off and no constant output folded: nothing of the template is evaluated."""
+
+    def __init__(self, environment: Any) -> None:
+        CodeGenerator.__init__(self, environment, "<introspection>", "<introspection>",
+                               optimized=False)
+        self.undeclared_identifiers: set[str] = set()
+
+    def _output_child_to_const(self, node: nodes.Expr, frame: Frame, finalize: Any) -> str:
+        if isinstance(node, nodes.TemplateData):
+            return str(node.data)
+        raise nodes.Impossible()
+
+
+_PARSE_ENV = _ParseEnvironment()
 DOLLAR_GOAL = re.compile(r"\$goal\b")
 
 
@@ -67,11 +92,15 @@ def template_reads(source: str) -> list[TemplateRead]:
 def _jinja_reads(source: str) -> list[TemplateRead]:
     try:
         ast = _PARSE_ENV.parse(source)
+        tracker = _ScopeTracker(_PARSE_ENV)
+        tracker.visit(ast)
+        roots = tracker.undeclared_identifiers
+        reads: list[TemplateRead] = []
+        _visit(ast, roots, reads)
     except TemplateSyntaxError as err:
         raise TemplateProblem(err.message or "template syntax error", err.lineno or 1) from None
-    roots = meta.find_undeclared_variables(ast)
-    reads: list[TemplateRead] = []
-    _visit(ast, roots, reads)
+    except RecursionError:
+        raise TemplateProblem("the template is nested too deeply to check", 1) from None
     return reads
 
 

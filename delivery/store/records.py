@@ -131,15 +131,22 @@ class RunInfo:
     workspace: str
     started: str
     agent: str = ""
-    folders: dict[str, str] = field(default_factory=dict)
+    forge: str = ""  # local | github
+    repos: dict[str, str] = field(default_factory=dict)  # folder -> repository location
+    folders: dict[str, str] = field(default_factory=dict)  # folder -> working directory
+    checks: dict[str, str] = field(default_factory=dict)  # folder -> local check command
+    branch: str = ""  # the run's branch in every folder
+    git_cache: str = ""  # the clone cache worktrees hang on ("": the default)
     answers: dict[str, list[str]] = field(default_factory=dict)  # gate -> one per visit
     gates: str = "deny"  # deny | pause | managed: what an unanswered gate does off a terminal
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "workflow": self.workflow,
                 "workflow_sha256": self.workflow_sha256, "agent": self.agent,
-                "workspace": self.workspace, "folders": self.folders,
-                "answers": self.answers, "gates": self.gates, "started": self.started}
+                "workspace": self.workspace, "forge": self.forge, "repos": self.repos,
+                "folders": self.folders, "checks": self.checks, "branch": self.branch,
+                "git_cache": self.git_cache, "answers": self.answers, "gates": self.gates,
+                "started": self.started}
 
     @classmethod
     def from_json(cls, data: Any, what: str = "run.json") -> RunInfo:
@@ -154,8 +161,10 @@ class RunInfo:
         return cls(run_id=read.text("run_id"), workflow=read.text("workflow"),
                    workflow_sha256=read.text("workflow_sha256"),
                    workspace=read.text("workspace"), started=read.text("started", ""),
-                   agent=read.text("agent", ""), folders=read.str_map("folders"),
-                   answers=answers, gates=gates)
+                   agent=read.text("agent", ""), forge=read.text("forge", ""),
+                   repos=read.str_map("repos"), folders=read.str_map("folders"),
+                   checks=read.str_map("checks"), branch=read.text("branch", ""),
+                   git_cache=read.text("git_cache", ""), answers=answers, gates=gates)
 
 
 # -- the run state ---------------------------------------------------------------------------

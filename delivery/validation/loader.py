@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from delivery.errors import WorkflowInvalid, WorkflowSyntaxError
+from delivery.errors import Position, WorkflowInvalid, WorkflowSyntaxError
 from delivery.lang.builder import build_workflow
 from delivery.lang.diagnostics import Diagnostic, has_errors, sort_diagnostics
 from delivery.lang.model import Workflow
@@ -37,25 +37,45 @@ def _check(dot: DotGraph) -> tuple[Workflow, list[Diagnostic]]:
 
 def check_source(source: str, file: str = "<workflow>") -> tuple[Workflow | None, list[Diagnostic]]:
     """The model (None when the text does not parse) and every diagnostic, sorted."""
+    source = source.removeprefix(BOM)
     with _collector_paused():
         try:
             dot = parse_dot(source, file)
         except WorkflowSyntaxError as err:
-            pos = err.position
-            return None, [
-                Diagnostic("syntax", "error", f"expected {err.expected}, found {err.found}",
-                           pos.file, pos.line, pos.column, fix=err.fix)
-            ]
+            return None, [_syntax_diagnostic(err)]
         return _check(dot)
 
 
+# Far above any real workflow (20,000 nodes are ~2.5 MB) and low enough that parsing a
+# file of the limit stays within a few hundred MB of memory.
+MAX_WORKFLOW_BYTES = 8 * 1024 * 1024
+BOM = "\ufeff"
+
+
 def read_workflow_text(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
+    """The text of a workflow file (a UTF-8 byte order mark at the start is dropped), or
+    WorkflowSyntaxError when it is over MAX_WORKFLOW_BYTES."""
+    size = path.stat().st_size
+    if size > MAX_WORKFLOW_BYTES:
+        raise WorkflowSyntaxError(Position(str(path), 1, 1),
+                                  f"a workflow file of at most {MAX_WORKFLOW_BYTES} bytes (8 MiB)",
+                                  f"{size} bytes", "split the workflow into smaller ones")
+    return path.read_text(encoding="utf-8").removeprefix(BOM)
+
+
+def _syntax_diagnostic(err: WorkflowSyntaxError) -> Diagnostic:
+    pos = err.position
+    return Diagnostic("syntax", "error", f"expected {err.expected}, found {err.found}",
+                      pos.file, pos.line, pos.column, fix=err.fix)
 
 
 def check_file(path: str | Path) -> tuple[Workflow | None, list[Diagnostic]]:
     path = Path(path)
-    return check_source(read_workflow_text(path), str(path))
+    try:
+        source = read_workflow_text(path)
+    except WorkflowSyntaxError as err:
+        return None, [_syntax_diagnostic(err)]
+    return check_source(source, str(path))
 
 
 def load_workflow(path: str | Path) -> Workflow:

@@ -18,6 +18,7 @@ from delivery.lang.diagnostics import Diagnostic, Severity
 from delivery.lang.model import LLM_TYPES, Attribute, Edge, Node, NodeType, Workflow
 from delivery.lang.template_reads import TemplateProblem, template_reads
 from delivery.lang.topology import ParallelSection, parallel_sections, reachable
+from delivery.validation import security
 from delivery.validation.availability import Availability, Read, failure_can_take
 from delivery.validation.writes import is_always_available, stage_writes
 from probes.pr_state import PR_STATES
@@ -384,4 +385,4 @@ class _Checker:
 
 def validate(workflow: Workflow) -> list[Diagnostic]:
     """The validator's diagnostics for a built workflow (load diagnostics not included)."""
-    return _Checker(workflow).run()
+    return _Checker(workflow).run() + security.check(workflow)

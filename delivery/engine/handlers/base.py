@@ -8,7 +8,7 @@ routes; a handler never routes and never touches the checkpoint.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +18,7 @@ from delivery.agents.base import AgentBackend
 from delivery.engine.context import Context
 from delivery.engine.interviewer import Interviewer
 from delivery.engine.templating import Renderer
+from delivery.forges.base import Forge
 from delivery.lang.model import Node, Workflow
 
 Outcome = Literal["succeeded", "failed"]
@@ -67,9 +68,22 @@ class StageEnv:
     stage_dir: Callable[[str, int], Path]
     write_stage_file: Callable[[str, int, str, str], None]
     fidelity_preamble: Callable[[Node], str]
+    # The folders' forge side: their repositories on the forge, the run's branch, and the
+    # clone cache that worktrees hang on (outside the workspace).
+    forge: Forge | None = None
+    repos: Mapping[str, str] = field(default_factory=dict)
+    branch: str = ""
+    git_cache: Path | None = None
+    # folder -> its base branch, read from the forge once per run (a GitHub request each)
+    base_branches: dict[str, str] = field(default_factory=dict)
     # an unanswered human gate: "deny" fails it, "pause" pauses the run, "managed" lets
     # the node's agent answer a delegatable gate (SPEC §9.1)
     gates: str = "deny"
+    # the run's path so far, ending with the stage being run (wait stages count their
+    # consecutive visits from it)
+    path: Callable[[], Sequence[str]] = field(default=lambda: ())
+    # masks secrets in text a stage writes itself (script output, facts): SPEC §14
+    redact: Callable[[str], str] = field(default=lambda text: text)
 
 
 class Handler(Protocol):

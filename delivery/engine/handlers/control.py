@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
-from delivery.lang.model import Node, parse_duration
+from delivery.lang.model import Node, NodeType, parse_duration
 
 
 def run_noop(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
@@ -16,7 +16,57 @@ def run_conditional(node: Node, attempt: int, context: Context, env: StageEnv) -
     return StageResult("succeeded", keep_outcome=True)
 
 
+OBSERVING = frozenset({NodeType.PROBE, NodeType.CONDITIONAL})
+
+
 def run_wait(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
-    seconds = parse_duration(node.attr("interval", "0")) or 0.0
+    """Sleep `interval` before the next observation (SPEC §7.1).
+
+    Consecutive visits — the wait reached again through only probes, conditionals and
+    itself — multiply the interval by `backoff` (up to `max_interval`); once `timeout` has
+    passed since the first of them, the stage fails instead of sleeping again.
+    """
+    interval = parse_duration(node.attr("interval", "0")) or 0.0
+    backoff = _number(node.attr("backoff", "1"), 1.0)
+    ceiling = parse_duration(node.attr("max_interval", "")) if node.attr("max_interval") else None
+    timeout = parse_duration(node.attr("timeout", "")) if node.attr("timeout") else None
+    earlier = _consecutive_visits(node, env)
+    since_key = f"internal.wait.{node.id}.since"
+    now = env.clock.monotonic()
+    started = context.get(since_key) if earlier else None
+    since = float(started) if isinstance(started, (int, float)) else now
+    waited = now - since
+    if timeout is not None and waited >= timeout:
+        return StageResult.fail(
+            f"wait '{node.id}' timed out: {waited:.0f}s since its first visit "
+            f"(timeout {node.attr('timeout')}); what it waited for did not happen",
+            {since_key: since})
+    seconds = interval * backoff ** earlier
+    if ceiling is not None:
+        seconds = min(seconds, ceiling)
+    if timeout is not None:
+        seconds = min(seconds, max(timeout - waited, 0.0))
     env.clock.sleep(seconds)
-    return StageResult("succeeded")
+    return StageResult("succeeded", updates={since_key: since})
+
+
+def _consecutive_visits(node: Node, env: StageEnv) -> int:
+    """How many times the run came back to `node` through probes and conditionals alone
+    since a stage of another kind ran."""
+    path = env.path()
+    types = {node_id: n.type for node_id, n in env.workflow.nodes.items()}
+    visits = 0
+    # the path ends with this visit: walk back over what came before it
+    for step in reversed(path[:-1]):
+        if step == node.id:
+            visits += 1
+        elif types.get(step) not in OBSERVING:
+            break
+    return visits
+
+
+def _number(text: str, default: float) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return default

@@ -9,10 +9,16 @@ are still recorded, so a failing test run can report its counts.
 
 from __future__ import annotations
 
+import codecs
 import os
 import signal
 import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
@@ -60,6 +66,70 @@ def working_directory(node: Node, env: StageEnv) -> Path:
     return env.folders.get(folder, env.workspace / folder)
 
 
+_CHUNK = 1 << 16
+_BACKGROUND_WAIT = 2.0  # seconds to drain the pipes after the script ended
+
+
+def _copy_redacted(source: IO[bytes], target: Path, redact: Callable[[str], str]) -> None:
+    """Copy a pipe to `target`, redacting each piece. Pieces end at a newline where one
+    comes within 64 KiB (else at a blank), so a secret is cut in two only inside 64 KiB
+    without a blank."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    pending = ""
+    with target.open("w", encoding="utf-8") as out:
+        while True:
+            try:
+                block = source.read1(_CHUNK) if hasattr(source, "read1") else \
+                    source.read(_CHUNK)
+            except (OSError, ValueError):  # the pipe was closed under us: nothing more
+                block = b""
+            pending += decoder.decode(block, final=not block)
+            cut = len(pending) if not block else pending.rfind("\n") + 1
+            if not cut and len(pending) >= _CHUNK:
+                # a long line: cut after a blank (no token holds one), else anywhere
+                cut = max(pending.rfind(" "), pending.rfind("\t")) + 1 or len(pending)
+            if cut:
+                out.write(redact(pending[:cut]))
+                out.flush()
+                pending = pending[cut:]
+            if not block:
+                break
+
+
+def _run_redacted(script: str, cwd: Path, environment: dict[str, str], timeout: float | None,
+                  stage_dir: Path, redact: Callable[[str], str]) -> tuple[int, bool]:
+    """Run `bash -c script`; its stdout and stderr reach the stage folder redacted.
+    Returns (exit code, timed out)."""
+    process = subprocess.Popen(
+        ["bash", "-c", script], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, env=environment, start_new_session=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    copiers = [
+        threading.Thread(target=_copy_redacted, args=(pipe, stage_dir / name, redact),
+                         daemon=True)
+        for pipe, name in ((process.stdout, "stdout.txt"), (process.stderr, "stderr.txt"))
+    ]
+    for copier in copiers:
+        copier.start()
+    timed_out = False
+    try:
+        code = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        code = process.wait()
+        timed_out = True
+    deadline = time.monotonic() + _BACKGROUND_WAIT
+    for copier in copiers:
+        # A background child (`server &`) may hold the pipe open after the script ended:
+        # the stage does not wait for it; its copier goes on writing (redacted) until the
+        # child closes the pipe, as the child went on writing a plain file before.
+        copier.join(timeout=max(0.0, deadline - time.monotonic()))
+        if not copier.is_alive():
+            (process.stdout if copier is copiers[0] else process.stderr).close()
+    return code, timed_out
+
+
 def run_script(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     failed_key = f"{node.id}.failed"
     try:
@@ -68,29 +138,24 @@ def run_script(node: Node, attempt: int, context: Context, env: StageEnv) -> Sta
         return StageResult.fail(f"script template: {err}", {failed_key: True})
     stage_dir = env.stage_dir(node.id, attempt)
     env.write_stage_file(node.id, attempt, "prompt.md", script)
-    facts_path = stage_dir / "facts.env"
-    facts_path.write_text("", encoding="utf-8")
     cwd = working_directory(node, env)
     if not cwd.is_dir():
         return StageResult.fail(f"working directory {cwd} does not exist", {failed_key: True})
     timeout = parse_duration(node.attr("timeout")) if node.attr("timeout") else DEFAULT_TIMEOUT
-    environment = dict(os.environ)
-    environment["DELIVERY_FACTS"] = str(facts_path)
-    stdout_path, stderr_path = stage_dir / "stdout.txt", stage_dir / "stderr.txt"
-    with stdout_path.open("wb") as stdout, stderr_path.open("wb") as stderr:
-        process = subprocess.Popen(
-            ["bash", "-c", script], cwd=cwd, stdout=stdout, stderr=stderr,
-            stdin=subprocess.DEVNULL, env=environment, start_new_session=True,
-        )
-        timed_out = False
-        try:
-            code = process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            code = process.wait()
-            timed_out = True
+    # The script writes its facts outside the run directory; the stage folder gets them
+    # redacted (SPEC §14), as it gets stdout and stderr.
+    with tempfile.TemporaryDirectory(prefix="delivery-facts-") as private:
+        # <node>/<attempt>/facts.env, as the stage folder names it
+        facts_path = Path(private) / node.id / str(attempt) / "facts.env"
+        facts_path.parent.mkdir(parents=True)
+        facts_path.write_text("", encoding="utf-8")
+        environment = dict(os.environ)
+        environment["DELIVERY_FACTS"] = str(facts_path)
+        code, timed_out = _run_redacted(script, cwd, environment, timeout, stage_dir, env.redact)
+        facts_text = env.redact(facts_path.read_text(encoding="utf-8", errors="replace"))
+    (stage_dir / "facts.env").write_text(facts_text, encoding="utf-8")
     try:
-        written = parse_facts_file(facts_path.read_text(encoding="utf-8", errors="replace"))
+        written = parse_facts_file(facts_text)
     except FactsFormatError as err:
         problem = f"$DELIVERY_FACTS: {err}"
         if timed_out:

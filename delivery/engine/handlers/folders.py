@@ -1,0 +1,183 @@
+"""Stages that look at or shape the run's folders (SPEC §7, §7.1): `probe`, `worktree_add`
+and `worktree_remove`.
+
+A probe writes per-folder facts under the folder's name and the roll-ups; the PR side goes
+through the forge's one-call read (`PullRequestSource`) and `probes.facts`, so every forge
+classifies alike. A folder the forge cannot read fails the stage, naming it and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from delivery.engine.context import Context
+from delivery.engine.handlers.base import StageEnv, StageResult
+from delivery.errors import DeliveryError
+from delivery.errors import StageProblem as StageProblem
+from delivery.forges.base import Forge
+from delivery.git import (
+    add_worktree,
+    clone_path,
+    ensure_clone,
+    remove_worktree,
+)
+from delivery.lang.declarations import PROBE_KINDS
+from delivery.lang.model import Node
+from probes.evidence import PrQuery
+from probes.facts import pr_facts as forge_pr_facts
+from probes.facts import roll_up_facts
+from probes.worktree import diff_facts, worktree_facts, worktree_state
+
+PR_KEYS = ("pr.state", "pr.ready", "pr.number", "pr.url", "pr.raw")
+THREAD_KEYS = ("threads.unresolved",)
+
+
+def stage_folders(node: Node, env: StageEnv) -> list[str]:
+    if not node.folder:
+        return list(env.folders)
+    if node.folder not in env.folders:
+        known = ", ".join(env.folders) or "none (pass --repo NAME=LOCATION)"
+        raise StageProblem(f"folder '{node.folder}' is not one of the run's folders: {known}")
+    return [node.folder]
+
+
+def need_forge(env: StageEnv, what: str) -> Forge:
+    if env.forge is None:
+        raise StageProblem(f"{what} needs a forge, and this run has none "
+                            "(pass --repo NAME=LOCATION and --forge)")
+    return env.forge
+
+
+def folder_repository(env: StageEnv, folder: str) -> str:
+    repository = env.repos.get(folder)
+    if not repository:
+        raise StageProblem(f"folder '{folder}' has no repository (pass --repo "
+                            f"{folder}=LOCATION)")
+    return repository
+
+
+def _fail_on(problem: Exception) -> StageResult:
+    return StageResult.fail(str(problem))
+
+
+# -- probe -----------------------------------------------------------------------------
+def run_probe(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
+    kinds = node.probe_kinds or PROBE_KINDS
+    try:
+        folders = stage_folders(node, env)
+        facts: dict[str, Any] = {}
+        if "pr" in kinds or "threads" in kinds:
+            facts.update(_pr_facts(env, folders, kinds, context))
+        for folder in folders:
+            path = env.folders[folder]
+            if "worktree" in kinds:
+                facts.update(worktree_facts(folder, path))
+            if "diff" in kinds:
+                facts.update(_diff_facts(env, folder, path))
+    except (StageProblem, DeliveryError) as problem:
+        return _fail_on(problem)
+    return StageResult("succeeded", updates=facts)
+
+
+def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
+              context: Context) -> dict[str, Any]:
+    forge = need_forge(env, "probing pull requests")
+    queries = [PrQuery(folder, folder_repository(env, folder), head_branch=env.branch or None)
+               for folder in folders]
+    observed = forge_pr_facts(forge.pull_requests(queries), folders)
+    if observed.failures:
+        raise StageProblem("; ".join(f"folder '{failure.folder}': {failure.reason}"
+                                      for failure in observed.failures))
+    facts: dict[str, Any] = dict(observed.facts)
+    if len(folders) < len(env.folders):
+        # `folder=` probed one folder: the roll-ups still cover every folder, the others
+        # as they were last observed.
+        everyone = {key: context.get(key) for other in env.folders if other not in folders
+                    for key in (f"{other}.pr.state", f"{other}.pr.ready",
+                                f"{other}.threads.unresolved")
+                    if context.get(key) not in (None, "")}
+        facts.update(roll_up_facts({**everyone, **facts}, list(env.folders)))
+    wanted = (PR_KEYS if "pr" in kinds else ()) + (THREAD_KEYS if "threads" in kinds else ())
+    return {key: value for key, value in facts.items()
+            if key in wanted or key.split(".", 1)[1] in wanted}
+
+
+def base_branch(env: StageEnv, folder: str) -> str:
+    """The folder's base (its repository's default branch), asked once per run."""
+    if folder not in env.base_branches:
+        forge = need_forge(env, "the base branch")
+        env.base_branches[folder] = forge.default_branch(folder_repository(env, folder))
+    return env.base_branches[folder]
+
+
+def _diff_facts(env: StageEnv, folder: str, path: Path) -> dict[str, Any]:
+    if not worktree_state(path).exists:
+        return diff_facts(folder, path, "")  # no worktree: an empty diff, no forge asked
+    base = base_branch(env, folder)
+    try:
+        return diff_facts(folder, path, f"origin/{base}")
+    except ValueError:
+        try:  # a folder given as an existing path, without our `origin`
+            return diff_facts(folder, path, base)
+        except ValueError as err:
+            raise StageProblem(f"folder '{folder}': {err}") from None
+
+
+# -- worktrees -------------------------------------------------------------------------
+def _cache(env: StageEnv) -> Path:
+    if env.git_cache is None:
+        raise StageProblem("worktrees need a git cache directory (--cache)")
+    return env.git_cache
+
+
+def run_worktree_add(node: Node, attempt: int, context: Context,
+                     env: StageEnv) -> StageResult:
+    facts: dict[str, Any] = {}
+    try:
+        forge = need_forge(env, "creating worktrees")
+        if not env.branch:
+            raise StageProblem("the run has no branch to put the worktrees on")
+        for folder in stage_folders(node, env):
+            repository = folder_repository(env, folder)
+            try:
+                remote = forge.git_remote(repository)
+                clone = ensure_clone(remote.url, _cache(env), remote.http_headers)
+                add_worktree(clone, env.folders[folder], env.branch,
+                             base_branch(env, folder))
+            except DeliveryError as err:
+                raise StageProblem(f"folder '{folder}': {err}") from None
+            facts.update(worktree_facts(folder, env.folders[folder]))
+    except StageProblem as problem:
+        return _fail_on(problem)
+    return StageResult("succeeded", updates=facts)
+
+
+def run_worktree_remove(node: Node, attempt: int, context: Context,
+                        env: StageEnv) -> StageResult:
+    """Removes only clean, pushed worktrees; the others are kept and named in
+    `worktree.status`. `worktree.clean` is true when every worktree is gone."""
+    outcomes: dict[str, str] = {}
+    clean = True
+    try:
+        forge = need_forge(env, "removing worktrees")
+        for folder in stage_folders(node, env):
+            try:
+                remote = forge.git_remote(folder_repository(env, folder))
+                result = remove_worktree(clone_path(remote.url, _cache(env)),
+                                         env.folders[folder], env.branch,
+                                         remote.http_headers)
+            except DeliveryError as err:
+                raise StageProblem(f"folder '{folder}': {err}") from None
+            clean = clean and result.removed
+            outcomes[folder] = result.reason if result.removed else f"kept: {result.reason}"
+    except StageProblem as problem:
+        return _fail_on(problem)
+    return StageResult("succeeded", updates={"worktree.clean": clean,
+                                             "worktree.status": _status_text(outcomes)})
+
+
+def _status_text(outcomes: Mapping[str, str]) -> str:
+    """`web: removed; api: kept: uncommitted changes` — one entry per folder."""
+    return "; ".join(f"{folder}: {what}" for folder, what in outcomes.items()) or "no folders"

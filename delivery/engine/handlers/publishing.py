@@ -1,0 +1,153 @@
+"""`publish` and `merge` stages (SPEC §7.1), on the `Forge` protocol.
+
+Both are idempotent, so a stage killed half-way runs again safely: a publish commits only
+what is uncommitted, pushes (a no-op when the branch is up to date), finds the folder's PR
+by head branch before creating one, and rewrites its own marked block in each PR body; a
+merge passes the head SHA it saw and counts an already merged PR as done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from delivery.engine.context import Context
+from delivery.engine.handlers.base import StageEnv, StageResult
+from delivery.engine.handlers.folders import (
+    StageProblem,
+    base_branch,
+    folder_repository,
+    need_forge,
+    stage_folders,
+)
+from delivery.errors import DeliveryError
+from delivery.forges.base import PullRequestRef
+from delivery.git import commit_all, diff_against_base, push_branch, unpushed_commits
+from delivery.lang.model import Node
+from probes.evidence import ProbeFailure, PrQuery
+from probes.worktree import worktree_state
+
+BLOCK_END = "<!-- delivery:end -->"
+TITLE_CHARS = 72
+
+
+def block_begin(run_id: str) -> str:
+    return f"<!-- delivery:begin run={run_id} -->"
+
+
+def sibling_block(run_id: str, ticket: str, prs: Mapping[str, PullRequestRef]) -> str:
+    """The marked block every PR of the run carries: the ticket and every sibling PR."""
+    lines = [block_begin(run_id)]
+    if ticket:
+        lines.append(f"Ticket: {ticket}")
+    lines.append("Pull requests of this delivery:")
+    lines += [f"- {folder}: {ref.url}" for folder, ref in prs.items()]
+    lines.append(BLOCK_END)
+    return "\n".join(lines)
+
+
+def with_block(body: str, block: str) -> str:
+    """`body` with its delivery block replaced by `block` (appended when it has none)."""
+    start = body.find("<!-- delivery:begin")
+    end = body.find(BLOCK_END, start + 1) if start >= 0 else -1
+    if start >= 0 and end >= 0:
+        return body[:start] + block + body[end + len(BLOCK_END):]
+    return f"{body.rstrip()}\n\n{block}" if body.strip() else block
+
+
+def _title(node: Node, context: Context) -> str:
+    text = node.attr("title") or str(context.get("goal") or "delivery")
+    first = text.strip().splitlines()[0] if text.strip() else "delivery"
+    return first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1] + "…"
+
+
+def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
+    run_id = str(context.get("internal.run_id") or "")
+    ticket = str(context.get("ticket") or "")
+    title = _title(node, context)
+    message = f"{title}\n\nTicket: {ticket}\n" if ticket else f"{title}\n"
+    published: dict[str, PullRequestRef] = {}
+    try:
+        forge = need_forge(env, "publishing")
+        if not env.branch:
+            raise StageProblem("the run has no branch to publish")
+        for folder in stage_folders(node, env):
+            path = env.folders[folder]
+            repository = folder_repository(env, folder)
+            if not worktree_state(path).exists:
+                raise StageProblem(f"folder '{folder}': no worktree at {path} (add a "
+                                    "worktree_add stage before publish)")
+            try:
+                base = base_branch(env, folder)
+                if diff_against_base(path, base).empty and not unpushed_commits(path):
+                    continue  # nothing to deliver in this folder: no PR
+                commit_all(path, message)
+                push_branch(path, env.branch, forge.git_remote(repository).http_headers)
+                published[folder] = forge.find_or_create_pull_request(
+                    repository, head=env.branch, base=base, title=title,
+                    body=sibling_block(run_id, ticket, published))
+            except DeliveryError as err:
+                raise StageProblem(f"folder '{folder}': {err}") from None
+        block = sibling_block(run_id, ticket, published)
+        for folder, ref in published.items():
+            body = with_block(ref.body, block)
+            if body != ref.body:
+                try:
+                    forge.update_pull_request_body(folder_repository(env, folder), ref.number, body)
+                except DeliveryError as err:
+                    raise StageProblem(f"folder '{folder}': {err}") from None
+    except StageProblem as problem:
+        return StageResult.fail(str(problem))
+    updates: dict[str, Any] = {}
+    for folder, ref in published.items():
+        updates[f"{folder}.pr.number"] = ref.number
+        updates[f"{folder}.pr.url"] = ref.url
+    return StageResult("succeeded", updates=updates)
+
+
+def merge_order(node: Node, folders: list[str]) -> list[str]:
+    """`order=` first, then the folders it does not name, in folder order."""
+    named = [name.strip() for name in node.attr("order").split(",") if name.strip()]
+    return [f for f in named if f in folders] + [f for f in folders if f not in named]
+
+
+def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
+    done: list[str] = []
+    try:
+        forge = need_forge(env, "merging")
+        folders = stage_folders(node, env)
+        unknown = [name.strip() for name in node.attr("order").split(",")
+                   if name.strip() and name.strip() not in env.folders]
+        if unknown:
+            raise StageProblem(f"order= names '{unknown[0]}', not a folder of the run")
+        ordered = merge_order(node, folders)
+        # one read of every PR (one request on GitHub); each merge names the head SHA seen
+        observed = forge.pull_requests([PrQuery(folder, folder_repository(env, folder),
+                                                head_branch=env.branch)
+                                        for folder in ordered])
+        for folder in ordered:
+            repository = folder_repository(env, folder)
+            seen = observed.get(folder)
+            if isinstance(seen, ProbeFailure):
+                raise StageProblem(f"folder '{folder}': {seen.reason}")
+            if seen is None:
+                continue  # no PR (a folder without changes): nothing to merge
+            if seen.state.value == "MERGED":
+                done.append(folder)
+                continue
+            if not seen.ready:
+                raise StageProblem(f"folder '{folder}': PR #{seen.number} is not ready to "
+                                    f"merge ({seen.state.value}); left open with the rest")
+            try:
+                result = forge.merge_pull_request(repository, seen.number,
+                                                  expected_head_sha=seen.head_sha)
+            except DeliveryError as err:
+                raise StageProblem(f"folder '{folder}': {err}") from None
+            if result.outcome == "refused":
+                raise StageProblem(f"folder '{folder}': PR #{seen.number} was not merged: "
+                                    f"{result.reason}")
+            done.append(folder)
+    except (StageProblem, DeliveryError) as problem:
+        merged = f" (merged before it: {', '.join(done)})" if done else ""
+        return StageResult.fail(f"{problem}{merged}")
+    return StageResult("succeeded")

@@ -1,0 +1,352 @@
+"""The GitHub forge (SPEC §7.1): writes through the REST API with PyGithub, reads through
+the probe's one GraphQL query (`probes.github`), git over HTTPS with the token as a header.
+
+Writes are never retried blindly. PyGithub's own retries are off (`retry=None`: it would
+repeat a POST after a 502 that may have created the PR); every retry here is made
+idempotent by looking for the effect first — a PR for the head branch, a comment with the
+marker, a merged PR — and a PATCH that sets a value is simply repeated. Reads and the
+look-ups are retried on 5xx, dropped connections and rate limits (honouring `Retry-After`
+and `x-ratelimit-reset`) within a budget; sleep and clock are injectable.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+import requests
+from github import Auth, Github, GithubException
+from github.PullRequest import PullRequest
+from github.Repository import Repository
+from tenacity import RetryCallState, Retrying, retry_if_exception_type
+
+from delivery.errors import ForgeError
+from delivery.forges.base import GitRemote, MergeResult, PullRequestRef
+from probes.evidence import PrObservation, PrQuery
+from probes.github import (
+    DEFAULT_API_URL,
+    GitHubPullRequestSource,
+    RetryBudget,
+    graphql_url_from_environment,
+)
+
+DEFAULT_SERVER_URL = "https://github.com"
+T = TypeVar("T")
+MergeMethod = Literal["merge", "squash", "rebase"]
+
+
+class _Transient(Exception):
+    def __init__(self, reason: str, wait: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.wait = wait
+
+
+class GitHubForge:
+    """`delivery.forges.base.Forge` for GitHub (github.com or GitHub Enterprise Server)."""
+
+    name = "github"
+
+    def __init__(self, token: str, *, api_url: str = DEFAULT_API_URL,
+                 graphql_url: str | None = None, server_url: str = DEFAULT_SERVER_URL,
+                 budget: RetryBudget | None = None, sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.time, timeout: int = 30,
+                 merge_method: MergeMethod = "merge") -> None:
+        if not token:
+            raise ForgeError("github", "-", "authenticate", "no token was given",
+                             "set GITHUB_TOKEN to a token that can write to the repositories")
+        self._token = token
+        self.api_url = api_url.rstrip("/")
+        self.server_url = server_url.rstrip("/")
+        self.budget = budget or RetryBudget()
+        self.merge_method = merge_method
+        self._sleep = sleep
+        self._clock = clock
+        self._github = Github(
+            base_url=self.api_url, auth=Auth.Token(token), timeout=timeout, per_page=100,
+            retry=None,  # no blind retries of writes; ours look for the effect first
+            seconds_between_requests=None, seconds_between_writes=None,
+            lazy=True)  # objects are fetched when a field is read, inside our retries
+        self._probe = GitHubPullRequestSource(
+            token, graphql_url=graphql_url or graphql_url_from_environment(
+                {"GITHUB_API_URL": self.api_url}),
+            budget=self.budget, sleep=sleep, clock=clock, timeout=timeout)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str], **options: Any) -> GitHubForge:
+        """As inside Actions: `GITHUB_TOKEN`, `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`,
+        `GITHUB_SERVER_URL` (public GitHub when unset)."""
+        return cls(environ.get("GITHUB_TOKEN", ""),
+                   api_url=environ.get("GITHUB_API_URL") or DEFAULT_API_URL,
+                   graphql_url=graphql_url_from_environment(environ),
+                   server_url=environ.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL,
+                   **options)
+
+    def __repr__(self) -> str:
+        return f"GitHubForge(api_url={self.api_url!r})"
+
+    def close(self) -> None:
+        self._github.close()
+
+    # -- reads ----------------------------------------------------------------------------
+    def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:
+        return self._probe.pull_requests(queries)
+
+    def git_remote(self, repository: str) -> GitRemote:
+        owner, name = _split(repository)
+        pair = base64.b64encode(f"x-access-token:{self._token}".encode()).decode()
+        return GitRemote(url=f"{self.server_url}/{owner}/{name}.git",
+                         http_headers=(f"Authorization: Basic {pair}",))
+
+    def default_branch(self, repository: str) -> str:
+        return self._retry("read the repository", repository,
+                           lambda: str(self._repo(repository).default_branch))
+
+    def permission(self, repository: str, user: str) -> str:
+        """`admin`, `maintain`, `write`, `triage`, `read` or `none` (SPEC §14: who may
+        trigger a run is checked through the API)."""
+        return self._retry("read a collaborator's permission", repository,
+                           lambda: str(self._repo(repository)
+                                       .get_collaborator_permission(user)))
+
+    # -- writes ---------------------------------------------------------------------------
+    def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
+                                    title: str, body: str) -> PullRequestRef:
+        repo = self._repo(repository)
+        owner, _ = _split(repository)
+
+        def find() -> PullRequest | None:
+            pulls = list(repo.get_pulls(state="all", head=f"{owner}:{head}",
+                                        direction="desc"))
+            open_ = [p for p in pulls if p.state == "open"]
+            return open_[0] if open_ else (pulls[0] if pulls else None)
+
+        existing = self._retry(f"look for the PR of {head}", repository, find)
+        if existing is not None:
+            return _ref(repository, existing, created=False)
+        operation = f"open a PR for {head}"
+        try:
+            created = self._write(operation, repository,
+                                  lambda: repo.create_pull(base=base, head=head, title=title,
+                                                           body=body), find_effect=find)
+        except ForgeError as error:
+            if "already exists" in error.problem:  # another run opened it meanwhile
+                found = self._retry(operation, repository, find)
+                if found is not None:
+                    return _ref(repository, found, created=False)
+            raise
+        return _ref(repository, created, created=True)
+
+    def update_pull_request_body(self, repository: str, number: int, body: str) -> None:
+        repo = self._repo(repository)
+        pr = self._retry(f"read PR #{number}", repository, lambda: repo.get_pull(number))
+        if (pr.body or "") == body:
+            return
+        # Setting a value is idempotent: repeating the PATCH is safe.
+        self._retry(f"update the body of PR #{number}", repository,
+                    lambda: pr.edit(body=body))
+
+    def merge_pull_request(self, repository: str, number: int, *,
+                           expected_head_sha: str) -> MergeResult:
+        repo = self._repo(repository)
+        pr = self._retry(f"read PR #{number}", repository, lambda: repo.get_pull(number))
+        verdict = _merge_verdict(repository, pr, expected_head_sha)
+        if verdict is not None:
+            return verdict
+
+        def merged_meanwhile() -> PullRequest | None:
+            again = repo.get_pull(number)
+            return again if again.merged else None
+
+        try:
+            status = self._write(
+                f"merge PR #{number}", repository,
+                lambda: pr.merge(sha=expected_head_sha, merge_method=self.merge_method),
+                find_effect=merged_meanwhile)
+        except ForgeError as error:
+            again = self._retry(f"read PR #{number}", repository, lambda: repo.get_pull(number))
+            if again.merged:
+                return MergeResult(repository, number, "already_merged",
+                                   merge_sha=again.merge_commit_sha or "")
+            return MergeResult(repository, number, "refused", reason=error.problem)
+        if isinstance(status, PullRequest):  # the lost answer's merge was found
+            return MergeResult(repository, number, "merged",
+                               merge_sha=status.merge_commit_sha or "")
+        if not status.merged:
+            return MergeResult(repository, number, "refused", reason=status.message)
+        return MergeResult(repository, number, "merged", merge_sha=status.sha or "")
+
+    def upsert_comment(self, repository: str, number: int, marker: str, body: str) -> int:
+        """The PR comment holding `marker` gets `body` (which must contain the marker);
+        created once, edited afterwards. Returns the comment's id."""
+        if marker not in body:
+            raise ValueError("the comment body must contain its marker")
+        repo = self._repo(repository)
+
+        def find() -> Any:
+            for comment in repo.get_issue(number).get_comments():
+                if marker in (comment.body or ""):
+                    return comment
+            return None
+
+        existing = self._retry(f"read the comments of PR #{number}", repository, find)
+        if existing is not None:
+            if existing.body != body:
+                self._retry(f"edit a comment of PR #{number}", repository,
+                            lambda: existing.edit(body))
+            return int(existing.id)
+        issue = repo.get_issue(number)
+        created = self._write(f"comment on PR #{number}", repository,
+                              lambda: issue.create_comment(body), find_effect=find)
+        return int(created.id)
+
+    def delete_branch(self, repository: str, branch: str) -> bool:
+        """True when the branch was deleted, False when it was already gone."""
+        repo = self._repo(repository)
+
+        def delete() -> bool:
+            try:
+                repo.get_git_ref(f"heads/{branch}").delete()
+            except GithubException as error:
+                if error.status in (404, 422):
+                    return False
+                raise
+            return True
+
+        return self._retry(f"delete the branch {branch}", repository, delete)
+
+    # -- the retry machinery --------------------------------------------------------------
+    def _repo(self, repository: str) -> Repository:
+        """A lazy handle: no request until one of its fields or methods is used."""
+        owner, name = _split(repository)
+        return self._github.get_repo(f"{owner}/{name}")
+
+    def _retry(self, operation: str, repository: str, call: Callable[[], T]) -> T:
+        """A read or an idempotent write: retried as it is."""
+        result: T = self._attempts(operation, repository, call, None)
+        return result
+
+    def _write(self, operation: str, repository: str, call: Callable[[], T],
+               *, find_effect: Callable[[], Any]) -> Any:
+        """A write that must not happen twice: before each retry, `find_effect()` looks
+        for what an earlier attempt (whose answer was lost) may have done."""
+        return self._attempts(operation, repository, call, find_effect)
+
+    def _attempts(self, operation: str, repository: str, call: Callable[[], T],
+                  find_effect: Callable[[], Any] | None) -> Any:
+        budget = self.budget
+        waited = [0.0]
+
+        def wait_for(state: RetryCallState) -> float:
+            error = state.outcome.exception() if state.outcome else None
+            if isinstance(error, _Transient) and error.wait is not None:
+                return max(error.wait, 0.0)
+            return float(min(budget.backoff_first * 2 ** (state.attempt_number - 1),
+                             budget.backoff_max))
+
+        def stop(state: RetryCallState) -> bool:
+            return (state.attempt_number >= budget.attempts
+                    or waited[0] + wait_for(state) > budget.wait_seconds)
+
+        def sleep(seconds: float) -> None:
+            waited[0] += seconds
+            self._sleep(seconds)
+
+        def attempt() -> Any:
+            if find_effect is not None and attempts_made[0] > 0:
+                found = self._classify(operation, repository, find_effect)
+                if found is not None:
+                    return found
+            attempts_made[0] += 1
+            return self._classify(operation, repository, call)
+
+        attempts_made = [0]
+        retrying = Retrying(retry=retry_if_exception_type(_Transient), stop=stop,
+                            wait=wait_for, sleep=sleep, reraise=True)
+        try:
+            return retrying(attempt)
+        except _Transient as error:
+            raise ForgeError("github", repository, operation,
+                             f"{error.reason}; gave up after {budget.attempts} attempts",
+                             "try again later (a resumed run repeats this step safely)"
+                             ) from None
+
+    def _classify(self, operation: str, repository: str, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except GithubException as error:
+            message = _message(error)
+            if error.status >= 500:
+                raise _Transient(f"HTTP {error.status}") from None
+            if error.status in (403, 429):
+                wait = self._rate_limit_wait(error.headers or {}, message)
+                if wait is not None:
+                    raise _Transient(f"rate limited ({message})", wait) from None
+            if error.status == 401:
+                raise ForgeError("github", repository, operation,
+                                 f"the token was refused ({message})",
+                                 "check GITHUB_TOKEN") from None
+            if error.status == 404:
+                raise ForgeError("github", repository, operation,
+                                 f"not found ({message})",
+                                 "check the repository name and that the token can see it"
+                                 ) from None
+            raise ForgeError("github", repository, operation,
+                             f"HTTP {error.status}: {message}") from None
+        except requests.RequestException as error:
+            raise _Transient(f"connection failed ({type(error).__name__})") from None
+
+    def _rate_limit_wait(self, headers: Mapping[str, str], message: str) -> float | None:
+        lowered = {k.lower(): v for k, v in headers.items()}
+        retry_after = lowered.get("retry-after", "").strip()
+        if retry_after.isdigit():
+            return float(retry_after)
+        if lowered.get("x-ratelimit-remaining") == "0":
+            reset = lowered.get("x-ratelimit-reset", "").strip()
+            if reset.isdigit():
+                return max(float(reset) - self._clock(), 0.0) + 1.0
+            return self.budget.secondary_default
+        if "rate limit" in message.lower():
+            return self.budget.secondary_default
+        return None
+
+
+def _split(repository: str) -> tuple[str, str]:
+    owner, slash, name = repository.strip().partition("/")
+    if not slash or not owner or not name or "/" in name:
+        raise ForgeError("github", repository, "name the repository",
+                         "a GitHub repository is owner/name", "write it as owner/name")
+    return owner, name.removesuffix(".git")
+
+
+def _message(error: GithubException) -> str:
+    data = error.data
+    if isinstance(data, dict):
+        parts = [str(data.get("message", ""))]
+        for item in data.get("errors") or []:
+            if isinstance(item, dict) and item.get("message"):
+                parts.append(str(item["message"]))
+        return ": ".join(p for p in parts if p) or f"HTTP {error.status}"
+    return f"HTTP {error.status}"
+
+
+def _ref(repository: str, pr: PullRequest, *, created: bool) -> PullRequestRef:
+    return PullRequestRef(repository=repository, number=pr.number, url=pr.html_url,
+                          head_ref=pr.head.ref, created=created, body=pr.body or "")
+
+
+def _merge_verdict(repository: str, pr: PullRequest, expected: str) -> MergeResult | None:
+    """The result without trying, when the PR's state already decides it."""
+    if pr.merged:
+        return MergeResult(repository, pr.number, "already_merged",
+                           merge_sha=pr.merge_commit_sha or "")
+    if pr.state == "closed":
+        return MergeResult(repository, pr.number, "refused",
+                           reason=f"PR #{pr.number} was closed without being merged")
+    if expected and pr.head.sha != expected:
+        return MergeResult(repository, pr.number, "refused",
+                           reason=f"the head of PR #{pr.number} moved: expected "
+                                  f"{expected[:12]}, found {pr.head.sha[:12]}")
+    return None

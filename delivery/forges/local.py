@@ -1,0 +1,466 @@
+"""The local forge (SPEC §7.1): offline, embedded, no network.
+
+A folder's "remote" is a git repository on disk (bare, ideally). Its pull requests are
+records in `<git dir>/delivery/pulls.json`, next to the objects they point at; every write
+holds an fcntl lock on `pulls.lock` and replaces the file atomically, so concurrent runs
+never lose or duplicate a record. Checks come from a per-folder command run against the PR
+head in a temporary clone and are cached by head commit; mergeability from
+`git merge-tree --write-tree`; reviews and review threads from `delivery review`; a merge
+is a real merge commit written into the remote's base branch with a compare-and-swap.
+
+The facts and the classification are the ones every forge shares (`probes.facts`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from git import Repo
+
+from delivery.errors import ForgeError
+from delivery.forges.base import GitRemote, MergeResult, PullRequestRef
+from delivery.git import BOT_EMAIL, BOT_NAME
+from probes.evidence import (
+    FailingCheck,
+    ProbeFailure,
+    PrObservation,
+    PrQuery,
+    PullRequestSnapshot,
+    ReviewNote,
+    ThreadNote,
+)
+from probes.pr_state import Checks, Mergeable, PrEvidence, Review
+
+RECORDS_DIR = "delivery"
+CHECK_TIMEOUT = 600.0
+SUMMARY_CHARS = 2000
+ReviewState = Literal["APPROVED", "CHANGES_REQUESTED", "COMMENTED"]
+
+
+def _error(repository: str, operation: str, problem: str, fix: str = "") -> ForgeError:
+    return ForgeError("local", repository, operation, problem, fix)
+
+
+def git_dir_of(repository: str) -> Path:
+    """The git directory of a local forge repository (bare, or a working tree's .git)."""
+    path = Path(repository).expanduser()
+    if (path / "HEAD").is_file() and (path / "objects").is_dir():
+        return path.resolve()
+    if (path / ".git" / "HEAD").is_file():
+        return (path / ".git").resolve()
+    raise _error(repository, "open the repository", "it is not a git repository",
+                     "give the path of a (bare) git repository")
+
+
+def _git(git_dir: Path, *args: str, env: Mapping[str, str] | None = None,
+         check: bool = True) -> tuple[int, str, str]:
+    """`git <args>` in the repository (its own Repo, closed); (status, stdout, stderr)."""
+    with Repo(git_dir) as repo:
+        status, out, err = repo.git.execute(["git", *args], with_extended_output=True,
+                                            with_exceptions=False,
+                                            env=dict(env) if env else None)
+    if check and status != 0:
+        raise _error(str(git_dir), f"run git {args[0]}", err.strip())
+    return int(status), str(out), str(err)
+
+
+def _ref_sha(git_dir: Path, branch: str) -> str:
+    status, out, _ = _git(git_dir, "rev-parse", "--verify", "--quiet",
+                          f"refs/heads/{branch}^{{commit}}", check=False)
+    return out.strip() if status == 0 else ""
+
+
+@dataclass(frozen=True)
+class MergeTree:
+    tree: str
+    conflicts: tuple[str, ...]  # conflicting paths; empty when the merge is clean
+
+
+def merge_tree(git_dir: Path, base_sha: str, head_sha: str) -> MergeTree:
+    status, out, err = _git(git_dir, "merge-tree", "--write-tree", "--name-only",
+                            "--no-messages", base_sha, head_sha, check=False)
+    if status not in (0, 1):
+        raise _error(str(git_dir), "compute mergeability (git merge-tree)",
+                         err.strip(),
+                         "the local forge needs git 2.38 or later")
+    lines = out.splitlines()
+    files = tuple(dict.fromkeys(line for line in lines[1:] if line.strip()))
+    return MergeTree(lines[0].strip() if lines else "", files if status == 1 else ())
+
+
+class _Records:
+    """pulls.json: read without a lock (it is replaced atomically), written under one."""
+
+    def __init__(self, git_dir: Path) -> None:
+        self.dir = git_dir / RECORDS_DIR
+        self.path = self.dir / "pulls.json"
+
+    def load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {"next": 1, "pulls": []}
+        except ValueError as err:
+            raise _error(str(self.path), "read the PR records",
+                             f"they are not JSON: {err}",
+                             "restore the file or remove it (its PRs are lost)") from None
+        if not isinstance(data, dict) or not isinstance(data.get("pulls"), list):
+            raise _error(str(self.path), "read the PR records",
+                             "they have the wrong shape",
+                             "restore the file or remove it (its PRs are lost)")
+        return data
+
+    @contextmanager
+    def writing(self) -> Iterator[dict[str, Any]]:
+        """The records, locked against every other writer; saved when the block ends."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with (self.dir / "pulls.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                data = self.load()
+                yield data
+                _write_atomically(self.path, json.dumps(data, indent=1, sort_keys=True))
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    handle, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _find(data: Mapping[str, Any], number: int) -> dict[str, Any] | None:
+    for pull in data["pulls"]:
+        if isinstance(pull, dict) and pull.get("number") == number:
+            return pull  # the record itself: updated in place, saved by the writer
+    return None
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    conclusion: Literal["SUCCESS", "FAILURE"]
+    exit_code: int
+    log: str  # path of the full output
+    summary: str  # its tail
+
+
+class LocalForge:
+    """`Forge` over repositories on disk. `checks` maps a folder to its check command."""
+
+    name = "local"
+
+    def __init__(self, checks: Mapping[str, str] | None = None, *,
+                 check_timeout: float = CHECK_TIMEOUT) -> None:
+        self.checks = dict(checks or {})
+        self.check_timeout = check_timeout
+
+    # -- the write side (Forge) -------------------------------------------------------
+    def git_remote(self, repository: str) -> GitRemote:
+        git_dir = git_dir_of(repository)
+        return GitRemote(url=str(git_dir.parent if git_dir.name == ".git" else git_dir))
+
+    def default_branch(self, repository: str) -> str:
+        _, out, _ = _git(git_dir_of(repository), "symbolic-ref", "--short", "HEAD")
+        return out.strip()
+
+    def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
+                                    title: str, body: str) -> PullRequestRef:
+        git_dir = git_dir_of(repository)
+        with _Records(git_dir).writing() as data:
+            for pull in data["pulls"]:
+                if pull["head"] == head and pull["state"] == "open":
+                    return self._ref(repository, git_dir, pull, created=False)
+            if not _ref_sha(git_dir, head):
+                raise _error(repository, f"open a PR for {head}",
+                                 f"branch {head!r} is not in the repository",
+                                 "push the branch before opening its PR")
+            if not _ref_sha(git_dir, base):
+                raise _error(repository, f"open a PR for {head}",
+                                 f"base branch {base!r} is not in the repository",
+                                 "name an existing base branch")
+            number = int(data.get("next", 1))
+            data["next"] = number + 1
+            pull = {"number": number, "head": head, "base": base, "title": title,
+                    "body": body, "state": "open", "created": _now(), "reviews": [],
+                    "threads": [], "merged_sha": "", "merged_head_sha": ""}
+            data["pulls"].append(pull)
+            return self._ref(repository, git_dir, pull, created=True)
+
+    def update_pull_request_body(self, repository: str, number: int, body: str) -> None:
+        with self._pull(repository, number) as pull:
+            pull["body"] = body
+
+    def merge_pull_request(self, repository: str, number: int, *,
+                           expected_head_sha: str) -> MergeResult:
+        git_dir = git_dir_of(repository)
+        with self._pull(repository, number) as pull:
+            def refused(reason: str) -> MergeResult:
+                return MergeResult(repository, number, "refused", reason)
+
+            if pull["state"] == "merged":
+                return MergeResult(repository, number, "already_merged",
+                                   merge_sha=pull["merged_sha"])
+            if pull["state"] == "closed":
+                return refused(f"PR #{number} is closed")
+            head_sha = _ref_sha(git_dir, pull["head"])
+            base_sha = _ref_sha(git_dir, pull["base"])
+            if not head_sha or not base_sha:
+                gone = pull["head"] if not head_sha else pull["base"]
+                return refused(f"PR #{number}: branch {gone!r} is gone")
+            if git_dir.name == ".git" and _checked_out(git_dir) == pull["base"]:
+                return refused(f"{pull['base']} is checked out in the working tree of "
+                               f"{git_dir.parent}; merging would leave that tree stale "
+                               "(use a bare repository as the local forge's remote)")
+            if head_sha != expected_head_sha:
+                return refused(f"PR #{number} moved: its head is {head_sha[:12]}, not the "
+                               f"{expected_head_sha[:12]} that was checked")
+            if _is_ancestor(git_dir, head_sha, base_sha):
+                # merged into the base already (a merge killed before its record was saved)
+                pull.update(state="merged", merged_sha=base_sha, merged_head_sha=head_sha)
+                return MergeResult(repository, number, "already_merged", merge_sha=base_sha)
+            merged = merge_tree(git_dir, base_sha, head_sha)
+            if merged.conflicts:
+                return refused(f"PR #{number} conflicts with {pull['base']} in "
+                               f"{', '.join(merged.conflicts)}")
+            message = f"Merge pull request #{number} from {pull['head']}\n\n{pull['title']}\n"
+            _, commit, _ = _git(git_dir, "commit-tree", merged.tree, "-p", base_sha, "-p",
+                                head_sha, "-m", message, env=_merger(git_dir))
+            commit = commit.strip()
+            status, _, err = _git(git_dir, "update-ref", "-m", f"merge PR #{number}",
+                                  f"refs/heads/{pull['base']}", commit, base_sha, check=False)
+            if status != 0:
+                return refused(f"{pull['base']} moved while PR #{number} was being merged "
+                               f"({err.strip()}); probe again")
+            pull.update(state="merged", merged_sha=commit, merged_head_sha=head_sha)
+            return MergeResult(repository, number, "merged", merge_sha=commit)
+
+    # -- reviews and threads (`delivery review`) --------------------------------------
+    def review(self, repository: str, number: int, state: ReviewState, body: str = "",
+               author: str = "") -> None:
+        git_dir = git_dir_of(repository)
+        with self._pull(repository, number) as pull:
+            pull["reviews"].append({"author": author or _user(), "state": state, "body": body,
+                                    "head_sha": _ref_sha(git_dir, pull["head"]),
+                                    "at": _now()})
+
+    def comment(self, repository: str, number: int, body: str, *, path: str = "",
+                line: int = 0, author: str = "") -> int:
+        """Open a review thread; its id."""
+        with self._pull(repository, number) as pull:
+            thread_id = len(pull["threads"]) + 1
+            pull["threads"].append({"id": thread_id, "author": author or _user(),
+                                    "body": body, "path": path, "line": line,
+                                    "resolved": False, "at": _now()})
+            return thread_id
+
+    def resolve_thread(self, repository: str, number: int, thread_id: int) -> None:
+        with self._pull(repository, number) as pull:
+            for thread in pull["threads"]:
+                if thread["id"] == thread_id:
+                    thread["resolved"] = True
+                    return
+            raise _error(repository, f"resolve thread {thread_id} of PR #{number}",
+                             "there is no such thread",
+                             "name a thread listed by delivery probe --json")
+
+    def close_pull_request(self, repository: str, number: int) -> None:
+        with self._pull(repository, number) as pull:
+            if pull["state"] == "open":
+                pull["state"] = "closed"
+
+    @contextmanager
+    def _pull(self, repository: str, number: int) -> Iterator[dict[str, Any]]:
+        with _Records(git_dir_of(repository)).writing() as data:
+            pull = _find(data, number)
+            if pull is None:
+                raise _error(repository, f"find PR #{number}",
+                                 f"there is no pull request #{number}",
+                                 "check the number with delivery probe")
+            yield pull
+
+    def _ref(self, repository: str, git_dir: Path, pull: Mapping[str, Any], *,
+             created: bool) -> PullRequestRef:
+        return PullRequestRef(repository=repository, number=pull["number"],
+                              url=_url(git_dir, pull["number"]), head_ref=pull["head"],
+                              created=created, body=pull["body"])
+
+    # -- the read side (PullRequestSource) --------------------------------------------
+    def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:
+        seen: dict[str, PrObservation] = {}
+        for query in queries:
+            try:
+                seen[query.folder] = self._observe(query)
+            except ForgeError as err:
+                seen[query.folder] = ProbeFailure(query.folder, str(err))
+        return seen
+
+    def _observe(self, query: PrQuery) -> PullRequestSnapshot | None:
+        git_dir = git_dir_of(query.repository)
+        pulls = _Records(git_dir).load()["pulls"]
+        if query.number is not None:
+            chosen = next((p for p in pulls if p["number"] == query.number), None)
+            if chosen is None:
+                raise _error(query.repository, f"find PR #{query.number}",
+                                 f"there is no pull request #{query.number}",
+                                 "check the number (PRs are listed in delivery/pulls.json)")
+        elif query.head_branch:
+            of_head = [p for p in pulls if p["head"] == query.head_branch]
+            open_ = [p for p in of_head if p["state"] == "open"]
+            chosen = (open_ or of_head or [None])[-1]
+            if chosen is None:
+                return None
+        else:
+            return None
+        return self._snapshot(git_dir, query.folder, chosen)
+
+    def _snapshot(self, git_dir: Path, folder: str,
+                  pull: Mapping[str, Any]) -> PullRequestSnapshot:
+        state = pull["state"]
+        head_sha = pull["merged_head_sha"] if state == "merged" else _ref_sha(git_dir,
+                                                                              pull["head"])
+        mergeable: Mergeable = "UNKNOWN"
+        checks: Checks = "NONE"
+        conflict = ""
+        failing: tuple[FailingCheck, ...] = ()
+        if state == "open":
+            base_sha = _ref_sha(git_dir, pull["base"])
+            if not head_sha or not base_sha:
+                gone = pull["head"] if not head_sha else pull["base"]
+                raise _error(str(git_dir), f"read PR #{pull['number']}",
+                                 f"branch {gone!r} is gone", "push it again or close the PR")
+            merged = merge_tree(git_dir, base_sha, head_sha)
+            mergeable = "CONFLICTING" if merged.conflicts else "MERGEABLE"
+            if merged.conflicts:
+                conflict = f"conflicts with {pull['base']} in {', '.join(merged.conflicts)}"
+            command = self.checks.get(folder)
+            if command:
+                result = self.run_check(git_dir, head_sha, command)
+                checks = result.conclusion
+                if result.conclusion == "FAILURE":
+                    failing = (FailingCheck(name=f"{folder}: {command}",
+                                            conclusion="FAILURE", details_url=result.log,
+                                            summary=result.summary),)
+        notes = tuple(ReviewNote(r["author"], r["state"], r["body"]) for r in pull["reviews"])
+        return PullRequestSnapshot(
+            number=pull["number"], url=_url(git_dir, pull["number"]), head_ref=pull["head"],
+            head_sha=head_sha, base_ref=pull["base"],
+            evidence=PrEvidence(merged=state == "merged", closed=state == "closed",
+                                mergeable=mergeable, checks=checks,
+                                review=_review_state(pull["reviews"])),
+            unresolved_threads=sum(1 for t in pull["threads"] if not t["resolved"]),
+            failing_checks=failing, reviews=notes, conflict=conflict,
+            threads=tuple(ThreadNote(path=t["path"], line=t["line"] or None,
+                                     author=t["author"], body=t["body"])
+                          for t in pull["threads"] if not t["resolved"]),
+        )
+
+    # -- checks -----------------------------------------------------------------------
+    def run_check(self, git_dir: Path, head_sha: str, command: str) -> CheckResult:
+        """The check's result for this head commit: from the cache, or run now in a
+        temporary clone of the commit and cached (one run per commit and command)."""
+        key = f"{head_sha}-{hashlib.sha256(command.encode()).hexdigest()[:12]}"
+        folder = git_dir / RECORDS_DIR / "checks"
+        folder.mkdir(parents=True, exist_ok=True)
+        cached = folder / f"{key}.json"
+        with (folder / f"{key}.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # a second prober waits and reads the cache
+            try:
+                if cached.is_file():
+                    return CheckResult(**json.loads(cached.read_text(encoding="utf-8")))
+                result = self._run_check_now(git_dir, head_sha, command, folder / f"{key}.log")
+                _write_atomically(cached, json.dumps(result.__dict__))
+                return result
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _run_check_now(self, git_dir: Path, head_sha: str, command: str,
+                       log: Path) -> CheckResult:
+        scratch = Path(tempfile.mkdtemp(prefix="delivery-check-"))
+        try:
+            source = scratch / "src"
+            with Repo(git_dir) as repo:
+                repo.git.execute(["git", "clone", "--quiet", "--shared", "--no-checkout",
+                                  str(git_dir), str(source)])
+            with Repo(source) as clone:
+                clone.git.execute(["git", "checkout", "--quiet", "--detach", head_sha])
+            with log.open("wb") as out:
+                try:
+                    code = subprocess.run(["bash", "-c", command], cwd=source, stdout=out,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                          timeout=self.check_timeout, check=False).returncode
+                except subprocess.TimeoutExpired:
+                    out.write(f"\ncheck timed out after {self.check_timeout:g}s\n".encode())
+                    code = 124
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        text = log.read_text(encoding="utf-8", errors="replace")
+        return CheckResult("SUCCESS" if code == 0 else "FAILURE", code, str(log),
+                           text[-SUMMARY_CHARS:])
+
+
+def _review_state(reviews: Sequence[Mapping[str, Any]]) -> Review:
+    """Each reviewer's latest approving or blocking review counts (comments do not)."""
+    latest: dict[str, str] = {}
+    for review in reviews:
+        if review["state"] in ("APPROVED", "CHANGES_REQUESTED"):
+            latest[review["author"]] = review["state"]
+    if "CHANGES_REQUESTED" in latest.values():
+        return "CHANGES_REQUESTED"
+    if "APPROVED" in latest.values():
+        return "APPROVED"
+    return "NONE"
+
+
+def _checked_out(git_dir: Path) -> str:
+    status, out, _ = _git(git_dir, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    return out.strip() if status == 0 else ""
+
+
+def _is_ancestor(git_dir: Path, ancestor: str, descendant: str) -> bool:
+    status, _, _ = _git(git_dir, "merge-base", "--is-ancestor", ancestor, descendant,
+                        check=False)
+    return status == 0
+
+
+def _url(git_dir: Path, number: int) -> str:
+    """`PATH#N`: what `delivery probe --repo f=PATH#N` and `delivery review` accept."""
+    return f"{git_dir.parent if git_dir.name == '.git' else git_dir}#{number}"
+
+
+def _merger(git_dir: Path) -> dict[str, str]:
+    """The merge commit's identity: git's configured one, else the bot's."""
+    name = _git(git_dir, "config", "--get", "user.name", check=False)[1].strip()
+    email = _git(git_dir, "config", "--get", "user.email", check=False)[1].strip()
+    if not name or not email:
+        name, email = BOT_NAME, BOT_EMAIL
+    ident = {"NAME": name, "EMAIL": email}
+    return {f"GIT_{role}_{part}": value for role in ("AUTHOR", "COMMITTER")
+            for part, value in ident.items()}
+
+
+def _user() -> str:
+    return os.environ.get("USER") or os.environ.get("USERNAME") or "reviewer"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,90 @@
+"""Which forge a run uses (SPEC §7.1, §12) and the forge settings of `delivery.toml`.
+
+`--repo NAME=LOCATION`: a local path means the local forge, `owner/name` GitHub; `--forge`
+overrides. The local forge's check commands come from `delivery.toml`
+(`[forge.local.checks] web = "pytest -q"`) and `--check NAME=COMMAND`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from delivery.errors import RunRefused
+from delivery.forges.base import Forge
+from delivery.forges.local import LocalForge
+
+FORGES = ("local", "github")
+CONFIG_FILE = "delivery.toml"
+_OWNER_NAME = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+
+
+def is_github_location(location: str, base: Path) -> bool:
+    """`owner/name` that is not also a path that exists here."""
+    return bool(_OWNER_NAME.fullmatch(location)) and not (base / location).exists() \
+        and not location.startswith((".", "/"))
+
+
+def forge_kind(locations: Iterable[str], requested: str | None, base: Path) -> str:
+    if requested:
+        if requested not in FORGES:
+            raise RunRefused(f"--forge {requested}", "is not a forge",
+                             f"use one of {', '.join(FORGES)}")
+        return requested
+    return "github" if any(is_github_location(loc, base) for loc in locations) else "local"
+
+
+def open_forge(kind: str, *, checks: Mapping[str, str] | None = None,
+               environ: Mapping[str, str] | None = None) -> Forge:
+    """The forge of a run: the local one with its check commands, or GitHub as inside
+    Actions (`GITHUB_TOKEN`, `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`, `GITHUB_SERVER_URL`
+    from `environ`, default this process's environment; the token stays in memory)."""
+    if kind == "local":
+        return LocalForge(checks)
+    if kind == "github":
+        from delivery.forges.github import GitHubForge  # PyGithub loads only when needed
+
+        # Without GITHUB_TOKEN this raises ForgeError naming it.
+        return GitHubForge.from_environment(environ if environ is not None else os.environ)
+    raise RunRefused(f"--forge {kind}", "is not a forge", f"use one of {', '.join(FORGES)}")
+
+
+class _LocalSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    checks: dict[str, str] = {}
+
+
+class _ForgeSettings(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    local: _LocalSettings = _LocalSettings()
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(extra="allow")  # other sections belong to other features
+    forge: _ForgeSettings = _ForgeSettings()
+
+
+def configured_checks(workspace: Path) -> dict[str, str]:
+    """`[forge.local.checks]` of `<workspace>/delivery.toml` (none when there is no file)."""
+    path = workspace / CONFIG_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as err:
+        raise RunRefused(str(path), f"cannot be read: {err}", "fix its permissions") from None
+    try:
+        settings = _Settings.model_validate(tomllib.loads(text))
+    except tomllib.TOMLDecodeError as err:
+        raise RunRefused(str(path), f"is not valid TOML: {err}", "fix the file") from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise RunRefused(str(path), f"{where}: {first['msg']}",
+                         "write [forge.local.checks] as folder = \"command\" lines") from None
+    return dict(settings.forge.local.checks)

@@ -1,0 +1,274 @@
+"""The clone cache, the run's worktrees, commits and pushes."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from git import GitCommandError, Repo
+
+from delivery.errors import GitError
+from probes.worktree import DiffStats, diff_stats, worktree_state
+
+BOT_NAME = "delivery[bot]"
+BOT_EMAIL = "delivery-bot@users.noreply.github.com"
+REMOTE = "origin"
+
+
+def cache_root(environ: Mapping[str, str], override: Path | None = None) -> Path:
+    """`--cache DIR`, else `$XDG_CACHE_HOME/delivery`, else `~/.cache/delivery`."""
+    if override is not None:
+        return override
+    base = environ.get("XDG_CACHE_HOME") or str(Path(environ.get("HOME") or Path.home())
+                                                / ".cache")
+    return Path(base) / "delivery"
+
+
+def _problem(err: GitCommandError, headers: Sequence[str]) -> str:
+    """git's own words (stderr) with any header value blanked; never the command line."""
+    text = err.stderr if isinstance(err.stderr, str) else str(err.stderr or "")
+    text = text.strip()
+    if text.startswith("stderr:"):
+        text = text[len("stderr:"):].strip()
+    text = text.strip("'").strip()
+    for header in headers:
+        _, _, value = header.partition(":")
+        # the whole header, its value, and the credential after a scheme (`Basic …`)
+        for secret in (header, value.strip(), value.strip().rpartition(" ")[2]):
+            if secret:
+                text = text.replace(secret, "***")
+    lines = [line for line in text.splitlines() if line.strip()]
+    return " / ".join(lines[-4:]) or f"git exited with status {err.status}"
+
+
+def header_environment(headers: Sequence[str],
+                       base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment that hands `http.extraHeader` values to one git process
+    (`GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`, git >= 2.31): nothing is written to a config file,
+    and unlike `git -c` the token is not on a command line that other users can read.
+    Entries already in `base` (the caller's own GIT_CONFIG_* settings) are kept."""
+    environ = dict(os.environ if base is None else base)
+    try:
+        first = int(environ.get("GIT_CONFIG_COUNT", "0") or 0)
+    except ValueError:
+        first = 0
+    extra = {"GIT_CONFIG_COUNT": str(first + len(headers))}
+    for offset, header in enumerate(headers):
+        extra[f"GIT_CONFIG_KEY_{first + offset}"] = "http.extraHeader"
+        extra[f"GIT_CONFIG_VALUE_{first + offset}"] = header
+    return extra
+
+
+def git(path: Path, operation: str, *args: str, headers: Sequence[str] = (),
+        env: Mapping[str, str] | None = None, fix: str = "") -> str:
+    """Run `git <args>` in `path` with its own Repo; GitError (stderr only) on failure.
+    `headers` reach this one git process through its environment only."""
+    environment = {**(env or {}), **(header_environment(headers) if headers else {})}
+    with Repo(path) as repo:
+        try:
+            output: str = repo.git.execute(["git", *args], env=environment or None)
+        except GitCommandError as err:
+            raise GitError(operation, str(path), _problem(err, headers), fix) from None
+        return output
+
+
+def _succeeds(path: Path, *args: str) -> bool:
+    with Repo(path) as repo:
+        try:
+            repo.git.execute(["git", *args])
+        except GitCommandError:
+            return False
+        return True
+
+
+@contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    """An exclusive lock between runs sharing the cache (fcntl; released on close)."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _cache_name(url: str) -> str:
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "-", url.rstrip("/").rsplit("/", 1)[-1])
+    tail = tail.removesuffix(".git") or "repo"
+    return f"{tail}-{hashlib.sha256(url.encode()).hexdigest()[:12]}.git"
+
+
+def clone_path(url: str, cache: Path) -> Path:
+    """Where the cache keeps its clone of `url` (whether or not it exists yet)."""
+    return cache / "repos" / _cache_name(url)
+
+
+def ensure_clone(url: str, cache: Path, headers: Sequence[str] = ()) -> Path:
+    """The cache's bare clone of `url` (made once, fetched each time): remote-tracking
+    refs under `refs/remotes/origin/`, so worktrees branch from `origin/<base>`."""
+    clone = clone_path(url, cache)
+    with _locked(clone.with_suffix(".lock")):
+        if not (clone / "HEAD").is_file():
+            clone.mkdir(parents=True, exist_ok=True)
+            Repo.init(clone, bare=True).close()
+            git(clone, "remote add", "remote", "add", REMOTE, url)
+        elif _remote_url(clone) != url:
+            git(clone, "remote set-url", "remote", "set-url", REMOTE, url)
+        fetch(clone, headers)
+    return clone
+
+
+def _remote_url(clone: Path) -> str:
+    with Repo(clone) as repo:
+        try:
+            return str(repo.git.remote("get-url", REMOTE))
+        except GitCommandError:
+            return ""
+
+
+def fetch(clone: Path, headers: Sequence[str] = ()) -> None:
+    git(clone, "fetch", "fetch", "--prune", "--quiet", REMOTE, headers=headers,
+        fix="check that the repository exists and can be read")
+
+
+def _has_ref(path: Path, ref: str) -> bool:
+    return _succeeds(path, "rev-parse", "--verify", "--quiet", ref)
+
+
+def _common_dir(worktree: Path) -> Path:
+    with Repo(worktree) as repo:
+        return Path(repo.common_dir).resolve()
+
+
+@dataclass(frozen=True)
+class WorktreeResult:
+    path: Path
+    branch: str
+    head: str
+    reused: bool
+
+
+def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeResult:
+    """`path` as a worktree of `clone` on `branch`: reused when it already is one; else the
+    branch as it was pushed (a resume elsewhere) or, new, from `origin/<base>`."""
+    state = worktree_state(path)
+    if state.exists:
+        if _common_dir(path) != clone.resolve() or state.branch != branch:
+            raise GitError("worktree add", str(path),
+                           f"the folder is already a git working tree (on "
+                           f"{state.branch or 'a detached HEAD'}), not this run's worktree "
+                           f"on {branch}",
+                           "move it away or choose another --workspace")
+        return WorktreeResult(path, branch, state.head, reused=True)
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise GitError("worktree add", str(path), "the folder exists and is not empty",
+                       "move it away or choose another --workspace")
+    with _locked(clone.with_suffix(".lock")):
+        git(clone, "worktree prune", "worktree", "prune")  # forget worktrees deleted by hand
+        if _has_ref(clone, f"refs/heads/{branch}"):
+            args = [str(path), branch]
+        elif _has_ref(clone, f"refs/remotes/{REMOTE}/{branch}"):
+            args = ["--no-track", "-b", branch, str(path), f"{REMOTE}/{branch}"]
+        elif _has_ref(clone, f"refs/remotes/{REMOTE}/{base}"):
+            args = ["--no-track", "-b", branch, str(path), f"{REMOTE}/{base}"]
+        else:
+            raise GitError("worktree add", str(clone), f"the base branch {base!r} does not "
+                           "exist in the remote repository",
+                           "push the base branch or name the repository's default branch")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        git(clone, "worktree add", "worktree", "add", "--quiet", *args)
+    return WorktreeResult(path, branch, worktree_state(path).head, reused=False)
+
+
+def unpushed_commits(worktree: Path) -> int:
+    """Commits of HEAD on no remote-tracking branch (fetch first to know the remote)."""
+    out = git(worktree, "rev-list", "rev-list", "--count", "HEAD", "--not",
+              f"--remotes={REMOTE}")
+    return int(out.strip() or 0)
+
+
+@dataclass(frozen=True)
+class RemovalResult:
+    path: Path
+    removed: bool
+    reason: str  # why it was kept, or "removed" / "absent"
+
+
+def remove_worktree(clone: Path, path: Path, branch: str,
+                    headers: Sequence[str] = ()) -> RemovalResult:
+    """Remove `path` only when it holds nothing that would be lost: no uncommitted change,
+    no commit missing from the remote. Otherwise keep it and say why."""
+    state = worktree_state(path)
+    if not state.exists:
+        if path.exists():
+            return RemovalResult(path, False, "not a git worktree; left as it is")
+        return RemovalResult(path, True, "absent")
+    if _common_dir(path) != clone.resolve() or state.branch != branch:
+        return RemovalResult(path, False, f"not this run's worktree (on "
+                             f"{state.branch or 'a detached HEAD'}); left as it is")
+    if state.dirty:
+        return RemovalResult(path, False, "uncommitted changes")
+    fetch(clone, headers)
+    ahead = unpushed_commits(path)
+    if ahead:
+        return RemovalResult(path, False, f"{ahead} unpushed commit(s)")
+    with _locked(clone.with_suffix(".lock")):
+        git(clone, "worktree remove", "worktree", "remove", str(path))
+        # every commit of the branch is on the remote: the local branch can go
+        git(clone, "branch -D", "branch", "-D", branch)
+    return RemovalResult(path, True, "removed")
+
+
+def diff_against_base(worktree: Path, base: str) -> DiffStats:
+    """The worktree (everything, untracked included) against its merge base with the base."""
+    try:
+        return diff_stats(worktree, f"{REMOTE}/{base}")
+    except ValueError as err:
+        raise GitError("diff", str(worktree), str(err)) from None
+
+
+def _identity(worktree: Path) -> dict[str, str]:
+    """git's configured identity when there is one, else the bot's (CI machines have none)."""
+    name = _config(worktree, "user.name")  # git's own lookup: repo, global, system, env
+    email = _config(worktree, "user.email")
+    environ = os.environ
+    name = environ.get("GIT_AUTHOR_NAME", name)
+    email = environ.get("GIT_AUTHOR_EMAIL", email)
+    if not name or not email:
+        name, email = BOT_NAME, BOT_EMAIL
+    return {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email,
+            "GIT_COMMITTER_NAME": environ.get("GIT_COMMITTER_NAME", name),
+            "GIT_COMMITTER_EMAIL": environ.get("GIT_COMMITTER_EMAIL", email)}
+
+
+def _config(path: Path, key: str) -> str:
+    with Repo(path) as repo:
+        try:
+            return str(repo.git.config("--get", key)).strip()
+        except GitCommandError:
+            return ""
+
+
+def commit_all(worktree: Path, message: str) -> str | None:
+    """Commit everything (untracked included); the new commit, or None when nothing changed."""
+    git(worktree, "add", "add", "-A")
+    if _succeeds(worktree, "diff", "--cached", "--quiet"):
+        return None
+    git(worktree, "commit", "commit", "--quiet", "--no-verify", "-m", message,
+        env=_identity(worktree))
+    return git(worktree, "rev-parse", "rev-parse", "HEAD").strip()
+
+
+def push_branch(worktree: Path, branch: str, headers: Sequence[str] = ()) -> str:
+    """Push HEAD to the run's branch on the remote; the pushed commit."""
+    git(worktree, "push", "push", "--quiet", REMOTE, f"HEAD:refs/heads/{branch}",
+        headers=headers, fix="a rejected push (protected branch, non-fast-forward) needs the "
+        "branch brought up to date or permission to push")
+    return git(worktree, "rev-parse", "rev-parse", "HEAD").strip()

@@ -1,0 +1,16 @@
+"""A fake GitHub over real HTTP on 127.0.0.1 for tests: REST under `/api/v3`, GraphQL at
+`/api/graphql` (executed against GitHub's schema), git smart HTTP over real bare
+repositories, fault injection and a record of every request.
+
+    with FakeGitHub() as github:
+        github.create_repo("octo/web", check_rules=(CheckRule("ci", predicate=...),))
+        ...  # point clients at github.env()
+"""
+
+from delivery.testing.github import faults
+from delivery.testing.github.faults import Fault
+from delivery.testing.github.server import FakeGitHub, RecordedRequest, fake_github
+from delivery.testing.github.state import CheckRule, Tree
+
+__all__ = ["CheckRule", "FakeGitHub", "Fault", "RecordedRequest", "Tree", "fake_github",
+           "faults"]

@@ -1,0 +1,343 @@
+"""`POST /graphql` of the fake GitHub: queries are executed with graphql-core against
+GitHub's published schema (bundled as `schema.graphql.gz`), so a query GitHub would reject
+— an unknown field, a wrong argument type, a connection without `first`/`last` or over 100
+— is rejected here too. Resolvers read the in-memory state (`state.State`)."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import gzip
+from collections.abc import Callable, Sequence
+from importlib import resources
+from typing import Any
+
+from graphql import (
+    GraphQLError,
+    GraphQLSchema,
+    build_schema,
+    graphql_sync,
+    parse,
+    validate,
+)
+
+from delivery.testing.github.state import (
+    CheckRun,
+    Pull,
+    Repository,
+    Review,
+    ReviewThread,
+    State,
+    StatusContext,
+)
+
+MAX_PAGE = 100
+
+
+@functools.cache
+def schema() -> GraphQLSchema:
+    """GitHub's schema, built once per process (the SDL is 1.2 MB; building takes ~1 s).
+
+    The published SDL breaks two rules graphql-core enforces on schemas (two fields of
+    `EnterpriseOwnerInfo` are defined twice; some implementations deprecate a field their
+    interface does not), so the schema is taken as GitHub publishes it: built with
+    `assume_valid_sdl` and marked as validated. Queries are still fully validated."""
+    data = resources.files(__package__).joinpath("schema.graphql.gz").read_bytes()
+    built = build_schema(gzip.decompress(data).decode(), assume_valid_sdl=True)
+    built._validation_errors = []  # what graphql-core records once a schema was validated
+    return built
+
+
+def validate_query(query: str) -> list[str]:
+    """The messages of every validation error of `query` against GitHub's schema."""
+    try:
+        document = parse(query)
+    except GraphQLError as error:
+        return [error.message]
+    return [error.message for error in validate(schema(), document)]
+
+
+class NotFound(Exception):
+    """Answered as GitHub does: the field is null and the error has `type: NOT_FOUND`."""
+
+
+def _cursor(index: int) -> str:
+    return base64.b64encode(f"cursor:v2:{index}".encode()).decode()
+
+
+def _index(cursor: str) -> int:
+    try:
+        return int(base64.b64decode(cursor).decode().rsplit(":", 1)[1])
+    except (ValueError, IndexError) as error:
+        raise GraphQLError(f"`{cursor}` does not appear to be a valid cursor.") from error
+
+
+def connection(info: Any, items: Sequence[Any], node: Callable[[Any], Any], *,
+               first: int | None = None, after: str | None = None, last: int | None = None,
+               before: str | None = None, **_: Any) -> dict[str, Any]:
+    name = info.field_name
+    if first is None and last is None:
+        raise GraphQLError(
+            f"You must provide a `first` or `last` value to properly paginate the `{name}`"
+            " connection.")
+    for arg, value in (("first", first), ("last", last)):
+        if value is not None and value > MAX_PAGE:
+            raise GraphQLError(
+                f"Requesting {value} records on the `{name}` connection exceeds the"
+                f" `{arg}` limit of {MAX_PAGE} records.")
+    start = _index(after) + 1 if after else 0
+    end = _index(before) if before else len(items)
+    window = list(range(start, max(start, min(end, len(items)))))
+    if first is not None:
+        window = window[:first]
+    if last is not None:
+        window = window[-last:] if last else []
+    nodes = [node(items[i]) for i in window]
+    return {
+        "totalCount": len(items),
+        "nodes": nodes,
+        "edges": [{"cursor": _cursor(i), "node": n} for i, n in zip(window, nodes, strict=True)],
+        "pageInfo": {
+            "hasNextPage": bool(window) and window[-1] < len(items) - 1,
+            "hasPreviousPage": bool(window) and window[0] > 0,
+            "startCursor": _cursor(window[0]) if window else None,
+            "endCursor": _cursor(window[-1]) if window else None,
+        },
+    }
+
+
+def _node_id(kind: str, *parts: object) -> str:
+    return base64.b64encode(f"{kind}:{':'.join(map(str, parts))}".encode()).decode()
+
+
+def _actor(login: str) -> dict[str, Any]:
+    return {"__typename": "User", "login": login, "url": f"https://github.invalid/{login}"}
+
+
+class Resolvers:
+    """Builds the resolver tree for one request. `on_pr_state_read(repo, pr)` is called
+    when a PR's `state` is read, so a test can make it merge or close mid-query."""
+
+    def __init__(self, state: State,
+                 on_pr_state_read: Callable[[Repository, Pull], None] | None = None) -> None:
+        self.state = state
+        self.on_pr_state_read = on_pr_state_read
+
+    def root(self) -> dict[str, Any]:
+        return {
+            "repository": self._repository,
+            "viewer": _actor("fake-user"),
+            "rateLimit": lambda info, **_: {
+                "cost": 1, "limit": 5000, "remaining": 4999, "used": 1, "nodeCount": 0,
+                "resetAt": "2030-01-01T00:00:00Z"},
+        }
+
+    def _repository(self, info: Any, owner: str, name: str, **_: Any) -> dict[str, Any]:
+        repo = self.state.repo(f"{owner}/{name}")
+        if repo is None:
+            raise NotFound(f"Could not resolve to a Repository with the name '{owner}/{name}'.")
+        return self.repo_obj(repo)
+
+    def repo_obj(self, repo: Repository) -> dict[str, Any]:
+        def pull_request(info: Any, number: int) -> dict[str, Any]:
+            pr = repo.pulls.get(number)
+            if pr is None:
+                raise NotFound(f"Could not resolve to a PullRequest with the number of {number}.")
+            return self.pr_obj(repo, pr)
+
+        def pull_requests(info: Any, headRefName: str | None = None,
+                          baseRefName: str | None = None, states: list[str] | None = None,
+                          orderBy: dict[str, str] | None = None, **page: Any) -> dict[str, Any]:
+            pulls = [
+                p for p in repo.pulls.values()
+                if (headRefName is None or p.head == headRefName)
+                and (baseRefName is None or p.base == baseRefName)
+                and (not states or _pr_state(p) in states)
+            ]
+            if orderBy and orderBy.get("direction") == "DESC":
+                pulls.reverse()
+            return connection(info, pulls, lambda p: self.pr_obj(repo, p), **page)
+
+        return {
+            "__typename": "Repository",
+            "id": _node_id("Repository", repo.id),
+            "databaseId": repo.id,
+            "name": repo.name,
+            "nameWithOwner": repo.full_name,
+            "owner": _actor(repo.owner),
+            "url": f"{self.state.base_url}/{repo.full_name}",
+            "defaultBranchRef": {"__typename": "Ref", "name": repo.default_branch,
+                                 "prefix": "refs/heads/"},
+            "pullRequest": pull_request,
+            "pullRequests": pull_requests,
+        }
+
+    def pr_obj(self, repo: Repository, pr: Pull) -> dict[str, Any]:
+        state = self.state
+
+        def pr_state(info: Any) -> str:
+            value = _pr_state(pr)
+            if self.on_pr_state_read is not None:  # a change now is seen by later fields
+                self.on_pr_state_read(repo, pr)
+            return value
+
+        def merge_state_status(info: Any) -> str:
+            mergeable = state.mergeable(repo, pr)
+            if mergeable != "MERGEABLE":
+                return "DIRTY" if mergeable == "CONFLICTING" else "UNKNOWN"
+            if state.review_decision(repo, pr) not in (None, "APPROVED"):
+                return "BLOCKED"
+            rollup = state.rollup(repo, state.head_sha(repo, pr))
+            if rollup == "FAILURE":
+                return "BLOCKED" if repo.require_checks else "UNSTABLE"
+            return "CLEAN" if rollup in (None, "SUCCESS") else "BLOCKED"
+
+        def commits(info: Any, **page: Any) -> dict[str, Any]:
+            return connection(info, [state.head_sha(repo, pr)],
+                              lambda sha: {"__typename": "PullRequestCommit",
+                                           "commit": self.commit_obj(repo, sha)}, **page)
+
+        def reviews(info: Any, states: list[str] | None = None, author: str | None = None,
+                    **page: Any) -> dict[str, Any]:
+            chosen = [r for r in pr.reviews if (not states or r.state in states)
+                      and (author is None or r.author == author)]
+            return connection(info, chosen, self.review_obj, **page)
+
+        return {
+            "__typename": "PullRequest",
+            "id": _node_id("PullRequest", repo.id, pr.number),
+            "number": pr.number,
+            "title": pr.title,
+            "body": pr.body,
+            "url": f"{state.base_url}/{repo.full_name}/pull/{pr.number}",
+            "permalink": f"{state.base_url}/{repo.full_name}/pull/{pr.number}",
+            "author": _actor(pr.author),
+            "createdAt": pr.created_at,
+            "mergedAt": pr.merged_at,
+            "closedAt": pr.closed_at,
+            "isDraft": pr.draft,
+            "state": pr_state,
+            "merged": lambda info: pr.merged,
+            "closed": lambda info: pr.state == "closed",
+            "headRefName": pr.head,
+            "baseRefName": pr.base,
+            "headRefOid": lambda info: state.head_sha(repo, pr),
+            "baseRefOid": lambda info: state.base_sha(repo, pr),
+            "mergeable": lambda info: state.mergeable(repo, pr),
+            "mergeStateStatus": merge_state_status,
+            "reviewDecision": lambda info: state.review_decision(repo, pr),
+            "commits": commits,
+            "reviews": reviews,
+            "latestReviews": lambda info, **page: connection(
+                info, list({r.author: r for r in pr.reviews}.values()), self.review_obj,
+                **page),
+            "latestOpinionatedReviews": lambda info, writersOnly=False, **page: connection(
+                info, state.latest_opinions(pr), self.review_obj, **page),
+            "reviewThreads": lambda info, **page: connection(
+                info, pr.threads, self.thread_obj, **page),
+            "repository": lambda info: self.repo_obj(repo),
+        }
+
+    def commit_obj(self, repo: Repository, sha: str) -> dict[str, Any]:
+        state = self.state
+
+        def rollup(info: Any) -> dict[str, Any] | None:
+            overall = state.rollup(repo, sha)
+            if overall is None:
+                return None
+            contexts: list[CheckRun | StatusContext] = [
+                *state.check_runs(repo, sha), *state.status_contexts(repo, sha)]
+            return {
+                "__typename": "StatusCheckRollup",
+                "id": _node_id("StatusCheckRollup", repo.id, sha),
+                "state": overall,
+                "contexts": lambda info, **page: connection(
+                    info, contexts, _context_obj, **page),
+            }
+
+        return {
+            "__typename": "Commit",
+            "id": _node_id("Commit", repo.id, sha),
+            "oid": sha,
+            "abbreviatedOid": sha[:7],
+            "statusCheckRollup": rollup,
+        }
+
+    def review_obj(self, review: Review) -> dict[str, Any]:
+        return {
+            "__typename": "PullRequestReview",
+            "id": _node_id("PullRequestReview", review.id),
+            "databaseId": review.id,
+            "author": _actor(review.author),
+            "state": review.state,
+            "body": review.body,
+            "submittedAt": review.submitted_at,
+            "url": f"{self.state.base_url}/review/{review.id}",
+        }
+
+    def thread_obj(self, thread: ReviewThread) -> dict[str, Any]:
+        return {
+            "__typename": "PullRequestReviewThread",
+            "id": _node_id("PullRequestReviewThread", thread.id),
+            "isResolved": thread.resolved,
+            "isOutdated": thread.outdated,
+            "isCollapsed": thread.resolved,
+            "path": thread.path,
+            "line": thread.line,
+            "comments": lambda info, **page: connection(
+                info, thread.comments,
+                lambda c: {"__typename": "PullRequestReviewComment",
+                           "id": _node_id("PullRequestReviewComment", c.id),
+                           "author": _actor(c.author), "body": c.body, "path": thread.path},
+                **page),
+        }
+
+
+def _pr_state(pr: Pull) -> str:
+    if pr.merged:
+        return "MERGED"
+    return "CLOSED" if pr.state == "closed" else "OPEN"
+
+
+def _context_obj(item: CheckRun | StatusContext) -> dict[str, Any]:
+    if isinstance(item, CheckRun):
+        return {
+            "__typename": "CheckRun",
+            "id": _node_id("CheckRun", item.id),
+            "databaseId": item.id,
+            "name": item.name,
+            "status": item.status,
+            "conclusion": item.conclusion,
+            "detailsUrl": item.details_url,
+            "title": item.name,
+            "summary": item.summary,
+            "text": item.summary,
+        }
+    return {
+        "__typename": "StatusContext",
+        "id": _node_id("StatusContext", item.context),
+        "context": item.context,
+        "state": item.state,
+        "targetUrl": item.target_url,
+        "description": item.description,
+    }
+
+
+def execute(resolvers: Resolvers, query: str,
+            variables: dict[str, Any] | None) -> dict[str, Any]:
+    """The JSON body GitHub would answer (always HTTP 200)."""
+    with resolvers.state.refs_memo():
+        result = graphql_sync(schema(), query, root_value=resolvers.root(),
+                              variable_values=variables)
+    body: dict[str, Any] = {}
+    if result.data is not None:
+        body["data"] = result.data
+    if result.errors:
+        errors = []
+        for error in result.errors:
+            formatted: dict[str, Any] = dict(error.formatted)
+            if isinstance(error.original_error, NotFound):
+                formatted["type"] = "NOT_FOUND"
+            errors.append(formatted)
+        body["errors"] = errors
+    return body

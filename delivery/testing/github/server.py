@@ -1,0 +1,477 @@
+"""The fake GitHub server: real HTTP on 127.0.0.1 serving REST (`/api/v3`), GraphQL
+(`/api/graphql`) and git smart HTTP (`/<owner>/<name>.git`, through `git http-backend` as a
+CGI) over real bare repositories — the layout of GitHub Enterprise Server, so clients are
+pointed at it with `base_url` / `GITHUB_API_URL` / `GITHUB_GRAPHQL_URL` / `GITHUB_SERVER_URL`.
+
+Every request is recorded (method, path, status, whether it carried a token) so tests can
+count them; faults from `faults` are injected by method and path prefix.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from delivery.testing.github import graphql_api, rest
+from delivery.testing.github.faults import Fault
+from delivery.testing.github.state import CheckRule, Pull, Repository, ReviewThread, State
+
+
+@dataclass
+class RecordedRequest:
+    """One request as received; `status` is filled in when it is answered (0: dropped or
+    not answered yet)."""
+
+    method: str
+    path: str
+    query: str
+    status: int
+    authorized: bool
+    body: bytes
+
+
+class FakeGitHub:
+    """A GitHub for tests. Use as a context manager (or `start()`/`stop()`)."""
+
+    def __init__(self, root: Path | None = None, *, token: str = "fake-token-0123456789",
+                 login: str = "delivery-bot", clock: Callable[[], float] = time.time,
+                 latency: float = 0.0) -> None:
+        self._own_root = root is None
+        self.root = Path(tempfile.mkdtemp(prefix="fake-github-")) if root is None else root
+        self.token = token
+        self.login = login
+        self.clock = clock
+        self.latency = latency
+        self.requests: list[RecordedRequest] = []
+        self.faults: list[Fault] = []
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.state = State(self.root / "repos", "http://127.0.0.1", clock)
+        self._rest: rest.Rest | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> FakeGitHub:
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        httpd.daemon_threads = True
+        httpd.fake = self  # type: ignore[attr-defined]
+        self._httpd = httpd
+        self.state.base_url = self.server_url
+        self._rest = rest.Rest(self.state, self.api_url, self.login)
+        # A short poll interval: `stop()` waits for the loop to notice, once per test.
+        self._thread = threading.Thread(target=httpd.serve_forever, args=(0.02,),
+                                        name="fake-github", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> FakeGitHub:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "the fake GitHub is not started"
+        return int(self._httpd.server_address[1])
+
+    @property
+    def server_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.server_url}/api/v3"
+
+    @property
+    def graphql_url(self) -> str:
+        return f"{self.server_url}/api/graphql"
+
+    def env(self) -> dict[str, str]:
+        """The variables Actions sets, pointing at this server."""
+        return {"GITHUB_API_URL": self.api_url, "GITHUB_GRAPHQL_URL": self.graphql_url,
+                "GITHUB_SERVER_URL": self.server_url, "GITHUB_TOKEN": self.token}
+
+    def git_auth_header(self) -> str:
+        """The header git sends (`http.extraHeader`), as GitHub accepts it."""
+        pair = base64.b64encode(f"x-access-token:{self.token}".encode()).decode()
+        return f"Authorization: Basic {pair}"
+
+    # -- the world, changed as a person would -------------------------------------------
+    def create_repo(self, full_name: str, *, files: dict[str, str] | None = None,
+                    default_branch: str = "main", check_rules: tuple[CheckRule, ...] = (),
+                    required_approvals: int = 0, require_checks: bool = False,
+                    collaborators: dict[str, str] | None = None) -> Repository:
+        with self.state.lock:
+            repo = self.state.add_repo(full_name, default_branch=default_branch, files=files)
+            repo.check_rules = list(check_rules)
+            repo.required_approvals = required_approvals
+            repo.require_checks = require_checks
+            repo.collaborators = dict(collaborators or {})
+            return repo
+
+    def repository(self, full_name: str) -> Repository:
+        repo = self.state.repo(full_name)
+        if repo is None:
+            raise KeyError(f"no repository {full_name} on the fake GitHub")
+        return repo
+
+    def pull(self, full_name: str, number: int) -> Pull:
+        return self.repository(full_name).pulls[number]
+
+    def push_files(self, full_name: str, branch: str, files: dict[str, str | None],
+                   message: str = "change", *, start: str | None = None) -> str:
+        """Commit on `branch` (created from `start`, default the default branch) as a push
+        would; returns the new head SHA."""
+        from delivery.testing.github import gitops
+        with self.state.lock:
+            repo = self.repository(full_name)
+            if start is None and gitops.ref_sha(repo.path, branch) is None:
+                start = repo.default_branch
+            return gitops.commit_files(repo.path, branch, files, message, start=start)
+
+    def open_pull(self, full_name: str, head: str, *, base: str | None = None,
+                  title: str = "", body: str = "", author: str = "octocat") -> int:
+        repo = self.repository(full_name)
+        answer = self._handle_rest("POST", f"/repos/{full_name}/pulls", "",
+                                   {"head": head, "base": base or repo.default_branch,
+                                    "title": title or head, "body": body})
+        if answer[0] != 201:
+            raise ValueError(f"cannot open a PR for {head}: {answer[2]}")
+        number = int(answer[2]["number"])
+        self.pull(full_name, number).author = author
+        return number
+
+    def add_review(self, full_name: str, number: int, author: str, state: str,
+                   body: str = "") -> None:
+        """`state`: APPROVED, CHANGES_REQUESTED, COMMENTED or DISMISSED."""
+        with self.state.lock:
+            repo = self.repository(full_name)
+            rest.add_review(self.state, repo, repo.pulls[number], author, state, body)
+
+    def add_thread(self, full_name: str, number: int, *, author: str = "reviewer",
+                   path: str = "README.md", line: int = 1, body: str = "please fix",
+                   resolved: bool = False) -> ReviewThread:
+        with self.state.lock:
+            return rest.add_thread(self.state, self.pull(full_name, number), author, path,
+                                   line, body, resolved)
+
+    def resolve_thread(self, full_name: str, number: int, thread_id: int) -> None:
+        with self.state.lock:
+            for thread in self.pull(full_name, number).threads:
+                if thread.id == thread_id:
+                    thread.resolved = True
+
+    def set_status(self, full_name: str, sha: str, context: str, state: str,
+                   target_url: str = "", description: str = "") -> None:
+        self._handle_rest("POST", f"/repos/{full_name}/statuses/{sha}", "",
+                          {"context": context, "state": state.lower(),
+                           "target_url": target_url, "description": description})
+
+    def hold_checks(self, full_name: str, hold: bool = True) -> None:
+        """While held, checks of commits not yet checked stay in progress."""
+        with self.state.lock:
+            self.repository(full_name).hold_checks = hold
+
+    def set_mergeability_delay(self, full_name: str, reads: int) -> None:
+        """Mergeability reads answering UNKNOWN after each change of head or base, as
+        GitHub does while it computes the test merge."""
+        with self.state.lock:
+            self.repository(full_name).mergeability_delay = reads
+
+    def merge(self, full_name: str, number: int) -> str:
+        with self.state.lock:
+            repo = self.repository(full_name)
+            return self.state.merge(repo, repo.pulls[number], None)
+
+    def close(self, full_name: str, number: int) -> None:
+        with self.state.lock:
+            self.state.close(self.pull(full_name, number))
+
+    # -- faults and the request record ----------------------------------------------------
+    def inject(self, *faults: Fault) -> None:
+        with self.state.lock:
+            self.faults.extend(faults)
+
+    def count(self, method: str | None = None, path: str = "") -> int:
+        return sum(1 for r in list(self.requests)
+                   if (method is None or r.method == method) and r.path.startswith(path))
+
+    def clear_requests(self) -> None:
+        self.requests.clear()
+
+    def _take_fault(self, method: str, path: str) -> Fault | None:
+        with self.state.lock:
+            for fault in self.faults:
+                if fault.kind not in ("race",) and fault.matches(method, path):
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def _races(self, method: str, path: str) -> list[Fault]:
+        with self.state.lock:
+            return [f for f in self.faults if f.kind == "race" and f.matches(method, path)]
+
+    def _apply_race(self, fault: Fault) -> None:
+        with self.state.lock:
+            repo = self.state.repo(fault.repository)
+            pr = repo.pulls.get(fault.number) if repo else None
+            if repo is None or pr is None or pr.state != "open":
+                return
+            if fault.action == "merge":
+                self.state.merge(repo, pr, None)
+            else:
+                self.state.close(pr)
+
+    def _handle_rest(self, method: str, path: str, query: str,
+                     body: Any) -> rest.Answer:
+        assert self._rest is not None
+        return self._rest.handle(method, path, query, body)
+
+    def _handle_graphql(self, body: Any, races: list[Fault]) -> dict[str, Any]:
+        if not isinstance(body, dict) or not isinstance(body.get("query"), str):
+            return {"errors": [{"message": "A query attribute must be specified and must be"
+                                           " a string."}]}
+        during = [f for f in races if f.during]
+
+        def on_state_read(repo: Repository, pr: Pull) -> None:
+            for fault in during:
+                if (fault.times > 0 and fault.repository.lower() == repo.full_name.lower()
+                        and fault.number == pr.number):
+                    fault.times = 0
+                    self._apply_race(fault)
+
+        resolvers = graphql_api.Resolvers(self.state, on_state_read)
+        with self.state.lock:
+            return graphql_api.execute(resolvers, body["query"], body.get("variables"))
+
+    def _authorized(self, header: str | None, git: bool) -> bool:
+        if not header:
+            return False
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() in ("token", "bearer"):
+            return value.strip() == self.token
+        if git and scheme.lower() == "basic":
+            try:
+                _, _, password = base64.b64decode(value.strip()).decode().partition(":")
+            except ValueError:
+                return False
+            return password == self.token
+        return False
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "FakeGitHub/1.0"
+    _pending: RecordedRequest | None = None
+    _races_after: list[Fault] = []  # noqa: RUF012 (replaced per request, never mutated)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # quiet: tests read `FakeGitHub.requests` instead
+
+    @property
+    def fake(self) -> FakeGitHub:
+        return self.server.fake  # type: ignore[attr-defined, no-any-return]
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _serve(self, method: str) -> None:
+        fake = self.fake
+        split = urlsplit(self.path)
+        path, query = split.path, split.query
+        body = self._read_body()
+        is_git = not path.startswith("/api/")
+        authorized = fake._authorized(self.headers.get("Authorization"), is_git)
+        self._pending = RecordedRequest(method, path, query, 0, authorized, body)
+        fake.requests.append(self._pending)
+        self._races_after = []
+        self._answer(fake, method, path, query, body, authorized, is_git)
+
+    def _record(self, status: int) -> None:
+        """The status, noted before the answer is written."""
+        if self._pending is not None:
+            self._pending.status = status
+            self._pending = None
+        # The answer is computed; the world changes before the client can ask again.
+        for race in self._races_after:
+            race.times -= 1
+            if race.times == 0:
+                self.fake._apply_race(race)
+        self._races_after = []
+
+    def _answer(self, fake: FakeGitHub, method: str, path: str, query: str, body: bytes,
+                authorized: bool, is_git: bool) -> int:
+        if fake.latency:
+            time.sleep(fake.latency)
+        if not authorized:
+            if is_git:
+                return self._send(401, {"WWW-Authenticate": 'Basic realm="GitHub"'},
+                                  b"Authentication required\n", "text/plain")
+            return self._json(401, {}, {"message": "Bad credentials"})
+        fault = fake._take_fault(method, path)
+        if fault is not None and fault.kind == "slow":
+            time.sleep(fault.seconds)
+            fault = None
+        if fault is not None and fault.kind != "drop_after_apply":
+            return self._fault(fake, fault)
+        races = fake._races(method, path)
+        self._races_after = [race for race in races if not race.during]
+        if is_git:
+            status = self._git(fake, method, path, query, body)
+        elif path == "/api/graphql" and method == "POST":
+            status = self._json(200, {}, fake._handle_graphql(_loads(body), races),
+                                dropped=fault is not None)
+        elif path.startswith("/api/v3/"):
+            answer = fake._handle_rest(method, path.removeprefix("/api/v3"), query,
+                                       _loads(body))
+            status = self._json(*answer, dropped=fault is not None)
+        else:
+            status = self._json(404, {}, {"message": "Not Found"})
+        return status
+
+    def _fault(self, fake: FakeGitHub, fault: Fault) -> int:
+        if fault.kind == "status":
+            return self._json(fault.status, {}, {"message": "Server Error"})
+        if fault.kind == "secondary_rate_limit":
+            headers = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
+            return self._json(403, headers, {
+                "message": "You have exceeded a secondary rate limit. Please wait a few minutes"
+                           " before you try again.",
+                "documentation_url": "https://docs.github.com/rest/overview/rate-limits"})
+        if fault.kind == "primary_rate_limit":
+            reset = int(fake.clock()) + fault.reset_in
+            return self._json(403, {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "0",
+                                    "x-ratelimit-used": "5000", "x-ratelimit-reset": str(reset)},
+                              {"message": "API rate limit exceeded for user ID 1."})
+        body: dict[str, Any] = {"errors": fault.errors}
+        if fault.data is not None:
+            body["data"] = fault.data
+        return self._json(200, {}, body)
+
+    def _json(self, status: int, headers: dict[str, str], payload: Any, *,
+              dropped: bool = False) -> int:
+        if dropped:  # the request was applied; the client never hears about it
+            self._record(0)
+            self.close_connection = True
+            with suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return 0
+        data = b"" if payload is None else json.dumps(payload).encode()
+        return self._send(status, headers, data, "application/json; charset=utf-8")
+
+    def _send(self, status: int, headers: dict[str, str], data: bytes,
+              content_type: str) -> int:
+        self._record(status)
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        defaults = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4999"}
+        for key, value in (defaults | headers).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if data:
+            self.wfile.write(data)
+        return status
+
+    def _git(self, fake: FakeGitHub, method: str, path: str, query: str, body: bytes) -> int:
+        """Run `git http-backend` as a CGI for the smart HTTP protocol."""
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_PROJECT_ROOT": str(fake.state.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "HOME": str(fake.root),
+            "REQUEST_METHOD": method,
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_USER": fake.login,
+            "REMOTE_ADDR": "127.0.0.1",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+        }
+        for header in ("Content-Encoding", "Git-Protocol"):
+            if self.headers.get(header):
+                env["HTTP_" + header.upper().replace("-", "_")] = self.headers[header]
+        with fake.state.lock:  # refs read by other requests stay consistent
+            done = subprocess.run(["git", "http-backend"], input=body, env=env,
+                                  capture_output=True, check=False)
+        head, _, payload = done.stdout.partition(b"\r\n\r\n")
+        if not _ and b"\n\n" in done.stdout:
+            head, _, payload = done.stdout.partition(b"\n\n")
+        status, headers, content_type = 200, {}, "application/octet-stream"
+        for line in head.decode(errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.lower() == "status":
+                status = int(value.strip().split()[0])
+            elif key.lower() == "content-type":
+                content_type = value.strip()
+            elif key.strip():
+                headers[key.strip()] = value.strip()
+        return self._send(status, headers, payload, content_type)
+
+
+def _loads(body: bytes) -> Any:
+    if not body:
+        return None
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+@contextmanager
+def fake_github(root: Path | None = None, **options: Any) -> Iterator[FakeGitHub]:
+    """A started fake GitHub, stopped on exit."""
+    server = FakeGitHub(root, **options)
+    with server:
+        yield server

@@ -1,0 +1,336 @@
+"""The GitHub PR probe: every folder's pull request in ONE GraphQL request (SPEC §7).
+
+`GitHubPullRequestSource.pull_requests` sends one query for up to 50 folders (more are
+split into rounds of 50), then follow-ups only when needed: the next pages of review
+threads for PRs that have more than one page, and one more observation of a PR whose state
+changed while it was read (reported MERGED or CLOSED instead of failing the probe).
+
+A folder whose repository or PR cannot be read gets a `ProbeFailure`; the others keep
+their evidence. Rate limits (primary, secondary with or without `Retry-After`, GraphQL
+`RATE_LIMITED`), 5xx answers and dropped connections are retried with tenacity within a
+budget of attempts and waiting time — blindly, since a query only reads. The token travels
+in the `Authorization` header and is never logged, put in an error or kept in a repr.
+
+The HTTP client is httpx rather than PyGithub's requester: the probe needs the raw answer
+(partial `data` next to `errors`, `Retry-After` and `x-ratelimit-reset` headers) and one
+owner of retries, while PyGithub's requester retries on its own (urllib3) and raises on any
+GraphQL error, dropping the partial data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from tenacity import RetryCallState, Retrying, retry_if_exception_type
+
+from probes import github_query as gq
+from probes.evidence import ProbeFailure, PrObservation, PrQuery, ThreadNote
+
+DEFAULT_API_URL = "https://api.github.com"
+DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
+MAX_THREAD_PAGES = 100  # 10,000 review threads per PR
+
+
+def graphql_url_from_environment(environ: Mapping[str, str]) -> str:
+    """`GITHUB_GRAPHQL_URL`, else derived from `GITHUB_API_URL` (GitHub Enterprise Server
+    serves REST at `…/api/v3` and GraphQL at `…/api/graphql`), else the public API."""
+    if environ.get("GITHUB_GRAPHQL_URL"):
+        return environ["GITHUB_GRAPHQL_URL"]
+    api = environ.get("GITHUB_API_URL", "").rstrip("/")
+    if not api:
+        return DEFAULT_GRAPHQL_URL
+    return api.removesuffix("/v3") + "/graphql"
+
+
+class GitHubUnavailable(Exception):
+    """A probe round could not be answered (after retries, or refused outright)."""
+
+
+@dataclass
+class _Transient(Exception):
+    reason: str
+    wait: float | None = None  # what GitHub asked for; None = back off exponentially
+
+
+@dataclass(frozen=True)
+class RetryBudget:
+    attempts: int = 6
+    wait_seconds: float = 300.0  # total time spent waiting between attempts
+    backoff_first: float = 1.0
+    backoff_max: float = 30.0
+    secondary_default: float = 60.0  # GitHub: wait at least a minute without Retry-After
+
+
+class GitHubPullRequestSource:
+    """`probes.evidence.PullRequestSource` for GitHub, over GraphQL."""
+
+    def __init__(self, token: str, *, graphql_url: str = DEFAULT_GRAPHQL_URL,
+                 budget: RetryBudget | None = None,
+                 sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.time, timeout: float = 30.0) -> None:
+        if not token:
+            raise ValueError("a GitHub token is required (GITHUB_TOKEN)")
+        self._token = token
+        self.graphql_url = graphql_url
+        self.budget = budget or RetryBudget()
+        self._sleep = sleep
+        self._clock = clock
+        self._timeout = timeout
+        self.requests_sent = 0
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str], **options: Any
+                         ) -> GitHubPullRequestSource:
+        return cls(environ.get("GITHUB_TOKEN", ""),
+                   graphql_url=graphql_url_from_environment(environ), **options)
+
+    def __repr__(self) -> str:
+        return f"GitHubPullRequestSource(graphql_url={self.graphql_url!r})"
+
+    # -- the probe ------------------------------------------------------------------------
+    def pull_requests(self, queries: Sequence[PrQuery]) -> dict[str, PrObservation]:
+        result: dict[str, PrObservation] = {}
+        valid: list[PrQuery] = []
+        for query in queries:
+            problem = _query_problem(query)
+            if problem:
+                result[query.folder] = ProbeFailure(query.folder, problem)
+            else:
+                valid.append(query)
+        with httpx.Client(timeout=self._timeout, headers=self._headers()) as client:
+            for start in range(0, len(valid), gq.MAX_FOLDERS_PER_QUERY):
+                chunk = valid[start:start + gq.MAX_FOLDERS_PER_QUERY]
+                try:
+                    result.update(self._round(client, chunk))
+                except GitHubUnavailable as error:
+                    result.update({q.folder: ProbeFailure(q.folder, str(error)) for q in chunk})
+        return result
+
+    def _round(self, client: httpx.Client, queries: Sequence[PrQuery]
+               ) -> dict[str, PrObservation]:
+        text, variables = gq.probe_query(queries)
+        body = self._post(client, text, variables)
+        data = body.get("data") or {}
+        errors = _errors_by_alias(body.get("errors"))
+        nodes: dict[str, dict[str, Any]] = {}
+        result: dict[str, PrObservation] = {}
+        for i, query in enumerate(queries):
+            alias = f"f{i}"
+            seen = _pick_pr(data.get(alias), query)
+            if isinstance(seen, dict):
+                nodes[query.folder] = seen
+            elif seen is None and alias not in errors and data.get(alias) is not None:
+                result[query.folder] = None  # no PR for this head branch
+            else:
+                result[query.folder] = ProbeFailure(
+                    query.folder, _failure_reason(query, errors.get(alias), seen))
+        by_folder = {q.folder: q for q in queries}
+        # A PR whose state changed while it was read is observed once more.
+        self._reobserve(client, nodes, by_folder,
+                        [f for f, n in nodes.items() if gq.inconsistent(n)])
+        threads = {f: self._first_threads(n) for f, n in nodes.items()}
+        self._page_threads(client, nodes, threads, by_folder)
+        for folder, node in nodes.items():
+            unresolved, notes = threads[folder][0], threads[folder][1]
+            result[folder] = gq.snapshot(node, unresolved=unresolved, threads=notes)
+        return result
+
+    @staticmethod
+    def _first_threads(node: Mapping[str, Any]) -> tuple[int, list[ThreadNote], str | None]:
+        connection = node.get("reviewThreads") or {}
+        unresolved, notes = gq.thread_notes(connection.get("nodes") or [])
+        info = connection.get("pageInfo") or {}
+        return unresolved, notes, info.get("endCursor") if info.get("hasNextPage") else None
+
+    def _reobserve(self, client: httpx.Client, nodes: dict[str, dict[str, Any]],
+                   by_folder: Mapping[str, PrQuery], folders: list[str]) -> None:
+        if not folders:
+            return
+        targets = [(by_folder[f].repository, int(nodes[f]["number"])) for f in folders]
+        text, variables = gq.reobserve_query(targets)
+        try:
+            data = self._post(client, text, variables).get("data") or {}
+        except GitHubUnavailable:
+            data = {}
+        for i, folder in enumerate(folders):
+            again = (data.get(f"r{i}") or {}).get("pr")
+            if isinstance(again, dict):
+                nodes[folder] = again
+            # else: keep what was read; `snapshot` trusts the merged/closed flags
+
+    def _page_threads(self, client: httpx.Client, nodes: dict[str, dict[str, Any]],
+                      threads: dict[str, tuple[int, list[ThreadNote], str | None]],
+                      by_folder: Mapping[str, PrQuery]) -> None:
+        reobserved: set[str] = set()
+        for _ in range(MAX_THREAD_PAGES):  # bounded even if a server kept saying "more"
+            paging = [f for f, t in threads.items() if t[2] is not None]
+            if not paging:
+                return
+            targets = [(by_folder[f].repository, int(nodes[f]["number"]), str(threads[f][2]))
+                       for f in paging]
+            text, variables = gq.threads_query(targets)
+            try:
+                data = self._post(client, text, variables).get("data") or {}
+            except GitHubUnavailable:
+                data = {}
+            changed: list[str] = []
+            for i, folder in enumerate(paging):
+                pr = (data.get(f"t{i}") or {}).get("pr")
+                count, notes, _ = threads[folder]
+                if not isinstance(pr, dict):  # could not read further: count what was seen
+                    threads[folder] = (count, notes, None)
+                    continue
+                connection = pr.get("reviewThreads") or {}
+                more, more_notes = gq.thread_notes(connection.get("nodes") or [])
+                info = connection.get("pageInfo") or {}
+                threads[folder] = (count + more, notes + more_notes,
+                                   info.get("endCursor") if info.get("hasNextPage") else None)
+                if pr.get("state") != nodes[folder].get("state") and folder not in reobserved:
+                    changed.append(folder)
+            if changed:
+                reobserved.update(changed)
+                self._reobserve(client, nodes, by_folder, changed)
+
+    # -- one HTTP exchange, retried ---------------------------------------------------------
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"bearer {self._token}", "User-Agent": "delivery-probe",
+                "Accept": "application/json"}
+
+    def _post(self, client: httpx.Client, text: str, variables: dict[str, Any]
+              ) -> dict[str, Any]:
+        budget = self.budget
+        waited = [0.0]
+
+        def wait_for(state: RetryCallState) -> float:
+            error = state.outcome.exception() if state.outcome else None
+            if isinstance(error, _Transient) and error.wait is not None:
+                return max(error.wait, 0.0)
+            return float(min(budget.backoff_first * 2 ** (state.attempt_number - 1),
+                             budget.backoff_max))
+
+        def stop(state: RetryCallState) -> bool:
+            if state.attempt_number >= budget.attempts:
+                return True
+            return waited[0] + wait_for(state) > budget.wait_seconds
+
+        def sleep(seconds: float) -> None:
+            waited[0] += seconds
+            self._sleep(seconds)
+
+        retrying = Retrying(retry=retry_if_exception_type(_Transient), stop=stop,
+                            wait=wait_for, sleep=sleep, reraise=True)
+        try:
+            return retrying(self._exchange, client, text, variables)
+        except _Transient as error:
+            raise GitHubUnavailable(
+                f"GitHub GraphQL at {self.graphql_url}: {error.reason}; gave up within the"
+                f" retry budget ({budget.attempts} attempts, {budget.wait_seconds:.0f} s)"
+            ) from None
+
+    def _exchange(self, client: httpx.Client, text: str, variables: dict[str, Any]
+                  ) -> dict[str, Any]:
+        self.requests_sent += 1
+        try:
+            response = client.post(self.graphql_url, json={"query": text,
+                                                           "variables": variables})
+        except httpx.TransportError as error:
+            raise _Transient(f"connection failed ({type(error).__name__})") from None
+        status = response.status_code
+        message = _message(response)
+        if status >= 500:
+            raise _Transient(f"HTTP {status}")
+        if status in (403, 429):
+            wait = self._rate_limit_wait(response, message)
+            if wait is not None:
+                raise _Transient(f"rate limited (HTTP {status}: {message})", wait)
+        if status == 401:
+            raise GitHubUnavailable(
+                f"GitHub refused the token (HTTP 401 {message}): check GITHUB_TOKEN")
+        if status != 200:
+            raise GitHubUnavailable(f"GitHub GraphQL answered HTTP {status}: {message}")
+        try:
+            body = response.json()
+        except ValueError:
+            raise _Transient("the answer was not JSON") from None
+        if not isinstance(body, dict):
+            raise _Transient("the answer was not a JSON object")
+        errors = body.get("errors") or []
+        if any(isinstance(e, dict) and e.get("type") == "RATE_LIMITED" for e in errors):
+            raise _Transient("rate limited (GraphQL RATE_LIMITED)",
+                             self._rate_limit_wait(response, "rate limit") or
+                             self.budget.secondary_default)
+        if errors and body.get("data") is None:
+            text_errors = "; ".join(str(e.get("message", e)) for e in errors
+                                    if isinstance(e, dict))
+            if "timeout" in text_errors.lower() or "something went wrong" in text_errors.lower():
+                raise _Transient(f"GraphQL error: {text_errors}")
+            raise GitHubUnavailable(f"GitHub rejected the query: {text_errors}")
+        return body
+
+    def _rate_limit_wait(self, response: httpx.Response, message: str) -> float | None:
+        """How long GitHub asks to wait, or None when the answer is no rate limit."""
+        retry_after = response.headers.get("retry-after")
+        if retry_after and retry_after.strip().isdigit():
+            return float(retry_after.strip())
+        if response.headers.get("x-ratelimit-remaining") == "0":
+            reset = response.headers.get("x-ratelimit-reset", "")
+            if reset.strip().isdigit():
+                return max(float(reset) - self._clock(), 0.0) + 1.0
+            return self.budget.secondary_default
+        if "rate limit" in message.lower():
+            return self.budget.secondary_default
+        return None
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.reason_phrase
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    return response.reason_phrase
+
+
+def _query_problem(query: PrQuery) -> str:
+    try:
+        gq.split_repository(query.repository)
+    except ValueError as error:
+        return str(error)
+    if query.number is None and not query.head_branch:
+        return f"{query.repository}: name the PR by number or head branch"
+    return ""
+
+
+def _errors_by_alias(errors: Any) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for error in errors or []:
+        if isinstance(error, dict) and error.get("path"):
+            alias = str(error["path"][0])
+            found.setdefault(alias, str(error.get("message", "")))
+    return found
+
+
+def _pick_pr(repository: Any, query: PrQuery) -> dict[str, Any] | str | None:
+    """The PR node of one alias; None when the head branch has no PR; "missing" when the
+    repository or the numbered PR could not be read."""
+    if not isinstance(repository, dict):
+        return "missing"
+    if query.number is not None:
+        pr = repository.get("pr")
+        return pr if isinstance(pr, dict) else "missing"
+    for key in ("open", "recent"):
+        nodes = (repository.get(key) or {}).get("nodes") or []
+        if nodes and isinstance(nodes[0], dict):
+            return dict(nodes[0])
+    return None
+
+
+def _failure_reason(query: PrQuery, error: str | None, seen: object) -> str:
+    which = f"{query.repository}#{query.number}" if query.number is not None else (
+        f"{query.repository}@{query.head_branch}")
+    return f"{which}: {error}" if error else f"{which}: could not be read"

@@ -1,0 +1,281 @@
+"""The GraphQL text the GitHub probe sends, and how an answer becomes evidence.
+
+One probe round is one query: each folder is an alias (`f0`, `f1`, …) over
+`repository(owner:, name:)`, reading the PR by number or, by head branch, the open PR and
+the most recent one (for a branch whose PR was merged or closed). Values travel as
+variables, never spliced into the text. Follow-up queries page through review threads
+(only for PRs that have more than one page) and observe a PR once more when it changed
+state while being read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from probes.evidence import (
+    FailingCheck,
+    PrQuery,
+    PullRequestSnapshot,
+    ReviewNote,
+    ThreadNote,
+)
+from probes.pr_state import Checks, Mergeable, PrEvidence, Review
+
+MAX_FOLDERS_PER_QUERY = 50
+PAGE = 100  # GitHub's largest page
+REVIEWS_PAGE = 30
+THREAD_NOTES = 20  # unresolved threads quoted in `pr.raw` (all are counted)
+
+THREAD_FIELDS = """
+fragment ProbeThread on PullRequestReviewThread {
+  isResolved
+  path
+  line
+  comments(first: 1) { nodes { body author { login } } }
+}
+"""
+
+PR_FIELDS = """
+fragment ProbePullRequest on PullRequest {
+  number
+  url
+  state
+  merged
+  closed
+  isDraft
+  headRefName
+  headRefOid
+  baseRefName
+  mergeable
+  mergeStateStatus
+  reviewDecision
+  commits(last: 1) {
+    nodes {
+      commit {
+        oid
+        statusCheckRollup {
+          state
+          contexts(first: 100) {
+            totalCount
+            nodes {
+              __typename
+              ... on CheckRun { name status conclusion detailsUrl title summary }
+              ... on StatusContext { context state targetUrl description }
+            }
+          }
+        }
+      }
+    }
+  }
+  latestOpinionatedReviews(first: 30) { nodes { state body author { login } } }
+  reviewThreads(first: 100) {
+    totalCount
+    pageInfo { hasNextPage endCursor }
+    nodes { ...ProbeThread }
+  }
+}
+"""
+
+ENDED_PR_FIELDS = """
+fragment ProbeEndedPullRequest on PullRequest {
+  number
+  url
+  state
+  merged
+  closed
+  headRefName
+  headRefOid
+  baseRefName
+}
+"""
+
+
+def _variables_decl(decls: Sequence[str]) -> str:
+    return f"({', '.join(decls)})" if decls else ""
+
+
+def probe_query(queries: Sequence[PrQuery]) -> tuple[str, dict[str, Any]]:
+    """The text and variables of one probe round over `queries` (at most 50)."""
+    if len(queries) > MAX_FOLDERS_PER_QUERY:
+        raise ValueError(f"at most {MAX_FOLDERS_PER_QUERY} folders per query")
+    decls: list[str] = []
+    fields: list[str] = []
+    variables: dict[str, Any] = {}
+    ended = False
+    for i, query in enumerate(queries):
+        owner, name = split_repository(query.repository)
+        decls += [f"$o{i}: String!", f"$n{i}: String!"]
+        variables[f"o{i}"], variables[f"n{i}"] = owner, name
+        if query.number is not None:
+            decls.append(f"$p{i}: Int!")
+            variables[f"p{i}"] = query.number
+            inner = f"pr: pullRequest(number: $p{i}) {{ ...ProbePullRequest }}"
+        else:
+            decls.append(f"$h{i}: String!")
+            variables[f"h{i}"] = query.head_branch
+            ended = True
+            inner = (
+                f"open: pullRequests(headRefName: $h{i}, states: [OPEN], first: 1) "
+                "{ nodes { ...ProbePullRequest } } "
+                f"recent: pullRequests(headRefName: $h{i}, first: 1, "
+                "orderBy: {field: CREATED_AT, direction: DESC}) "
+                "{ nodes { ...ProbeEndedPullRequest } }"
+            )
+        fields.append(f"  f{i}: repository(owner: $o{i}, name: $n{i}) {{ {inner} }}")
+    text = (f"query Probe{_variables_decl(decls)} {{\n" + "\n".join(fields) + "\n}\n"
+            + PR_FIELDS + THREAD_FIELDS + (ENDED_PR_FIELDS if ended else ""))
+    return text, variables
+
+
+def reobserve_query(targets: Sequence[tuple[str, int]]) -> tuple[str, dict[str, Any]]:
+    """Observe PRs (`owner/name`, number) once more, in full (aliases `r0`, `r1`, …)."""
+    decls: list[str] = []
+    fields: list[str] = []
+    variables: dict[str, Any] = {}
+    for i, (repository, number) in enumerate(targets):
+        owner, name = split_repository(repository)
+        decls += [f"$o{i}: String!", f"$n{i}: String!", f"$p{i}: Int!"]
+        variables.update({f"o{i}": owner, f"n{i}": name, f"p{i}": number})
+        fields.append(f"  r{i}: repository(owner: $o{i}, name: $n{i}) "
+                      f"{{ pr: pullRequest(number: $p{i}) {{ ...ProbePullRequest }} }}")
+    text = (f"query Reobserve{_variables_decl(decls)} {{\n" + "\n".join(fields) + "\n}\n"
+            + PR_FIELDS + THREAD_FIELDS)
+    return text, variables
+
+
+def threads_query(targets: Sequence[tuple[str, int, str]]) -> tuple[str, dict[str, Any]]:
+    """The next page of review threads of PRs (`owner/name`, number, cursor), aliases
+    `t0`, `t1`, …; each also reads the PR's state to notice a merge or close meanwhile."""
+    decls: list[str] = []
+    fields: list[str] = []
+    variables: dict[str, Any] = {}
+    for i, (repository, number, cursor) in enumerate(targets):
+        owner, name = split_repository(repository)
+        decls += [f"$o{i}: String!", f"$n{i}: String!", f"$p{i}: Int!", f"$c{i}: String!"]
+        variables.update({f"o{i}": owner, f"n{i}": name, f"p{i}": number, f"c{i}": cursor})
+        fields.append(
+            f"  t{i}: repository(owner: $o{i}, name: $n{i}) {{ pr: pullRequest(number: $p{i}) "
+            f"{{ state reviewThreads(first: {PAGE}, after: $c{i}) "
+            "{ pageInfo { hasNextPage endCursor } nodes { ...ProbeThread } } } }")
+    text = (f"query Threads{_variables_decl(decls)} {{\n" + "\n".join(fields) + "\n}\n"
+            + THREAD_FIELDS)
+    return text, variables
+
+
+def split_repository(repository: str) -> tuple[str, str]:
+    owner, slash, name = repository.strip().partition("/")
+    if not slash or not owner or not name or "/" in name:
+        raise ValueError(f"a GitHub repository is owner/name, got {repository!r}")
+    return owner, name.removesuffix(".git")
+
+
+# -- answers → evidence ------------------------------------------------------------------
+FAILING_CONCLUSIONS = frozenset(
+    {"FAILURE", "TIMED_OUT", "CANCELLED", "ACTION_REQUIRED", "STARTUP_FAILURE", "STALE"})
+
+
+def inconsistent(node: Mapping[str, Any]) -> bool:
+    """`state` and the `merged`/`closed` flags disagree: the PR changed while being read."""
+    state = node.get("state")
+    merged, closed = bool(node.get("merged")), bool(node.get("closed"))
+    return (state == "OPEN" and (merged or closed)) or (state == "MERGED" and not merged) or (
+        state == "CLOSED" and not closed)
+
+
+def _checks(rollup: Mapping[str, Any] | None) -> tuple[Checks, list[FailingCheck], list[str]]:
+    if not rollup:
+        return "NONE", [], []
+    failing: list[FailingCheck] = []
+    pending: list[str] = []
+    for ctx in (rollup.get("contexts") or {}).get("nodes") or []:
+        if not ctx:
+            continue
+        if ctx.get("__typename") == "CheckRun":
+            if ctx.get("conclusion") in FAILING_CONCLUSIONS:
+                failing.append(FailingCheck(
+                    name=str(ctx.get("name") or ""), conclusion=str(ctx["conclusion"]),
+                    details_url=str(ctx.get("detailsUrl") or ""),
+                    summary=str(ctx.get("summary") or ctx.get("title") or "")))
+            elif ctx.get("status") != "COMPLETED":
+                pending.append(str(ctx.get("name") or ""))
+        elif ctx.get("state") in ("FAILURE", "ERROR"):
+            failing.append(FailingCheck(
+                name=str(ctx.get("context") or ""), conclusion=str(ctx["state"]),
+                details_url=str(ctx.get("targetUrl") or ""),
+                summary=str(ctx.get("description") or "")))
+        elif ctx.get("state") in ("PENDING", "EXPECTED"):
+            pending.append(str(ctx.get("context") or ""))
+    state = rollup.get("state")
+    checks: Checks = ("SUCCESS" if state == "SUCCESS" else
+                      "FAILURE" if state in ("FAILURE", "ERROR") else "PENDING")
+    return checks, failing, pending
+
+
+def _review(node: Mapping[str, Any], reviews: list[ReviewNote]) -> Review:
+    decision = node.get("reviewDecision")
+    if decision in ("APPROVED", "CHANGES_REQUESTED", "REVIEW_REQUIRED"):
+        return decision  # type: ignore[no-any-return]
+    # No review is required by the base branch (GitHub answers null): a reviewer's
+    # request for changes still blocks.
+    if any(r.state == "CHANGES_REQUESTED" for r in reviews):
+        return "CHANGES_REQUESTED"
+    return "NONE"
+
+
+def thread_notes(nodes: Sequence[Mapping[str, Any] | None]) -> tuple[int, list[ThreadNote]]:
+    unresolved = 0
+    notes: list[ThreadNote] = []
+    for thread in nodes:
+        if not thread or thread.get("isResolved"):
+            continue
+        unresolved += 1
+        comments = (thread.get("comments") or {}).get("nodes") or []
+        first = comments[0] if comments and comments[0] else {}
+        notes.append(ThreadNote(
+            path=str(thread.get("path") or ""),
+            line=thread.get("line") if isinstance(thread.get("line"), int) else None,
+            author=str((first.get("author") or {}).get("login") or ""),
+            body=str(first.get("body") or "")))
+    return unresolved, notes
+
+
+def snapshot(node: Mapping[str, Any], *, unresolved: int,
+             threads: Sequence[ThreadNote]) -> PullRequestSnapshot:
+    """Evidence from one PR node (`ProbePullRequest` or `ProbeEndedPullRequest`)."""
+    state = node.get("state")
+    merged = state == "MERGED" or bool(node.get("merged"))
+    closed = not merged and (state == "CLOSED" or bool(node.get("closed")))
+    commits = (node.get("commits") or {}).get("nodes") or []
+    commit = (commits[-1] or {}).get("commit") or {} if commits else {}
+    checks, failing, pending = _checks(commit.get("statusCheckRollup"))
+    reviews = [
+        ReviewNote(author=str((r.get("author") or {}).get("login") or ""),
+                   state=str(r.get("state") or ""), body=str(r.get("body") or ""))
+        for r in ((node.get("latestOpinionatedReviews") or {}).get("nodes") or []) if r
+    ]
+    mergeable_raw = node.get("mergeable")
+    mergeable: Mergeable = (mergeable_raw if mergeable_raw in ("MERGEABLE", "CONFLICTING")
+                            else "UNKNOWN")
+    head, base = str(node.get("headRefName") or ""), str(node.get("baseRefName") or "")
+    conflict = ""
+    if mergeable == "CONFLICTING" and not merged and not closed:
+        conflict = (f"{head} conflicts with {base} (mergeStateStatus "
+                    f"{node.get('mergeStateStatus') or 'DIRTY'}): merge or rebase {base}"
+                    " into the branch and resolve the conflicting files")
+    evidence = PrEvidence(merged=merged, closed=closed, mergeable=mergeable, checks=checks,
+                          review=_review(node, reviews))
+    extra: dict[str, Any] = {}
+    if node.get("mergeStateStatus"):
+        extra["merge_state_status"] = node["mergeStateStatus"]
+    if node.get("isDraft"):
+        extra["draft"] = True
+    if pending:
+        extra["pending_checks"] = pending
+    return PullRequestSnapshot(
+        number=int(node.get("number") or 0), url=str(node.get("url") or ""),
+        head_ref=head, head_sha=str(node.get("headRefOid") or commit.get("oid") or ""),
+        base_ref=base, evidence=evidence, unresolved_threads=unresolved,
+        failing_checks=tuple(failing), reviews=tuple(reviews), conflict=conflict,
+        extra=extra, threads=tuple(threads[:THREAD_NOTES]),
+    )

@@ -1,0 +1,185 @@
+"""Probe and worktree stages in whole runs, against the local forge and real git
+repositories (SPEC §7, §7.1): worktrees on the run's branch, per-folder facts and roll-ups,
+removal that keeps unfinished work, the settings a resume reuses."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from engine_helpers import FakeClock, write_flow
+from git_helpers import commit_to, make_remote
+
+from delivery.agents.replay import ReplayBackend
+from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
+from delivery.errors import RunRefused
+from delivery.forges.local import LocalForge
+
+TICKET = "https://tracker.example/browse/T-7"
+BRANCH = "delivery/t-7"
+
+LIFECYCLE = """
+digraph F {
+  graph [goal="g", inputs="ticket", folders="web,api"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  add [type=worktree_add]
+  change [shape=parallelogram, script="printf 'new\\n' > web/new.txt"]
+  look [type=probe]
+  remove [type=worktree_remove]
+  start -> add -> change -> look -> remove -> exit
+}
+"""
+
+
+def world(tmp_path: Path) -> World:
+    return World(agent=ReplayBackend({}), clock=FakeClock(), git_cache=tmp_path / "cache")
+
+
+def start(tmp_path: Path, dot: str, repos: Mapping[str, Path], *,
+          checks: Mapping[str, str] | None = None, gates: str = "deny") -> RunOutcome:
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    request = RunRequest(workflow=write_flow(tmp_path, dot), inputs={"ticket": TICKET},
+                         workspace=workspace, repos={k: str(v) for k, v in repos.items()},
+                         checks=dict(checks or {}), gates=gates)
+    return start_run(request, world(tmp_path))
+
+
+@pytest.fixture
+def remotes(tmp_path: Path) -> dict[str, Path]:
+    root = tmp_path / "remotes"
+    root.mkdir()
+    return {name: make_remote(root, name, {"app.txt": f"{name}\n"}) for name in ("web", "api")}
+
+
+def test_worktrees_are_made_probed_and_removed_keeping_unfinished_work(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    ran = start(tmp_path, LIFECYCLE, remotes)
+    assert ran.status == "succeeded", ran.failure_reason
+    ctx = ran.context
+    assert ctx["web.worktree.exists"] is True and ctx["web.worktree.branch"] == BRANCH
+    assert ctx["web.worktree.dirty"] is True and ctx["api.worktree.dirty"] is False
+    assert (ctx["web.diff.files"], ctx["web.diff.insertions"], ctx["web.diff.empty"]) == \
+        (1, 1, False)
+    assert ctx["api.diff.empty"] is True
+    assert ctx["web.pr.state"] == "NONE" and ctx["pr.state"] == "NONE"
+    assert ctx["threads.unresolved"] == 0
+    assert ctx["worktree.clean"] is False
+    assert ctx["worktree.status"] == "web: kept: uncommitted changes; api: removed"
+    assert (tmp_path / "ws" / "web" / "new.txt").read_text() == "new\n"
+    assert not (tmp_path / "ws" / "api").exists()
+    info = json.loads((ran.run_dir / "run.json").read_text())
+    assert info["branch"] == BRANCH and info["forge"] == "local"
+    assert info["repos"] == {name: str(path.resolve()) for name, path in remotes.items()}
+    assert info["folders"] == {name: str(tmp_path / "ws" / name) for name in remotes}
+
+
+def test_the_probe_reads_the_prs_of_the_runs_branch_and_routes_on_them(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    forge = LocalForge()
+    for name, remote in remotes.items():
+        commit_to(remote, BRANCH, {"broken.txt" if name == "api" else "ok.txt": "x"})
+        forge.find_or_create_pull_request(str(remote), head=BRANCH, base="main",
+                                          title="t", body="")
+    dot = """
+    digraph F {
+      graph [goal="g", inputs="ticket", folders="web,api"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      look [type=probe, probe="pr,threads"]
+      repair [shape=parallelogram, script="true"]
+      start -> look
+      look -> repair [condition="pr.state=CI_FAILED"]
+      look -> exit
+      repair -> exit
+    }
+    """
+    ran = start(tmp_path, dot, remotes, checks={"web": "test ! -f broken.txt",
+                                                "api": "test ! -f broken.txt"})
+    assert ran.status == "succeeded", ran.failure_reason
+    assert ran.path == ["start", "look", "repair", "exit"]
+    ctx = ran.context
+    assert (ctx["web.pr.state"], ctx["web.pr.ready"]) == ("WAITING", True)
+    assert ctx["api.pr.state"] == "CI_FAILED" and ctx["pr.state"] == "CI_FAILED"
+    assert json.loads(ctx["api.pr.raw"])["failing_checks"][0]["conclusion"] == "FAILURE"
+    assert ctx["api.pr.url"].endswith("#1")
+    assert "web.worktree.exists" not in ctx and "web.diff.files" not in ctx
+
+
+def test_a_probe_of_one_folder_still_rolls_up_every_folder(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    forge = LocalForge()
+    commit_to(remotes["web"], BRANCH, {"ok.txt": "x"})
+    number = forge.find_or_create_pull_request(str(remotes["web"]), head=BRANCH, base="main",
+                                               title="t", body="").number
+    forge.review(str(remotes["web"]), number, "CHANGES_REQUESTED", "no", author="r")
+    dot = """
+    digraph F {
+      graph [goal="g", inputs="ticket", folders="web,api"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      all [type=probe, probe="pr"]
+      one [type=probe, probe="pr", folder=api]
+      start -> all -> one -> exit
+    }
+    """
+    ran = start(tmp_path, dot, remotes)
+    assert ran.status == "succeeded", ran.failure_reason
+    assert ran.context["api.pr.state"] == "NONE"
+    assert ran.context["pr.state"] == "CHANGES_REQUIRED"  # web, as last observed
+
+
+def test_a_folder_the_forge_cannot_read_fails_the_probe_naming_it(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    not_git = tmp_path / "plain"
+    not_git.mkdir()
+    dot = """
+    digraph F {
+      graph [goal="g", inputs="ticket"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      look [type=probe, probe="pr"]
+      start -> look -> exit
+    }
+    """
+    ran = start(tmp_path, dot, {"web": remotes["web"], "api": not_git})
+    assert ran.status == "failed"
+    assert "folder 'api'" in ran.failure_reason
+    assert "not a git repository" in ran.failure_reason
+    assert "web.pr.state" not in ran.context
+
+
+def test_a_resume_reuses_the_runs_folders_forge_branch_and_worktrees(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    dot = """
+    digraph F {
+      graph [goal="g", inputs="ticket", folders="web,api"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      add [type=worktree_add]
+      change [shape=parallelogram, script="printf 'x\\n' > web/x.txt"]
+      gate [shape=hexagon, label="Go on?"]
+      again [type=worktree_add]
+      look [type=probe, probe="worktree,diff"]
+      start -> add -> change -> gate
+      gate -> again [label="yes"]
+      again -> look -> exit
+    }
+    """
+    paused = start(tmp_path, dot, remotes, gates="pause")
+    assert paused.status == "paused", paused.failure_reason
+    resumed = resume_run(paused.run_dir, world(tmp_path), answers={"gate": "yes"})
+    assert resumed.status == "succeeded", resumed.failure_reason
+    # the second worktree_add reused the worktree: the uncommitted file is still there
+    assert resumed.context["web.worktree.branch"] == BRANCH
+    assert resumed.context["web.diff.files"] == 1
+    assert (tmp_path / "ws" / "web" / "x.txt").is_file()
+
+
+def test_a_check_for_an_unknown_folder_is_refused(tmp_path: Path,
+                                                  remotes: dict[str, Path]) -> None:
+    with pytest.raises(RunRefused, match="folder 'docs'"):
+        start(tmp_path, LIFECYCLE, remotes, checks={"docs": "true"})

@@ -1,0 +1,75 @@
+"""Wait stages (SPEC §7.1): interval, backoff on consecutive visits, max_interval, timeout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine_helpers import FakeClock, write_flow
+
+from delivery.agents.replay import ReplayBackend
+from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
+from delivery.lang.model import NodeType
+from delivery.scenarios.model import Scenario
+from delivery.scenarios.stages import ScenarioPlayer
+
+FLOW = """
+digraph g {
+    graph [goal="Ship"]
+    start [shape=Mdiamond]
+    exit  [shape=Msquare]
+    work    [type=script, script="true"]
+    observe [type=probe]
+    route   [shape=diamond]
+    pause   [type=wait, %s]
+    gave_up [type=script, script="true"]
+    start -> work -> observe -> route
+    route -> exit   [condition="pr.state=MERGED"]
+    route -> work   [condition="pr.state=CI_FAILED"]
+    route -> pause  [condition="pr.state=WAITING"]
+    pause -> observe
+    pause -> gave_up [condition="outcome=failed"]
+    gave_up -> exit
+}
+"""
+
+
+def run_wait(tmp_path: Path, attrs: str, states: list[str]) -> tuple[RunOutcome, FakeClock]:
+    scenario = Scenario(name="wait", folders=["api"],
+                        probes={"observe": [{"api.pr.state": s} for s in states]},
+                        scripts={"work": [{"exit": 0}] * 5, "gave_up": [{"exit": 0}]})
+    player = ScenarioPlayer(scenario)
+    clock = FakeClock()
+    # scripted probes and scripts; the real wait handler
+    handlers = {kind: run for kind, run in player.handlers().items() if kind is not NodeType.WAIT}
+    world = World(agent=ReplayBackend({}), clock=clock, handlers=handlers)
+    outcome = start_run(RunRequest(workflow=write_flow(tmp_path, FLOW % attrs),
+                                   workspace=tmp_path), world)
+    return outcome, clock
+
+
+def test_consecutive_visits_back_off_up_to_the_ceiling(tmp_path: Path) -> None:
+    outcome, clock = run_wait(tmp_path, 'interval="60s", backoff=2, max_interval="5m"',
+                              ["WAITING"] * 5 + ["MERGED"])
+    assert outcome.status == "succeeded"
+    assert clock.sleeps == [60, 120, 240, 300, 300]
+
+
+def test_another_stage_in_between_starts_the_back_off_again(tmp_path: Path) -> None:
+    outcome, clock = run_wait(tmp_path, 'interval="10s", backoff=3',
+                              ["WAITING", "WAITING", "CI_FAILED", "WAITING", "MERGED"])
+    assert outcome.status == "succeeded"
+    assert clock.sleeps == [10, 30, 10]
+
+
+def test_timeout_fails_the_wait_since_its_first_visit(tmp_path: Path) -> None:
+    outcome, clock = run_wait(tmp_path, 'interval="60s", backoff=2, timeout="3m"',
+                              ["WAITING"] * 5 + ["MERGED"])
+    assert clock.sleeps == [60, 120]  # the second sleep ends exactly at the timeout
+    assert outcome.path[-3:] == ["pause", "gave_up", "exit"]
+    failed = (outcome.run_dir / "pause" / "3" / "status.json").read_text(encoding="utf-8")
+    assert "timed out" in failed
+
+
+def test_without_backoff_the_interval_stays_the_same(tmp_path: Path) -> None:
+    _, clock = run_wait(tmp_path, 'interval="30s"', ["WAITING"] * 3 + ["MERGED"])
+    assert clock.sleeps == [30, 30, 30]
