@@ -31,7 +31,7 @@ from delivery.agents.base import AgentBackend, IncrementalState
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import Clock, Handler, StageEnv, StageResult
 from delivery.engine.routing import facts_read, route_rule, select_edge
-from delivery.errors import PauseRequested, RunError, RunStoreError
+from delivery.errors import ArtifactError, PauseRequested, RunError, RunStoreError
 from delivery.lang.model import Node, NodeType, Workflow
 from delivery.lang.topology import ParallelSection, parallel_sections
 from delivery.store.base import RunStore
@@ -106,10 +106,10 @@ class Engine:
             return state
         try:
             return self._run(state, context)
-        except RunStoreError as fault:
-            # The store cannot be written (disk full, gone): stop. What is on disk is the
-            # last stage saved, so the run can be resumed from there once the fault is
-            # fixed; nothing more is written, which could fail the same way.
+        except (RunStoreError, ArtifactError) as fault:
+            # The store cannot be written or read (disk full, gone, a file removed): stop.
+            # What is on disk is the last stage saved, so the run can be resumed from there
+            # once the fault is fixed; nothing more is written, which could fail the same way.
             state.context = context.snapshot()
             state.status = RunStatus.FAILED
             state.failure_reason = (f"the run's store failed: {fault} — the run stopped "
