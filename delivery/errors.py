@@ -6,6 +6,7 @@
     │   ├── DeclarationError           an attribute's mini-language (inputs, outputs, ...) is wrong
     │   ├── ConditionSyntaxError       an edge condition does not parse
     │   ├── TemplateProblem            a prompt/script template does not parse (validator)
+    │   ├── StylesheetError            a `model_stylesheet` does not parse
     │   └── WorkflowInvalid            the graph parsed but the validator found errors
     ├── ScenarioFileError              a route-scenario file (`delivery test`) is wrong
     └── RunError                       something went wrong while running (run-time)
@@ -113,6 +114,16 @@ class TemplateProblem(WorkflowError):
         self.message = message
         self.lineno = lineno
         super().__init__(message)
+
+
+class StylesheetError(WorkflowError, ValueError):
+    """The model stylesheet does not parse; `offset` indexes into its text."""
+
+    def __init__(self, offset: int, problem: str, fix: str) -> None:
+        self.offset = offset
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"character {offset + 1}: {problem}")
 
 
 class WorkflowInvalid(WorkflowError):

@@ -1,6 +1,7 @@
-"""Shared fixtures. The harness itself is the shipped `delivery.testing` package (FakeClock,
-`run_dot`, `invoke`), so tests and embedders use the same tools; `tests/engine_helpers.py`
-and `tests/durability_driver.py` hold what only these tests need."""
+"""Fixtures shared by the whole suite: the fake GitHub's, from the plugin we ship, and the
+engine's harness (`delivery.testing`: FakeClock, `run_dot`, `invoke`), so tests and
+embedders use the same tools; `tests/engine_helpers.py` and `tests/durability_driver.py`
+hold what only these tests need."""
 
 from __future__ import annotations
 
@@ -11,11 +12,27 @@ from typing import Any
 import pytest
 
 from delivery.testing.clock import FakeClock
+from delivery.testing.github import FakeGitHub, ManualClock
 from delivery.testing.runs import Ran, run_dot
+
+pytest_plugins = ["delivery.testing.github.pytest_plugin"]
 
 
 @pytest.fixture
-def clock() -> FakeClock:
+def clock(fake_github_clock: ManualClock) -> ManualClock:
+    """The fake GitHub's clock, under the short name the GitHub tests use."""
+    return fake_github_clock
+
+
+@pytest.fixture
+def fake(fake_github: FakeGitHub) -> FakeGitHub:
+    """A started fake GitHub (`fake_github`), under the short name the GitHub tests use."""
+    return fake_github
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """The engine's clock for tests: sleeps recorded, returning at once."""
     return FakeClock()
 
 

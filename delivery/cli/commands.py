@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from delivery.cli import graph
+from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
 from delivery.cli.routes import print_routes
 from delivery.engine.context import Context
+from delivery.engine.handlers import default_handlers
 from delivery.engine.route_log import read_routes
 from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import (
@@ -33,6 +35,7 @@ from delivery.errors import (
     WorkflowInvalid,
     WorkflowSyntaxError,
 )
+from delivery.lang.model import NodeType
 from delivery.store.files import read_file
 from delivery.store.runstore import LocalRunStore, verify_run
 
@@ -49,8 +52,8 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from delivery.cli.forge_commands import cmd_probe, cmd_review
 
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
-               "verify": cmd_verify, "graph": cmd_graph_run, "probe": cmd_probe,
-               "review": cmd_review}[args.command]
+               "verify": cmd_verify, "handlers": cmd_handlers, "graph": cmd_graph_run,
+               "probe": cmd_probe, "review": cmd_review}[args.command]
     try:
         return handler(args, out, err)
     except WorkflowSyntaxError as problem:
@@ -204,6 +207,7 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "path": path, "next_node": state.next_node if state else None,
         "outcomes": state.outcomes if state else {}, "stages": stages,
         "context": values, "artifacts": artifacts, "run_dir": str(run.path),
+        "usage": _total_usage(stages),
     }
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True, default=str), file=out)
@@ -215,7 +219,12 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print("  stages:", file=out)
     for stage in stages:
         reason = f" — {stage['failure_reason']}" if stage.get("failure_reason") else ""
-        print(f"    {stage['node']}#{stage['attempt']}: {stage['outcome']}{reason}", file=out)
+        tokens = f" ({_tokens(stage['usage'])})" if stage.get("usage") else ""
+        print(f"    {stage['node']}#{stage['attempt']}: {stage['outcome']}{tokens}{reason}",
+              file=out)
+    if report["usage"]:
+        print(f"  tokens: {_tokens(report['usage'])} (total {report['usage']['total_tokens']})",
+              file=out)
     print("  context:", file=out)
     for key, value in sorted(values.items()):
         if key in large:
@@ -247,9 +256,39 @@ def _finished_stages(run: LocalRunStore) -> list[dict[str, Any]]:
         except (ValueError, RecursionError):
             continue
         if isinstance(event, dict) and event.get("type") == "stage_finished":
-            stages.append({key: event.get(key) for key in
-                           ("node", "attempt", "outcome", "failure_reason", "seconds")})
+            stage = {key: event.get(key) for key in
+                     ("node", "attempt", "outcome", "failure_reason", "seconds")}
+            if isinstance(event.get("usage"), dict):
+                stage["usage"] = event["usage"]
+            stages.append(stage)
     return stages
+
+
+def _total_usage(stages: list[dict[str, Any]]) -> dict[str, int]:
+    """Agent tokens of the whole run, summed over its stages ({} when none were used)."""
+    total: dict[str, int] = {}
+    for stage in stages:
+        for name, count in (stage.get("usage") or {}).items():
+            if isinstance(count, int):
+                total[name] = total.get(name, 0) + count
+    return total
+
+
+def _tokens(usage: dict[str, int]) -> str:
+    return f"{usage.get('input_tokens', 0)} tokens in / {usage.get('output_tokens', 0)} out"
+
+
+def cmd_handlers(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The node types `run` accepts: the registered handlers and the engine's own."""
+    runnable = [*default_handlers(), NodeType.PARALLEL, NodeType.FAN_IN]
+    table = handlers_json(runnable)
+    if args.json:
+        print(json.dumps(table, indent=2), file=out)
+        return EXIT_SUCCEEDED
+    for entry in table["types"]:
+        also = f" (also type={', '.join(entry['aliases'])})" if entry["aliases"] else ""
+        print(f"{entry['type']}{also}: {', '.join(entry['attributes'])}", file=out)
+    return EXIT_SUCCEEDED
 
 
 def cmd_verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -19,7 +19,7 @@ from delivery.errors import ArtifactError as ArtifactError
 from delivery.lang.paths import MISSING, normalize_key, resolve, string_form
 from delivery.redact import Redactor
 from delivery.store.artifacts import POINTER_PREFIX as POINTER_PREFIX
-from delivery.store.artifacts import ArtifactStore
+from delivery.store.artifacts import ArtifactStore as ArtifactStore
 
 OFFLOAD_THRESHOLD: Final = 100 * 1024  # bytes of serialized JSON
 

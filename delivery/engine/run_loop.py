@@ -14,7 +14,7 @@ import dataclasses
 import json
 import threading
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
@@ -28,8 +28,20 @@ from tenacity import (
 )
 
 from delivery.agents.base import AgentBackend, IncrementalState
+from delivery.engine.agent_runtime import ENTRY_EDGE, edge_matters
 from delivery.engine.context import Context
-from delivery.engine.handlers.base import Clock, Handler, StageEnv, StageResult
+from delivery.engine.handlers.base import (
+    FAILED,
+    GATE_UNMET,
+    PARTIAL_SUCCESS,
+    RETRY,
+    SKIPPED,
+    SUCCEEDED,
+    Clock,
+    Handler,
+    StageEnv,
+    StageResult,
+)
 from delivery.engine.routing import facts_read, route_rule, select_edge
 from delivery.errors import ArtifactError, PauseRequested, RunError, RunStoreError
 from delivery.lang.model import Node, NodeType, Workflow
@@ -67,7 +79,7 @@ class EngineOptions:
 class _Walk:
     """Where a walk of the graph ended."""
 
-    kind: str  # "exit" | "stop" (reached the stop node) | "failed"
+    kind: str  # "exit" | "stop" (reached a stop node) | "failed" | "cancelled"
     node: str
     failure_reason: str = ""
 
@@ -82,6 +94,7 @@ class Engine:
         *,
         observer: Progress | None = None,
         options: EngineOptions | None = None,
+        agent_states: Callable[[], dict[str, Any]] = dict,
     ) -> None:
         self.workflow = workflow
         self.handlers = handlers
@@ -93,8 +106,12 @@ class Engine:
         self._state_source = getattr(env.agent, "backend", env.agent)
         self._incremental = isinstance(self._state_source, IncrementalState)
         self.progress = observer or Progress()
+        self._agent_states = agent_states  # the named agents' states (a few, small)
         self.options = options or EngineOptions()
         self.sections = parallel_sections(workflow)
+        # an agent stage reads the edge it was entered by only when edges set fidelity or
+        # thread_id; otherwise routing never writes it
+        self._entry_edges = any(edge_matters(edge) for edge in workflow.edges)
         self._lock = threading.Lock()
         self.state: RunState | None = None
         self._path_length_before_step = 0  # where a paused run's path is cut back to
@@ -119,7 +136,7 @@ class Engine:
     def _run(self, state: RunState, context: Context) -> RunState:
         assert state.next_node is not None
         try:
-            end = self._walk(state.next_node, context, stop_at=None, path=state.path,
+            end = self._walk(state.next_node, context, stop_at=frozenset(), path=state.path,
                              main=True)
         except PauseRequested as pause:
             return self._pause(state, context, pause)
@@ -133,7 +150,8 @@ class Engine:
             state.status, state.failure_reason = RunStatus.SUCCEEDED, ""
         state.next_node = None
         self._event("run_finished", status=state.status.value,
-                    failure_reason=state.failure_reason)
+                    failure_reason=state.failure_reason,
+                    **({"usage": dict(state.usage)} if state.usage else {}))
         self._save(state, context)
         state.context = context.snapshot()
         return state
@@ -151,13 +169,15 @@ class Engine:
         return state
 
     # -- the walk ---------------------------------------------------------------------
-    def _walk(self, current: str, context: Context, *, stop_at: str | None, path: list[str],
-              main: bool) -> _Walk:
+    def _walk(self, current: str, context: Context, *, stop_at: frozenset[str], path: list[str],
+              main: bool, cancel: threading.Event | None = None) -> _Walk:
         state = self._state()
         workflow = self.workflow
         while True:
-            if current == stop_at:
+            if current in stop_at:
                 return _Walk("stop", current)
+            if cancel is not None and cancel.is_set():
+                return _Walk("cancelled", current)
             with self._lock:
                 state.steps += 1
                 steps = state.steps
@@ -181,13 +201,29 @@ class Engine:
                     self._save_next(context, current)
                 continue
             if node.type is NodeType.PARALLEL:
-                result, fan_in = self._run_parallel(node, context, path)
-                node = workflow.nodes[fan_in]
+                result, joined = self._run_parallel(node, context, path)
+                if workflow.nodes[joined].type is not NodeType.FAN_IN:
+                    # no fan-in (Attractor): the join's result is the parallel node's, and
+                    # the node where the branches meet (or their exit) runs next — unless
+                    # every branch failed: then the parallel node's retry target, or the end
+                    self._apply(node, result, context)
+                    current = joined
+                    if result.outcome == FAILED and workflow.nodes[joined].type \
+                            is not NodeType.EXIT:
+                        target = self._retry_target(node)
+                        if target is None:
+                            return _Walk("failed", node.id, result.failure_reason)
+                        self._event("failure_jump", source=node.id, target=target)
+                        current = target
+                    if main:
+                        self._save_next(context, current)
+                    continue
+                node = workflow.nodes[joined]
                 self._apply(node, result, context)
             else:
                 result = self._run_stage(node, context)
                 self._apply(node, result, context)
-            nxt = self._route(node, context)
+            nxt = self._route(node, context, result.suggested_next_ids)
             if isinstance(nxt, _Walk):
                 return nxt
             current = nxt
@@ -210,7 +246,7 @@ class Engine:
             patch, whole = cast(IncrementalState, self._state_source).state_changes(), None
         else:
             patch, whole = None, self.agent.save_state()
-        record = state.take_record(changed, deleted, patch, whole)
+        record = state.take_record(changed, deleted, patch, whole, self._agent_states())
 
         def full() -> RunState:
             return dataclasses.replace(state, context=dict(context.stored()),
@@ -229,11 +265,8 @@ class Engine:
             return state.next_attempt(node_id)
 
     def _max_retries(self, node: Node) -> int:
-        text = node.attr("max_retries") or self.workflow.attr("default_max_retries", "0")
-        try:
-            return max(0, int(text))
-        except ValueError:
-            return 0
+        return node.max_retries if node.max_retries is not None else \
+            self.workflow.default_max_retries
 
     def _run_stage(self, node: Node, context: Context) -> StageResult:
         """Run a stage, re-running a failure up to max_retries times with exponential backoff."""
@@ -247,19 +280,20 @@ class Engine:
 
         retries = self._max_retries(node)
         if retries == 0:  # the common case; tenacity's machinery costs a tenth of a stage
-            return self._attempt(node, self._next_attempt(node.id), context)
+            return _retries_spent(node, 0, self._attempt(node, self._next_attempt(node.id),
+                                                         context))
         retrying = Retrying(
             stop=stop_after_attempt(retries + 1),
             wait=wait_exponential(multiplier=self.options.backoff_initial,
                                   max=self.options.backoff_max),
-            retry=retry_if_result(lambda result: result.outcome == "failed"),
+            retry=retry_if_result(lambda result: result.outcome in (FAILED, RETRY)),
             retry_error_callback=_last_result,
             before_sleep=before_sleep,
             sleep=self.env.clock.sleep,
         )
         result: StageResult = retrying(lambda: self._attempt(node, self._next_attempt(node.id),
                                                              context))
-        return result
+        return _retries_spent(node, retries, result)
 
     def _attempt(self, node: Node, attempt: int, context: Context) -> StageResult:
         assert node.type is not None
@@ -282,18 +316,29 @@ class Engine:
             result = StageResult.fail(f"internal error in the {node.type.value} handler: "
                                       f"{type(err).__name__}: {err}")
         seconds = self.clock.monotonic() - started
-        status = {"node": node.id, "type": node.type.value, "attempt": attempt,
-                  "outcome": result.outcome, "failure_reason": result.failure_reason,
-                  "preferred_label": result.preferred_label, "seconds": round(seconds, 6),
-                  "updates": sorted(result.updates)}
+        status: dict[str, Any] = {
+            "node": node.id, "type": node.type.value, "attempt": attempt,
+            "outcome": result.outcome, "failure_reason": result.failure_reason,
+            "preferred_label": result.preferred_label, "seconds": round(seconds, 6),
+            "updates": sorted(result.updates)}
+        usage = {"usage": result.usage} if result.usage else {}
+        if result.usage:
+            status.update(usage)
+            self._add_usage(result.usage)
         self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
         self._event("stage_finished", node=node.id, attempt=attempt, outcome=result.outcome,
-                    failure_reason=result.failure_reason, seconds=round(seconds, 6))
+                    failure_reason=result.failure_reason, seconds=round(seconds, 6), **usage)
         for event_type, fields in result.events:
             self._event(event_type, node=node.id, **{k: v for k, v in fields.items()
                                                      if k != "node"})
         self.progress.stage_finished(node, result, seconds)
         return result
+
+    def _add_usage(self, usage: Mapping[str, int]) -> None:
+        state = self._state()
+        with self._lock:
+            for name in ("input_tokens", "output_tokens", "total_tokens"):
+                state.usage[name] = state.usage.get(name, 0) + int(usage.get(name, 0))
 
     def _apply(self, node: Node, result: StageResult, context: Context) -> None:
         state = self._state()
@@ -301,27 +346,38 @@ class Engine:
             return
         context.update(result.updates)
         context.set("outcome", result.outcome)
-        context.set("failure_reason", result.failure_reason if result.outcome == "failed" else "")
+        context.set("failure_reason", result.failure_reason if result.outcome == FAILED else "")
         context.set("last_stage", node.id)
         context.set("preferred_label", result.preferred_label)
         with self._lock:
             state.set_outcome(node.id, result.outcome)
 
     # -- routing ----------------------------------------------------------------------
-    def _route(self, node: Node, context: Context) -> str | _Walk:
-        failed = context.get("outcome") == "failed"
+    def _route(self, node: Node, context: Context,
+               suggested: Sequence[str] = ()) -> str | _Walk:
+        failed = context.get("outcome") == FAILED
         preferred = str(context.get("preferred_label") or "")
         outgoing = self.workflow.outgoing[node.id]
-        edge = select_edge(outgoing, context.lookup, failed=failed, preferred_label=preferred)
+        nodes = self.workflow.nodes
+        edge = select_edge(outgoing, context.lookup, failed=failed, preferred_label=preferred,
+                           suggested_next_ids=suggested,
+                           into_conditional=lambda e: nodes[e.target].type
+                           is NodeType.CONDITIONAL)
         if edge is not None:
             # what routing read and which rule chose the edge: `inspect --routes` shows it
             read = facts_read(outgoing, context.lookup)
             self._event("edge_taken", source=edge.source, target=edge.target, label=edge.label,
                         condition=edge.condition.text if edge.condition else "",
-                        rule=route_rule(edge, preferred_label=preferred),
+                        rule=route_rule(edge, preferred_label=preferred, failed=failed,
+                                        suggested_next_ids=suggested),
                         **({"facts": read} if read else {}))
             if edge.loop_restart:
                 self._restart(context)
+            if self._entry_edges:
+                if edge_matters(edge):
+                    context.set(ENTRY_EDGE, edge.index)
+                else:
+                    context.delete(ENTRY_EDGE)
             return edge.target
         if failed:
             target = self._retry_target(node)
@@ -352,7 +408,7 @@ class Engine:
         state = self._state()
         for node_id, outcome in state.outcomes.items():
             node = self.workflow.nodes[node_id]
-            if node.goal_gate and outcome != "succeeded":
+            if node.goal_gate and outcome in GATE_UNMET:
                 target = self._retry_target(node)
                 self._event("goal_gate_unmet", node=node_id, target=target or "")
                 if target is None:
@@ -364,61 +420,84 @@ class Engine:
     # -- parallel ---------------------------------------------------------------------
     def _run_parallel(self, node: Node, context: Context,
                       path: list[str]) -> tuple[StageResult, str]:
-        """Run every branch up to the fan-in; returns the join's result and the fan-in id."""
+        """Run every branch up to the join (the fan-in, or with none the exit the branches
+        end at, as Attractor's handler runs each branch to a fan-in or exit boundary);
+        returns the join's result and where the run goes on."""
         section: ParallelSection = self.sections[node.id]
-        fan_in = section.fan_in
-        assert fan_in is not None  # the validator refuses a parallel node without one
+        end_node = section.end
+        assert end_node is not None  # the validator refuses a section that never joins
+        stop = frozenset({end_node}) if section.fan_in is not None else frozenset(
+            n.id for n in self.workflow.nodes_of(NodeType.EXIT))
+        joined = self.workflow.nodes[end_node]
         attempt = self._next_attempt(node.id)
         self._event("stage_started", node=node.id, node_type="parallel", attempt=attempt)
         context.set("current_node", node.id)
         base = context.snapshot()
         edges = self.workflow.outgoing[node.id]
-        limit = _int(node.attr("max_parallel", "4"), 4) or 1
+        policy = node.join_policy
+        if "join_policy" not in node.attrs and "join" not in node.attrs:
+            policy = joined.join_policy  # also accepted on the fan-in
+        cancel = threading.Event()
 
         def run_branch(index: int) -> tuple[dict[str, Any], list[str]]:
             branch_context = context.fork()
             branch_path: list[str] = []
             head = edges[index].target
-            end = self._walk(head, branch_context, stop_at=fan_in, path=branch_path, main=False)
+            end = self._walk(head, branch_context, stop_at=stop, path=branch_path, main=False,
+                             cancel=cancel)
             if end.kind == "stop":
-                outcome = str(branch_context.get("outcome") or "succeeded")
+                outcome = str(branch_context.get("outcome") or SUCCEEDED)
                 reason = str(branch_context.get("failure_reason") or "")
+            elif end.kind == "cancelled":
+                outcome, reason = SKIPPED, "cancelled: another branch succeeded first"
             elif end.kind == "failed":
-                outcome, reason = "failed", end.failure_reason
+                outcome, reason = FAILED, end.failure_reason
             else:
-                outcome, reason = "failed", f"branch reached exit '{end.node}' before the join"
-            if outcome != "failed":
-                outcome, reason = "succeeded", ""
+                outcome, reason = FAILED, f"branch reached exit '{end.node}' before the join"
+            if outcome != FAILED and outcome != SKIPPED:
+                reason = ""
+            if policy == "first_success" and outcome not in (FAILED, SKIPPED):
+                cancel.set()
             # values, not artifact pointers: the results list is offloaded as a whole if large
             written = {key: branch_context.get(key) for key in branch_context.changes_since(base)}
             entry = {"node": head, "outcome": outcome, "failure_reason": reason,
                      "context": written}
             return entry, branch_path
 
-        with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="branch") as pool:
+        with ThreadPoolExecutor(max_workers=node.max_parallel,
+                                thread_name_prefix="branch") as pool:
             finished = list(pool.map(run_branch, range(len(edges))))
         results = [entry for entry, _ in finished]
         for _, branch_path in finished:
-            path.extend(node_id for node_id in branch_path if node_id != fan_in)
-        path.append(fan_in)
-        join = node.attr("join") or self.workflow.nodes[fan_in].attr("join") or "all"
-        succeeded = [r for r in results if r["outcome"] == "succeeded"]
-        ok = bool(succeeded) if join == "any" else len(succeeded) == len(results)
+            path.extend(node_id for node_id in branch_path if node_id not in stop)
+        if joined.type is NodeType.FAN_IN:  # another join runs as the next stage
+            path.append(end_node)
+        failed = [r for r in results if r["outcome"] == FAILED]
+        succeeded = [r for r in results if r["outcome"] not in (FAILED, SKIPPED)]
+        if policy == "first_success":
+            outcome = SUCCEEDED if succeeded else FAILED
+        else:  # wait_all (SPEC §8): partial success when some branches failed
+            outcome = SUCCEEDED if not failed else FAILED if not succeeded else PARTIAL_SUCCESS
         context.set("parallel.results", results)
-        self._event("stage_finished", node=node.id, attempt=attempt,
-                    outcome="succeeded" if ok else "failed", branches=len(results))
-        if ok:
-            return StageResult("succeeded"), fan_in
-        failures = "; ".join(f"{r['node']}: {r['failure_reason']}" for r in results
-                             if r["outcome"] == "failed")
-        return StageResult.fail(f"join={join}: branches failed — {failures}"), fan_in
+        self._event("stage_finished", node=node.id, attempt=attempt, outcome=outcome,
+                    branches=len(results), failed=len(failed))
+        if outcome != FAILED:
+            return StageResult(outcome), end_node
+        failures = "; ".join(f"{r['node']}: {r['failure_reason']}" for r in failed)
+        return StageResult.fail(f"join_policy={policy}: every branch failed — {failures}"), \
+            end_node
 
 
-def _int(text: str, default: int) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        return default
+def _retries_spent(node: Node, retries: int, result: StageResult) -> StageResult:
+    """A stage still asking to be retried when its retries are spent (Attractor §3.5):
+    partial success with `allow_partial=true`, otherwise a failure."""
+    if result.outcome != RETRY:
+        return result
+    if node.allow_partial:
+        result.outcome, result.failure_reason = PARTIAL_SUCCESS, ""
+        return result
+    reason = result.failure_reason or "the stage asked to be retried"
+    return StageResult.fail(f"{reason}; max retries ({retries}) exceeded")
 
 
 def _last_result(retry_state: RetryCallState) -> StageResult:

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from delivery.agents.base import AgentBackend
-from delivery.agents.registry import make_backend
+from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
+from delivery.engine.agent_runtime import AgentRuntime
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
 from delivery.engine.handlers.base import Clock, Handler, StageEnv
@@ -30,21 +31,22 @@ from delivery.engine.interviewer import (
     Interviewer,
     ScriptedInterviewer,
 )
-from delivery.engine.preamble import recent_stages, render_preamble
 from delivery.engine.redacting import RedactingAgent
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused, RunStoreError, WorkflowInvalid, WorkflowSyntaxError
+from delivery.errors import RunRefused, RunStoreError
 from delivery.forges.base import Forge
-from delivery.forges.select import configured_checks, forge_kind, is_github_location, open_forge
+from delivery.forges.select import forge_kind, is_github_location, local_settings, open_forge
 from delivery.git import cache_root
-from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
+from delivery.lang.diagnostics import has_errors
+from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.base import RunStore, RunStores
 from delivery.store.records import RunInfo, RunStatus
 from delivery.store.runstore import LocalRunStores, new_run_id
-from delivery.validation.loader import load_workflow
+from delivery.validation.loader import check_source, load_workflow
+from delivery.validation.validator import reads_goal
 
 EVENT_VALUE_CHARS = 2000
 
@@ -90,8 +92,9 @@ class RunOutcome:
     status: str
     failure_reason: str
     path: list[str]
-    context: dict[str, Any]  # large values resolved
+    context: dict[str, Any]
     run_dir: Path
+    usage: dict[str, int] = field(default_factory=dict)  # agent tokens of the whole run
     # keys whose value is in the artifact store (over 100 KB): their pointer and size
     offloaded: dict[str, tuple[str, int]] = field(default_factory=dict)
 
@@ -102,7 +105,7 @@ class RunOutcome:
                   if key in self.offloaded else value) for key, value in self.context.items()}
         return {"run_id": self.run_id, "status": self.status,
                 "failure_reason": self.failure_reason, "path": self.path,
-                "context": context, "run_dir": str(self.run_dir)}
+                "context": context, "run_dir": str(self.run_dir), "usage": self.usage}
 
 
 @dataclass
@@ -112,6 +115,8 @@ class World:
     by the caller."""
 
     agent: AgentBackend | None = None
+    # backends for profile names (a node's agent=, or --agent NAME), before delivery.toml's
+    agents: Mapping[str, AgentBackend] = field(default_factory=dict)
     interviewer: Interviewer | None = None
     # every time the engine reads: durations, waits, timestamps
     clock: Clock = field(default_factory=SystemClock)
@@ -143,8 +148,8 @@ def initial_context(workflow: Workflow, goal: str | None,
                              f"declared inputs: {listed}; declare it in inputs= or drop it")
     defaults = {d.name: d.value for d in workflow.defaults}
     resolved_goal = goal if goal else defaults.get("goal") or workflow.goal
-    if not resolved_goal:
-        raise RunRefused("goal", "the run has no goal",
+    if not resolved_goal and reads_goal(workflow):  # otherwise empty, as in Attractor
+        raise RunRefused("goal", "the run has no goal, and the workflow reads it",
                          "pass --goal TEXT, or set goal= or defaults=\"goal='...'\" in the graph")
     values: dict[str, Any] = {"goal": resolved_goal}
     for name, attr in workflow.attrs.items():
@@ -192,30 +197,31 @@ def _interviewer(info: RunInfo, options: EngineOptions,
     return scripted
 
 
-def _fidelity_preamble(state: RunState, workflow: Workflow,
-                       context: Context) -> Callable[[Node], str]:
-    """The preamble function for agent stages; reads the live state the engine advances."""
-
-    def preamble(node: Node) -> str:
-        fidelity = node.attr("fidelity") or workflow.attr("default_fidelity") or "compact"
-        if state.resumed:
-            # A resume lost the agent sessions: the first agent stage after it gets a
-            # summary even at `full` fidelity, once (SPEC §5).
-            state.resumed = False
-            if fidelity == "full":
-                fidelity = "summary:high"
-        stages = recent_stages(workflow, state.path, state.outcomes)
-        return render_preamble(fidelity, str(context.get("goal") or ""), stages)
-
-    return preamble
+def _agents(workflow: Workflow, spec: str, workspace: Path, world: World,
+            gates: str) -> Agents:
+    """The run's agent backends, built and checked before the first stage (RunRefused
+    names the profile and the node that needs it)."""
+    needing = list(workflow.nodes_of(*LLM_TYPES))
+    if gates == "managed":
+        needing += [node for node in workflow.nodes_of(NodeType.HUMAN)
+                    if node.attr("delegatable") == "true"]
+    agents = resolve_agents([(node.id, node.attr("agent")) for node in needing],
+                            default_spec=spec, workspace=workspace, environ=world.environ,
+                            given=world.agent, given_named=world.agents,
+                            sleep=world.clock.sleep,
+                            clock=world.clock.monotonic)
+    if agents.default is None:
+        # Nothing asks the default agent: an empty replay script stands in for one.
+        agents.default = ReplayBackend({}, source="<no agent: no stage needs the default>")
+    return agents
 
 
 class _Run:
     """Wires a run store, a workflow and the world into an Engine."""
 
     def __init__(self, workflow: Workflow, store: RunStore, info: RunInfo, world: World,
-                 agent: AgentBackend, options: EngineOptions | None,
-                 observer: Progress | None, redactor: Redactor | None = None) -> None:
+                 agents: Agents, options: EngineOptions | None, observer: Progress | None,
+                 redactor: Redactor | None = None) -> None:
         self.workflow = workflow
         self.store = store
         self.info = info
@@ -223,8 +229,9 @@ class _Run:
         self.options = options or EngineOptions()
         self.observer = observer
         self.redactor = redactor or _redactor(world)
-        # what is sent to the agent and what comes back is redacted (SPEC §14)
-        self.agent = RedactingAgent(agent, self.redactor)
+        # what is sent to the agents and what comes back is redacted (SPEC §14)
+        self.agents = agents.wrapped(lambda backend: RedactingAgent(backend, self.redactor))
+        self.agent = self.agents.for_profile("")
         self.handlers = {**default_handlers(), **(world.handlers or {})}
         self.forge = world.forge
         # Stand-in handlers (route scenarios) never touch the forge: open it only for the
@@ -232,7 +239,8 @@ class _Run:
         real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
         if self.forge is None and info.repos and workflow.nodes_of(*real):
             self.forge = open_forge(info.forge or "local", checks=info.checks,
-                                    environ=world.environ)
+                                    environ=world.environ,
+                                    required_approvals=info.required_approvals)
         # locks the run against a second writer; cuts a torn last event (last: nothing
         # above may fail with the log held)
         store.open_log(self.redactor, _stamp(world.clock))
@@ -249,13 +257,25 @@ class _Run:
         def write_stage_file(node_id: str, attempt: int, name: str, text: str) -> None:
             self.store.write_stage_file(node_id, attempt, name, text, redactor=self.redactor)
 
+        def take_resumed() -> bool:
+            # A resume lost the agent sessions: the first agent stage after it gets a
+            # summary even at `full` fidelity, once (SPEC §5).
+            resumed, state.resumed = state.resumed, False
+            return resumed
+
+        runtime = AgentRuntime(
+            self.workflow, self.agents, workspace, folders, state.run_id,
+            path=lambda: state.path, outcomes=lambda: state.outcomes,
+            redact=self.redactor.text, take_resumed=take_resumed,
+        )
+
         env = StageEnv(
             workflow=self.workflow, workspace=workspace, run_dir=self.store.path,
             agent=self.agent, renderer=Renderer(), interviewer=interviewer,
             clock=self.world.clock, folders=folders, stage_dir=self.store.stage_dir,
             write_stage_file=write_stage_file,
-            fidelity_preamble=_fidelity_preamble(state, self.workflow, context),
-            gates=self.info.gates,
+            fidelity_preamble=lambda node: runtime.plan(node, context).preamble,
+            gates=self.info.gates, agent_runtime=runtime,
             path=lambda: state.path,
             redact=self.redactor.text,
             forge=self.forge, repos=dict(self.info.repos),
@@ -265,14 +285,16 @@ class _Run:
                                                else cache_root(self.world.environ)),
         )
         engine = Engine(self.workflow, self.handlers, env, self.store,
-                        observer=self.observer, options=self.options)
+                        observer=self.observer, options=self.options,
+                        agent_states=self.agents.save_state)
         try:
             final = engine.run(state, context)
         finally:
             self.store.close()
         return RunOutcome(final.run_id, final.status.value, final.failure_reason,
                           list(final.path), context.resolved_snapshot(), self.store.path,
-                          offloaded(context.stored(), self.store.artifacts))
+                          usage=dict(final.usage),
+                          offloaded=offloaded(context.stored(), self.store.artifacts))
 
 
 def start_run(request: RunRequest, world: World | None = None, *,
@@ -288,38 +310,41 @@ def start_run(request: RunRequest, world: World | None = None, *,
     if not workspace.is_dir():
         raise RunRefused("--workspace", f"{workspace} is not a directory",
                          "create it or point --workspace at an existing directory")
-    agent = world.agent or _agent_from_profile(request.agent, workspace, workflow)
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
+    agents = _agents(workflow, request.agent, workspace, world, request.gates)
     setup = folder_setup(request, workflow, workspace)
     run_id = new_run_id(world.clock.now())
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
+    # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
     try:
         source = _workflow_source(workflow_path)
     except (OSError, UnicodeDecodeError) as err:
         raise RunRefused(f"workflow {workflow_path}", f"cannot be read: {err}",
                          "check the file") from None
-    store = world.stores.create(run_path)
-    # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
     redacted = redactor.text(source)
+    if redacted != source:
+        workflow = _redacted_workflow(redacted, workflow_path)
+        source = redacted
+    store = world.stores.create(run_path)
     values["internal.run_id"] = run_id
     info = RunInfo(
         run_id=run_id, workflow=str(workflow_path),
-        workflow_sha256=hashlib.sha256(redacted.encode()).hexdigest(), agent=request.agent,
+        workflow_sha256=hashlib.sha256(source.encode()).hexdigest(), agent=request.agent,
         workspace=str(workspace), forge=setup["forge"], repos=setup["repos"],
         folders=setup["folders"], checks=setup["checks"],
+        required_approvals=int(setup.get("required_approvals") or 0),
         branch=request.branch or run_branch(values, run_id),
         git_cache=str(world.git_cache or ""), answers=_answer_lists(request.answers),
         gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
-    store.create_run(_redacted_info(info, redactor), redacted.encode())
-    if redacted != source:
-        workflow = _load_redacted_copy(store.read_workflow_copy()[0])
+    store.create_run(_redacted_info(info, redactor), source.encode())
     start = workflow.start
     assert start is not None  # validated
     # large inputs go to the artifact store before the first save, also in `initial`
     stored = Context(values, store.artifacts, redactor=redactor).snapshot()
+    run = _Run(workflow, store, info, world, agents, options, observer, redactor=redactor)
     state = RunState(run_id=run_id, next_node=start.id, context=dict(stored),
-                     initial=dict(stored), agent_state=agent.save_state())
-    run = _Run(workflow, store, info, world, agent, options, observer, redactor=redactor)
+                     initial=dict(stored), agent_state=run.agent.save_state(),
+                     agent_states=run.agents.save_state())
     # The event records what was asked, not bulk data: long inputs are cut (the state
     # holds them whole, large ones through the artifact store).
     shown_inputs = {name: value if len(value) <= EVENT_VALUE_CHARS else
@@ -347,15 +372,17 @@ def _workflow_source(path: Path) -> str:
     return path.read_text(encoding="utf-8").removeprefix("\ufeff")
 
 
-def _load_redacted_copy(copy: Path) -> Workflow:
-    """The workflow as its run copy holds it, secrets masked; refused when masking them
-    broke it (a secret written as a bare word, say)."""
-    try:
-        return load_workflow(copy)
-    except (WorkflowSyntaxError, WorkflowInvalid) as err:
+def _redacted_workflow(source: str, path: Path) -> Workflow:
+    """The workflow with its secrets masked; refused when masking them broke it (a secret
+    written as a bare word, say)."""
+    workflow, diagnostics = check_source(source, str(path))
+    if workflow is None or has_errors(diagnostics):
+        first = next(d for d in diagnostics if d.severity == "error")
         raise RunRefused("workflow", f"holds a secret value, and with it masked as *** it no "
-                         f"longer validates: {err}", "do not write secrets into a workflow: "
-                         "read them from the environment in a script ($GITHUB_TOKEN)") from None
+                         f"longer validates ({first.format_text().splitlines()[0]})",
+                         "do not write secrets into a workflow: read them from the "
+                         "environment in a script ($GITHUB_TOKEN)")
+    return workflow
 
 
 def resume_run(run_path: Path, world: World | None = None,
@@ -378,9 +405,9 @@ def resume_run(run_path: Path, world: World | None = None,
                          "restore the copy, or start a new run with the changed workflow")
     workflow = load_workflow(copy)
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
-    agent = world.agent or _agent_from_profile(info.agent, Path(info.workspace), workflow)
+    agents = _agents(workflow, info.agent, Path(info.workspace), world, info.gates)
     # opening the log locks the run against a second resume, and repairs a torn last line
-    run = _Run(workflow, store, info, world, agent, options, observer)
+    run = _Run(workflow, store, info, world, agents, options, observer)
     try:
         loaded = store.load()
         if loaded is None:
@@ -393,7 +420,8 @@ def resume_run(run_path: Path, world: World | None = None,
                              "is not in the workflow", "start a new run")
         state.context = store.artifacts.relocate(state.context)
         state.initial = store.artifacts.relocate(state.initial)
-        agent.restore_state(state.agent_state)
+        run.agent.restore_state(state.agent_state)
+        run.agents.restore_state(state.agent_states)
     except RunStoreError as error:
         store.close()
         raise RunRefused(f"run {run_path}", f"cannot be resumed: {error}",
@@ -427,16 +455,6 @@ def relocate_artifacts(value: Any, store: ArtifactStore) -> Any:
     return store.relocate(value)
 
 
-def _agent_from_profile(profile: str, workspace: Path, workflow: Workflow) -> AgentBackend:
-    if not profile:
-        if not workflow.nodes_of(*LLM_TYPES):
-            # Nothing will ask an agent: an empty replay script stands in for one.
-            return ReplayBackend({}, source="<no agent: the workflow has no agent stage>")
-        raise RunRefused("--agent", "no agent backend was chosen",
-                         "pass --agent replay:FILE.json (command: and openai: come later)")
-    return make_backend(profile, base_dir=workspace)
-
-
 def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> dict[str, Any]:
     """What run.json records about the folders: their repositories on the forge (`repos`),
     their working directories (`folders`), the forge and the local check commands.
@@ -448,24 +466,32 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> di
     repos: dict[str, str] = {}
     folders: dict[str, str] = {}
     for name, location in request.repos.items():
-        if kind == "github" or is_github_location(location, workspace):
+        if kind == "github":
+            if not is_github_location(location, workspace):
+                raise RunRefused(f"--repo {name}={location}", "is not owner/name on GitHub, "
+                                 "and a run uses one forge for all its folders",
+                                 "give every folder as owner/name, or use --forge local "
+                                 "with local paths")
             repos[name] = location
             folders[name] = str(workspace / name)
             continue
         path = Path(location).expanduser()
         path = (path if path.is_absolute() else workspace / path).resolve()
         if not path.is_dir():
-            raise RunRefused(f"--repo {name}={location}", "is not a local directory",
-                             "give the path of a git repository (the local forge) or "
-                             "owner/name (GitHub)")
+            raise RunRefused(f"--repo {name}={location}", "is not a local directory, "
+                             "which the local forge needs",
+                             "give the path of a git repository, or owner/name for every "
+                             "folder with --forge github")
         repos[name] = str(path)
         folders[name] = str(workspace / name if creates_worktrees else path)
-    checks = {**configured_checks(workspace), **request.checks}
+    configured, approvals = local_settings(workspace)
+    checks = {**configured, **request.checks}
     unknown = sorted(set(checks) - set(repos))
     if unknown and request.repos:
         raise RunRefused(f"check for folder '{unknown[0]}'", "names no folder of the run",
                          f"the folders are: {', '.join(repos)}")
-    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks}
+    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks,
+            "required_approvals": approvals}
 
 
 def run_branch(values: Mapping[str, Any], run_id: str) -> str:

@@ -135,6 +135,7 @@ class RunInfo:
     repos: dict[str, str] = field(default_factory=dict)  # folder -> repository location
     folders: dict[str, str] = field(default_factory=dict)  # folder -> working directory
     checks: dict[str, str] = field(default_factory=dict)  # folder -> local check command
+    required_approvals: int = 0  # reviews a PR needs before merge (the local forge)
     branch: str = ""  # the run's branch in every folder
     git_cache: str = ""  # the clone cache worktrees hang on ("": the default)
     answers: dict[str, list[str]] = field(default_factory=dict)  # gate -> one per visit
@@ -144,7 +145,8 @@ class RunInfo:
         return {"run_id": self.run_id, "workflow": self.workflow,
                 "workflow_sha256": self.workflow_sha256, "agent": self.agent,
                 "workspace": self.workspace, "forge": self.forge, "repos": self.repos,
-                "folders": self.folders, "checks": self.checks, "branch": self.branch,
+                "folders": self.folders, "checks": self.checks,
+                "required_approvals": self.required_approvals, "branch": self.branch,
                 "git_cache": self.git_cache, "answers": self.answers, "gates": self.gates,
                 "started": self.started}
 
@@ -163,7 +165,9 @@ class RunInfo:
                    workspace=read.text("workspace"), started=read.text("started", ""),
                    agent=read.text("agent", ""), forge=read.text("forge", ""),
                    repos=read.str_map("repos"), folders=read.str_map("folders"),
-                   checks=read.str_map("checks"), branch=read.text("branch", ""),
+                   checks=read.str_map("checks"),
+                   required_approvals=read.count("required_approvals", 0),
+                   branch=read.text("branch", ""),
                    git_cache=read.text("git_cache", ""), answers=answers, gates=gates)
 
 
@@ -190,6 +194,9 @@ class RunState:
     status: RunStatus = RunStatus.RUNNING
     failure_reason: str = ""
     agent_state: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)  # agent tokens of the whole run
+    # the states of the agents named by profile (a node's agent=); few and small
+    agent_states: dict[str, Any] = field(default_factory=dict)
     # not saved: set on resume, cleared by the first agent stage after it
     resumed: bool = field(default=False, compare=False)
     # what changed since the last record (see take_record)
@@ -200,6 +207,8 @@ class RunState:
                                         compare=False)
     _answers_seen: dict[str, int] = field(default_factory=dict, init=False, repr=False,
                                           compare=False)
+    _usage_seen: dict[str, int] = field(default_factory=dict, init=False, repr=False,
+                                        compare=False)
 
     def __post_init__(self) -> None:
         self.mark_recorded()
@@ -225,21 +234,27 @@ class RunState:
         self._outcomes_changed.clear()
         self._attempts_changed.clear()
         self._answers_seen = dict(self.answers_used)
+        self._usage_seen = dict(self.usage)
 
     def take_record(self, context_set: dict[str, Any], context_deleted: list[str],
                     agent_patch: dict[str, Any] | None,
-                    agent_state: dict[str, Any] | None) -> StageRecord:
+                    agent_state: dict[str, Any] | None,
+                    agent_states: dict[str, Any] | None = None) -> StageRecord:
         """The changes since the last record (the context's and agent's given), and mark
         them recorded. The gate answers map is compared whole: it has one entry per gate."""
         mark = self._path_mark
         answers = dict(self.answers_used) if self.answers_used != self._answers_seen else None
+        usage = dict(self.usage) if self.usage != self._usage_seen else None
         record = StageRecord(
             next_node=self.next_node, steps=self.steps, status=self.status,
             failure_reason=self.failure_reason, path_from=mark, path_add=self.path[mark:],
             outcomes={k: self.outcomes[k] for k in self._outcomes_changed},
             attempts={k: self.attempts[k] for k in self._attempts_changed},
             answers_used=answers, context_set=context_set, context_deleted=context_deleted,
-            agent_patch=agent_patch, agent_state=agent_state)
+            agent_patch=agent_patch, agent_state=agent_state, usage=usage,
+            agent_states=agent_states if agent_states != self.agent_states else None)
+        if agent_states is not None:
+            self.agent_states = agent_states
         self.mark_recorded()
         return record
 
@@ -256,6 +271,10 @@ class RunState:
         self.attempts.update(record.attempts)
         if record.answers_used is not None:
             self.answers_used = dict(record.answers_used)
+        if record.usage is not None:
+            self.usage = dict(record.usage)
+        if record.agent_states is not None:
+            self.agent_states = dict(record.agent_states)
         for key in record.context_deleted:
             self.context.pop(key, None)
         self.context.update(record.context_set)
@@ -271,7 +290,8 @@ class RunState:
                 "initial": self.initial, "path": self.path, "outcomes": self.outcomes,
                 "attempts": self.attempts, "answers_used": self.answers_used,
                 "steps": self.steps, "status": self.status.value,
-                "failure_reason": self.failure_reason, "agent_state": self.agent_state}
+                "failure_reason": self.failure_reason, "agent_state": self.agent_state,
+                "usage": self.usage, "agent_states": self.agent_states}
 
     @classmethod
     def from_json(cls, data: Any, what: str = "checkpoint") -> RunState:
@@ -283,7 +303,9 @@ class RunState:
                    answers_used=dict(read.int_map("answers_used")), steps=read.count("steps", 0),
                    status=read.status("status"),
                    failure_reason=read.text("failure_reason", ""),
-                   agent_state=dict(read.obj("agent_state")))
+                   agent_state=dict(read.obj("agent_state")),
+                   usage=dict(read.int_map("usage")),
+                   agent_states=dict(read.obj("agent_states")))
 
 
 # The event type a stage record is logged as (SPEC §11: records appended to the event log).
@@ -312,6 +334,8 @@ class StageRecord:
     context_deleted: list[str]
     agent_patch: dict[str, Any] | None = None
     agent_state: dict[str, Any] | None = None
+    usage: dict[str, int] | None = None  # the run's token counts, when they changed
+    agent_states: dict[str, Any] | None = None  # the named agents' states, when changed
 
     def to_fields(self) -> dict[str, Any]:
         """The event's fields; empty changes are left out."""
@@ -321,7 +345,8 @@ class StageRecord:
                     "outcomes": self.outcomes, "attempts": self.attempts,
                     "answers_used": self.answers_used, "context_set": self.context_set,
                     "context_deleted": self.context_deleted, "agent_patch": self.agent_patch,
-                    "agent_state": self.agent_state}
+                    "agent_state": self.agent_state, "usage": self.usage,
+                    "agent_states": self.agent_states}
         fields.update((k, v) for k, v in optional.items() if v)
         return fields
 
@@ -331,6 +356,7 @@ class StageRecord:
         answers = read.optional_object("answers_used")
         if answers is not None:
             answers = read.int_map("answers_used")
+        usage = read.int_map("usage") if read.optional_object("usage") is not None else None
         return cls(next_node=read.optional_str("next_node"), steps=read.count("steps"),
                    status=read.status("status"), failure_reason=read.text("failure_reason", ""),
                    path_from=read.count("path_from"), path_add=read.str_list("path_add"),
@@ -338,7 +364,8 @@ class StageRecord:
                    answers_used=answers, context_set=read.obj("context_set"),
                    context_deleted=read.str_list("context_deleted"),
                    agent_patch=read.optional_object("agent_patch"),
-                   agent_state=read.optional_object("agent_state"))
+                   agent_state=read.optional_object("agent_state"), usage=usage,
+                   agent_states=read.optional_object("agent_states"))
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

@@ -12,16 +12,26 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Protocol
 
 from delivery.agents.base import AgentBackend
+from delivery.engine.agent_runtime import AgentRuntime
 from delivery.engine.context import Context
 from delivery.engine.interviewer import Interviewer
 from delivery.engine.templating import Renderer
 from delivery.forges.base import Forge
 from delivery.lang.model import Node, Workflow
 
-Outcome = Literal["succeeded", "failed"]
+# The standard outcomes (SPEC §2); an agent may also report a custom one (`yes`), which
+# routes as a success, so the type stays an open string.
+Outcome = str
+SUCCEEDED: Final = "succeeded"
+FAILED: Final = "failed"
+PARTIAL_SUCCESS: Final = "partial_success"
+RETRY: Final = "retry"
+SKIPPED: Final = "skipped"
+# Outcomes that satisfy a goal gate: everything but a failure, a pending retry, a skip.
+GATE_UNMET: Final = frozenset({FAILED, RETRY, SKIPPED})
 
 
 @dataclass
@@ -31,8 +41,11 @@ class StageResult:
     updates: dict[str, Any] = field(default_factory=dict)
     preferred_label: str = ""
     keep_outcome: bool = False  # conditional nodes: the previous stage's outcome stands
+    suggested_next_ids: tuple[str, ...] = ()  # routing step 3 (SPEC §1.3)
     # (type, fields) the engine appends to the event log after the stage, with its node
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # tokens the stage's agent turns cost ({input_tokens, output_tokens, total_tokens})
+    usage: dict[str, int] | None = None
 
     @classmethod
     def ok(cls, **updates: Any) -> StageResult:
@@ -79,6 +92,9 @@ class StageEnv:
     # an unanswered human gate: "deny" fails it, "pause" pauses the run, "managed" lets
     # the node's agent answer a delegatable gate (SPEC §9.1)
     gates: str = "deny"
+    # backends, sessions, fidelity and model settings of agent stages (None: the default
+    # backend, a fresh session per stage, compact preambles)
+    agent_runtime: AgentRuntime | None = None
     # the run's path so far, ending with the stage being run (wait stages count their
     # consecutive visits from it)
     path: Callable[[], Sequence[str]] = field(default=lambda: ())
