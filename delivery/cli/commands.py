@@ -201,19 +201,6 @@ def _finished_stages(run_dir: RunDirectory) -> list[dict[str, Any]]:
     return stages
 
 
-def cmd_handlers(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """The node types `run` accepts: the registered handlers and the engine's own."""
-    runnable = [*default_handlers(), NodeType.PARALLEL, NodeType.FAN_IN]
-    table = handlers_json(runnable)
-    if args.json:
-        print(json.dumps(table, indent=2), file=out)
-        return EXIT_SUCCEEDED
-    for entry in table["types"]:
-        also = f" (also type={', '.join(entry['aliases'])})" if entry["aliases"] else ""
-        print(f"{entry['type']}{also}: {', '.join(entry['attributes'])}", file=out)
-    return EXIT_SUCCEEDED
-
-
 def _total_usage(stages: list[dict[str, Any]]) -> dict[str, int]:
     """Agent tokens of the whole run, summed over its stages ({} when none were used)."""
     total: dict[str, int] = {}
@@ -226,6 +213,19 @@ def _total_usage(stages: list[dict[str, Any]]) -> dict[str, int]:
 
 def _tokens(usage: dict[str, int]) -> str:
     return f"{usage.get('input_tokens', 0)} tokens in / {usage.get('output_tokens', 0)} out"
+
+
+def cmd_handlers(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The node types `run` accepts: the registered handlers and the engine's own."""
+    runnable = [*default_handlers(), NodeType.PARALLEL, NodeType.FAN_IN]
+    table = handlers_json(runnable)
+    if args.json:
+        print(json.dumps(table, indent=2), file=out)
+        return EXIT_SUCCEEDED
+    for entry in table["types"]:
+        also = f" (also type={', '.join(entry['aliases'])})" if entry["aliases"] else ""
+        print(f"{entry['type']}{also}: {', '.join(entry['attributes'])}", file=out)
+    return EXIT_SUCCEEDED
 
 
 def cmd_verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
