@@ -98,11 +98,10 @@ class AgentRuntime:
         profile = node.attr("agent")
         backend = self.agents.for_profile(profile)
         settings = model_settings(self.workflow, node)
-        timeout = node.timeout  # parsed and checked when the model was built
         thread = thread_key(self.workflow, node, edge) if fidelity == "full" else ""
         request = SessionRequest(node.id, self.workspace, thread=thread or None,
                                  model=settings.model, provider=settings.provider,
-                                 reasoning_effort=settings.reasoning_effort, timeout=timeout)
+                                 reasoning_effort=settings.reasoning_effort, timeout=node.timeout)
         session: AgentSession | None = None
         with self._lock:
             resumed = self.take_resumed()  # consumed by the first agent stage after a resume
