@@ -55,6 +55,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--check", action="append", default=[], metavar="F=COMMAND",
                      help="the local forge's check command for a folder (also "
                      "[forge.local.checks] in delivery.toml)")
+    run.add_argument("--branch", default="", metavar="NAME",
+                     help="the run's branch in every folder (default: delivery/<ticket slug "
+                     "or run id>); name an existing head branch to work on its PRs")
     run.add_argument("--cache", type=Path, metavar="DIR",
                      help="git clone cache (default: $XDG_CACHE_HOME/delivery)")
     run.add_argument("--workspace", type=Path,
