@@ -34,11 +34,12 @@ log = logging.getLogger("delivery")
 
 
 def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from delivery.cli.demo import cmd_demo
     from delivery.cli.forge_commands import cmd_probe, cmd_review
 
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
                "verify": cmd_verify, "graph": cmd_graph_run, "probe": cmd_probe,
-               "review": cmd_review}[args.command]
+               "review": cmd_review, "demo": cmd_demo}[args.command]
     try:
         return handler(args, out, err)
     except WorkflowSyntaxError as problem:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from delivery.cli import graph, scenarios
+from delivery.cli.demo_args import add_parser as demo_parser
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
 from delivery.redact import RedactingFilter, RedactingStream, Redactor
 from delivery.validation.loader import check_file
@@ -127,6 +128,7 @@ def _build_parser() -> argparse.ArgumentParser:
     review.add_argument("--run", metavar="RUN", help="take the folders from this run")
     graph.add_parser(commands)
     scenarios.add_parser(commands)
+    demo_parser(commands)
     return parser
 
 
