@@ -35,7 +35,13 @@ from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
 from delivery.errors import RunRefused, WorkflowInvalid, WorkflowSyntaxError
 from delivery.forges.base import Forge
-from delivery.forges.select import configured_checks, forge_kind, is_github_location, open_forge
+from delivery.forges.select import (
+    configured_checks,
+    forge_kind,
+    is_github_location,
+    open_forge,
+    require_settings,
+)
 from delivery.git import cache_root
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
@@ -203,17 +209,18 @@ class _Run:
         self.redactor = redactor or _redactor(world)
         # what is sent to the agent and what comes back is redacted (SPEC §14)
         self.agent = RedactingAgent(agent, self.redactor)
-        # a resumed run first writes back event lines a power failure took (EventLog)
-        self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False,
-                               restore=recorded_events)
         self.handlers = {**default_handlers(), **(world.handlers or {})}
         self.forge = world.forge
         # Stand-in handlers (route scenarios) never touch the forge: open it only for the
-        # stages the real handlers run.
+        # stages the real handlers run. Opened before the log locks the run: a refusal
+        # (no token on a resume) leaves the run as it was.
         real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
         if self.forge is None and info.get("repos") and workflow.nodes_of(*real):
             self.forge = open_forge(str(info.get("forge") or "local"),
                                     checks=info.get("checks") or {}, environ=world.environ)
+        # a resumed run first writes back event lines a power failure took (EventLog)
+        self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False,
+                               restore=recorded_events)
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info["workspace"])
@@ -266,6 +273,9 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     agent = world.agent or _agent_from_profile(request.agent, workspace, workflow)
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     setup = folder_setup(request, workflow, workspace)
+    if world.forge is None and setup["repos"] and workflow.nodes_of(*FORGE_TYPES):
+        # refused before anything is written: the forge would fail its first stage
+        require_settings(setup["forge"], world.environ)
     run_id = new_run_id()
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     run_dir = RunDirectory.create(run_path)

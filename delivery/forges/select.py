@@ -48,8 +48,20 @@ def open_forge(kind: str, *, checks: Mapping[str, str] | None = None,
     if kind == "github":
         from delivery.forges.github import GitHubForge  # PyGithub loads only when needed
 
-        return GitHubForge.from_environment(environ if environ is not None else os.environ)
+        environ = environ if environ is not None else os.environ
+        require_settings(kind, environ)
+        return GitHubForge.from_environment(environ)
     raise RunRefused(f"--forge {kind}", "is not a forge", f"use one of {', '.join(FORGES)}")
+
+
+def require_settings(kind: str, environ: Mapping[str, str]) -> None:
+    """RunRefused when the forge cannot work with this environment (GitHub: no token)."""
+    if kind == "github" and not environ.get("GITHUB_TOKEN", "").strip():
+        raise RunRefused("GITHUB_TOKEN", "is not set, and the GitHub forge needs a token to "
+                         "push, open and merge pull requests and to read them",
+                         "export GITHUB_TOKEN (in an Action: env: GITHUB_TOKEN: "
+                         "${{ secrets.GITHUB_TOKEN }}); a resume reads it from the "
+                         "environment again")
 
 
 class _LocalSettings(BaseModel):
