@@ -102,7 +102,12 @@ class RequestMeter(Progress):
     reviewer: GitHubReviewer | None = None
     phases: Counter[str] = field(default_factory=Counter)
     probe_rounds: list[int] = field(default_factory=list)
+    visits: list[tuple[str, str, int]] = field(default_factory=list)  # (node, phase, sent)
     _before: int = 0
+
+    def per_visit(self, phase: str) -> list[int]:
+        """The requests of each visit of a stage of `phase`, in order."""
+        return [sent for _, of, sent in self.visits if of == phase]
 
     def stage_started(self, node: Node, attempt: int) -> None:
         self._before = len(self.github.requests)
@@ -111,6 +116,7 @@ class RequestMeter(Progress):
         sent = len(self.github.requests) - self._before
         phase = PHASES.get(node.type, "other") if node.type else "other"
         self.phases[phase] += sent
+        self.visits.append((node.id, phase, sent))
         if node.type is NodeType.PROBE:
             self.probe_rounds.append(sent)
         if self.reviewer is not None:
