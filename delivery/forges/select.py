@@ -48,9 +48,7 @@ def open_forge(kind: str, *, checks: Mapping[str, str] | None = None,
     if kind == "github":
         from delivery.forges.github import GitHubForge  # PyGithub loads only when needed
 
-        environ = environ if environ is not None else os.environ
-        require_settings(kind, environ)
-        return GitHubForge.from_environment(environ)
+        return GitHubForge.from_environment(environ if environ is not None else os.environ)
     raise RunRefused(f"--forge {kind}", "is not a forge", f"use one of {', '.join(FORGES)}")
 
 
