@@ -32,6 +32,7 @@ from probes.evidence import ProbeFailure, PrObservation, PrQuery, ThreadNote
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
+MAX_THREAD_PAGES = 100  # 10,000 review threads per PR
 
 
 def graphql_url_from_environment(environ: Mapping[str, str]) -> str:
@@ -165,7 +166,7 @@ class GitHubPullRequestSource:
                       threads: dict[str, tuple[int, list[ThreadNote], str | None]],
                       by_folder: Mapping[str, PrQuery]) -> None:
         reobserved: set[str] = set()
-        while True:
+        for _ in range(MAX_THREAD_PAGES):  # bounded even if a server kept saying "more"
             paging = [f for f, t in threads.items() if t[2] is not None]
             if not paging:
                 return

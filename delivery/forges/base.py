@@ -43,6 +43,17 @@ class GitRemote:
     url: str
     http_headers: tuple[str, ...] = ()
 
+    def git_environment(self) -> dict[str, str]:
+        """Environment variables that hand the headers to one git process
+        (`GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`, git ≥ 2.31): nothing is written to a config
+        file, and unlike `git -c` the value is not on a command line other users can read.
+        Add them to that process's environment only (e.g. GitPython's `custom_environment`)."""
+        env = {"GIT_CONFIG_COUNT": str(len(self.http_headers))}
+        for i, header in enumerate(self.http_headers):
+            env[f"GIT_CONFIG_KEY_{i}"] = "http.extraHeader"
+            env[f"GIT_CONFIG_VALUE_{i}"] = header
+        return env
+
 
 class Forge(PullRequestSource, Protocol):
     name: str

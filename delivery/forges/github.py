@@ -334,7 +334,7 @@ def _message(error: GithubException) -> str:
 
 def _ref(repository: str, pr: PullRequest, *, created: bool) -> PullRequestRef:
     return PullRequestRef(repository=repository, number=pr.number, url=pr.html_url,
-                          head_ref=pr.head.ref, created=created)
+                          head_ref=pr.head.ref, created=created, body=pr.body or "")
 
 
 def _merge_verdict(repository: str, pr: PullRequest, expected: str) -> MergeResult | None:

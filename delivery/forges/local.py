@@ -49,6 +49,10 @@ SUMMARY_CHARS = 2000
 ReviewState = Literal["APPROVED", "CHANGES_REQUESTED", "COMMENTED"]
 
 
+def _error(repository: str, operation: str, problem: str, fix: str = "") -> ForgeError:
+    return ForgeError("local", repository, operation, problem, fix)
+
+
 def git_dir_of(repository: str) -> Path:
     """The git directory of a local forge repository (bare, or a working tree's .git)."""
     path = Path(repository).expanduser()
@@ -56,7 +60,7 @@ def git_dir_of(repository: str) -> Path:
         return path.resolve()
     if (path / ".git" / "HEAD").is_file():
         return (path / ".git").resolve()
-    raise ForgeError("local", repository, "open the repository", "it is not a git repository",
+    raise _error(repository, "open the repository", "it is not a git repository",
                      "give the path of a (bare) git repository")
 
 
@@ -68,7 +72,7 @@ def _git(git_dir: Path, *args: str, env: Mapping[str, str] | None = None,
                                             with_exceptions=False,
                                             env=dict(env) if env else None)
     if check and status != 0:
-        raise ForgeError("local", str(git_dir), f"run git {args[0]}", err.strip())
+        raise _error(str(git_dir), f"run git {args[0]}", err.strip())
     return int(status), str(out), str(err)
 
 
@@ -88,7 +92,7 @@ def merge_tree(git_dir: Path, base_sha: str, head_sha: str) -> MergeTree:
     status, out, err = _git(git_dir, "merge-tree", "--write-tree", "--name-only",
                             "--no-messages", base_sha, head_sha, check=False)
     if status not in (0, 1):
-        raise ForgeError("local", str(git_dir), "compute mergeability (git merge-tree)",
+        raise _error(str(git_dir), "compute mergeability (git merge-tree)",
                          err.strip(),
                          "the local forge needs git 2.38 or later")
     lines = out.splitlines()
@@ -109,11 +113,11 @@ class _Records:
         except FileNotFoundError:
             return {"next": 1, "pulls": []}
         except ValueError as err:
-            raise ForgeError("local", str(self.path), "read the PR records",
+            raise _error(str(self.path), "read the PR records",
                              f"they are not JSON: {err}",
                              "restore the file or remove it (its PRs are lost)") from None
         if not isinstance(data, dict) or not isinstance(data.get("pulls"), list):
-            raise ForgeError("local", str(self.path), "read the PR records",
+            raise _error(str(self.path), "read the PR records",
                              "they have the wrong shape",
                              "restore the file or remove it (its PRs are lost)")
         return data
@@ -187,11 +191,11 @@ class LocalForge:
                 if pull["head"] == head and pull["state"] == "open":
                     return self._ref(repository, git_dir, pull, created=False)
             if not _ref_sha(git_dir, head):
-                raise ForgeError("local", repository, f"open a PR for {head}",
+                raise _error(repository, f"open a PR for {head}",
                                  f"branch {head!r} is not in the repository",
                                  "push the branch before opening its PR")
             if not _ref_sha(git_dir, base):
-                raise ForgeError("local", repository, f"open a PR for {head}",
+                raise _error(repository, f"open a PR for {head}",
                                  f"base branch {base!r} is not in the repository",
                                  "name an existing base branch")
             number = int(data.get("next", 1))
@@ -275,7 +279,7 @@ class LocalForge:
                 if thread["id"] == thread_id:
                     thread["resolved"] = True
                     return
-            raise ForgeError("local", repository, f"resolve thread {thread_id} of PR #{number}",
+            raise _error(repository, f"resolve thread {thread_id} of PR #{number}",
                              "there is no such thread",
                              "name a thread listed by delivery probe --json")
 
@@ -289,7 +293,7 @@ class LocalForge:
         with _Records(git_dir_of(repository)).writing() as data:
             pull = _find(data, number)
             if pull is None:
-                raise ForgeError("local", repository, f"find PR #{number}",
+                raise _error(repository, f"find PR #{number}",
                                  f"there is no pull request #{number}",
                                  "check the number with delivery probe")
             yield pull
@@ -316,7 +320,7 @@ class LocalForge:
         if query.number is not None:
             chosen = next((p for p in pulls if p["number"] == query.number), None)
             if chosen is None:
-                raise ForgeError("local", query.repository, f"find PR #{query.number}",
+                raise _error(query.repository, f"find PR #{query.number}",
                                  f"there is no pull request #{query.number}",
                                  "check the number (PRs are listed in delivery/pulls.json)")
         elif query.head_branch:
@@ -342,7 +346,7 @@ class LocalForge:
             base_sha = _ref_sha(git_dir, pull["base"])
             if not head_sha or not base_sha:
                 gone = pull["head"] if not head_sha else pull["base"]
-                raise ForgeError("local", str(git_dir), f"read PR #{pull['number']}",
+                raise _error(str(git_dir), f"read PR #{pull['number']}",
                                  f"branch {gone!r} is gone", "push it again or close the PR")
             merged = merge_tree(git_dir, base_sha, head_sha)
             mergeable = "CONFLICTING" if merged.conflicts else "MERGEABLE"

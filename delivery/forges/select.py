@@ -42,12 +42,14 @@ def forge_kind(locations: Iterable[str], requested: str | None, base: Path) -> s
 def open_forge(kind: str, *, checks: Mapping[str, str] | None = None,
                environ: Mapping[str, str] | None = None) -> Forge:
     """The forge of a run: the local one with its check commands, or GitHub as inside
-    Actions (`GITHUB_TOKEN`, `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`, `GITHUB_SERVER_URL`)."""
+    Actions (`GITHUB_TOKEN`, `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`, `GITHUB_SERVER_URL`
+    from `environ`, default this process's environment; the token stays in memory)."""
     if kind == "local":
         return LocalForge(checks)
     if kind == "github":
         from delivery.forges.github import GitHubForge  # PyGithub loads only when needed
 
+        # Without GITHUB_TOKEN this raises ForgeError naming it.
         return GitHubForge.from_environment(environ if environ is not None else os.environ)
     raise RunRefused(f"--forge {kind}", "is not a forge", f"use one of {', '.join(FORGES)}")
 

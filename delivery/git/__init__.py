@@ -3,8 +3,9 @@ worktrees on the run's branch, diffs against the merge base, commits and pushes.
 
 Built on GitPython with one `Repo` per operation, always closed and never shared across
 threads (GitPython is not thread-safe and leaks `git cat-file` processes otherwise).
-Extra HTTP headers (a token) reach git only as `-c http.extraHeader=…` on the command line:
-never a remote URL, a git config or a file.
+Extra HTTP headers (a token) reach git only through the environment of the one git process
+that needs them (`GIT_CONFIG_COUNT`/`KEY`/`VALUE`): never a remote URL, a git config, a file
+or a command line other users can read.
 """
 
 from delivery.git.worktrees import (
@@ -19,6 +20,7 @@ from delivery.git.worktrees import (
     diff_against_base,
     ensure_clone,
     fetch,
+    header_environment,
     integrate_remote_branch,
     push_branch,
     remove_worktree,
@@ -37,6 +39,7 @@ __all__ = [
     "diff_against_base",
     "ensure_clone",
     "fetch",
+    "header_environment",
     "integrate_remote_branch",
     "push_branch",
     "remove_worktree",

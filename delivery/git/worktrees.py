@@ -47,16 +47,32 @@ def _problem(err: GitCommandError, headers: Sequence[str]) -> str:
     return " / ".join(lines[-4:]) or f"git exited with status {err.status}"
 
 
+def header_environment(headers: Sequence[str],
+                       base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment that hands `http.extraHeader` values to one git process
+    (`GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`, git >= 2.31): nothing is written to a config file,
+    and unlike `git -c` the token is not on a command line that other users can read.
+    Entries already in `base` (the caller's own GIT_CONFIG_* settings) are kept."""
+    environ = dict(os.environ if base is None else base)
+    try:
+        first = int(environ.get("GIT_CONFIG_COUNT", "0") or 0)
+    except ValueError:
+        first = 0
+    extra = {"GIT_CONFIG_COUNT": str(first + len(headers))}
+    for offset, header in enumerate(headers):
+        extra[f"GIT_CONFIG_KEY_{first + offset}"] = "http.extraHeader"
+        extra[f"GIT_CONFIG_VALUE_{first + offset}"] = header
+    return extra
+
+
 def git(path: Path, operation: str, *args: str, headers: Sequence[str] = (),
         env: Mapping[str, str] | None = None, fix: str = "") -> str:
-    """Run `git <args>` in `path` with its own Repo; GitError (stderr only) on failure."""
-    options: list[str] = []
-    for header in headers:  # command line only: never a config or a file
-        options += ["-c", f"http.extraHeader={header}"]
+    """Run `git <args>` in `path` with its own Repo; GitError (stderr only) on failure.
+    `headers` reach this one git process through its environment only."""
+    environment = {**(env or {}), **(header_environment(headers) if headers else {})}
     with Repo(path) as repo:
         try:
-            output: str = repo.git.execute(["git", *options, *args],
-                                           env=dict(env) if env else None)
+            output: str = repo.git.execute(["git", *args], env=environment or None)
         except GitCommandError as err:
             raise GitError(operation, str(path), _problem(err, headers), fix) from None
         return output

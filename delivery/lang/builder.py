@@ -289,7 +289,8 @@ class _Builder:
             edge.condition = parse_condition(attr.text)
         except ConditionSyntaxError as err:
             line, column = value_position(attr.value, err.offset)
-            self.diag("condition_syntax", f"condition {attr.text!r}: expected {err.expected}, "
+            shown = attr.text if len(attr.text) <= 80 else attr.text[:77] + "..."
+            self.diag("condition_syntax", f"condition {shown!r}: expected {err.expected}, "
                       f"found {err.found}", line, column, edge=edge.name,
                       fix="conditions look like outcome=succeeded && pr.state!=MERGED")
 

@@ -13,7 +13,9 @@ from git_helpers import git, make_remote
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.handlers.publishing import with_block
-from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
+from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
+from delivery.forges.base import MergeResult, PullRequestRef
+from delivery.forges.local import LocalForge
 
 TICKET = "https://tracker.example/browse/T-9"
 BRANCH = "delivery/t-9"
@@ -117,3 +119,54 @@ def test_a_rewrite_keeps_a_persons_text_outside_the_block() -> None:
     assert rewritten == "Context from a person.\n\n<!-- delivery:begin run=r1 -->\nnew\n" \
                         "<!-- delivery:end -->\nFooter."
     assert with_block("Hi", "B") == "Hi\n\nB"
+
+
+class KilledAfter(LocalForge):
+    """The local forge, with the process 'killed' right after a given write succeeded
+    (KeyboardInterrupt is not an Exception: the engine does not catch it, as with a kill)."""
+
+    def __init__(self, write: str) -> None:
+        super().__init__()
+        self.write = write
+
+    def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
+                                    title: str, body: str) -> PullRequestRef:
+        ref = super().find_or_create_pull_request(repository, head=head, base=base,
+                                                  title=title, body=body)
+        if self.write == "create":
+            raise KeyboardInterrupt
+        return ref
+
+    def merge_pull_request(self, repository: str, number: int, *,
+                           expected_head_sha: str) -> MergeResult:
+        result = super().merge_pull_request(repository, number,
+                                            expected_head_sha=expected_head_sha)
+        if self.write == "merge":
+            raise KeyboardInterrupt
+        return result
+
+
+@pytest.mark.parametrize("write", ["create", "merge"])
+def test_a_run_killed_after_a_write_resumes_without_duplicating_it(
+        tmp_path: Path, remotes: dict[str, Path], write: str) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    request = RunRequest(workflow=write_flow(tmp_path, FLOW.format(order="")),
+                         inputs={"ticket": TICKET}, workspace=workspace,
+                         run_dir=tmp_path / "run",
+                         repos={k: str(v) for k, v in remotes.items()})
+    killed = World(agent=ReplayBackend({}), clock=FakeClock(), git_cache=tmp_path / "cache",
+                   forge=KilledAfter(write))
+    with pytest.raises(KeyboardInterrupt):
+        start_run(request, killed)
+    again = World(agent=ReplayBackend({}), clock=FakeClock(), git_cache=tmp_path / "cache")
+    resumed = resume_run(tmp_path / "run", again)
+    assert resumed.status == "succeeded", resumed.failure_reason
+    for name in ("web", "api"):
+        assert len(pulls(remotes[name])) == 1
+        assert pulls(remotes[name])[0]["state"] == "merged"
+        # one delivery commit on the branch, one merge commit on main
+        assert git(remotes[name], "rev-list", "--count", f"main..{BRANCH}") == "0"
+        assert git(remotes[name], "rev-list", "--count", "--merges", "main") == "1"
+        assert git(remotes[name], "rev-list", "--count", f"{BRANCH}", "--not",
+                   "main~1") == "1"

@@ -12,7 +12,9 @@ the agent backend received are searched for them.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
 import string
 from collections.abc import Mapping
 from pathlib import Path
@@ -149,3 +151,25 @@ done; echo; printf end-$MY_SERVICE_PASSWORD"]
     stdout = (outcome.run_dir / "noisy" / "1" / "stdout.txt").read_text(encoding="utf-8")
     assert password not in stdout
     assert stdout.count("***") == 61 and stdout.endswith("end-***")
+
+
+def test_a_script_leaving_a_background_child_ends_without_waiting_for_it(
+        tmp_path: Path) -> None:
+    # The child holds the script's stdout pipe (which the redactor reads) for 20 s.
+    flow = write_flow(tmp_path, """
+    digraph B {
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      bg [shape=parallelogram, script="(sleep 20; touch late) & echo $! > child.pid; echo now"]
+      start -> bg -> exit
+    }
+    """)
+    try:
+        outcome = start_run(RunRequest(workflow=flow, goal="g", workspace=tmp_path), World())
+        assert outcome.status == "succeeded"
+        assert not (tmp_path / "late").exists()  # the run did not wait for the child
+        assert (outcome.run_dir / "bg" / "1" / "stdout.txt").read_text() == "now\n"
+    finally:
+        pid = (tmp_path / "child.pid").read_text().strip()
+        if pid:
+            os.kill(int(pid), signal.SIGKILL)

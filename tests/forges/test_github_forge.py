@@ -5,6 +5,7 @@ a header only."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -226,20 +227,30 @@ def test_git_remote_carries_the_token_in_a_header_only(forge: GitHubForge, fake:
     remote = forge.git_remote("octo/web")
     assert remote.url == f"{fake.server_url}/octo/web.git"
     assert fake.token not in remote.url
-    header_args = [f"http.extraHeader={h}" for h in remote.http_headers]
-    git = ["git", *[a for h in header_args for a in ("-c", h)]]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GIT_TERMINAL_PROMPT": "0"}
+    with_token = env | remote.git_environment()
     work = tmp_path / "web"
-    subprocess.run([*git, "clone", "-q", remote.url, str(work)], check=True, env=env)
+    subprocess.run(["git", "clone", "-q", remote.url, str(work)], check=True, env=with_token)
     (work / "app.py").write_text("v3\n")
     subprocess.run(["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t",
                     "commit", "-qam", "v3"], check=True, env=env)
-    subprocess.run([*git, "-C", str(work), "push", "-q", "origin", "HEAD:main"], check=True,
-                   env=env)
-    assert fake.token not in (work / ".git" / "config").read_text()
+    subprocess.run(["git", "-C", str(work), "push", "-q", "origin", "HEAD:main"], check=True,
+                   env=with_token)
+    secret = remote.http_headers[0].split()[-1]  # base64 of x-access-token:<token>
+    stored = [p.read_text(errors="replace") for p in (work / ".git").rglob("*")
+              if p.is_file() and p.stat().st_size < 10**6]
+    assert not any(fake.token in text or secret in text for text in stored)
     repo = fake.repository("octo/web")
     from delivery.testing.github import gitops
     assert gitops.read_file(repo.path, "main", "app.py") == "v3\n"
     refused = subprocess.run(["git", "clone", "-q", remote.url, str(tmp_path / "anon")],
                              env=env, capture_output=True, text=True)
     assert refused.returncode != 0  # without the header the fake refuses
+
+
+def test_the_token_never_reaches_the_logs(forge: GitHubForge, fake: FakeGitHub,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    create(forge)
+    assert caplog.records and fake.token not in caplog.text
+    assert fake.token not in repr(forge)

@@ -18,6 +18,7 @@ from delivery.git import (
     commit_all,
     diff_against_base,
     ensure_clone,
+    header_environment,
     push_branch,
     remove_worktree,
 )
@@ -194,3 +195,11 @@ def test_push_headers_reach_no_file_and_no_error_message(tmp_path: Path, remote:
         for file in where.rglob("*"):
             if file.is_file():
                 assert b"SECRETSECRET" not in file.read_bytes(), file
+
+
+def test_headers_go_to_git_through_its_environment_after_the_callers_own() -> None:
+    env = header_environment(["Authorization: Basic abc"],
+                             {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.x",
+                              "GIT_CONFIG_VALUE_0": "y"})
+    assert env == {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_1": "http.extraHeader",
+                   "GIT_CONFIG_VALUE_1": "Authorization: Basic abc"}

@@ -35,6 +35,7 @@ def test_condition_nested_10000_deep_is_a_syntax_diagnostic_not_a_recursion_erro
     (diagnostic,) = [d for d in diagnostics if d.severity == "error"]
     assert diagnostic.rule == "condition_syntax"
     assert f"at most {MAX_CONDITION_DEPTH} nested" in diagnostic.message
+    assert len(diagnostic.message) < 300  # the condition is shown cut short
     # at the first "!" or "(" over the limit: the value starts at column 28
     assert (diagnostic.line, diagnostic.column) == (6, 28 + MAX_CONDITION_DEPTH)
 

@@ -274,3 +274,14 @@ def test_every_query_the_probe_sends_validates_against_githubs_schema() -> None:
 def test_schema_validation_catches_a_query_github_would_reject() -> None:
     assert validate_query("query { repository(owner: \"o\", name: \"r\") { nope } }")
     assert validate_query("query { repository(owner: 1) { name } }")
+
+
+def test_more_than_fifty_folders_take_one_request_per_fifty(fake: FakeGitHub,
+                                                            clock: ManualClock) -> None:
+    fake.create_repo("octo/web")
+    number = open_pr(fake, "octo/web")
+    fake.clear_requests()
+    seen = observe(fake, clock, *[PrQuery(f"f{i}", "octo/web", number=number)
+                                  for i in range(51)])
+    assert len(seen) == 51 and all(isinstance(v, PullRequestSnapshot) for v in seen.values())
+    assert fake.count("POST", "/api/graphql") == 2

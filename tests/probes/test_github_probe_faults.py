@@ -3,6 +3,7 @@ slow answers and dropped connections are retried within a budget; the token is a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
@@ -133,3 +134,11 @@ def test_graphql_url_comes_from_the_actions_environment() -> None:
     assert graphql_url_from_environment(
         {"GITHUB_GRAPHQL_URL": "http://127.0.0.1:1/api/graphql",
          "GITHUB_API_URL": "https://x"}) == "http://127.0.0.1:1/api/graphql"
+
+
+def test_the_token_never_reaches_the_logs(fake: FakeGitHub, clock: ManualClock, number: int,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    fake.inject(faults.server_error(502))
+    assert isinstance(probe_once(fake, clock, number), PullRequestSnapshot)
+    assert caplog.records and fake.token not in caplog.text

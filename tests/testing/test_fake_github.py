@@ -111,3 +111,20 @@ def test_bundled_schema_is_the_shared_one() -> None:
     from importlib import resources
     bundled = resources.files("delivery.testing.github").joinpath("schema.graphql.gz")
     assert gzip.decompress(bundled.read_bytes()) == SHARED_SCHEMA.read_bytes()
+
+
+def test_rest_review_with_comments_is_seen_by_the_probe(fake: FakeGitHub) -> None:
+    from probes.evidence import PrQuery, PullRequestSnapshot
+    from probes.github import GitHubPullRequestSource
+    fake.create_repo("octo/web")
+    number = open_pr(fake, "octo/web")
+    answer = httpx.post(f"{fake.api_url}/repos/octo/web/pulls/{number}/reviews",
+                        headers={"Authorization": f"token {fake.token}"},
+                        json={"event": "REQUEST_CHANGES", "body": "see inline",
+                              "comments": [{"path": "app.py", "line": 1, "body": "typo"}]})
+    assert answer.status_code == 200 and answer.json()["state"] == "CHANGES_REQUESTED"
+    seen = GitHubPullRequestSource(fake.token, graphql_url=fake.graphql_url).pull_requests(
+        [PrQuery("web", "octo/web", number=number)])["web"]
+    assert isinstance(seen, PullRequestSnapshot)
+    assert (seen.state.value, seen.unresolved_threads) == ("CHANGES_REQUIRED", 1)
+    assert seen.threads[0].body == "typo" and seen.reviews[0].body == "see inline"

@@ -70,6 +70,8 @@ class StageEnv:
     repos: Mapping[str, str] = field(default_factory=dict)
     branch: str = ""
     git_cache: Path | None = None
+    # folder -> its base branch, read from the forge once per run (a GitHub request each)
+    base_branches: dict[str, str] = field(default_factory=dict)
     # an unanswered human gate: "deny" fails it, "pause" pauses the run, "managed" lets
     # the node's agent answer a delegatable gate (SPEC §9.1)
     gates: str = "deny"

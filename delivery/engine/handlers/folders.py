@@ -27,36 +27,36 @@ from delivery.lang.model import Node
 from probes.evidence import PrQuery
 from probes.facts import pr_facts as forge_pr_facts
 from probes.facts import roll_up_facts
-from probes.worktree import diff_facts, worktree_facts
+from probes.worktree import diff_facts, worktree_facts, worktree_state
 
 PR_KEYS = ("pr.state", "pr.ready", "pr.number", "pr.url", "pr.raw")
 THREAD_KEYS = ("threads.unresolved",)
 
 
-class _StageProblem(Exception):
+class StageProblem(Exception):
     """Fails the stage with this message (a folder, and what is wrong with it)."""
 
 
-def _folders(node: Node, env: StageEnv) -> list[str]:
+def stage_folders(node: Node, env: StageEnv) -> list[str]:
     if not node.folder:
         return list(env.folders)
     if node.folder not in env.folders:
         known = ", ".join(env.folders) or "none (pass --repo NAME=LOCATION)"
-        raise _StageProblem(f"folder '{node.folder}' is not one of the run's folders: {known}")
+        raise StageProblem(f"folder '{node.folder}' is not one of the run's folders: {known}")
     return [node.folder]
 
 
-def _forge(env: StageEnv, what: str) -> Forge:
+def need_forge(env: StageEnv, what: str) -> Forge:
     if env.forge is None:
-        raise _StageProblem(f"{what} needs a forge, and this run has none "
+        raise StageProblem(f"{what} needs a forge, and this run has none "
                             "(pass --repo NAME=LOCATION and --forge)")
     return env.forge
 
 
-def _repository(env: StageEnv, folder: str) -> str:
+def folder_repository(env: StageEnv, folder: str) -> str:
     repository = env.repos.get(folder)
     if not repository:
-        raise _StageProblem(f"folder '{folder}' has no repository (pass --repo "
+        raise StageProblem(f"folder '{folder}' has no repository (pass --repo "
                             f"{folder}=LOCATION)")
     return repository
 
@@ -69,7 +69,7 @@ def _fail_on(problem: Exception) -> StageResult:
 def run_probe(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     kinds = node.probe_kinds or PROBE_KINDS
     try:
-        folders = _folders(node, env)
+        folders = stage_folders(node, env)
         facts: dict[str, Any] = {}
         if "pr" in kinds or "threads" in kinds:
             facts.update(_pr_facts(env, folders, kinds, context))
@@ -79,19 +79,19 @@ def run_probe(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                 facts.update(worktree_facts(folder, path))
             if "diff" in kinds:
                 facts.update(_diff_facts(env, folder, path))
-    except (_StageProblem, DeliveryError) as problem:
+    except (StageProblem, DeliveryError) as problem:
         return _fail_on(problem)
     return StageResult("succeeded", updates=facts)
 
 
 def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
               context: Context) -> dict[str, Any]:
-    forge = _forge(env, "probing pull requests")
-    queries = [PrQuery(folder, _repository(env, folder), head_branch=env.branch or None)
+    forge = need_forge(env, "probing pull requests")
+    queries = [PrQuery(folder, folder_repository(env, folder), head_branch=env.branch or None)
                for folder in folders]
     observed = forge_pr_facts(forge.pull_requests(queries), folders)
     if observed.failures:
-        raise _StageProblem("; ".join(f"folder '{failure.folder}': {failure.reason}"
+        raise StageProblem("; ".join(f"folder '{failure.folder}': {failure.reason}"
                                       for failure in observed.failures))
     facts: dict[str, Any] = dict(observed.facts)
     if len(folders) < len(env.folders):
@@ -107,22 +107,31 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
             if key in wanted or key.split(".", 1)[1] in wanted}
 
 
+def base_branch(env: StageEnv, folder: str) -> str:
+    """The folder's base (its repository's default branch), asked once per run."""
+    if folder not in env.base_branches:
+        forge = need_forge(env, "the base branch")
+        env.base_branches[folder] = forge.default_branch(folder_repository(env, folder))
+    return env.base_branches[folder]
+
+
 def _diff_facts(env: StageEnv, folder: str, path: Path) -> dict[str, Any]:
-    base = _forge(env, "a diff against the base branch").default_branch(
-        _repository(env, folder))
+    if not worktree_state(path).exists:
+        return diff_facts(folder, path, "")  # no worktree: an empty diff, no forge asked
+    base = base_branch(env, folder)
     try:
         return diff_facts(folder, path, f"origin/{base}")
     except ValueError:
         try:  # a folder given as an existing path, without our `origin`
             return diff_facts(folder, path, base)
         except ValueError as err:
-            raise _StageProblem(f"folder '{folder}': {err}") from None
+            raise StageProblem(f"folder '{folder}': {err}") from None
 
 
 # -- worktrees -------------------------------------------------------------------------
 def _cache(env: StageEnv) -> Path:
     if env.git_cache is None:
-        raise _StageProblem("worktrees need a git cache directory (--cache)")
+        raise StageProblem("worktrees need a git cache directory (--cache)")
     return env.git_cache
 
 
@@ -130,20 +139,20 @@ def run_worktree_add(node: Node, attempt: int, context: Context,
                      env: StageEnv) -> StageResult:
     facts: dict[str, Any] = {}
     try:
-        forge = _forge(env, "creating worktrees")
+        forge = need_forge(env, "creating worktrees")
         if not env.branch:
-            raise _StageProblem("the run has no branch to put the worktrees on")
-        for folder in _folders(node, env):
-            repository = _repository(env, folder)
+            raise StageProblem("the run has no branch to put the worktrees on")
+        for folder in stage_folders(node, env):
+            repository = folder_repository(env, folder)
             try:
                 remote = forge.git_remote(repository)
                 clone = ensure_clone(remote.url, _cache(env), remote.http_headers)
                 add_worktree(clone, env.folders[folder], env.branch,
-                             forge.default_branch(repository))
+                             base_branch(env, folder))
             except DeliveryError as err:
-                raise _StageProblem(f"folder '{folder}': {err}") from None
+                raise StageProblem(f"folder '{folder}': {err}") from None
             facts.update(worktree_facts(folder, env.folders[folder]))
-    except _StageProblem as problem:
+    except StageProblem as problem:
         return _fail_on(problem)
     return StageResult("succeeded", updates=facts)
 
@@ -155,18 +164,18 @@ def run_worktree_remove(node: Node, attempt: int, context: Context,
     outcomes: dict[str, str] = {}
     clean = True
     try:
-        forge = _forge(env, "removing worktrees")
-        for folder in _folders(node, env):
+        forge = need_forge(env, "removing worktrees")
+        for folder in stage_folders(node, env):
             try:
-                remote = forge.git_remote(_repository(env, folder))
+                remote = forge.git_remote(folder_repository(env, folder))
                 result = remove_worktree(clone_path(remote.url, _cache(env)),
                                          env.folders[folder], env.branch,
                                          remote.http_headers)
             except DeliveryError as err:
-                raise _StageProblem(f"folder '{folder}': {err}") from None
+                raise StageProblem(f"folder '{folder}': {err}") from None
             clean = clean and result.removed
             outcomes[folder] = result.reason if result.removed else f"kept: {result.reason}"
-    except _StageProblem as problem:
+    except StageProblem as problem:
         return _fail_on(problem)
     return StageResult("succeeded", updates={"worktree.clean": clean,
                                              "worktree.status": _status_text(outcomes)})

@@ -14,7 +14,13 @@ from typing import Any
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
-from delivery.engine.handlers.folders import _folders, _forge, _repository, _StageProblem
+from delivery.engine.handlers.folders import (
+    StageProblem,
+    base_branch,
+    folder_repository,
+    need_forge,
+    stage_folders,
+)
 from delivery.errors import DeliveryError, GitError
 from delivery.forges.base import PullRequestRef
 from delivery.git import (
@@ -69,17 +75,17 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
     message = f"{title}\n\nTicket: {ticket}\n" if ticket else f"{title}\n"
     published: dict[str, PullRequestRef] = {}
     try:
-        forge = _forge(env, "publishing")
+        forge = need_forge(env, "publishing")
         if not env.branch:
-            raise _StageProblem("the run has no branch to publish")
-        for folder in _folders(node, env):
+            raise StageProblem("the run has no branch to publish")
+        for folder in stage_folders(node, env):
             path = env.folders[folder]
-            repository = _repository(env, folder)
+            repository = folder_repository(env, folder)
             if not worktree_state(path).exists:
-                raise _StageProblem(f"folder '{folder}': no worktree at {path} (add a "
+                raise StageProblem(f"folder '{folder}': no worktree at {path} (add a "
                                     "worktree_add stage before publish)")
             try:
-                base = forge.default_branch(repository)
+                base = base_branch(env, folder)
                 if diff_against_base(path, base).empty and not unpushed_commits(path):
                     continue  # nothing to deliver in this folder: no PR
                 commit_all(path, message)
@@ -88,16 +94,16 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
                     repository, head=env.branch, base=base, title=title,
                     body=sibling_block(run_id, ticket, published))
             except DeliveryError as err:
-                raise _StageProblem(f"folder '{folder}': {err}") from None
+                raise StageProblem(f"folder '{folder}': {err}") from None
         block = sibling_block(run_id, ticket, published)
         for folder, ref in published.items():
             body = with_block(ref.body, block)
             if body != ref.body:
                 try:
-                    forge.update_pull_request_body(_repository(env, folder), ref.number, body)
+                    forge.update_pull_request_body(folder_repository(env, folder), ref.number, body)
                 except DeliveryError as err:
-                    raise _StageProblem(f"folder '{folder}': {err}") from None
-    except _StageProblem as problem:
+                    raise StageProblem(f"folder '{folder}': {err}") from None
+    except StageProblem as problem:
         return StageResult.fail(str(problem))
     updates: dict[str, Any] = {}
     for folder, ref in published.items():
@@ -128,36 +134,40 @@ def merge_order(node: Node, folders: list[str]) -> list[str]:
 def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     done: list[str] = []
     try:
-        forge = _forge(env, "merging")
-        folders = _folders(node, env)
+        forge = need_forge(env, "merging")
+        folders = stage_folders(node, env)
         unknown = [name.strip() for name in node.attr("order").split(",")
                    if name.strip() and name.strip() not in env.folders]
         if unknown:
-            raise _StageProblem(f"order= names '{unknown[0]}', not a folder of the run")
-        for folder in merge_order(node, folders):
-            repository = _repository(env, folder)
-            seen = forge.pull_requests([PrQuery(folder, repository,
-                                                head_branch=env.branch)])[folder]
+            raise StageProblem(f"order= names '{unknown[0]}', not a folder of the run")
+        ordered = merge_order(node, folders)
+        # one read of every PR (one request on GitHub); each merge names the head SHA seen
+        observed = forge.pull_requests([PrQuery(folder, folder_repository(env, folder),
+                                                head_branch=env.branch)
+                                        for folder in ordered])
+        for folder in ordered:
+            repository = folder_repository(env, folder)
+            seen = observed.get(folder)
             if isinstance(seen, ProbeFailure):
-                raise _StageProblem(f"folder '{folder}': {seen.reason}")
+                raise StageProblem(f"folder '{folder}': {seen.reason}")
             if seen is None:
                 continue  # no PR (a folder without changes): nothing to merge
             if seen.state.value == "MERGED":
                 done.append(folder)
                 continue
             if not seen.ready:
-                raise _StageProblem(f"folder '{folder}': PR #{seen.number} is not ready to "
+                raise StageProblem(f"folder '{folder}': PR #{seen.number} is not ready to "
                                     f"merge ({seen.state.value}); left open with the rest")
             try:
                 result = forge.merge_pull_request(repository, seen.number,
                                                   expected_head_sha=seen.head_sha)
             except DeliveryError as err:
-                raise _StageProblem(f"folder '{folder}': {err}") from None
+                raise StageProblem(f"folder '{folder}': {err}") from None
             if result.outcome == "refused":
-                raise _StageProblem(f"folder '{folder}': PR #{seen.number} was not merged: "
+                raise StageProblem(f"folder '{folder}': PR #{seen.number} was not merged: "
                                     f"{result.reason}")
             done.append(folder)
-    except (_StageProblem, DeliveryError) as problem:
+    except (StageProblem, DeliveryError) as problem:
         merged = f" (merged before it: {', '.join(done)})" if done else ""
         return StageResult.fail(f"{problem}{merged}")
     return StageResult("succeeded")

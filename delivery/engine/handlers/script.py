@@ -15,6 +15,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -69,6 +70,7 @@ def working_directory(node: Node, env: StageEnv) -> Path:
 
 
 _CHUNK = 1 << 16
+_BACKGROUND_WAIT = 2.0  # seconds to drain the pipes after the script ended
 
 
 def _copy_redacted(source: IO[bytes], target: Path, redact: Callable[[str], str]) -> None:
@@ -79,7 +81,11 @@ def _copy_redacted(source: IO[bytes], target: Path, redact: Callable[[str], str]
     pending = ""
     with target.open("w", encoding="utf-8") as out:
         while True:
-            block = source.read1(_CHUNK) if hasattr(source, "read1") else source.read(_CHUNK)
+            try:
+                block = source.read1(_CHUNK) if hasattr(source, "read1") else \
+                    source.read(_CHUNK)
+            except (OSError, ValueError):  # the pipe was closed under us: nothing more
+                block = b""
             pending += decoder.decode(block, final=not block)
             cut = len(pending) if not block else pending.rfind("\n") + 1
             if not cut and len(pending) >= _CHUNK:
@@ -116,11 +122,14 @@ def _run_redacted(script: str, cwd: Path, environment: dict[str, str], timeout: 
         os.killpg(process.pid, signal.SIGKILL)
         code = process.wait()
         timed_out = True
+    deadline = time.monotonic() + _BACKGROUND_WAIT
     for copier in copiers:
-        # a background child that left the group may hold the pipe open: do not wait on it
-        copier.join(timeout=10)
-    process.stdout.close()
-    process.stderr.close()
+        # A background child (`server &`) may hold the pipe open after the script ended:
+        # the stage does not wait for it; its copier goes on writing (redacted) until the
+        # child closes the pipe, as the child went on writing a plain file before.
+        copier.join(timeout=max(0.0, deadline - time.monotonic()))
+        if not copier.is_alive():
+            (process.stdout if copier is copiers[0] else process.stderr).close()
     return code, timed_out
 
 

@@ -71,8 +71,9 @@ class FakeGitHub:
         self._httpd = httpd
         self.state.base_url = self.server_url
         self._rest = rest.Rest(self.state, self.api_url, self.login)
-        self._thread = threading.Thread(target=httpd.serve_forever, name="fake-github",
-                                        daemon=True)
+        # A short poll interval: `stop()` waits for the loop to notice, once per test.
+        self._thread = threading.Thread(target=httpd.serve_forever, args=(0.02,),
+                                        name="fake-github", daemon=True)
         self._thread.start()
         return self
 
