@@ -286,20 +286,21 @@ def cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                   file=err)
             return 2
         root.mkdir(parents=True, exist_ok=True)
-        return _demo(root, out)
+        return _demo(root, out, kept=True)
     scratch = Path(tempfile.mkdtemp(prefix="delivery-demo-"))
     try:
-        return _demo(scratch, out)
+        return _demo(scratch, out, kept=False)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _demo(root: Path, out: TextIO) -> int:
+def _demo(root: Path, out: TextIO, *, kept: bool) -> int:
     started = time.monotonic()
     done = run_demo(root, out)
     print(f"\nrun {done.run.run_id}: {done.run.status} in {time.monotonic() - started:.1f}s"
           + (f" — {done.run.failure_reason}" if done.run.failure_reason else ""), file=out)
     print_table(done.rows, out)
     print(f"  worktrees: {done.run.context.get('worktree.status', '')}", file=out)
-    print(f"  run directory: {done.run.run_dir}", file=out)
+    where = "" if kept else " (a temporary directory, removed now: --dir DIR keeps it)"
+    print(f"  run directory: {done.run.run_dir}{where}", file=out)
     return 0 if done.run.status == "succeeded" and done.merged else 1
