@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from delivery.engine.runner import parse_assignments
 from delivery.errors import DeliveryError, RunRefused
 from delivery.forges.local import LocalForge
-from delivery.forges.select import forge_kind, is_github_location, open_forge
+from delivery.forges.select import forge_kind, is_github_location, local_settings, open_forge
 from delivery.store.runstore import RunDirectory
 from probes.evidence import PrQuery
 from probes.facts import pr_facts
@@ -53,7 +53,9 @@ def cmd_probe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     targets = [parse_location(name, loc, base)
                for name, loc in parse_assignments(args.repo, "--repo").items()]
     kind = forge_kind([t.repository for t in targets], args.forge, base)
-    forge = open_forge(kind, checks=parse_assignments(args.check, "--check"))
+    configured, approvals = local_settings(base)
+    forge = open_forge(kind, checks={**configured, **parse_assignments(args.check, "--check")},
+                       required_approvals=approvals)
     queries: list[PrQuery] = []
     worktrees: dict[str, Path] = {}
     for target in targets:

@@ -33,20 +33,21 @@ from delivery.engine.preamble import recent_stages, render_preamble
 from delivery.engine.redacting import RedactingAgent
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused, WorkflowInvalid, WorkflowSyntaxError
+from delivery.errors import RunRefused
 from delivery.forges.base import Forge
 from delivery.forges.select import (
-    configured_checks,
     forge_kind,
     is_github_location,
+    local_settings,
     open_forge,
     require_settings,
 )
 from delivery.git import cache_root
+from delivery.lang.diagnostics import has_errors
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.runstore import EventLog, RunDirectory, new_run_id, verify_run
-from delivery.validation.loader import load_workflow
+from delivery.validation.loader import check_source, load_workflow
 
 WORKFLOW_COPY = "workflow.dot"
 EVENT_VALUE_CHARS = 2000
@@ -217,7 +218,9 @@ class _Run:
         real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
         if self.forge is None and info.get("repos") and workflow.nodes_of(*real):
             self.forge = open_forge(str(info.get("forge") or "local"),
-                                    checks=info.get("checks") or {}, environ=world.environ)
+                                    checks=info.get("checks") or {}, environ=world.environ,
+                                    required_approvals=int(info.get("required_approvals")
+                                                           or 0))
         # a resumed run first writes back event lines a power failure took (EventLog)
         self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False,
                                restore=recorded_events)
@@ -278,14 +281,14 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
         require_settings(setup["forge"], world.environ)
     run_id = new_run_id()
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
-    run_dir = RunDirectory.create(run_path)
-    source = _workflow_source(workflow_path)
     # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
+    source = _workflow_source(workflow_path)
     redacted = redactor.text(source)
-    (run_path / WORKFLOW_COPY).write_bytes(redacted.encode())  # resume checks its SHA-256
     if redacted != source:
-        workflow = _load_redacted_copy(run_path / WORKFLOW_COPY)
+        workflow = _redacted_workflow(redacted, workflow_path)
         source = redacted
+    run_dir = RunDirectory.create(run_path)
+    (run_path / WORKFLOW_COPY).write_bytes(source.encode())  # resume checks its SHA-256
     values["internal.run_id"] = run_id
     info = {
         "run_id": run_id, "workflow": str(workflow_path),
@@ -327,15 +330,17 @@ def _workflow_source(path: Path) -> str:
     return path.read_text(encoding="utf-8").removeprefix("\ufeff")
 
 
-def _load_redacted_copy(copy: Path) -> Workflow:
-    """The workflow as its run copy holds it, secrets masked; refused when masking them
-    broke it (a secret written as a bare word, say)."""
-    try:
-        return load_workflow(copy)
-    except (WorkflowSyntaxError, WorkflowInvalid) as err:
+def _redacted_workflow(source: str, path: Path) -> Workflow:
+    """The workflow with its secrets masked; refused when masking them broke it (a secret
+    written as a bare word, say)."""
+    workflow, diagnostics = check_source(source, str(path))
+    if workflow is None or has_errors(diagnostics):
+        first = next(d for d in diagnostics if d.severity == "error")
         raise RunRefused("workflow", f"holds a secret value, and with it masked as *** it no "
-                         f"longer validates: {err}", "do not write secrets into a workflow: "
-                         "read them from the environment in a script ($GITHUB_TOKEN)") from None
+                         f"longer validates ({first.format_text().splitlines()[0]})",
+                         "do not write secrets into a workflow: read them from the "
+                         "environment in a script ($GITHUB_TOKEN)")
+    return workflow
 
 
 def resume_run(run_path: Path, world: World | None = None,
@@ -462,24 +467,32 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> di
     repos: dict[str, str] = {}
     folders: dict[str, str] = {}
     for name, location in request.repos.items():
-        if kind == "github" or is_github_location(location, workspace):
+        if kind == "github":
+            if not is_github_location(location, workspace):
+                raise RunRefused(f"--repo {name}={location}", "is not owner/name on GitHub, "
+                                 "and a run uses one forge for all its folders",
+                                 "give every folder as owner/name, or use --forge local "
+                                 "with local paths")
             repos[name] = location
             folders[name] = str(workspace / name)
             continue
         path = Path(location).expanduser()
         path = (path if path.is_absolute() else workspace / path).resolve()
         if not path.is_dir():
-            raise RunRefused(f"--repo {name}={location}", "is not a local directory",
-                             "give the path of a git repository (the local forge) or "
-                             "owner/name (GitHub)")
+            raise RunRefused(f"--repo {name}={location}", "is not a local directory, "
+                             "which the local forge needs",
+                             "give the path of a git repository, or owner/name for every "
+                             "folder with --forge github")
         repos[name] = str(path)
         folders[name] = str(workspace / name if creates_worktrees else path)
-    checks = {**configured_checks(workspace), **request.checks}
+    configured, approvals = local_settings(workspace)
+    checks = {**configured, **request.checks}
     unknown = sorted(set(checks) - set(repos))
     if unknown and request.repos:
         raise RunRefused(f"check for folder '{unknown[0]}'", "names no folder of the run",
                          f"the folders are: {', '.join(repos)}")
-    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks}
+    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks,
+            "required_approvals": approvals}
 
 
 def run_branch(values: Mapping[str, Any], run_id: str) -> str:

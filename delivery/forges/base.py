@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from delivery.git.worktrees import header_environment
 from probes.evidence import PullRequestSource
 
 
@@ -48,11 +49,8 @@ class GitRemote:
         (`GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`, git ≥ 2.31): nothing is written to a config
         file, and unlike `git -c` the value is not on a command line other users can read.
         Add them to that process's environment only (e.g. GitPython's `custom_environment`)."""
-        env = {"GIT_CONFIG_COUNT": str(len(self.http_headers))}
-        for i, header in enumerate(self.http_headers):
-            env[f"GIT_CONFIG_KEY_{i}"] = "http.extraHeader"
-            env[f"GIT_CONFIG_VALUE_{i}"] = header
-        return env
+        # one implementation with delivery.git's, which keeps the caller's own entries
+        return header_environment(self.http_headers)
 
 
 class Forge(PullRequestSource, Protocol):

@@ -61,7 +61,7 @@ def git_dir_of(repository: str) -> Path:
     if (path / ".git" / "HEAD").is_file():
         return (path / ".git").resolve()
     raise _error(repository, "open the repository", "it is not a git repository",
-                     "give the path of a (bare) git repository")
+                 "give the path of a (bare) git repository")
 
 
 def _git(git_dir: Path, *args: str, env: Mapping[str, str] | None = None,
@@ -93,11 +93,18 @@ def merge_tree(git_dir: Path, base_sha: str, head_sha: str) -> MergeTree:
                             "--no-messages", base_sha, head_sha, check=False)
     if status not in (0, 1):
         raise _error(str(git_dir), "compute mergeability (git merge-tree)",
-                         err.strip(),
-                         "the local forge needs git 2.38 or later")
+                     err.strip(),
+                     "the local forge needs git 2.38 or later")
     lines = out.splitlines()
     files = tuple(dict.fromkeys(line for line in lines[1:] if line.strip()))
     return MergeTree(lines[0].strip() if lines else "", files if status == 1 else ())
+
+
+# What every PR record must hold, and of which type (a hand-edited file is checked on load).
+_RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "number": int, "head": str, "base": str, "title": str, "body": str, "state": str,
+    "reviews": list, "threads": list, "merged_sha": str, "merged_head_sha": str,
+}
 
 
 class _Records:
@@ -114,12 +121,19 @@ class _Records:
             return {"next": 1, "pulls": []}
         except ValueError as err:
             raise _error(str(self.path), "read the PR records",
-                             f"they are not JSON: {err}",
-                             "restore the file or remove it (its PRs are lost)") from None
+                         f"they are not JSON: {err}",
+                         "restore the file or remove it (its PRs are lost)") from None
         if not isinstance(data, dict) or not isinstance(data.get("pulls"), list):
             raise _error(str(self.path), "read the PR records",
-                             "they have the wrong shape",
-                             "restore the file or remove it (its PRs are lost)")
+                         "they have the wrong shape",
+                         "restore the file or remove it (its PRs are lost)")
+        for index, pull in enumerate(data["pulls"]):
+            wrong = [key for key, kind in _RECORD_FIELDS.items()
+                     if not isinstance(pull, dict) or not isinstance(pull.get(key), kind)]
+            if wrong:
+                raise _error(str(self.path), "read the PR records",
+                             f"record {index + 1} has no valid {', '.join(wrong)}",
+                             "restore the file or fix that record")
         return data
 
     @contextmanager
@@ -170,9 +184,11 @@ class LocalForge:
     name = "local"
 
     def __init__(self, checks: Mapping[str, str] | None = None, *,
-                 check_timeout: float = CHECK_TIMEOUT) -> None:
+                 check_timeout: float = CHECK_TIMEOUT, required_approvals: int = 0) -> None:
         self.checks = dict(checks or {})
         self.check_timeout = check_timeout
+        # like a protected branch: a PR waits for this many approvals (REVIEW_REQUIRED)
+        self.required_approvals = required_approvals
 
     # -- the write side (Forge) -------------------------------------------------------
     def git_remote(self, repository: str) -> GitRemote:
@@ -192,12 +208,12 @@ class LocalForge:
                     return self._ref(repository, git_dir, pull, created=False)
             if not _ref_sha(git_dir, head):
                 raise _error(repository, f"open a PR for {head}",
-                                 f"branch {head!r} is not in the repository",
-                                 "push the branch before opening its PR")
+                             f"branch {head!r} is not in the repository",
+                             "push the branch before opening its PR")
             if not _ref_sha(git_dir, base):
                 raise _error(repository, f"open a PR for {head}",
-                                 f"base branch {base!r} is not in the repository",
-                                 "name an existing base branch")
+                             f"base branch {base!r} is not in the repository",
+                             "name an existing base branch")
             number = int(data.get("next", 1))
             data["next"] = number + 1
             pull = {"number": number, "head": head, "base": base, "title": title,
@@ -280,8 +296,8 @@ class LocalForge:
                     thread["resolved"] = True
                     return
             raise _error(repository, f"resolve thread {thread_id} of PR #{number}",
-                             "there is no such thread",
-                             "name a thread listed by delivery probe --json")
+                         "there is no such thread",
+                         "name a thread listed by delivery probe --json")
 
     def close_pull_request(self, repository: str, number: int) -> None:
         with self._pull(repository, number) as pull:
@@ -294,8 +310,8 @@ class LocalForge:
             pull = _find(data, number)
             if pull is None:
                 raise _error(repository, f"find PR #{number}",
-                                 f"there is no pull request #{number}",
-                                 "check the number with delivery probe")
+                             f"there is no pull request #{number}",
+                             "check the number with delivery probe")
             yield pull
 
     def _ref(self, repository: str, git_dir: Path, pull: Mapping[str, Any], *,
@@ -321,8 +337,8 @@ class LocalForge:
             chosen = next((p for p in pulls if p["number"] == query.number), None)
             if chosen is None:
                 raise _error(query.repository, f"find PR #{query.number}",
-                                 f"there is no pull request #{query.number}",
-                                 "check the number (PRs are listed in delivery/pulls.json)")
+                             f"there is no pull request #{query.number}",
+                             "check the number (PRs are listed in delivery/pulls.json)")
         elif query.head_branch:
             of_head = [p for p in pulls if p["head"] == query.head_branch]
             open_ = [p for p in of_head if p["state"] == "open"]
@@ -331,7 +347,14 @@ class LocalForge:
                 return None
         else:
             return None
-        return self._snapshot(git_dir, query.folder, chosen)
+        snapshot = self._snapshot(git_dir, query.folder, chosen)
+        if chosen["state"] == "open":
+            # merged or closed while it was being read (a check can take minutes): observed
+            # once more, and reported as it is now
+            now = _find(_Records(git_dir).load(), chosen["number"])
+            if now is not None and now["state"] != "open":
+                snapshot = self._snapshot(git_dir, query.folder, now)
+        return snapshot
 
     def _snapshot(self, git_dir: Path, folder: str,
                   pull: Mapping[str, Any]) -> PullRequestSnapshot:
@@ -347,7 +370,7 @@ class LocalForge:
             if not head_sha or not base_sha:
                 gone = pull["head"] if not head_sha else pull["base"]
                 raise _error(str(git_dir), f"read PR #{pull['number']}",
-                                 f"branch {gone!r} is gone", "push it again or close the PR")
+                             f"branch {gone!r} is gone", "push it again or close the PR")
             merged = merge_tree(git_dir, base_sha, head_sha)
             mergeable = "CONFLICTING" if merged.conflicts else "MERGEABLE"
             if merged.conflicts:
@@ -366,7 +389,8 @@ class LocalForge:
             head_sha=head_sha, base_ref=pull["base"],
             evidence=PrEvidence(merged=state == "merged", closed=state == "closed",
                                 mergeable=mergeable, checks=checks,
-                                review=_review_state(pull["reviews"])),
+                                review=_review_state(pull["reviews"],
+                                                     self.required_approvals)),
             unresolved_threads=sum(1 for t in pull["threads"] if not t["resolved"]),
             failing_checks=failing, reviews=notes, conflict=conflict,
             threads=tuple(ThreadNote(path=t["path"], line=t["line"] or None,
@@ -386,7 +410,10 @@ class LocalForge:
             fcntl.flock(lock, fcntl.LOCK_EX)  # a second prober waits and reads the cache
             try:
                 if cached.is_file():
-                    return CheckResult(**json.loads(cached.read_text(encoding="utf-8")))
+                    try:
+                        return CheckResult(**json.loads(cached.read_text(encoding="utf-8")))
+                    except (ValueError, TypeError):
+                        pass  # a damaged cache entry: run the check again
                 result = self._run_check_now(git_dir, head_sha, command, folder / f"{key}.log")
                 _write_atomically(cached, json.dumps(result.__dict__))
                 return result
@@ -418,17 +445,19 @@ class LocalForge:
                            text[-SUMMARY_CHARS:])
 
 
-def _review_state(reviews: Sequence[Mapping[str, Any]]) -> Review:
-    """Each reviewer's latest approving or blocking review counts (comments do not)."""
+def _review_state(reviews: Sequence[Mapping[str, Any]], required: int = 0) -> Review:
+    """Each reviewer's latest approving or blocking review counts (comments do not); with
+    `required` approvals, fewer is REVIEW_REQUIRED."""
     latest: dict[str, str] = {}
     for review in reviews:
         if review["state"] in ("APPROVED", "CHANGES_REQUESTED"):
             latest[review["author"]] = review["state"]
     if "CHANGES_REQUESTED" in latest.values():
         return "CHANGES_REQUESTED"
-    if "APPROVED" in latest.values():
-        return "APPROVED"
-    return "NONE"
+    approvals = sum(1 for state in latest.values() if state == "APPROVED")
+    if approvals < required:
+        return "REVIEW_REQUIRED"
+    return "APPROVED" if approvals else "NONE"
 
 
 def _checked_out(git_dir: Path) -> str:

@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from delivery.errors import RunRefused
 from delivery.forges.base import Forge
@@ -40,12 +40,13 @@ def forge_kind(locations: Iterable[str], requested: str | None, base: Path) -> s
 
 
 def open_forge(kind: str, *, checks: Mapping[str, str] | None = None,
-               environ: Mapping[str, str] | None = None) -> Forge:
+               environ: Mapping[str, str] | None = None,
+               required_approvals: int = 0) -> Forge:
     """The forge of a run: the local one with its check commands, or GitHub as inside
     Actions (`GITHUB_TOKEN`, `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`, `GITHUB_SERVER_URL`
     from `environ`, default this process's environment; the token stays in memory)."""
     if kind == "local":
-        return LocalForge(checks)
+        return LocalForge(checks, required_approvals=required_approvals)
     if kind == "github":
         from delivery.forges.github import GitHubForge  # PyGithub loads only when needed
 
@@ -67,6 +68,7 @@ def require_settings(kind: str, environ: Mapping[str, str]) -> None:
 class _LocalSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     checks: dict[str, str] = {}
+    required_approvals: int = Field(default=0, ge=0)
 
 
 class _ForgeSettings(BaseModel):
@@ -79,13 +81,14 @@ class _Settings(BaseModel):
     forge: _ForgeSettings = _ForgeSettings()
 
 
-def configured_checks(workspace: Path) -> dict[str, str]:
-    """`[forge.local.checks]` of `<workspace>/delivery.toml` (none when there is no file)."""
+def local_settings(workspace: Path) -> tuple[dict[str, str], int]:
+    """`[forge.local]` of `<workspace>/delivery.toml`: the check commands by folder and the
+    approvals a PR needs before it is ready (none and 0 when there is no file)."""
     path = workspace / CONFIG_FILE
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {}
+        return {}, 0
     except OSError as err:
         raise RunRefused(str(path), f"cannot be read: {err}", "fix its permissions") from None
     try:
@@ -96,5 +99,12 @@ def configured_checks(workspace: Path) -> dict[str, str]:
         first = err.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise RunRefused(str(path), f"{where}: {first['msg']}",
-                         "write [forge.local.checks] as folder = \"command\" lines") from None
-    return dict(settings.forge.local.checks)
+                         "write [forge.local] as required_approvals = N and "
+                         "[forge.local.checks] as folder = \"command\" lines") from None
+    local = settings.forge.local
+    return dict(local.checks), local.required_approvals
+
+
+def configured_checks(workspace: Path) -> dict[str, str]:
+    """`[forge.local.checks]` of `<workspace>/delivery.toml` (none when there is no file)."""
+    return local_settings(workspace)[0]

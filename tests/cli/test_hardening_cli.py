@@ -93,3 +93,16 @@ def test_every_cli_option_and_argument_has_help_text() -> None:
                for path, action in _options(_build_parser(), "delivery")
                if not action.help or action.help == argparse.SUPPRESS]
     assert missing == []
+
+
+def test_a_workflow_whose_secret_cannot_be_masked_without_breaking_it_is_refused(
+        tmp_path: Path) -> None:
+    token = "ghp_" + "A1b2C3d4E5" * 4
+    workflow = write_flow(tmp_path, FLOW.replace('goal="Ship it"', f"goal={token}"))
+    replies = tmp_path / "replies.json"
+    replies.write_text('{"plan": []}', encoding="utf-8")
+    code, out, err = cli("run", workflow, "--input", "ticket=T", "--agent", f"replay:{replies}",
+                         "--workspace", tmp_path)
+    assert code == 2 and out == ""
+    assert "holds a secret value" in err and token not in err
+    assert not (tmp_path / ".delivery").exists()  # refused before any run directory

@@ -10,6 +10,7 @@ from engine_helpers import cli, write_flow
 from git_helpers import commit_to, git, make_remote
 
 from delivery.forges.local import LocalForge
+from probes.evidence import PrQuery, PullRequestSnapshot
 
 
 @pytest.fixture
@@ -113,7 +114,8 @@ def test_run_takes_repos_checks_and_a_cache_and_records_them(tmp_path: Path,
     """)
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    (workspace / "delivery.toml").write_text('[forge.local.checks]\nweb = "true"\n')
+    (workspace / "delivery.toml").write_text(
+        '[forge.local]\nrequired_approvals = 1\n[forge.local.checks]\nweb = "true"\n')
     code, out, err = cli("run", flow, "--repo", f"web={remotes['web']}",
                          "--repo", f"api={remotes['api']}", "--check", "api=false",
                          "--cache", tmp_path / "cache", "--workspace", workspace,
@@ -124,5 +126,30 @@ def test_run_takes_repos_checks_and_a_cache_and_records_them(tmp_path: Path,
     info = json.loads((Path(result["run_dir"]) / "run.json").read_text())
     assert info["forge"] == "local" and info["branch"] == "delivery/web-12"
     assert info["checks"] == {"web": "true", "api": "false"}
+    assert info["required_approvals"] == 1
     assert info["git_cache"] == str(tmp_path / "cache")
     assert (tmp_path / "cache" / "repos").is_dir()
+
+
+def test_review_finds_the_folder_in_a_runs_repositories(tmp_path: Path,
+                                                        remotes: dict[str, Path]) -> None:
+    flow = write_flow(tmp_path, """
+    digraph F {
+      graph [goal="g"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      look [type=probe, probe="pr"]
+      start -> look -> exit
+    }
+    """)
+    code, _, err = cli("run", flow, "--repo", f"web={remotes['web']}", "--json",
+                         "--workspace", tmp_path, "--run-dir", tmp_path / "run")
+    assert code == 0, err
+    code, _, err = cli("review", "web#1", "--run", tmp_path / "run",
+                         "--request-changes", "Split it", "--author", "ann")
+    assert code == 0, err
+    reviews = LocalForge().pull_requests([PrQuery("web", str(remotes["web"]), number=1)])
+    snapshot = reviews["web"]
+    assert isinstance(snapshot, PullRequestSnapshot)
+    assert [(r.author, r.state, r.body) for r in snapshot.reviews] == \
+        [("ann", "CHANGES_REQUESTED", "Split it")]

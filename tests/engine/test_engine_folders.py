@@ -183,3 +183,55 @@ def test_a_check_for_an_unknown_folder_is_refused(tmp_path: Path,
                                                   remotes: dict[str, Path]) -> None:
     with pytest.raises(RunRefused, match="folder 'docs'"):
         start(tmp_path, LIFECYCLE, remotes, checks={"docs": "true"})
+
+
+def test_a_run_mixing_paths_and_github_repositories_is_refused(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    request = RunRequest(workflow=write_flow(tmp_path, LIFECYCLE), inputs={"ticket": TICKET},
+                         workspace=workspace,
+                         repos={"web": str(remotes["web"]), "api": "octo/api"})
+    with pytest.raises(RunRefused, match=r"--repo web=.*one forge"):
+        start_run(request, world(tmp_path))
+    request.forge = "local"
+    with pytest.raises(RunRefused, match="--repo api=octo/api: is not a local directory"):
+        start_run(request, world(tmp_path))
+
+
+def test_required_approvals_from_delivery_toml_hold_a_pr_back(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    commit_to(remotes["web"], BRANCH, {"ok.txt": "x"})
+    LocalForge().find_or_create_pull_request(str(remotes["web"]), head=BRANCH, base="main",
+                                             title="t", body="")
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "delivery.toml").write_text("[forge.local]\nrequired_approvals = 1\n")
+    dot = """
+    digraph F {
+      graph [goal="g", inputs="ticket"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      look [type=probe, probe="pr"]
+      start -> look -> exit
+    }
+    """
+    ran = start(tmp_path, dot, {"web": remotes["web"]})
+    assert ran.status == "succeeded", ran.failure_reason
+    assert (ran.context["web.pr.state"], ran.context["web.pr.ready"]) == ("WAITING", False)
+    assert json.loads(ran.context["web.pr.raw"])["review"] == "REVIEW_REQUIRED"
+
+
+def test_a_probe_in_a_run_without_folders_sees_no_pr(tmp_path: Path) -> None:
+    dot = """
+    digraph F {
+      graph [goal="g", inputs="ticket"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      look [type=probe]
+      start -> look -> exit
+    }
+    """
+    ran = start(tmp_path, dot, {})
+    assert ran.status == "succeeded", ran.failure_reason
+    assert (ran.context["pr.state"], ran.context["pr.ready"],
+            ran.context["threads.unresolved"]) == ("NONE", False, 0)

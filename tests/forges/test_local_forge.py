@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import multiprocessing
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,17 @@ def test_requested_changes_are_changes_required_until_that_reviewer_approves(
     assert observe(forge, remote).evidence.review == "APPROVED"
 
 
+def test_with_required_approvals_a_pr_waits_for_them(remote: Path) -> None:
+    forge = LocalForge(required_approvals=1)
+    number = open_pr(forge, remote, "feature", {"app.txt": "changed\n"})
+    forge.review(str(remote), number, "COMMENTED", "looks fine so far", author="ann")
+    pr = observe(forge, remote)
+    assert (pr.state.value, pr.ready, pr.evidence.review) == ("WAITING", False,
+                                                              "REVIEW_REQUIRED")
+    forge.review(str(remote), number, "APPROVED", author="ann")
+    assert observe(forge, remote).ready
+
+
 def test_a_conflicting_base_change_is_conflicts_naming_the_file(forge: LocalForge,
                                                                remote: Path) -> None:
     open_pr(forge, remote, "feature", {"app.txt": "ONE\ntwo\n", "broken.txt": "x"})
@@ -108,6 +120,16 @@ def test_review_threads_count_until_resolved(forge: LocalForge, remote: Path) ->
     assert pr.unresolved_threads == 1
     assert [t["body"] for t in pr.raw()["threads"]] == ["typo"]  # for the repair prompt
     assert pr_facts({"web": pr}, ["web"]).facts["threads.unresolved"] == 1
+
+
+def test_a_pr_closed_while_it_is_read_is_observed_again_and_reported_closed(
+        remote: Path) -> None:
+    # the check runs during the probe: it closes the PR, as a person could meanwhile
+    closer = (f"{sys.executable} -c \"from delivery.forges.local import LocalForge; "
+              f"LocalForge().close_pull_request('{remote}', 1)\"")
+    forge = LocalForge({"web": closer})
+    open_pr(forge, remote, "feature", {"app.txt": "changed\n"})
+    assert observe(forge, remote).state.value == "CLOSED"
 
 
 def test_a_closed_pr_is_closed(forge: LocalForge, remote: Path) -> None:
@@ -210,6 +232,19 @@ def test_an_unreadable_folder_fails_alone(forge: LocalForge, remote: Path,
     assert isinstance(seen["doc"], ProbeFailure) and "#99" in seen["doc"].reason
 
 
+@pytest.mark.parametrize(("text", "problem"), [
+    ("not json", "not JSON"),
+    ('{"pulls": 3}', "wrong shape"),
+    ('{"next": 2, "pulls": [{"number": "1"}]}', "record 1 has no valid number, head"),
+])
+def test_damaged_records_are_a_clear_probe_failure(forge: LocalForge, remote: Path,
+                                                   text: str, problem: str) -> None:
+    (remote / "delivery").mkdir()
+    (remote / "delivery" / "pulls.json").write_text(text)
+    seen = forge.pull_requests([PrQuery("web", str(remote), head_branch="feature")])["web"]
+    assert isinstance(seen, ProbeFailure) and problem in seen.reason
+
+
 # -- checks are cached by head commit ---------------------------------------------------
 def test_a_check_runs_once_per_head_commit(tmp_path: Path, remote: Path) -> None:
     counter = tmp_path / "runs.log"
@@ -221,9 +256,13 @@ def test_a_check_runs_once_per_head_commit(tmp_path: Path, remote: Path) -> None
     assert LocalForge(forge.checks).pull_requests(
         [PrQuery("web", str(remote), head_branch="feature")])  # another process: cached too
     assert counter.read_text().count("run") == 1
+    for entry in (remote / "delivery" / "checks").glob("*.json"):
+        entry.write_text("{damaged")
+    assert observe(forge, remote).evidence.checks == "SUCCESS"  # a damaged entry: run again
+    assert counter.read_text().count("run") == 2
     commit_to(remote, "feature", {"app.txt": None})
     assert observe(forge, remote).evidence.checks == "FAILURE"
-    assert counter.read_text().count("run") == 2
+    assert counter.read_text().count("run") == 3
 
 
 def test_the_check_sees_the_pr_head_not_the_base(tmp_path: Path, remote: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from delivery.errors import ForgeError, RunRefused
 from delivery.forges.local import LocalForge
-from delivery.forges.select import configured_checks, forge_kind, open_forge
+from delivery.forges.select import configured_checks, forge_kind, local_settings, open_forge
 
 
 def test_paths_mean_the_local_forge_and_owner_name_means_github(tmp_path: Path) -> None:
@@ -39,6 +39,13 @@ def test_checks_come_from_delivery_toml(tmp_path: Path) -> None:
     assert configured_checks(tmp_path) == {"web": "pytest -q", "api": "make test"}
 
 
+def test_required_approvals_come_from_delivery_toml(tmp_path: Path) -> None:
+    (tmp_path / "delivery.toml").write_text("[forge.local]\nrequired_approvals = 2\n")
+    assert local_settings(tmp_path) == ({}, 2)
+    forge = open_forge("local", required_approvals=2)
+    assert isinstance(forge, LocalForge) and forge.required_approvals == 2
+
+
 def test_no_delivery_toml_means_no_checks(tmp_path: Path) -> None:
     assert configured_checks(tmp_path) == {}
 
@@ -47,6 +54,7 @@ def test_no_delivery_toml_means_no_checks(tmp_path: Path) -> None:
     ("[forge.local.checks\n", "not valid TOML"),
     ("[forge.local.checks]\nweb = 3\n", "forge.local.checks.web"),
     ("[forge.local]\ncheck = 'x'\n", "forge.local.check"),
+    ("[forge.local]\nrequired_approvals = -1\n", "forge.local.required_approvals"),
 ])
 def test_a_wrong_delivery_toml_is_refused_naming_the_setting(tmp_path: Path, text: str,
                                                              problem: str) -> None:

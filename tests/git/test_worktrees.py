@@ -4,6 +4,7 @@ and pushes."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,32 @@ def test_headers_go_to_git_through_its_environment_after_the_callers_own() -> No
                               "GIT_CONFIG_VALUE_0": "y"})
     assert env == {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_1": "http.extraHeader",
                    "GIT_CONFIG_VALUE_1": "Authorization: Basic abc"}
+
+
+def _children_running(word: str) -> list[str]:
+    """Command lines of this process's children that mention `word` (Linux /proc)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines()
+                          if ":\t" in line)
+            cmdline = (status.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):
+            continue
+        if fields.get("PPid", "").strip() == str(os.getpid()) and word in cmdline:
+            found.append(cmdline)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="needs Linux /proc")
+def test_no_git_process_outlives_an_operation(tmp_path: Path, remote: Path,
+                                              clone: Path) -> None:
+    path = tmp_path / "ws" / "web"
+    add_worktree(clone, path, BRANCH, "main")
+    (path / "n.txt").write_text("n")
+    worktree_facts("web", path)
+    diff_against_base(path, "main")
+    commit_all(path, "work")
+    push_branch(path, BRANCH)
+    remove_worktree(clone, path, BRANCH)
+    assert _children_running("git") == []

@@ -86,6 +86,9 @@ def run_probe(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
 
 def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
               context: Context) -> dict[str, Any]:
+    wanted = (PR_KEYS if "pr" in kinds else ()) + (THREAD_KEYS if "threads" in kinds else ())
+    if not folders:  # a run without folders observes no PR: the roll-ups say NONE
+        return {key: value for key, value in roll_up_facts({}, []).items() if key in wanted}
     forge = need_forge(env, "probing pull requests")
     queries = [PrQuery(folder, folder_repository(env, folder), head_branch=env.branch or None)
                for folder in folders]
@@ -102,7 +105,6 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
                                 f"{other}.threads.unresolved")
                     if context.get(key) not in (None, "")}
         facts.update(roll_up_facts({**everyone, **facts}, list(env.folders)))
-    wanted = (PR_KEYS if "pr" in kinds else ()) + (THREAD_KEYS if "threads" in kinds else ())
     return {key: value for key, value in facts.items()
             if key in wanted or key.split(".", 1)[1] in wanted}
 
