@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from delivery._jsontext import JsonObject
-from delivery.agents.base import AgentError
+from delivery.agents.base import AgentError, SessionRequest, TurnSink
 from delivery.errors import RunRefused
 
 _SHAPE = 'an object mapping node ids to lists of reply strings, e.g. {"review": ["reply 1"]}'
@@ -48,8 +48,10 @@ class ReplaySession:
         self.node_id = node_id
         self.workspace = workspace
 
-    def send(self, message: str) -> str:
-        return self.backend.next_reply(self.node_id, message)
+    def send(self, message: str, sink: TurnSink | None = None) -> str:
+        # in a shared (`full`) thread the stage speaking takes its own node's replies
+        speaker = sink.node_id if sink is not None and sink.node_id else self.node_id
+        return self.backend.next_reply(speaker, message)
 
 
 class ReplayBackend:
@@ -102,7 +104,8 @@ class ReplayBackend:
                 )
         return cls(data, source=str(path))
 
-    def open_session(self, node_id: str, *, workspace: Path) -> ReplaySession:
+    def open_session(self, node_id: str, *, workspace: Path,
+                     request: SessionRequest | None = None) -> ReplaySession:
         return ReplaySession(self, node_id, workspace)
 
     def next_reply(self, node_id: str, message: str) -> str:

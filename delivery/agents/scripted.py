@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from delivery.agents.base import AgentError
+from delivery.agents.base import AgentError, SessionRequest, TurnSink
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,12 @@ class ScriptedSession:
         self.node_id = node_id
         self.workspace = workspace
 
-    def send(self, message: str) -> str:
-        turn = self.agent.next_turn(self.node_id, message)
+    def send(self, message: str, sink: TurnSink | None = None) -> str:
+        # a `full` thread's session serves several stages: the sink names the one speaking
+        node_id = sink.node_id if sink is not None and sink.node_id else self.node_id
+        turn = self.agent.next_turn(node_id, message)
         for name, text in turn.files.items():
-            target = _inside(self.workspace, name, self.node_id)
+            target = _inside(self.workspace, name, node_id)
             if text is None:
                 target.unlink(missing_ok=True)
                 continue
@@ -80,7 +82,8 @@ class ScriptedAgent:
         self.on_turn = on_turn
         self.prompts: list[tuple[str, str]] = []  # (node, prompt) in the order they came
 
-    def open_session(self, node_id: str, *, workspace: Path) -> ScriptedSession:
+    def open_session(self, node_id: str, *, workspace: Path,
+                     request: SessionRequest | None = None) -> ScriptedSession:
         return ScriptedSession(self, node_id, workspace)
 
     def next_turn(self, node_id: str, prompt: str) -> ScriptedTurn:

@@ -148,7 +148,7 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "path": checkpoint.get("path", []), "next_node": checkpoint.get("next_node"),
         "outcomes": checkpoint.get("outcomes", {}), "stages": stages,
         "context": context.resolved_snapshot(), "artifacts": artifacts,
-        "run_dir": str(run_dir.path),
+        "run_dir": str(run_dir.path), "usage": _total_usage(stages),
     }
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True, default=str), file=out)
@@ -160,7 +160,12 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print("  stages:", file=out)
     for stage in stages:
         reason = f" — {stage['failure_reason']}" if stage.get("failure_reason") else ""
-        print(f"    {stage['node']}#{stage['attempt']}: {stage['outcome']}{reason}", file=out)
+        tokens = f" ({_tokens(stage['usage'])})" if stage.get("usage") else ""
+        print(f"    {stage['node']}#{stage['attempt']}: {stage['outcome']}{tokens}{reason}",
+              file=out)
+    if report["usage"]:
+        print(f"  tokens: {_tokens(report['usage'])} (total {report['usage']['total_tokens']})",
+              file=out)
     print("  context:", file=out)
     for key, value in sorted(report["context"].items()):
         shown = value if isinstance(value, str) and "\n" not in value else json.dumps(
@@ -187,9 +192,26 @@ def _finished_stages(run_dir: RunDirectory) -> list[dict[str, Any]]:
             except ValueError:
                 continue  # a torn last line; `delivery verify` reports it
             if event.get("type") == "stage_finished":
-                stages.append({key: event.get(key) for key in
-                               ("node", "attempt", "outcome", "failure_reason", "seconds")})
+                stage = {key: event.get(key) for key in
+                         ("node", "attempt", "outcome", "failure_reason", "seconds")}
+                if isinstance(event.get("usage"), dict):
+                    stage["usage"] = event["usage"]
+                stages.append(stage)
     return stages
+
+
+def _total_usage(stages: list[dict[str, Any]]) -> dict[str, int]:
+    """Agent tokens of the whole run, summed over its stages ({} when none were used)."""
+    total: dict[str, int] = {}
+    for stage in stages:
+        for name, count in (stage.get("usage") or {}).items():
+            if isinstance(count, int):
+                total[name] = total.get(name, 0) + count
+    return total
+
+
+def _tokens(usage: dict[str, int]) -> str:
+    return f"{usage.get('input_tokens', 0)} tokens in / {usage.get('output_tokens', 0)} out"
 
 
 def cmd_verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

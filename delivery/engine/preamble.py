@@ -1,23 +1,48 @@
-"""What an agent stage is told about the run so far (fidelity, SPEC §5).
+"""What an agent stage is told about the run so far (fidelity, SPEC §5, Attractor §5.4).
 
-`full` shares one session and needs no preamble (except once after a resume, when the
-session is gone); `truncate` gives the goal only; `compact` and `summary:*` list the most
-recently completed stages. The text comes from `templates/preamble.md.j2`.
+The text comes from `templates/preamble.md.j2`; each mode shows visibly more than the one
+before it:
+
+* `truncate` — the goal and the run id;
+* `summary:low` — + the completed stages with their outcomes;
+* `summary:medium` — + the failure reason of the last stage and the context values;
+* `compact` (the default) — nested bullets: stages and outcomes, each agent stage's first
+  line of prose, files changed in the workspace, context values (shortened);
+* `summary:high` — + each stage's response summary and the model and tokens it used;
+* `full` — nothing: the stage continues its thread's session (after a resume, once,
+  `summary:high` instead, because the session was lost).
+
+Context values exclude the engine's own keys (`internal.*`, `graph.*`, `response.*`, …);
+a value offloaded to the artifact store is shown as a reference to its file, never inlined.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from jinja2 import StrictUndefined, Template
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from delivery.engine.context import POINTER_PREFIX, ArtifactStore
 from delivery.lang.model import NodeType, Workflow
 
 RECENT_STAGES = 50
 _SKIPPED = (NodeType.START, NodeType.CONDITIONAL, NodeType.EXIT)
+# engine keys a preamble never lists (the goal has its own line)
+HIDDEN_PREFIXES = ("internal.", "graph.", "response.", "inputs.", "thread.", "current_")
+HIDDEN_KEYS = frozenset({"goal", "outcome", "failure_reason", "preferred_label", "last_stage",
+                         "last_response", "current_node", "current_work"})
+LEVELS = {"truncate": 0, "summary:low": 1, "summary:medium": 2, "compact": 3,
+          "summary:high": 4}
+_VALUE_CHARS = {"summary:medium": 200, "compact": 120, "summary:high": 500}
+_SUMMARY_CHARS = 500
+_CONTRACT = re.compile(r"```json|\{\s*\"context_updates\"")
 
 
 @cache
@@ -43,10 +68,69 @@ def recent_stages(workflow: Workflow, path: Sequence[str],
     return list(reversed(recent.items()))
 
 
-def render_preamble(fidelity: str, goal: str, stages: Sequence[tuple[str, str]]) -> str:
-    """Pairs, not dicts: the sandbox checks every attribute read, which cost five times as
-    much as the rest of the rendering."""
-    if fidelity == "full":
+@dataclass
+class RunFacts:
+    """What the preamble may tell, gathered by the engine before an agent stage."""
+
+    goal: str
+    run_id: str = ""
+    stages: Sequence[tuple[str, str]] = ()
+    context: Mapping[str, Any] = field(default_factory=dict)  # stored values (pointers kept)
+    files: Sequence[str] = ()  # changed files, `folder: path`
+    usage: Mapping[str, str] = field(default_factory=dict)  # node -> "model, N in / M out"
+
+
+def response_summary(text: str, limit: int) -> str:
+    """The prose of a reply without its closing contract object, shortened to `limit`."""
+    cut = _CONTRACT.search(text)
+    prose = (text[:cut.start()] if cut else text).strip()
+    return prose if len(prose) <= limit else prose[:limit - 1].rstrip() + "…"
+
+
+def shown_value(value: Any, limit: int) -> str:
+    if ArtifactStore.is_pointer(value):
+        return f"(large value, stored at {value[len(POINTER_PREFIX):]})"
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True,
+                                                           ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def visible_keys(context: Mapping[str, Any]) -> list[str]:
+    return sorted(key for key in context
+                  if key not in HIDDEN_KEYS and not key.startswith(HIDDEN_PREFIXES))
+
+
+def render_preamble(fidelity: str, facts: RunFacts) -> str:
+    """The preamble text for `fidelity` (empty for `full`). Pairs and tuples, not dicts:
+    the sandbox checks every attribute read."""
+    if fidelity not in LEVELS:
         return ""
-    shown = [] if fidelity == "truncate" else list(stages)
-    return _template().render(goal=goal, stages=shown).rstrip("\n")
+    level = LEVELS[fidelity]
+    context = facts.context
+    limit = _VALUE_CHARS.get(fidelity, 0)
+    values = [(key, shown_value(context[key], limit)) for key in visible_keys(context)] \
+        if level >= 2 else []
+    stages = []
+    for node, outcome in facts.stages if level >= 1 else ():
+        details: list[str] = []
+        response = context.get(f"response.{node}")
+        if isinstance(response, str) and level >= 3:
+            if ArtifactStore.is_pointer(response):
+                details.append("Response: " + shown_value(response, 0))
+            elif fidelity == "compact":
+                first = response_summary(response, 10_000).split("\n", 1)[0]
+                details.append("Said: " + shown_value(first, 120)) if first else None
+            else:
+                summary = response_summary(response, _SUMMARY_CHARS)
+                details.append("Response: " + summary.replace("\n", "\n    ")) if summary \
+                    else None
+        if level >= 4 and node in facts.usage:
+            details.append("Model: " + facts.usage[node])
+        stages.append((node, outcome, details))
+    last_failure = str(context.get("failure_reason") or "") if level >= 2 else ""
+    return _template().render(
+        mode=fidelity, goal=facts.goal, run_id=facts.run_id if level == 0 else "",
+        stages=stages, failure=last_failure, files=list(facts.files) if level >= 3 else [],
+        values=values,
+    ).strip("\n")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from delivery.agents.base import AgentBackend, AgentSession
+from delivery.agents.base import AgentBackend, AgentSession, SessionRequest, TurnSink
 from delivery.redact import Redactor, clean_text
 
 
@@ -21,8 +21,8 @@ class RedactingSession:
         self._session = session
         self._redactor = redactor
 
-    def send(self, message: str) -> str:
-        reply = self._session.send(self._redactor.text(clean_text(message)))
+    def send(self, message: str, sink: TurnSink | None = None) -> str:
+        reply = self._session.send(self._redactor.text(clean_text(message)), sink)
         if not isinstance(reply, str):
             return reply  # the handler reports a backend that returns no text
         return self._redactor.text(clean_text(reply))
@@ -36,9 +36,16 @@ class RedactingAgent:
         self.redactor = redactor
         self.name = backend.name
 
-    def open_session(self, node_id: str, *, workspace: Path) -> AgentSession:
-        return RedactingSession(self.backend.open_session(node_id, workspace=workspace),
-                                self.redactor)
+    def open_session(self, node_id: str, *, workspace: Path,
+                     request: SessionRequest | None = None) -> AgentSession:
+        session = self.backend.open_session(node_id, workspace=workspace, request=request)
+        return RedactingSession(session, self.redactor)
+
+    def resume_thread(self, thread: str, request: SessionRequest) -> AgentSession | None:
+        """The backend's session of a `full` thread from before a resume, if it keeps one."""
+        resume = getattr(self.backend, "resume_thread", None)
+        session = resume(thread, request) if resume is not None else None
+        return RedactingSession(session, self.redactor) if session is not None else None
 
     def save_state(self) -> dict[str, Any]:
         return self.backend.save_state()

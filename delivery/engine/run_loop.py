@@ -27,6 +27,7 @@ from tenacity import (
 )
 
 from delivery._jsontext import JsonArray, JsonObject
+from delivery.engine.agent_runtime import ENTRY_EDGE, edge_matters
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import Handler, StageEnv, StageResult
 from delivery.engine.interviewer import PauseRequested
@@ -57,6 +58,7 @@ class RunState:
     status: str = "running"  # running | succeeded | failed | paused
     failure_reason: str = ""
     resumed: bool = False
+    usage: dict[str, int] = field(default_factory=dict)  # agent tokens of the whole run
 
     def __post_init__(self) -> None:
         # from_json and callers hand in plain lists and dicts
@@ -74,6 +76,7 @@ class RunState:
             "attempts": self.attempts, "answers_used": self.answers_used,
             "steps": self.steps, "status": self.status,
             "failure_reason": self.failure_reason, "resumed": self.resumed,
+            "usage": self.usage,
         }
 
     @classmethod
@@ -133,6 +136,9 @@ class Engine:
         self.progress = progress or Progress()
         self.options = options or EngineOptions()
         self.sections = parallel_sections(workflow)
+        # an agent stage reads the edge it was entered by only when edges set fidelity or
+        # thread_id; otherwise routing never writes it
+        self._entry_edges = any(edge_matters(edge) for edge in workflow.edges)
         self._lock = threading.Lock()
         self.state: RunState | None = None
         self._path_length_before_step = 0  # where a paused run's path is cut back to
@@ -157,7 +163,8 @@ class Engine:
         else:
             state.status, state.failure_reason = "succeeded", ""
         state.next_node = None
-        self._event("run_finished", status=state.status, failure_reason=state.failure_reason)
+        self._event("run_finished", status=state.status, failure_reason=state.failure_reason,
+                    **({"usage": dict(state.usage)} if state.usage else {}))
         self._checkpoint(state, context)
         return state
 
@@ -297,18 +304,29 @@ class Engine:
             result = StageResult.fail(f"internal error in the {node.type.value} handler: "
                                       f"{type(err).__name__}: {err}")
         seconds = time.monotonic() - started
-        status = {"node": node.id, "type": node.type.value, "attempt": attempt,
-                  "outcome": result.outcome, "failure_reason": result.failure_reason,
-                  "preferred_label": result.preferred_label, "seconds": round(seconds, 6),
-                  "updates": sorted(result.updates)}
+        status: dict[str, Any] = {
+            "node": node.id, "type": node.type.value, "attempt": attempt,
+            "outcome": result.outcome, "failure_reason": result.failure_reason,
+            "preferred_label": result.preferred_label, "seconds": round(seconds, 6),
+            "updates": sorted(result.updates)}
+        usage = {"usage": result.usage} if result.usage else {}
+        if result.usage:
+            status.update(usage)
+            self._add_usage(result.usage)
         self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
         self._event("stage_finished", node=node.id, attempt=attempt, outcome=result.outcome,
-                    failure_reason=result.failure_reason, seconds=round(seconds, 6))
+                    failure_reason=result.failure_reason, seconds=round(seconds, 6), **usage)
         for event_type, fields in result.events:
             self._event(event_type, node=node.id, **{k: v for k, v in fields.items()
                                                      if k != "node"})
         self.progress.stage_finished(node, result, seconds)
         return result
+
+    def _add_usage(self, usage: Mapping[str, int]) -> None:
+        state = self._state()
+        with self._lock:
+            for name in ("input_tokens", "output_tokens", "total_tokens"):
+                state.usage[name] = state.usage.get(name, 0) + int(usage.get(name, 0))
 
     def _apply(self, node: Node, result: StageResult, context: Context) -> None:
         state = self._state()
@@ -337,6 +355,11 @@ class Engine:
                         **({"facts": read} if read else {}))
             if edge.loop_restart:
                 self._restart(context)
+            if self._entry_edges:
+                if edge_matters(edge):
+                    context.set(ENTRY_EDGE, edge.index)
+                else:
+                    context.delete(ENTRY_EDGE)
             return edge.target
         if failed:
             target = self._retry_target(node)

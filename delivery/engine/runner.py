@@ -13,14 +13,15 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from delivery.agents.base import AgentBackend
-from delivery.agents.registry import make_backend
+from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
+from delivery.engine.agent_runtime import AgentRuntime
 from delivery.engine.context import POINTER_PREFIX, ArtifactStore, Context
 from delivery.engine.handlers import default_handlers
 from delivery.engine.handlers.base import Clock, Handler, StageEnv
@@ -29,7 +30,6 @@ from delivery.engine.interviewer import (
     Interviewer,
     ScriptedInterviewer,
 )
-from delivery.engine.preamble import recent_stages, render_preamble
 from delivery.engine.redacting import RedactingAgent
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
@@ -44,7 +44,7 @@ from delivery.forges.select import (
 )
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
-from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
+from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.runstore import EventLog, RunDirectory, new_run_id, verify_run
 from delivery.validation.loader import check_source, load_workflow
@@ -91,11 +91,13 @@ class RunOutcome:
     path: list[str]
     context: dict[str, Any]
     run_dir: Path
+    usage: dict[str, int] = field(default_factory=dict)  # agent tokens of the whole run
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "status": self.status,
                 "failure_reason": self.failure_reason, "path": self.path,
-                "context": self.context, "run_dir": str(self.run_dir)}
+                "context": self.context, "run_dir": str(self.run_dir),
+                "usage": self.usage}
 
 
 @dataclass
@@ -103,6 +105,8 @@ class World:
     """The outside world of a run; every part may be replaced by the caller."""
 
     agent: AgentBackend | None = None
+    # backends for profile names (a node's agent=, or --agent NAME), before delivery.toml's
+    agents: Mapping[str, AgentBackend] = field(default_factory=dict)
     interviewer: Interviewer | None = None
     # Ask unanswered human gates on the console (the CLI sets this on a terminal).
     interactive: bool = False
@@ -178,29 +182,30 @@ def _interviewer(info: Mapping[str, Any], world: World,
     return scripted
 
 
-def _fidelity_preamble(state: RunState, workflow: Workflow,
-                       context: Context) -> Callable[[Node], str]:
-    """The preamble function for agent stages; reads the live state the engine advances."""
-
-    def preamble(node: Node) -> str:
-        fidelity = node.attr("fidelity") or workflow.attr("default_fidelity") or "compact"
-        if state.resumed:
-            # A resume lost the agent sessions: the first agent stage after it gets a
-            # summary even at `full` fidelity, once (SPEC §5).
-            state.resumed = False
-            if fidelity == "full":
-                fidelity = "summary:high"
-        stages = recent_stages(workflow, state.path, state.outcomes)
-        return render_preamble(fidelity, str(context.get("goal") or ""), stages)
-
-    return preamble
+def _agents(workflow: Workflow, spec: str, workspace: Path, world: World,
+            gates: str) -> Agents:
+    """The run's agent backends, built and checked before the first stage (RunRefused
+    names the profile and the node that needs it)."""
+    needing = list(workflow.nodes_of(*LLM_TYPES))
+    if gates == "managed":
+        needing += [node for node in workflow.nodes_of(NodeType.HUMAN)
+                    if node.attr("delegatable") == "true"]
+    agents = resolve_agents([(node.id, node.attr("agent")) for node in needing],
+                            default_spec=spec, workspace=workspace, environ=world.environ,
+                            given=world.agent, given_named=world.agents,
+                            sleep=world.clock.sleep,
+                            clock=world.clock.monotonic)
+    if agents.default is None:
+        # Nothing asks the default agent: an empty replay script stands in for one.
+        agents.default = ReplayBackend({}, source="<no agent: no stage needs the default>")
+    return agents
 
 
 class _Run:
     """Wires a run directory, a workflow and the world into an Engine."""
 
     def __init__(self, workflow: Workflow, run_dir: RunDirectory, info: Mapping[str, Any],
-                 world: World, agent: AgentBackend,
+                 world: World, agents: Agents,
                  recorded_events: Mapping[str, Any] | None = None,
                  redactor: Redactor | None = None) -> None:
         self.workflow = workflow
@@ -208,8 +213,9 @@ class _Run:
         self.info = info
         self.world = world
         self.redactor = redactor or _redactor(world)
-        # what is sent to the agent and what comes back is redacted (SPEC §14)
-        self.agent = RedactingAgent(agent, self.redactor)
+        # what is sent to the agents and what comes back is redacted (SPEC §14)
+        self.agents = agents.wrapped(lambda backend: RedactingAgent(backend, self.redactor))
+        self.agent = self.agents.for_profile("")
         self.handlers = {**default_handlers(), **(world.handlers or {})}
         self.forge = world.forge
         # Stand-in handlers (route scenarios) never touch the forge: open it only for the
@@ -236,13 +242,25 @@ class _Run:
         def write_stage_file(node_id: str, attempt: int, name: str, text: str) -> None:
             self.run_dir.write_stage_file(node_id, attempt, name, text, redactor=self.redactor)
 
+        def take_resumed() -> bool:
+            # A resume lost the agent sessions: the first agent stage after it gets a
+            # summary even at `full` fidelity, once (SPEC §5).
+            resumed, state.resumed = state.resumed, False
+            return resumed
+
+        runtime = AgentRuntime(
+            self.workflow, self.agents, workspace, folders, state.run_id,
+            path=lambda: state.path, outcomes=lambda: state.outcomes,
+            redact=self.redactor.text, take_resumed=take_resumed,
+        )
+
         env = StageEnv(
             workflow=self.workflow, workspace=workspace, run_dir=self.run_dir, agent=self.agent,
             renderer=Renderer(), interviewer=interviewer, clock=self.world.clock,
             folders=folders, stage_dir=self.run_dir.stage_dir,
             write_stage_file=write_stage_file,
-            fidelity_preamble=_fidelity_preamble(state, self.workflow, context),
-            gates=str(self.info.get("gates") or "deny"),
+            fidelity_preamble=lambda node: runtime.plan(node, context).preamble,
+            gates=str(self.info.get("gates") or "deny"), agent_runtime=runtime,
             path=lambda: state.path,
             redact=self.redactor.text,
             forge=self.forge, repos=dict(self.info.get("repos") or {}),
@@ -252,14 +270,16 @@ class _Run:
                                                else cache_root(self.world.environ)),
         )
         engine = Engine(self.workflow, self.handlers, env, self.run_dir, self.events,
-                        save_extra=lambda: {"agent_state": self.agent.save_state()},
+                        save_extra=lambda: {"agent_state": self.agent.save_state(),
+                                            "agent_states": self.agents.save_state()},
                         progress=self.world.progress, options=self.world.options)
         try:
             final = engine.run(state, context)
         finally:
             self.events.close()
         return RunOutcome(final.run_id, final.status, final.failure_reason, list(final.path),
-                          context.resolved_snapshot(), self.run_dir.path)
+                          context.resolved_snapshot(), self.run_dir.path,
+                          usage=dict(final.usage))
 
 
 def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
@@ -273,8 +293,8 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     if not workspace.is_dir():
         raise RunRefused("--workspace", f"{workspace} is not a directory",
                          "create it or point --workspace at an existing directory")
-    agent = world.agent or _agent_from_profile(request.agent, workspace, workflow)
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
+    agents = _agents(workflow, request.agent, workspace, world, request.gates)
     setup = folder_setup(request, workflow, workspace)
     if world.forge is None and setup["repos"] and workflow.nodes_of(*FORGE_TYPES):
         # refused before anything is written: the forge would fail its first stage
@@ -306,7 +326,7 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     stored = Context(values, ArtifactStore(run_dir.artifacts_dir), redactor=redactor).snapshot()
     state = RunState(run_id=run_id, next_node=start.id, context=dict(stored),
                      initial=dict(stored))
-    run = _Run(workflow, run_dir, info, world, agent, redactor=redactor)
+    run = _Run(workflow, run_dir, info, world, agents, redactor=redactor)
     # The event records what was asked, not bulk data: long inputs are cut (the checkpoint
     # holds them whole, large ones through the artifact store).
     shown_inputs = {name: value if len(value) <= EVENT_VALUE_CHARS else
@@ -314,7 +334,7 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
                     for name, value in request.inputs.items()}
     run.events.append("run_started", run_id=run_id, workflow=str(workflow_path),
                       goal=values["goal"], inputs=shown_inputs)
-    run_dir.save_checkpoint({**state.to_json(), "agent_state": agent.save_state(),
+    run_dir.save_checkpoint({**state.to_json(), "agent_state": run.agent.save_state(),
                              "events": run.events.record()})
     return run.execute(state)
 
@@ -374,16 +394,18 @@ def resume_run(run_path: Path, world: World | None = None,
     store = ArtifactStore(run_dir.artifacts_dir)
     state.context = relocate_artifacts(state.context, store)
     state.initial = relocate_artifacts(state.initial, store)
-    agent = world.agent or _agent_from_profile(info.get("agent", ""), Path(info["workspace"]),
-                                               workflow)
+    agents = _agents(workflow, str(info.get("agent", "")), Path(info["workspace"]), world,
+                     str(info.get("gates") or "deny"))
     if "agent_state" in checkpoint:
-        agent.restore_state(checkpoint["agent_state"])
+        agents.for_profile("").restore_state(checkpoint["agent_state"])
+    if isinstance(checkpoint.get("agent_states"), Mapping):
+        agents.restore_state(checkpoint["agent_states"])
     state.resumed = True
     if state.status == "paused":  # waiting at a human gate: try it again
         state.status, state.failure_reason = "running", ""
     recorded = checkpoint.get("events")
     # opening the log locks the run against a second resume
-    run = _Run(workflow, run_dir, info, world, agent,
+    run = _Run(workflow, run_dir, info, world, agents,
                recorded if isinstance(recorded, dict) else None)
     recovered = run_dir.recover_checkpoint()
     if state.status == "running":
@@ -431,7 +453,7 @@ def _checkpointed_state(checkpoint: Mapping[str, Any], workflow: Workflow,
                           "restore it, or start a new run")
 
     shapes = {"context": dict, "initial": dict, "path": list, "attempts": dict,
-              "outcomes": dict, "answers_used": dict, "steps": int}
+              "outcomes": dict, "answers_used": dict, "steps": int, "usage": dict}
     wrong = [name for name, kind in shapes.items()
              if name in checkpoint and not isinstance(checkpoint[name], kind)]
     if wrong:
@@ -444,16 +466,6 @@ def _checkpointed_state(checkpoint: Mapping[str, Any], workflow: Workflow,
                                       or state.next_node not in workflow.nodes):
         raise refuse(f"its next node {state.next_node!r} is not in the workflow")
     return state
-
-
-def _agent_from_profile(profile: str, workspace: Path, workflow: Workflow) -> AgentBackend:
-    if not profile:
-        if not workflow.nodes_of(*LLM_TYPES):
-            # Nothing will ask an agent: an empty replay script stands in for one.
-            return ReplayBackend({}, source="<no agent: the workflow has no agent stage>")
-        raise RunRefused("--agent", "no agent backend was chosen",
-                         "pass --agent replay:FILE.json (command: and openai: come later)")
-    return make_backend(profile, base_dir=workspace)
 
 
 def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> dict[str, Any]:

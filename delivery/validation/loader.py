@@ -13,6 +13,7 @@ from delivery.lang.diagnostics import Diagnostic, has_errors, sort_diagnostics
 from delivery.lang.model import Workflow
 from delivery.lang.parser import parse_dot
 from delivery.lang.syntax import DotGraph
+from delivery.validation.agent_rules import check_model_attributes
 from delivery.validation.validator import validate
 
 
@@ -32,6 +33,7 @@ def _collector_paused() -> Iterator[None]:
 def _check(dot: DotGraph) -> tuple[Workflow, list[Diagnostic]]:
     workflow, diagnostics = build_workflow(dot)
     diagnostics += validate(workflow)
+    diagnostics += check_model_attributes(workflow)
     return workflow, sort_diagnostics(diagnostics)
 
 

@@ -30,7 +30,7 @@ digraph F {
 }
 """
 
-RUN_KEYS = {"run_id", "status", "failure_reason", "path", "context", "run_dir"}
+RUN_KEYS = {"run_id", "status", "failure_reason", "path", "context", "run_dir", "usage"}
 
 
 def _setup(tmp_path: Path, verdict: str) -> tuple[Path, Path]:

@@ -130,3 +130,15 @@ def test_an_agent_reply_cannot_answer_a_gate_that_is_not_delegatable(tmp_path: P
     assert outcome.path == ["start", "work", "approve", "denied", "exit"]
     assert outcome.context.get("human.gate.label") != "[Y] Yes"
     assert [node for node, _ in backend.prompts].count("approve") == 0
+
+
+def test_a_delegated_gate_asks_the_agent_profile_it_names(tmp_path: Path) -> None:
+    flow = write_flow(tmp_path, (GATE % "true").replace(
+        'delegatable=true]', 'delegatable=true, agent="reviewer"]'))
+    default = ReplayBackend({})
+    reviewer = ReplayBackend({"approve": [reply({"choice": "[Y] Yes"})]})
+    world = World(agent=default, agents={"reviewer": reviewer},
+                  interviewer=ScriptedInterviewer({}), clock=FakeClock())
+    outcome = start_run(RunRequest(workflow=flow, workspace=tmp_path, gates="managed"), world)
+    assert outcome.path == ["start", "approve", "ship", "exit"]
+    assert default.prompts == [] and len(reviewer.prompts) == 1

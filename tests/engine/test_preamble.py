@@ -1,21 +1,49 @@
-from delivery.engine.preamble import RECENT_STAGES, recent_stages, render_preamble
+from delivery.engine.preamble import RECENT_STAGES, RunFacts, recent_stages, render_preamble
 from delivery.validation.loader import check_source
 
 STAGES = [("plan", "succeeded"), ("test", "failed")]
 
 
-def test_compact_lists_the_goal_and_the_completed_stages() -> None:
-    assert render_preamble("compact", "Ship it", STAGES) == (
-        "Goal: Ship it\n\n## Completed stages\n- **plan**: succeeded\n- **test**: failed"
-    )
+FACTS = RunFacts(
+    goal="Ship it", run_id="run-1", stages=STAGES,
+    context={"goal": "Ship it", "verdict": "pass", "internal.run_id": "run-1",
+             "response.plan": 'Planned three steps.\nDetails follow.\n```json\n{}\n```',
+             "failure_reason": "tests failed", "graph.goal": "Ship it",
+             "big": "file:///runs/r/artifacts/values/big-0123456789abcdef.json"},
+    files=["src/app.py (M)"], usage={"plan": "gpt-x, 10 tokens in / 5 out"},
+)
 
 
-def test_truncate_gives_the_goal_only() -> None:
-    assert render_preamble("truncate", "Ship it", STAGES) == "Goal: Ship it"
+def test_compact_lists_stages_files_and_context() -> None:
+    text = render_preamble("compact", FACTS)
+    assert text.startswith("Goal: Ship it\n\n## Completed stages\n- **plan**: succeeded\n")
+    assert "  - Said: Planned three steps." in text
+    assert "- src/app.py (M)" in text and "- verdict: pass" in text
+
+
+def test_truncate_gives_the_goal_and_the_run_id_only() -> None:
+    assert render_preamble("truncate", FACTS) == "Goal: Ship it\nRun: run-1"
 
 
 def test_full_fidelity_needs_no_preamble() -> None:
-    assert render_preamble("full", "Ship it", STAGES) == ""
+    assert render_preamble("full", FACTS) == ""
+
+
+def test_each_summary_level_shows_more_than_the_one_before() -> None:
+    low, medium, high = (render_preamble(f"summary:{level}", FACTS)
+                         for level in ("low", "medium", "high"))
+    assert "- **test**: failed" in low and "verdict" not in low
+    assert low in medium and "- verdict: pass" in medium and "Response:" not in medium
+    assert "Response: Planned three steps.\n    Details follow." in high
+    assert "Model: gpt-x, 10 tokens in / 5 out" in high
+    assert len(low) < len(medium) < len(high)
+
+
+def test_engine_keys_stay_out_and_artifacts_are_referenced_not_inlined() -> None:
+    text = render_preamble("summary:high", FACTS)
+    assert "internal." not in text and "graph.goal" not in text and "response.plan" not in text
+    assert "- big: (large value, stored at /runs/r/artifacts/values/big-0123456789abcdef.json)" \
+        in text
 
 
 def test_recent_stages_lists_each_stage_once_in_order_of_last_completion() -> None:

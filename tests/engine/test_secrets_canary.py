@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from engine_helpers import cli, reply, write_flow
 
-from delivery.agents.base import AgentSession
+from delivery.agents.base import AgentSession, SessionRequest, TurnSink
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunRequest, World, start_run
 
@@ -39,14 +39,15 @@ class RecordingBackend:
         self.inner = inner
         self.sent: list[str] = []
 
-    def open_session(self, node_id: str, *, workspace: Path) -> AgentSession:
-        session = self.inner.open_session(node_id, workspace=workspace)
+    def open_session(self, node_id: str, *, workspace: Path,
+                     request: SessionRequest | None = None) -> AgentSession:
+        session = self.inner.open_session(node_id, workspace=workspace, request=request)
         backend = self
 
         class Recording:
-            def send(self, message: str) -> str:
+            def send(self, message: str, sink: TurnSink | None = None) -> str:
                 backend.sent.append(message)
-                return session.send(message)
+                return session.send(message, sink)
 
         return Recording()
 

@@ -29,6 +29,7 @@ RULE_SOURCES = [
     ROOT / "delivery" / "lang" / "builder.py",
     ROOT / "delivery" / "validation" / "loader.py",
     ROOT / "delivery" / "validation" / "validator.py",
+    ROOT / "delivery" / "validation" / "agent_rules.py",
     ROOT / "delivery" / "validation" / "security.py",
 ]
 _EMITTERS = {"diag", "add", "at_node", "at_attr", "Diagnostic"}

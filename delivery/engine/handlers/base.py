@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from delivery.agents.base import AgentBackend
+from delivery.engine.agent_runtime import AgentRuntime
 from delivery.engine.context import Context
 from delivery.engine.interviewer import Interviewer
 from delivery.engine.templating import Renderer
@@ -33,6 +34,8 @@ class StageResult:
     keep_outcome: bool = False  # conditional nodes: the previous stage's outcome stands
     # (type, fields) the engine appends to the event log after the stage, with its node
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # tokens the stage's agent turns cost ({input_tokens, output_tokens, total_tokens})
+    usage: dict[str, int] | None = None
 
     @classmethod
     def ok(cls, **updates: Any) -> StageResult:
@@ -75,6 +78,9 @@ class StageEnv:
     # an unanswered human gate: "deny" fails it, "pause" pauses the run, "managed" lets
     # the node's agent answer a delegatable gate (SPEC §9.1)
     gates: str = "deny"
+    # backends, sessions, fidelity and model settings of agent stages (None: the default
+    # backend, a fresh session per stage, compact preambles)
+    agent_runtime: AgentRuntime | None = None
     # the run's path so far, ending with the stage being run (wait stages count their
     # consecutive visits from it)
     path: Callable[[], Sequence[str]] = field(default=lambda: ())

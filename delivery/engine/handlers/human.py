@@ -88,7 +88,9 @@ def _delegate(node: Node, attempt: int, context: Context, env: StageEnv,
     env.write_stage_file(node.id, attempt, "prompt.md", message)
     transcript: list[str] = []
     try:
-        session = env.agent.open_session(node.id, workspace=env.workspace)
+        runtime = env.agent_runtime  # the gate's own agent= profile, else the default
+        agent = runtime.agents.for_profile(node.attr("agent")) if runtime else env.agent
+        session = agent.open_session(node.id, workspace=env.workspace)
         for turn in range(MAX_CORRECTIONS + 1):
             transcript.append(f"## {'prompt' if turn == 0 else 'correction'}\n\n{message}\n")
             reply = session.send(message)

@@ -1,0 +1,280 @@
+"""The `command:` backend: a CLI coding agent (Claude Code, Codex, aider, any program).
+
+Each turn runs the profile's command in the run's workspace with the prompt on stdin and
+reads the reply from stdout (`output = "text"`), or from a JSON object (`"json"`) or
+JSON lines (`"jsonl"`) at `reply_key`. Each turn's stdout goes to the stage's
+`stdout.txt`, and its command line, exit status, time and stderr to `stderr.txt`, through
+the TurnSink (the engine redacts them).
+
+A session continues in one of two ways, chosen by the profile:
+* `resume_command` set (e.g. `claude -p --resume {session_id}`): the agent's own session id,
+  read from its output at `session_key`, is passed to the next turn — the agent keeps the
+  conversation;
+* otherwise the transcript is replayed: a continued turn sends the earlier prompts and
+  replies, then the new message, to a fresh process.
+
+With `resume_command`, the session id of each `full` thread is saved in the checkpoint, so
+that after `delivery resume` the thread continues where it was (`resume_thread`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from delivery.agents.base import AgentError, SessionRequest, TurnSink, Usage
+from delivery.agents.profiles import CommandProfile
+
+_NO_SINK = TurnSink()
+STDERR_TAIL = 300  # characters of stderr quoted in a failure reason
+MAX_STDERR = 256 * 1024  # bytes of stderr kept (the end)
+
+
+@dataclass
+class _StageLog:
+    """The traces of the turns of one stage (a `full` thread's session outlives stages)."""
+
+    sink: TurnSink
+    stdout: list[str] = field(default_factory=list)
+    stderr: list[str] = field(default_factory=list)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+
+
+def dig(data: Any, path: str) -> Any:
+    """The value at a dotted path in nested dicts, or None."""
+    for part in path.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return None
+        data = data[part]
+    return data
+
+
+def usage_of(value: Any) -> Usage | None:
+    """Usage from {input_tokens, output_tokens} or {prompt_tokens, completion_tokens}."""
+    if not isinstance(value, dict):
+        return None
+    numbers = {k: v for k, v in value.items() if type(v) is int and v >= 0}
+    inp = numbers.get("input_tokens", numbers.get("prompt_tokens"))
+    out = numbers.get("output_tokens", numbers.get("completion_tokens"))
+    if inp is None and out is None:
+        return None
+    return Usage(inp or 0, out or 0)
+
+
+class CommandSession:
+    def __init__(self, backend: CommandBackend, request: SessionRequest) -> None:
+        self.backend = backend
+        self.request = request
+        self.session_id = ""
+        self.restored = False  # continues a session of an earlier process (resume_thread)
+        self.transcript: list[tuple[str, str]] = []  # (prompt, reply) of finished turns
+        self._log: _StageLog | None = None
+
+    def send(self, message: str, sink: TurnSink | None = None) -> str:
+        sink = sink or _NO_SINK
+        if sink.request is not None:
+            self.request = sink.request  # the stage speaking (a thread serves several)
+        if self._log is None or self._log.sink is not sink:
+            self._log = _StageLog(sink)
+        profile = self.backend.profile
+        continued = bool(self.transcript) or self.restored
+        if continued and profile.resume_command and self.session_id:
+            argv, stdin, how = self._argv(profile.resume_command), message, "resume"
+        elif continued:
+            argv, stdin, how = self._argv(profile.command), self._replay(message), "transcript"
+        else:
+            argv, stdin, how = self._argv(profile.command), message, "new"
+        reply = self._run(argv, stdin, how)
+        self.transcript.append((message, reply))
+        if self.request.thread and self.session_id:
+            self.backend.threads[self.request.thread] = self.session_id
+        return reply
+
+    # -- one turn ---------------------------------------------------------------------
+    def _argv(self, template: list[str]) -> list[str]:
+        profile = self.backend.profile
+        model = self.request.model or profile.model
+        words = list(template)
+        if model:
+            words += profile.model_args
+        values = {"model": model, "session_id": self.session_id,
+                  "provider": self.request.provider,
+                  "reasoning_effort": self.request.reasoning_effort or profile.reasoning_effort}
+        return [_fill(word, values) for word in words]
+
+    def _replay(self, message: str) -> str:
+        parts = ["The conversation so far (you are continuing it):", ""]
+        for number, (prompt, reply) in enumerate(self.transcript, start=1):
+            parts += [f"## turn {number}: prompt", "", prompt, "",
+                      f"## turn {number}: your reply", "", reply, ""]
+        parts += [f"## turn {len(self.transcript) + 1}: prompt", "", message]
+        return "\n".join(parts)
+
+    def _run(self, argv: list[str], stdin: str, how: str) -> str:
+        assert self._log is not None
+        log = self._log
+        node = log.sink.node_id or self.request.node_id
+        name = self.backend.label
+        timeout = self.request.timeout or self.backend.profile.timeout
+        environ = {**self.backend.environ, **self.backend.profile.env}
+        started = time.monotonic()
+        # Files, not pipes: memory stays bounded whatever the agent prints, and children it
+        # leaves running cannot hold the turn open.
+        with tempfile.TemporaryFile() as given, tempfile.TemporaryFile() as out_file, \
+                tempfile.TemporaryFile() as err_file:
+            given.write(stdin.encode("utf-8", errors="replace"))
+            given.seek(0)
+            try:
+                process = subprocess.Popen(argv, cwd=self.request.workspace, env=environ,
+                                           stdin=given, stdout=out_file, stderr=err_file,
+                                           start_new_session=True)
+            except OSError as err:
+                raise AgentError(f"{name}: cannot start {argv[0]!r} for node '{node}': "
+                                 f"{err.strerror or err}") from None
+            timed_out = False
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill(process)
+                process.wait()
+            limit = self.backend.profile.max_output
+            out, out_size = _head(out_file, limit)
+            err_text = _tail(err_file, MAX_STDERR)
+        seconds = round(time.monotonic() - started, 3)
+        status = process.returncode
+        turn = len(log.turns) + 1
+        log.turns.append({"turn": turn, "how": how, "argv": argv, "exit_status": status,
+                          "timed_out": timed_out, "seconds": seconds})
+        log.stdout.append(f"## turn {turn} ({how})\n{out}")
+        log.stderr.append(f"## turn {turn} ({how}): exit status {status}"
+                          f"{' (timed out)' if timed_out else ''}, {seconds}s\n"
+                          f"$ {shlex.join(argv)}\n{err_text}")
+        log.sink.file("stdout.txt", "\n".join(log.stdout))
+        log.sink.file("stderr.txt", "\n".join(log.stderr))
+        if out_size > limit:
+            raise AgentError(f"{name}: the agent for node '{node}' printed {out_size} bytes, "
+                             f"more than the {limit} a reply may have (the profile's "
+                             "max_output)")
+        if timed_out:
+            raise AgentError(f"{name}: the agent for node '{node}' did not finish within "
+                             f"{timeout:g}s and was stopped; raise the node's timeout= or "
+                             "the profile's timeout")
+        if status != 0:
+            tail = err_text.strip()[-STDERR_TAIL:] or "(no stderr)"
+            raise AgentError(f"{name}: the agent for node '{node}' exited with status "
+                             f"{status}: {tail}")
+        return self._reply(out, node, log.sink)
+
+    def _reply(self, out: str, node: str, sink: TurnSink) -> str:
+        profile = self.backend.profile
+        name = self.backend.label
+        if profile.output == "text":
+            return out.strip()
+        objects: list[Any] = []
+        try:
+            if profile.output == "json":
+                objects = [json.loads(out)]
+            else:
+                objects = [json.loads(line) for line in out.splitlines() if line.strip()]
+        except ValueError as err:
+            raise AgentError(f"{name}: the output of the agent for node '{node}' is not "
+                             f"{'JSON' if profile.output == 'json' else 'JSON lines'} "
+                             f"({err}); set output = \"text\" in the profile if it prints "
+                             "plain text") from None
+        reply: str | None = None
+        for obj in objects:
+            session = dig(obj, profile.session_key)
+            if isinstance(session, str) and session:
+                self.session_id = session
+            usage = usage_of(dig(obj, profile.usage_key))
+            if usage is not None:
+                sink.usage(usage)
+            if all(str(dig(obj, k)) == v for k, v in profile.reply_match.items()):
+                value = dig(obj, profile.reply_key)
+                if isinstance(value, str):
+                    reply = value
+        if reply is None:
+            raise AgentError(f"{name}: the output of the agent for node '{node}' holds no "
+                             f"reply text at '{profile.reply_key}'; set reply_key in the "
+                             "profile")
+        return reply
+
+
+def _head(file: IO[bytes], limit: int) -> tuple[str, int]:
+    """The first `limit` bytes of a file as text, and the file's size."""
+    size = file.seek(0, os.SEEK_END)
+    file.seek(0)
+    return file.read(limit).decode("utf-8", errors="replace"), size
+
+
+def _tail(file: IO[bytes], limit: int) -> str:
+    size = file.seek(0, os.SEEK_END)
+    file.seek(max(0, size - limit))
+    text = file.read().decode("utf-8", errors="replace")
+    return text if size <= limit else f"[... {size - limit} bytes cut ...]\n{text}"
+
+
+def _fill(word: str, values: Mapping[str, str]) -> str:
+    for key, value in values.items():
+        word = word.replace("{" + key + "}", value)
+    return word
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    """Stop the agent and whatever it started (it runs in its own process group)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
+
+
+class CommandBackend:
+    name = "command"
+
+    def __init__(self, profile: CommandProfile, *, environ: Mapping[str, str],
+                 label: str = "") -> None:
+        self.profile = profile
+        self.environ = dict(environ)
+        self.label = label or "command:" + " ".join(profile.command)
+        self.threads: dict[str, str] = {}  # `full` thread key -> the agent's session id
+
+    def missing_program(self) -> str | None:
+        """The program the profile runs when it cannot be found, else None."""
+        program = self.profile.command[0]
+        path = {**self.environ, **self.profile.env}.get("PATH")
+        if os.sep in program:
+            return None if Path(program).is_file() else program
+        return None if shutil.which(program, path=path) else program
+
+    def open_session(self, node_id: str, *, workspace: Path,
+                     request: SessionRequest | None = None) -> CommandSession:
+        return CommandSession(self, request or SessionRequest(node_id, workspace))
+
+    def resume_thread(self, thread: str, request: SessionRequest) -> CommandSession | None:
+        """The session of `thread` from before a resume, when the agent can continue it
+        (a `resume_command` and the agent's session id, saved in the checkpoint)."""
+        session_id = self.threads.get(thread)
+        if not (self.profile.resume_command and session_id):
+            return None
+        session = CommandSession(self, request)
+        session.session_id, session.restored = session_id, True
+        return session
+
+    def save_state(self) -> dict[str, Any]:
+        return {"threads": dict(self.threads)} if self.threads else {}
+
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        threads = state.get("threads")
+        if isinstance(threads, Mapping):
+            self.threads = {str(k): v for k, v in threads.items() if isinstance(v, str)}
