@@ -66,6 +66,9 @@ class PullRequestSnapshot:
     conflict: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
     threads: tuple[ThreadNote, ...] = ()  # unresolved threads (may be fewer than counted)
+    # True when not every check could be read (past the probe's page bound, or the head
+    # moved between pages): `failing_checks` may then miss some; the state does not.
+    checks_truncated: bool = False
 
     @property
     def state(self) -> PrState:
@@ -87,6 +90,7 @@ class PullRequestSnapshot:
             "mergeable": self.evidence.mergeable,
             "checks": self.evidence.checks,
             "review": self.evidence.review,
+            "draft": self.evidence.draft,
             "failing_checks": [
                 {"name": c.name, "conclusion": c.conclusion, "details_url": c.details_url,
                  "summary": c.summary}
@@ -95,6 +99,7 @@ class PullRequestSnapshot:
             "reviews": [
                 {"author": r.author, "state": r.state, "body": r.body} for r in self.reviews
             ],
+            "checks_truncated": self.checks_truncated,
             "conflict": self.conflict,
             "unresolved_threads": self.unresolved_threads,
             "threads": [

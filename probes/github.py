@@ -21,18 +21,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from probes import github_query as gq
 from probes.evidence import ProbeFailure, PrObservation, PrQuery, ThreadNote
+from probes.retry import RetryBudget, Transient, call_with_retries, rate_limit_wait
+
+__all__ = ["DEFAULT_API_URL", "DEFAULT_GRAPHQL_URL", "GitHubPullRequestSource",
+           "GitHubUnavailable", "RetryBudget", "graphql_url_from_environment"]
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
 MAX_THREAD_PAGES = 100  # 10,000 review threads per PR
+MAX_CONTEXT_PAGES = 10  # checks: 1,100 status contexts per PR, then `checks_truncated`
 
 
 def graphql_url_from_environment(environ: Mapping[str, str]) -> str:
@@ -50,28 +53,14 @@ class GitHubUnavailable(Exception):
     """A probe round could not be answered (after retries, or refused outright)."""
 
 
-@dataclass
-class _Transient(Exception):
-    reason: str
-    wait: float | None = None  # what GitHub asked for; None = back off exponentially
-
-
-@dataclass(frozen=True)
-class RetryBudget:
-    attempts: int = 6
-    wait_seconds: float = 300.0  # total time spent waiting between attempts
-    backoff_first: float = 1.0
-    backoff_max: float = 30.0
-    secondary_default: float = 60.0  # GitHub: wait at least a minute without Retry-After
-
-
 class GitHubPullRequestSource:
     """`probes.evidence.PullRequestSource` for GitHub, over GraphQL."""
 
     def __init__(self, token: str, *, graphql_url: str = DEFAULT_GRAPHQL_URL,
                  budget: RetryBudget | None = None,
                  sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.time, timeout: float = 30.0) -> None:
+                 clock: Callable[[], float] = time.time, timeout: float = 30.0,
+                 check_pages: int = MAX_CONTEXT_PAGES) -> None:
         if not token:
             raise ValueError("a GitHub token is required (GITHUB_TOKEN)")
         self._token = token
@@ -80,6 +69,7 @@ class GitHubPullRequestSource:
         self._sleep = sleep
         self._clock = clock
         self._timeout = timeout
+        self.check_pages = check_pages  # further pages of checks read per PR at most
         self.requests_sent = 0
 
     @classmethod
@@ -134,10 +124,48 @@ class GitHubPullRequestSource:
                         [f for f, n in nodes.items() if gq.inconsistent(n)])
         threads = {f: self._first_threads(n) for f, n in nodes.items()}
         self._page_threads(client, nodes, threads, by_folder)
+        truncated = self._page_contexts(client, nodes, by_folder)
         for folder, node in nodes.items():
             unresolved, notes = threads[folder][0], threads[folder][1]
-            result[folder] = gq.snapshot(node, unresolved=unresolved, threads=notes)
+            result[folder] = gq.snapshot(node, unresolved=unresolved, threads=notes,
+                                         checks_truncated=folder in truncated)
         return result
+
+    def _page_contexts(self, client: httpx.Client, nodes: dict[str, dict[str, Any]],
+                       by_folder: Mapping[str, PrQuery]) -> set[str]:
+        """Read the further pages of status contexts of open PRs that have more than one
+        (their failing check names are evidence), appending them to each node; the
+        folders whose checks could not all be read."""
+        truncated: set[str] = set()
+        cursors: dict[str, str] = {}
+        for folder, node in nodes.items():
+            cursor = gq.next_cursor(gq.head_contexts(node)[1])
+            if cursor and node.get("state") == "OPEN":
+                cursors[folder] = cursor
+        for _ in range(self.check_pages):
+            if not cursors:
+                return truncated
+            paging = list(cursors)
+            targets = [(by_folder[f].repository, int(nodes[f]["number"]), cursors[f])
+                       for f in paging]
+            text, variables = gq.contexts_query(targets)
+            try:
+                data = self._post(client, text, variables).get("data") or {}
+            except GitHubUnavailable:
+                data = {}
+            cursors = {}
+            for i, folder in enumerate(paging):
+                oid, more = gq.head_contexts((data.get(f"c{i}") or {}).get("pr") or {})
+                head, seen = gq.head_contexts(nodes[folder])
+                if more is None or seen is None or oid != head:  # unreadable, or moved
+                    truncated.add(folder)
+                    continue
+                seen["nodes"] = [*(seen.get("nodes") or []), *(more.get("nodes") or [])]
+                cursor = gq.next_cursor(more)
+                if cursor:
+                    cursors[folder] = cursor
+        truncated.update(cursors)  # the page bound was reached
+        return truncated
 
     @staticmethod
     def _first_threads(node: Mapping[str, Any]) -> tuple[int, list[ThreadNote], str | None]:
@@ -203,29 +231,10 @@ class GitHubPullRequestSource:
     def _post(self, client: httpx.Client, text: str, variables: dict[str, Any]
               ) -> dict[str, Any]:
         budget = self.budget
-        waited = [0.0]
-
-        def wait_for(state: RetryCallState) -> float:
-            error = state.outcome.exception() if state.outcome else None
-            if isinstance(error, _Transient) and error.wait is not None:
-                return max(error.wait, 0.0)
-            return float(min(budget.backoff_first * 2 ** (state.attempt_number - 1),
-                             budget.backoff_max))
-
-        def stop(state: RetryCallState) -> bool:
-            if state.attempt_number >= budget.attempts:
-                return True
-            return waited[0] + wait_for(state) > budget.wait_seconds
-
-        def sleep(seconds: float) -> None:
-            waited[0] += seconds
-            self._sleep(seconds)
-
-        retrying = Retrying(retry=retry_if_exception_type(_Transient), stop=stop,
-                            wait=wait_for, sleep=sleep, reraise=True)
         try:
-            return retrying(self._exchange, client, text, variables)
-        except _Transient as error:
+            return call_with_retries(lambda: self._exchange(client, text, variables),
+                                     budget, self._sleep)
+        except Transient as error:
             raise GitHubUnavailable(
                 f"GitHub GraphQL at {self.graphql_url}: {error.reason}; gave up within the"
                 f" retry budget ({budget.attempts} attempts, {budget.wait_seconds:.0f} s)"
@@ -238,15 +247,15 @@ class GitHubPullRequestSource:
             response = client.post(self.graphql_url, json={"query": text,
                                                            "variables": variables})
         except httpx.TransportError as error:
-            raise _Transient(f"connection failed ({type(error).__name__})") from None
+            raise Transient(f"connection failed ({type(error).__name__})") from None
         status = response.status_code
         message = _message(response)
         if status >= 500:
-            raise _Transient(f"HTTP {status}")
+            raise Transient(f"HTTP {status}")
         if status in (403, 429):
             wait = self._rate_limit_wait(response, message)
             if wait is not None:
-                raise _Transient(f"rate limited (HTTP {status}: {message})", wait)
+                raise Transient(f"rate limited (HTTP {status}: {message})", wait)
         if status == 401:
             raise GitHubUnavailable(
                 f"GitHub refused the token (HTTP 401 {message}): check GITHUB_TOKEN")
@@ -255,35 +264,26 @@ class GitHubPullRequestSource:
         try:
             body = response.json()
         except ValueError:
-            raise _Transient("the answer was not JSON") from None
+            raise Transient("the answer was not JSON") from None
         if not isinstance(body, dict):
-            raise _Transient("the answer was not a JSON object")
+            raise Transient("the answer was not a JSON object")
         errors = body.get("errors") or []
         if any(isinstance(e, dict) and e.get("type") == "RATE_LIMITED" for e in errors):
-            raise _Transient("rate limited (GraphQL RATE_LIMITED)",
+            raise Transient("rate limited (GraphQL RATE_LIMITED)",
                              self._rate_limit_wait(response, "rate limit") or
                              self.budget.secondary_default)
         if errors and body.get("data") is None:
             text_errors = "; ".join(str(e.get("message", e)) for e in errors
                                     if isinstance(e, dict))
             if "timeout" in text_errors.lower() or "something went wrong" in text_errors.lower():
-                raise _Transient(f"GraphQL error: {text_errors}")
+                raise Transient(f"GraphQL error: {text_errors}")
             raise GitHubUnavailable(f"GitHub rejected the query: {text_errors}")
         return body
 
     def _rate_limit_wait(self, response: httpx.Response, message: str) -> float | None:
         """How long GitHub asks to wait, or None when the answer is no rate limit."""
-        retry_after = response.headers.get("retry-after")
-        if retry_after and retry_after.strip().isdigit():
-            return float(retry_after.strip())
-        if response.headers.get("x-ratelimit-remaining") == "0":
-            reset = response.headers.get("x-ratelimit-reset", "")
-            if reset.strip().isdigit():
-                return max(float(reset) - self._clock(), 0.0) + 1.0
-            return self.budget.secondary_default
-        if "rate limit" in message.lower():
-            return self.budget.secondary_default
-        return None
+        return rate_limit_wait(response.headers, message, now=self._clock(),
+                               budget=self.budget)
 
 
 def _message(response: httpx.Response) -> str:

@@ -3,9 +3,9 @@
 One probe round is one query: each folder is an alias (`f0`, `f1`, …) over
 `repository(owner:, name:)`, reading the PR by number or, by head branch, the open PR and
 the most recent one (for a branch whose PR was merged or closed). Values travel as
-variables, never spliced into the text. Follow-up queries page through review threads
-(only for PRs that have more than one page) and observe a PR once more when it changed
-state while being read.
+variables, never spliced into the text. Follow-up queries page through review threads and
+status contexts (checks) — only for PRs that have more than one page of them — and observe
+a PR once more when it changed state while being read.
 """
 
 from __future__ import annotations
@@ -26,6 +26,18 @@ MAX_FOLDERS_PER_QUERY = 50
 PAGE = 100  # GitHub's largest page
 REVIEWS_PAGE = 30
 THREAD_NOTES = 20  # unresolved threads quoted in `pr.raw` (all are counted)
+
+CONTEXT_FIELDS = """
+fragment ProbeContexts on StatusCheckRollupContextConnection {
+  totalCount
+  pageInfo { hasNextPage endCursor }
+  nodes {
+    __typename
+    ... on CheckRun { name status conclusion detailsUrl title summary }
+    ... on StatusContext { context state targetUrl description }
+  }
+}
+"""
 
 THREAD_FIELDS = """
 fragment ProbeThread on PullRequestReviewThread {
@@ -56,14 +68,7 @@ fragment ProbePullRequest on PullRequest {
         oid
         statusCheckRollup {
           state
-          contexts(first: 100) {
-            totalCount
-            nodes {
-              __typename
-              ... on CheckRun { name status conclusion detailsUrl title summary }
-              ... on StatusContext { context state targetUrl description }
-            }
-          }
+          contexts(first: 100) { ...ProbeContexts }
         }
       }
     }
@@ -124,7 +129,7 @@ def probe_query(queries: Sequence[PrQuery]) -> tuple[str, dict[str, Any]]:
             )
         fields.append(f"  f{i}: repository(owner: $o{i}, name: $n{i}) {{ {inner} }}")
     text = (f"query Probe{_variables_decl(decls)} {{\n" + "\n".join(fields) + "\n}\n"
-            + PR_FIELDS + THREAD_FIELDS + (ENDED_PR_FIELDS if ended else ""))
+            + PR_FIELDS + CONTEXT_FIELDS + THREAD_FIELDS + (ENDED_PR_FIELDS if ended else ""))
     return text, variables
 
 
@@ -140,7 +145,7 @@ def reobserve_query(targets: Sequence[tuple[str, int]]) -> tuple[str, dict[str, 
         fields.append(f"  r{i}: repository(owner: $o{i}, name: $n{i}) "
                       f"{{ pr: pullRequest(number: $p{i}) {{ ...ProbePullRequest }} }}")
     text = (f"query Reobserve{_variables_decl(decls)} {{\n" + "\n".join(fields) + "\n}\n"
-            + PR_FIELDS + THREAD_FIELDS)
+            + PR_FIELDS + CONTEXT_FIELDS + THREAD_FIELDS)
     return text, variables
 
 
@@ -161,6 +166,41 @@ def threads_query(targets: Sequence[tuple[str, int, str]]) -> tuple[str, dict[st
     text = (f"query Threads{_variables_decl(decls)} {{\n" + "\n".join(fields) + "\n}\n"
             + THREAD_FIELDS)
     return text, variables
+
+
+def contexts_query(targets: Sequence[tuple[str, int, str]]) -> tuple[str, dict[str, Any]]:
+    """The next page of status contexts (checks) of PRs' head commits (`owner/name`,
+    number, cursor), aliases `c0`, `c1`, …; the commit's `oid` tells whether the head moved
+    between pages."""
+    decls: list[str] = []
+    fields: list[str] = []
+    variables: dict[str, Any] = {}
+    for i, (repository, number, cursor) in enumerate(targets):
+        owner, name = split_repository(repository)
+        decls += [f"$o{i}: String!", f"$n{i}: String!", f"$p{i}: Int!", f"$c{i}: String!"]
+        variables.update({f"o{i}": owner, f"n{i}": name, f"p{i}": number, f"c{i}": cursor})
+        fields.append(
+            f"  c{i}: repository(owner: $o{i}, name: $n{i}) {{ pr: pullRequest(number: $p{i}) "
+            "{ commits(last: 1) { nodes { commit { oid statusCheckRollup { "
+            f"contexts(first: {PAGE}, after: $c{i}) {{ ...ProbeContexts }} }} }} }} }} }} }}")
+    text = (f"query Contexts{_variables_decl(decls)} {{\n" + "\n".join(fields) + "\n}\n"
+            + CONTEXT_FIELDS)
+    return text, variables
+
+
+def head_contexts(node: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """The head commit's oid and its status contexts connection (None without checks)."""
+    commits = (node.get("commits") or {}).get("nodes") or []
+    commit = ((commits[-1] or {}).get("commit") or {}) if commits else {}
+    rollup = commit.get("statusCheckRollup") or {}
+    contexts = rollup.get("contexts")
+    return str(commit.get("oid") or ""), contexts if isinstance(contexts, dict) else None
+
+
+def next_cursor(connection: Mapping[str, Any] | None) -> str | None:
+    info = (connection or {}).get("pageInfo") or {}
+    cursor = info.get("endCursor")
+    return str(cursor) if info.get("hasNextPage") and cursor else None
 
 
 def split_repository(repository: str) -> tuple[str, str]:
@@ -240,8 +280,8 @@ def thread_notes(nodes: Sequence[Mapping[str, Any] | None]) -> tuple[int, list[T
     return unresolved, notes
 
 
-def snapshot(node: Mapping[str, Any], *, unresolved: int,
-             threads: Sequence[ThreadNote]) -> PullRequestSnapshot:
+def snapshot(node: Mapping[str, Any], *, unresolved: int, threads: Sequence[ThreadNote],
+             checks_truncated: bool = False) -> PullRequestSnapshot:
     """Evidence from one PR node (`ProbePullRequest` or `ProbeEndedPullRequest`)."""
     state = node.get("state")
     merged = state == "MERGED" or bool(node.get("merged"))
@@ -264,12 +304,10 @@ def snapshot(node: Mapping[str, Any], *, unresolved: int,
                     f"{node.get('mergeStateStatus') or 'DIRTY'}): merge or rebase {base}"
                     " into the branch and resolve the conflicting files")
     evidence = PrEvidence(merged=merged, closed=closed, mergeable=mergeable, checks=checks,
-                          review=_review(node, reviews))
+                          review=_review(node, reviews), draft=bool(node.get("isDraft")))
     extra: dict[str, Any] = {}
     if node.get("mergeStateStatus"):
         extra["merge_state_status"] = node["mergeStateStatus"]
-    if node.get("isDraft"):
-        extra["draft"] = True
     if pending:
         extra["pending_checks"] = pending
     return PullRequestSnapshot(
@@ -278,4 +316,5 @@ def snapshot(node: Mapping[str, Any], *, unresolved: int,
         base_ref=base, evidence=evidence, unresolved_threads=unresolved,
         failing_checks=tuple(failing), reviews=tuple(reviews), conflict=conflict,
         extra=extra, threads=tuple(threads[:THREAD_NOTES]),
+        checks_truncated=checks_truncated,
     )

@@ -1,8 +1,8 @@
 """Classifying one pull request and rolling states up across folders (SPEC §7).
 
 Per PR, first match wins: MERGED, CLOSED, CONFLICTS, CI_FAILED, CHANGES_REQUIRED, then
-WAITING (checks pending, review required, mergeability still being computed, or ready and
-waiting to be merged). Across folders the worst state wins, in the order CLOSED,
+WAITING (checks pending, review required, mergeability still being computed, a draft, or
+ready and waiting to be merged). Across folders the worst state wins, in the order CLOSED,
 CONFLICTS, CI_FAILED, CHANGES_REQUIRED, WAITING, MERGED; MERGED only when every observed
 PR merged; NONE when no folder has a PR.
 """
@@ -49,6 +49,7 @@ class PrEvidence:
     mergeable: Mergeable
     checks: Checks
     review: Review
+    draft: bool = False  # a draft PR waits (it is never ready to merge)
 
 
 def classify(pr: PrEvidence) -> PrState:
@@ -66,9 +67,9 @@ def classify(pr: PrEvidence) -> PrState:
 
 
 def is_ready(pr: PrEvidence) -> bool:
-    """Checks passed (or none), review not blocking, mergeable."""
+    """Checks passed (or none), review not blocking, mergeable, not a draft."""
     return (
-        not pr.merged and not pr.closed and pr.mergeable == "MERGEABLE"
+        not pr.merged and not pr.closed and not pr.draft and pr.mergeable == "MERGEABLE"
         and pr.checks in ("SUCCESS", "NONE") and pr.review in ("APPROVED", "NONE")
     )
 

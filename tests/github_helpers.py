@@ -2,26 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-
-from delivery.testing.github import CheckRule, FakeGitHub, Tree
+from delivery.testing.github import CheckRule, FakeGitHub, ManualClock, Tree
 from probes.github import GitHubPullRequestSource, RetryBudget
-
-
-@dataclass
-class ManualClock:
-    """Epoch seconds that move only when slept on: rate-limit waits cost no real time."""
-
-    now: float = 1_800_000_000.0
-    sleeps: list[float] = field(default_factory=list)
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def no_bug(tree: Tree) -> tuple[bool, str]:
@@ -31,12 +13,6 @@ def no_bug(tree: Tree) -> tuple[bool, str]:
 
 
 CI = CheckRule("ci", predicate=no_bug)
-
-
-def started(clock: ManualClock) -> Iterator[FakeGitHub]:
-    """For a module's `fake` fixture: a started fake GitHub sharing the test's clock."""
-    with FakeGitHub(clock=clock) as server:
-        yield server
 
 
 def probe_for(fake: FakeGitHub, clock: ManualClock, **options: object) -> GitHubPullRequestSource:

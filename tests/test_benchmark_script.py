@@ -35,9 +35,14 @@ def test_generated_workflow_validates_without_errors() -> None:
 
 
 def test_breaking_a_generated_read_is_caught() -> None:
-    source = load_benchmark().generate_workflow(50).replace("{{ v3 }}", "{{ v30 }}", 1)
+    # v7 is declared by a later stage: reading it earlier is an error; v30 is declared by
+    # none, and agents without outputs= run before the read: availability unproven
+    source = load_benchmark().generate_workflow(50).replace("{{ v3 }}", "{{ v7 }}", 1)
     _, diagnostics = check_source(source, "scaling.dot")
     assert [d.rule for d in diagnostics if d.severity == "error"] == ["availability"]
+    source = load_benchmark().generate_workflow(50).replace("{{ v3 }}", "{{ v30 }}", 1)
+    _, diagnostics = check_source(source, "scaling.dot")
+    assert [d.rule for d in diagnostics] == ["availability_unproven"]
 
 
 def test_measure_reports_sizes_and_times() -> None:

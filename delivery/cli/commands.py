@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from delivery.cli import graph
+from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
 from delivery.cli.routes import print_routes
 from delivery.engine.context import ArtifactStore, Context
+from delivery.engine.handlers import default_handlers
 from delivery.engine.route_log import read_routes
 from delivery.engine.runner import (
     RunOutcome,
@@ -25,6 +27,7 @@ from delivery.engine.runner import (
     start_run,
 )
 from delivery.errors import RunError, RunRefused, WorkflowInvalid, WorkflowSyntaxError
+from delivery.lang.model import NodeType
 from delivery.store.runstore import RunDirectory, verify_run
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED, EXIT_PAUSED = 0, 1, 2, 3
@@ -38,8 +41,8 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from delivery.cli.forge_commands import cmd_probe, cmd_review
 
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
-               "verify": cmd_verify, "graph": cmd_graph_run, "probe": cmd_probe,
-               "review": cmd_review, "demo": cmd_demo}[args.command]
+               "verify": cmd_verify, "handlers": cmd_handlers, "graph": cmd_graph_run,
+               "probe": cmd_probe, "review": cmd_review, "demo": cmd_demo}[args.command]
     try:
         return handler(args, out, err)
     except WorkflowSyntaxError as problem:
@@ -212,6 +215,19 @@ def _total_usage(stages: list[dict[str, Any]]) -> dict[str, int]:
 
 def _tokens(usage: dict[str, int]) -> str:
     return f"{usage.get('input_tokens', 0)} tokens in / {usage.get('output_tokens', 0)} out"
+
+
+def cmd_handlers(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The node types `run` accepts: the registered handlers and the engine's own."""
+    runnable = [*default_handlers(), NodeType.PARALLEL, NodeType.FAN_IN]
+    table = handlers_json(runnable)
+    if args.json:
+        print(json.dumps(table, indent=2), file=out)
+        return EXIT_SUCCEEDED
+    for entry in table["types"]:
+        also = f" (also type={', '.join(entry['aliases'])})" if entry["aliases"] else ""
+        print(f"{entry['type']}{also}: {', '.join(entry['attributes'])}", file=out)
+    return EXIT_SUCCEEDED
 
 
 def cmd_verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

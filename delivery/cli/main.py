@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -12,6 +13,7 @@ from typing import TextIO, cast
 
 from delivery.cli import graph, scenarios
 from delivery.cli.demo_args import add_parser as demo_parser
+from delivery.cli.model_json import workflow_json, workflow_text
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
 from delivery.redact import RedactingFilter, RedactingStream, Redactor
 from delivery.validation.loader import check_file
@@ -93,6 +95,19 @@ def _build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
     verify.add_argument("run", metavar="RUN", help="run directory or run id")
 
+    parse = commands.add_parser(
+        "parse", help="print the workflow model (nodes with resolved types, edges)",
+        description="Print the model of a workflow: graph attributes, nodes (resolved type, "
+        "attributes, position), edges and diagnostics. Exit 0 when it has no errors, 1 "
+        "otherwise, 2 on usage errors.")
+    parse.add_argument("workflow", type=Path, metavar="WORKFLOW", help="the .dot file")
+    parse.add_argument("--json", action="store_true", help="print the model as JSON")
+
+    handlers = commands.add_parser("handlers", help="the node types this version runs",
+                                   description="List the node types this version runs, "
+                                   "with their attributes.")
+    handlers.add_argument("--json", action="store_true", help="print the table as JSON")
+
     probe = commands.add_parser(
         "probe", help="print the PR, thread, worktree and diff facts of some repositories",
         description="Observe pull requests across repositories and print the flat facts "
@@ -133,6 +148,25 @@ def _build_parser() -> argparse.ArgumentParser:
     scenarios.add_parser(commands)
     demo_parser(commands)
     return parser
+
+
+def cmd_parse(path: Path, as_json: bool, out: TextIO, err: TextIO) -> int:
+    if not path.is_file():
+        print(f"delivery parse: {path}: no such file", file=err)
+        return EXIT_USAGE
+    try:
+        workflow, diagnostics = check_file(path)
+    except (OSError, UnicodeDecodeError) as problem:
+        print(f"delivery parse: {path}: cannot read: {problem}", file=err)
+        return EXIT_USAGE
+    if as_json:
+        print(json.dumps(workflow_json(workflow, diagnostics), indent=2), file=out)
+    else:
+        if workflow is not None:
+            print(workflow_text(workflow), file=out)
+        for diagnostic in diagnostics:
+            print(diagnostic.format_text(), file=out)
+    return EXIT_FAILED if has_errors(diagnostics) else EXIT_OK
 
 
 def cmd_validate(files: list[Path], fmt: str, out: TextIO, err: TextIO) -> int:
@@ -181,6 +215,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return int(exit_.code or 0)
     if args.command == "validate":
         return cmd_validate(args.workflows, args.format, out, err)
+    if args.command == "parse":
+        return cmd_parse(args.workflow, args.json, out, err)
     if args.command == "graph" and args.run is None:
         return graph.cmd_graph(args, out, err)
     if args.command == "test":

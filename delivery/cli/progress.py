@@ -19,7 +19,7 @@ class TerminalProgress(Progress):
         print(f"▶ {node.id} [{kind}]{suffix}", file=self.stream, flush=True)
 
     def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
-        mark = "✓" if result.outcome == "succeeded" else "✗"
+        mark = "✗" if result.outcome == "failed" else "✓"
         reason = f" — {result.failure_reason}" if result.failure_reason else ""
         print(f"  {mark} {node.id} {result.outcome} in {seconds:.1f}s{reason}",
               file=self.stream, flush=True)

@@ -18,6 +18,9 @@ def print_routes(routes: list[dict[str, Any]], out: TextIO) -> None:
             "condition": f"condition {route.get('condition')!r} held",
             "preferred_label": f"preferred label {route.get('label')!r}",
             "weight": "unconditional edge (highest weight, then first target)",
+            "suggested_next_ids": "the stage suggested this target (suggested_next_ids)",
+            "failure_into_conditional": "the stage failed: unconditional edge into a "
+                                        "conditional node, which routes on the failure",
             "retry_target": "the stage failed and no edge matched: retry target",
             "goal_gate": "an unmet goal gate sent the run back",
         }.get(str(route.get("rule")), str(route.get("rule")))

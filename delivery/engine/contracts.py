@@ -9,27 +9,32 @@ problem; `correction_prompt` tells the agent what was wrong in a correction turn
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
 from delivery.engine.work import WORK_SCOPE, WorkScope
 from delivery.errors import RunError
 from delivery.lang.conditions import Compare
-from delivery.lang.declarations import OutputDecl, OutputKind
+from delivery.lang.declarations import OutputDecl, OutputKind, reserved_reason
 from delivery.lang.model import Node, Workflow
 
 MAX_CORRECTIONS = 2
 
-Outcome = Literal["succeeded", "failed"]
+Outcome = str  # a standard outcome (SPEC §2) or a custom one such as `yes`
 _OUTCOMES: dict[str, Outcome] = {
     "succeeded": "succeeded",
     "success": "succeeded",
     "failed": "failed",
     "fail": "failed",
+    "partial_success": "partial_success",
+    "retry": "retry",
+    "skipped": "skipped",
 }
+_CUSTOM_OUTCOME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}\Z")
 _MARKERS = ("context_updates", "outcome")
 _TAGS = "leaf, hierarchy, candidate, goal"
 
@@ -67,9 +72,11 @@ _WORK_VARIANTS = (
 _EXTRAS = (
     "The same object may also carry:\n"
     '- "outcome": "succeeded" or "failed" (report "failed" only when you could not do the'
-    " task; then context_updates is ignored)\n"
+    ' task; then context_updates is ignored), "partial_success", "retry" (run this stage'
+    ' again) or "skipped"\n'
     '- "failure_reason": a string saying why the task failed\n'
-    '- "preferred_label": a string, the label of the outgoing edge you prefer'
+    '- "preferred_label": a string, the label of the outgoing edge you prefer\n'
+    '- "suggested_next_ids": a list of node ids you suggest going to next'
 )
 
 
@@ -97,7 +104,8 @@ def contract_text(outputs: Sequence[OutputDecl], choices: Mapping[str, Sequence[
         lines += [
             "This stage declares no outputs, so a closing JSON object is optional. If you",
             "end your reply with one (bare or in a ```json fence), it has the form",
-            '{"context_updates": {}} and no keys are accepted inside context_updates.',
+            '{"context_updates": {"<key>": <value>, ...}}: any key is accepted except the',
+            "engine's own (goal, outcome, graph.*, inputs.*, response.*, parallel.*, ...).",
             "",
             _EXTRAS,
         ]
@@ -129,6 +137,7 @@ class AcceptedReply:
     outcome: Outcome | None = None
     failure_reason: str = ""
     preferred_label: str = ""
+    suggested_next_ids: tuple[str, ...] = ()
 
 
 class ContractViolation(RunError):
@@ -288,8 +297,32 @@ def _check_value(
     return scope.model_dump(), scope, []
 
 
+def _free_updates(updates_raw: Mapping[str, Any], folders: tuple[str, ...],
+                  problems: list[str]) -> dict[str, Any]:
+    """An Attractor node's updates (no `outputs=`): any key outside the reserved ones."""
+    accepted: dict[str, Any] = {}
+    for key, value in updates_raw.items():
+        key = key[len("context."):] if key.startswith("context.") else key
+        reason = reserved_reason(key, folders) if key else "an empty key"
+        if reason:
+            problems.append(f"'{key}' cannot be set: {reason}")
+        else:
+            accepted[key] = value
+    return accepted
+
+
+def _suggested(raw: Any, problems: list[str]) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, list) and all(isinstance(item, str) for item in raw):
+        return tuple(raw)
+    problems.append(f'"suggested_next_ids" must be a list of node ids, found {_found(raw)}')
+    return ()
+
+
 def parse_reply(
-    reply: str, outputs: Sequence[OutputDecl], choices: Mapping[str, Sequence[str]]
+    reply: str, outputs: Sequence[OutputDecl], choices: Mapping[str, Sequence[str]],
+    folders: tuple[str, ...] = (),
 ) -> AcceptedReply:
     """Check the reply against the contract; raise ContractViolation with every problem."""
     found = list(_objects(reply))
@@ -305,29 +338,40 @@ def parse_reply(
         raw = obj["outcome"]
         if isinstance(raw, str) and raw in _OUTCOMES:
             outcome = _OUTCOMES[raw]
+        elif isinstance(raw, str) and _CUSTOM_OUTCOME.match(raw):
+            outcome = raw  # a custom outcome (`yes`): routes as a success
         else:
-            problems.append(f'"outcome" must be "succeeded" or "failed", found {_found(raw)}')
+            problems.append(f'"outcome" must be "succeeded", "failed", "partial_success", '
+                            f'"retry", "skipped" or a custom word, found {_found(raw)}')
+    suggested = _suggested(obj.get("suggested_next_ids"), problems)
     texts: dict[str, str] = {}
+    if "preferred_label" not in obj and "preferred_next_label" in obj:
+        # the name of Attractor's status file (its Appendix C)
+        obj = {**obj, "preferred_label": obj["preferred_next_label"]}
     for key in ("failure_reason", "preferred_label"):
         raw = obj.get(key, "")
         if raw is None:
             raw = ""
         if isinstance(raw, str):
             texts[key] = raw.strip()
-        elif outcome == "failed":
+        elif outcome in ("failed", "retry"):
             texts[key] = _found(raw)
         else:
             problems.append(f'"{key}" must be a string, found {_found(raw)}')
 
-    if outcome == "failed":
-        reason = texts.get("failure_reason") or "the agent reported failure without a reason"
-        return AcceptedReply({}, None, "failed", reason, texts.get("preferred_label", ""))
+    if outcome in ("failed", "retry"):
+        reason = texts.get("failure_reason") or (
+            "the agent reported failure without a reason" if outcome == "failed"
+            else "the agent asked to run the stage again")
+        return AcceptedReply({}, None, outcome, reason, texts.get("preferred_label", ""))
 
     updates_raw = obj.get("context_updates", {})
     updates: dict[str, Any] = {}
     work: WorkScope | None = None
     if not isinstance(updates_raw, dict):
         problems.append(f'"context_updates" must be an object, found {_found(updates_raw)}')
+    elif not outputs:
+        updates = _free_updates(updates_raw, folders, problems)
     else:
         declared = {out.name for out in outputs}
         for key in updates_raw:
@@ -348,7 +392,7 @@ def parse_reply(
     if problems:
         raise ContractViolation(problems)
     return AcceptedReply(updates, work, outcome, texts.get("failure_reason", ""),
-                         texts.get("preferred_label", ""))
+                         texts.get("preferred_label", ""), suggested)
 
 
 def correction_prompt(violation: ContractViolation, contract: str) -> str:

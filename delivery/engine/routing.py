@@ -2,8 +2,10 @@
 
 1. edges whose condition holds — highest weight, then lexically first target;
 2. an unconditional edge whose label (or, unlabeled, target) matches the preferred label;
-3. the highest-weight unconditional edge, lexical tiebreak.
-After a failed stage only conditions that test `outcome` (and hold) are eligible.
+3. an unconditional edge to one of the reply's `suggested_next_ids`, in their order;
+4. the highest-weight unconditional edge, lexical tiebreak.
+After a failed stage only conditions that test `outcome` (and hold) are eligible, plus an
+unconditional edge into a conditional node (it keeps the outcome and routes on it).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def select_edge(
     *,
     failed: bool,
     preferred_label: str = "",
+    suggested_next_ids: Sequence[str] = (),
+    into_conditional: Callable[[Edge], bool] = lambda edge: False,
 ) -> Edge | None:
     holding = [
         edge for edge in edges
@@ -51,9 +55,10 @@ def select_edge(
     ]
     if holding:
         return _best(holding)
-    if failed:
-        return None
     unconditional = [edge for edge in edges if edge.condition is None]
+    if failed:
+        # SPEC §1.3: a failure flows on only into a conditional node, which routes on it
+        unconditional = [edge for edge in unconditional if into_conditional(edge)]
     if not unconditional:
         return None
     if preferred_label:
@@ -63,16 +68,25 @@ def select_edge(
                     if normalize_label(edge.label or edge.target) == wanted]
         if matching:
             return _best(matching)
+    for suggested in suggested_next_ids:
+        matching = [edge for edge in unconditional if edge.target == suggested]
+        if matching:
+            return _best(matching)
     return _best(unconditional)
 
 
-def route_rule(edge: Edge, *, preferred_label: str = "") -> str:
+def route_rule(edge: Edge, *, preferred_label: str = "", failed: bool = False,
+               suggested_next_ids: Sequence[str] = ()) -> str:
     """Which step of the routing order chose `edge` (recorded for `inspect --routes`)."""
     if edge.condition is not None:
         return "condition"
+    if failed:
+        return "failure_into_conditional"
     if preferred_label and normalize_label(edge.label or edge.target) == normalize_label(
             preferred_label):
         return "preferred_label"
+    if edge.target in suggested_next_ids:
+        return "suggested_next_ids"
     return "weight"
 
 

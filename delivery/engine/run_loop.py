@@ -13,7 +13,7 @@ import json
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +29,17 @@ from tenacity import (
 from delivery._jsontext import JsonArray, JsonObject
 from delivery.engine.agent_runtime import ENTRY_EDGE, edge_matters
 from delivery.engine.context import Context
-from delivery.engine.handlers.base import Handler, StageEnv, StageResult
+from delivery.engine.handlers.base import (
+    FAILED,
+    GATE_UNMET,
+    PARTIAL_SUCCESS,
+    RETRY,
+    SKIPPED,
+    SUCCEEDED,
+    Handler,
+    StageEnv,
+    StageResult,
+)
 from delivery.engine.interviewer import PauseRequested
 from delivery.engine.routing import facts_read, route_rule, select_edge
 from delivery.errors import RunError
@@ -109,7 +119,7 @@ class EngineOptions:
 class _Walk:
     """Where a walk of the graph ended."""
 
-    kind: str  # "exit" | "stop" (reached the stop node) | "failed"
+    kind: str  # "exit" | "stop" (reached a stop node) | "failed" | "cancelled"
     node: str
     failure_reason: str = ""
 
@@ -149,7 +159,7 @@ class Engine:
         if state.status != "running" or state.next_node is None:
             return state
         try:
-            end = self._walk(state.next_node, context, stop_at=None, path=state.path,
+            end = self._walk(state.next_node, context, stop_at=frozenset(), path=state.path,
                              main=True)
         except PauseRequested as pause:
             return self._pause(state, context, pause)
@@ -180,13 +190,15 @@ class Engine:
         return state
 
     # -- the walk ---------------------------------------------------------------------
-    def _walk(self, current: str, context: Context, *, stop_at: str | None, path: list[str],
-              main: bool) -> _Walk:
+    def _walk(self, current: str, context: Context, *, stop_at: frozenset[str], path: list[str],
+              main: bool, cancel: threading.Event | None = None) -> _Walk:
         state = self._state()
         workflow = self.workflow
         while True:
-            if current == stop_at:
+            if current in stop_at:
                 return _Walk("stop", current)
+            if cancel is not None and cancel.is_set():
+                return _Walk("cancelled", current)
             with self._lock:
                 state.steps += 1
                 steps = state.steps
@@ -210,13 +222,29 @@ class Engine:
                     self._save_next(context, current)
                 continue
             if node.type is NodeType.PARALLEL:
-                result, fan_in = self._run_parallel(node, context, path)
-                node = workflow.nodes[fan_in]
+                result, joined = self._run_parallel(node, context, path)
+                if workflow.nodes[joined].type is not NodeType.FAN_IN:
+                    # no fan-in (Attractor): the join's result is the parallel node's, and
+                    # the node where the branches meet (or their exit) runs next — unless
+                    # every branch failed: then the parallel node's retry target, or the end
+                    self._apply(node, result, context)
+                    current = joined
+                    if result.outcome == FAILED and workflow.nodes[joined].type \
+                            is not NodeType.EXIT:
+                        target = self._retry_target(node)
+                        if target is None:
+                            return _Walk("failed", node.id, result.failure_reason)
+                        self._event("failure_jump", source=node.id, target=target)
+                        current = target
+                    if main:
+                        self._save_next(context, current)
+                    continue
+                node = workflow.nodes[joined]
                 self._apply(node, result, context)
             else:
                 result = self._run_stage(node, context)
                 self._apply(node, result, context)
-            nxt = self._route(node, context)
+            nxt = self._route(node, context, result.suggested_next_ids)
             if isinstance(nxt, _Walk):
                 return nxt
             current = nxt
@@ -253,11 +281,8 @@ class Engine:
             return state.attempts[node_id]
 
     def _max_retries(self, node: Node) -> int:
-        text = node.attr("max_retries") or self.workflow.attr("default_max_retries", "0")
-        try:
-            return max(0, int(text))
-        except ValueError:
-            return 0
+        return node.max_retries if node.max_retries is not None else \
+            self.workflow.default_max_retries
 
     def _run_stage(self, node: Node, context: Context) -> StageResult:
         """Run a stage, re-running a failure up to max_retries times with exponential backoff."""
@@ -271,19 +296,20 @@ class Engine:
 
         retries = self._max_retries(node)
         if retries == 0:  # the common case; tenacity's machinery costs a tenth of a stage
-            return self._attempt(node, self._next_attempt(node.id), context)
+            return _retries_spent(node, 0, self._attempt(node, self._next_attempt(node.id),
+                                                         context))
         retrying = Retrying(
             stop=stop_after_attempt(retries + 1),
             wait=wait_exponential(multiplier=self.options.backoff_initial,
                                   max=self.options.backoff_max),
-            retry=retry_if_result(lambda result: result.outcome == "failed"),
+            retry=retry_if_result(lambda result: result.outcome in (FAILED, RETRY)),
             retry_error_callback=_last_result,
             before_sleep=before_sleep,
             sleep=self.env.clock.sleep,
         )
         result: StageResult = retrying(lambda: self._attempt(node, self._next_attempt(node.id),
                                                              context))
-        return result
+        return _retries_spent(node, retries, result)
 
     def _attempt(self, node: Node, attempt: int, context: Context) -> StageResult:
         assert node.type is not None
@@ -334,24 +360,30 @@ class Engine:
             return
         context.update(result.updates)
         context.set("outcome", result.outcome)
-        context.set("failure_reason", result.failure_reason if result.outcome == "failed" else "")
+        context.set("failure_reason", result.failure_reason if result.outcome == FAILED else "")
         context.set("last_stage", node.id)
         context.set("preferred_label", result.preferred_label)
         with self._lock:
             state.outcomes[node.id] = result.outcome
 
     # -- routing ----------------------------------------------------------------------
-    def _route(self, node: Node, context: Context) -> str | _Walk:
-        failed = context.get("outcome") == "failed"
+    def _route(self, node: Node, context: Context,
+               suggested: Sequence[str] = ()) -> str | _Walk:
+        failed = context.get("outcome") == FAILED
         preferred = str(context.get("preferred_label") or "")
         outgoing = self.workflow.outgoing[node.id]
-        edge = select_edge(outgoing, context.lookup, failed=failed, preferred_label=preferred)
+        nodes = self.workflow.nodes
+        edge = select_edge(outgoing, context.lookup, failed=failed, preferred_label=preferred,
+                           suggested_next_ids=suggested,
+                           into_conditional=lambda e: nodes[e.target].type
+                           is NodeType.CONDITIONAL)
         if edge is not None:
             # what routing read and which rule chose the edge: `inspect --routes` shows it
             read = facts_read(outgoing, context.lookup)
             self._event("edge_taken", source=edge.source, target=edge.target, label=edge.label,
                         condition=edge.condition.text if edge.condition else "",
-                        rule=route_rule(edge, preferred_label=preferred),
+                        rule=route_rule(edge, preferred_label=preferred, failed=failed,
+                                        suggested_next_ids=suggested),
                         **({"facts": read} if read else {}))
             if edge.loop_restart:
                 self._restart(context)
@@ -390,7 +422,7 @@ class Engine:
         state = self._state()
         for node_id, outcome in state.outcomes.items():
             node = self.workflow.nodes[node_id]
-            if node.goal_gate and outcome != "succeeded":
+            if node.goal_gate and outcome in GATE_UNMET:
                 target = self._retry_target(node)
                 self._event("goal_gate_unmet", node=node_id, target=target or "")
                 if target is None:
@@ -402,61 +434,84 @@ class Engine:
     # -- parallel ---------------------------------------------------------------------
     def _run_parallel(self, node: Node, context: Context,
                       path: list[str]) -> tuple[StageResult, str]:
-        """Run every branch up to the fan-in; returns the join's result and the fan-in id."""
+        """Run every branch up to the join (the fan-in, or with none the exit the branches
+        end at, as Attractor's handler runs each branch to a fan-in or exit boundary);
+        returns the join's result and where the run goes on."""
         section: ParallelSection = self.sections[node.id]
-        fan_in = section.fan_in
-        assert fan_in is not None  # the validator refuses a parallel node without one
+        end_node = section.end
+        assert end_node is not None  # the validator refuses a section that never joins
+        stop = frozenset({end_node}) if section.fan_in is not None else frozenset(
+            n.id for n in self.workflow.nodes_of(NodeType.EXIT))
+        joined = self.workflow.nodes[end_node]
         attempt = self._next_attempt(node.id)
         self._event("stage_started", node=node.id, node_type="parallel", attempt=attempt)
         context.set("current_node", node.id)
         base = context.snapshot()
         edges = self.workflow.outgoing[node.id]
-        limit = _int(node.attr("max_parallel", "4"), 4) or 1
+        policy = node.join_policy
+        if "join_policy" not in node.attrs and "join" not in node.attrs:
+            policy = joined.join_policy  # also accepted on the fan-in
+        cancel = threading.Event()
 
         def run_branch(index: int) -> tuple[dict[str, Any], list[str]]:
             branch_context = context.fork()
             branch_path: list[str] = []
             head = edges[index].target
-            end = self._walk(head, branch_context, stop_at=fan_in, path=branch_path, main=False)
+            end = self._walk(head, branch_context, stop_at=stop, path=branch_path, main=False,
+                             cancel=cancel)
             if end.kind == "stop":
-                outcome = str(branch_context.get("outcome") or "succeeded")
+                outcome = str(branch_context.get("outcome") or SUCCEEDED)
                 reason = str(branch_context.get("failure_reason") or "")
+            elif end.kind == "cancelled":
+                outcome, reason = SKIPPED, "cancelled: another branch succeeded first"
             elif end.kind == "failed":
-                outcome, reason = "failed", end.failure_reason
+                outcome, reason = FAILED, end.failure_reason
             else:
-                outcome, reason = "failed", f"branch reached exit '{end.node}' before the join"
-            if outcome != "failed":
-                outcome, reason = "succeeded", ""
+                outcome, reason = FAILED, f"branch reached exit '{end.node}' before the join"
+            if outcome != FAILED and outcome != SKIPPED:
+                reason = ""
+            if policy == "first_success" and outcome not in (FAILED, SKIPPED):
+                cancel.set()
             # values, not artifact pointers: the results list is offloaded as a whole if large
             written = {key: branch_context.get(key) for key in branch_context.changes_since(base)}
             entry = {"node": head, "outcome": outcome, "failure_reason": reason,
                      "context": written}
             return entry, branch_path
 
-        with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="branch") as pool:
+        with ThreadPoolExecutor(max_workers=node.max_parallel,
+                                thread_name_prefix="branch") as pool:
             finished = list(pool.map(run_branch, range(len(edges))))
         results = [entry for entry, _ in finished]
         for _, branch_path in finished:
-            path.extend(node_id for node_id in branch_path if node_id != fan_in)
-        path.append(fan_in)
-        join = node.attr("join") or self.workflow.nodes[fan_in].attr("join") or "all"
-        succeeded = [r for r in results if r["outcome"] == "succeeded"]
-        ok = bool(succeeded) if join == "any" else len(succeeded) == len(results)
+            path.extend(node_id for node_id in branch_path if node_id not in stop)
+        if joined.type is NodeType.FAN_IN:  # another join runs as the next stage
+            path.append(end_node)
+        failed = [r for r in results if r["outcome"] == FAILED]
+        succeeded = [r for r in results if r["outcome"] not in (FAILED, SKIPPED)]
+        if policy == "first_success":
+            outcome = SUCCEEDED if succeeded else FAILED
+        else:  # wait_all (SPEC §8): partial success when some branches failed
+            outcome = SUCCEEDED if not failed else FAILED if not succeeded else PARTIAL_SUCCESS
         context.set("parallel.results", results)
-        self._event("stage_finished", node=node.id, attempt=attempt,
-                    outcome="succeeded" if ok else "failed", branches=len(results))
-        if ok:
-            return StageResult("succeeded"), fan_in
-        failures = "; ".join(f"{r['node']}: {r['failure_reason']}" for r in results
-                             if r["outcome"] == "failed")
-        return StageResult.fail(f"join={join}: branches failed — {failures}"), fan_in
+        self._event("stage_finished", node=node.id, attempt=attempt, outcome=outcome,
+                    branches=len(results), failed=len(failed))
+        if outcome != FAILED:
+            return StageResult(outcome), end_node
+        failures = "; ".join(f"{r['node']}: {r['failure_reason']}" for r in failed)
+        return StageResult.fail(f"join_policy={policy}: every branch failed — {failures}"), \
+            end_node
 
 
-def _int(text: str, default: int) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        return default
+def _retries_spent(node: Node, retries: int, result: StageResult) -> StageResult:
+    """A stage still asking to be retried when its retries are spent (Attractor §3.5):
+    partial success with `allow_partial=true`, otherwise a failure."""
+    if result.outcome != RETRY:
+        return result
+    if node.allow_partial:
+        result.outcome, result.failure_reason = PARTIAL_SUCCESS, ""
+        return result
+    reason = result.failure_reason or "the stage asked to be retried"
+    return StageResult.fail(f"{reason}; max retries ({retries}) exceeded")
 
 
 def _last_result(retry_state: RetryCallState) -> StageResult:

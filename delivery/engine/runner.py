@@ -48,6 +48,7 @@ from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.runstore import EventLog, RunDirectory, new_run_id, verify_run
 from delivery.validation.loader import check_source, load_workflow
+from delivery.validation.validator import reads_goal
 
 WORKFLOW_COPY = "workflow.dot"
 EVENT_VALUE_CHARS = 2000
@@ -139,8 +140,8 @@ def initial_context(workflow: Workflow, goal: str | None,
                              f"declared inputs: {listed}; declare it in inputs= or drop it")
     defaults = {d.name: d.value for d in workflow.defaults}
     resolved_goal = goal if goal else defaults.get("goal") or workflow.goal
-    if not resolved_goal:
-        raise RunRefused("goal", "the run has no goal",
+    if not resolved_goal and reads_goal(workflow):  # otherwise empty, as in Attractor
+        raise RunRefused("goal", "the run has no goal, and the workflow reads it",
                          "pass --goal TEXT, or set goal= or defaults=\"goal='...'\" in the graph")
     values: dict[str, Any] = {"goal": resolved_goal}
     for name, attr in workflow.attrs.items():

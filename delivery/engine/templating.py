@@ -322,7 +322,15 @@ class Renderer:
         self._compiled: dict[tuple[bool, str], Any] = {}
 
     def render(self, source: str, context: Context, *, folders: Sequence[str] = (),
-               shell: bool = False) -> str:
+               shell: bool = False, plain: bool = False) -> str:
+        """The rendered template. `plain` (SPEC §4, `template=plain`): the text as written,
+        `{{ … }}` included, with only `$goal` expanded in a prompt (a script is kept whole:
+        `$goal` there is the shell's)."""
+        if plain:
+            if shell or not DOLLAR_GOAL.search(source):
+                return source
+            goal = context.lookup("goal")
+            return DOLLAR_GOAL.sub(lambda _: "" if goal is MISSING else text_form(goal), source)
         if len(source) > self.max_template_chars:
             raise TemplateRenderError(f"the template is {len(source)} characters long, over "
                                       f"the limit of {self.max_template_chars}")

@@ -8,10 +8,11 @@ a stage killed half-way and run again never duplicates an effect.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from delivery.git.worktrees import header_environment
+from delivery.git import header_environment
 from probes.evidence import PullRequestSource
 
 
@@ -44,13 +45,14 @@ class GitRemote:
     url: str
     http_headers: tuple[str, ...] = ()
 
-    def git_environment(self) -> dict[str, str]:
+    def git_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """Environment variables that hand the headers to one git process
         (`GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`, git ≥ 2.31): nothing is written to a config
         file, and unlike `git -c` the value is not on a command line other users can read.
-        Add them to that process's environment only (e.g. GitPython's `custom_environment`)."""
-        # one implementation with delivery.git's, which keeps the caller's own entries
-        return header_environment(self.http_headers)
+        Numbered after the GIT_CONFIG_* entries already in `base` (default: this process's
+        environment), which stay in force. Add them to that process's environment only
+        (every authenticated git call of `delivery.git` does so through the same function)."""
+        return header_environment(self.http_headers, base)
 
 
 class Forge(PullRequestSource, Protocol):

@@ -20,7 +20,6 @@ import requests
 from github import Auth, Github, GithubException
 from github.PullRequest import PullRequest
 from github.Repository import Repository
-from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from delivery.errors import ForgeError
 from delivery.forges.base import GitRemote, MergeResult, PullRequestRef
@@ -31,17 +30,11 @@ from probes.github import (
     RetryBudget,
     graphql_url_from_environment,
 )
+from probes.retry import Transient, call_with_retries, rate_limit_wait
 
 DEFAULT_SERVER_URL = "https://github.com"
 T = TypeVar("T")
 MergeMethod = Literal["merge", "squash", "rebase"]
-
-
-class _Transient(Exception):
-    def __init__(self, reason: str, wait: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.wait = wait
 
 
 class GitHubForge:
@@ -236,24 +229,6 @@ class GitHubForge:
 
     def _attempts(self, operation: str, repository: str, call: Callable[[], T],
                   find_effect: Callable[[], Any] | None) -> Any:
-        budget = self.budget
-        waited = [0.0]
-
-        def wait_for(state: RetryCallState) -> float:
-            error = state.outcome.exception() if state.outcome else None
-            if isinstance(error, _Transient) and error.wait is not None:
-                return max(error.wait, 0.0)
-            return float(min(budget.backoff_first * 2 ** (state.attempt_number - 1),
-                             budget.backoff_max))
-
-        def stop(state: RetryCallState) -> bool:
-            return (state.attempt_number >= budget.attempts
-                    or waited[0] + wait_for(state) > budget.wait_seconds)
-
-        def sleep(seconds: float) -> None:
-            waited[0] += seconds
-            self._sleep(seconds)
-
         def attempt() -> Any:
             if find_effect is not None and attempts_made[0] > 0:
                 found = self._classify(operation, repository, find_effect)
@@ -263,13 +238,11 @@ class GitHubForge:
             return self._classify(operation, repository, call)
 
         attempts_made = [0]
-        retrying = Retrying(retry=retry_if_exception_type(_Transient), stop=stop,
-                            wait=wait_for, sleep=sleep, reraise=True)
         try:
-            return retrying(attempt)
-        except _Transient as error:
+            return call_with_retries(attempt, self.budget, self._sleep)
+        except Transient as error:
             raise ForgeError("github", repository, operation,
-                             f"{error.reason}; gave up after {budget.attempts} attempts",
+                             f"{error.reason}; gave up after {self.budget.attempts} attempts",
                              "try again later (a resumed run repeats this step safely)"
                              ) from None
 
@@ -279,11 +252,11 @@ class GitHubForge:
         except GithubException as error:
             message = _message(error)
             if error.status >= 500:
-                raise _Transient(f"HTTP {error.status}") from None
+                raise Transient(f"HTTP {error.status}") from None
             if error.status in (403, 429):
                 wait = self._rate_limit_wait(error.headers or {}, message)
                 if wait is not None:
-                    raise _Transient(f"rate limited ({message})", wait) from None
+                    raise Transient(f"rate limited ({message})", wait) from None
             if error.status == 401:
                 raise ForgeError("github", repository, operation,
                                  f"the token was refused ({message})",
@@ -296,21 +269,10 @@ class GitHubForge:
             raise ForgeError("github", repository, operation,
                              f"HTTP {error.status}: {message}") from None
         except requests.RequestException as error:
-            raise _Transient(f"connection failed ({type(error).__name__})") from None
+            raise Transient(f"connection failed ({type(error).__name__})") from None
 
     def _rate_limit_wait(self, headers: Mapping[str, str], message: str) -> float | None:
-        lowered = {k.lower(): v for k, v in headers.items()}
-        retry_after = lowered.get("retry-after", "").strip()
-        if retry_after.isdigit():
-            return float(retry_after)
-        if lowered.get("x-ratelimit-remaining") == "0":
-            reset = lowered.get("x-ratelimit-reset", "").strip()
-            if reset.isdigit():
-                return max(float(reset) - self._clock(), 0.0) + 1.0
-            return self.budget.secondary_default
-        if "rate limit" in message.lower():
-            return self.budget.secondary_default
-        return None
+        return rate_limit_wait(headers, message, now=self._clock(), budget=self.budget)
 
 
 def _split(repository: str) -> tuple[str, str]:
@@ -345,6 +307,9 @@ def _merge_verdict(repository: str, pr: PullRequest, expected: str) -> MergeResu
     if pr.state == "closed":
         return MergeResult(repository, pr.number, "refused",
                            reason=f"PR #{pr.number} was closed without being merged")
+    if pr.draft:
+        return MergeResult(repository, pr.number, "refused",
+                           reason=f"PR #{pr.number} is a draft; mark it ready for review first")
     if expected and pr.head.sha != expected:
         return MergeResult(repository, pr.number, "refused",
                            reason=f"the head of PR #{pr.number} moved: expected "

@@ -238,6 +238,8 @@ class LocalForge:
                                    merge_sha=pull["merged_sha"])
             if pull["state"] == "closed":
                 return refused(f"PR #{number} is closed")
+            if pull.get("draft"):
+                return refused(f"PR #{number} is a draft; mark it ready for review first")
             head_sha = _ref_sha(git_dir, pull["head"])
             base_sha = _ref_sha(git_dir, pull["base"])
             if not head_sha or not base_sha:
@@ -298,6 +300,11 @@ class LocalForge:
             raise _error(repository, f"resolve thread {thread_id} of PR #{number}",
                          "there is no such thread",
                          "name a thread listed by delivery probe --json")
+
+    def set_draft(self, repository: str, number: int, draft: bool = True) -> None:
+        """Make a PR a draft (never ready, never merged) or ready for review again."""
+        with self._pull(repository, number) as pull:
+            pull["draft"] = draft
 
     def close_pull_request(self, repository: str, number: int) -> None:
         with self._pull(repository, number) as pull:
@@ -390,7 +397,8 @@ class LocalForge:
             evidence=PrEvidence(merged=state == "merged", closed=state == "closed",
                                 mergeable=mergeable, checks=checks,
                                 review=_review_state(pull["reviews"],
-                                                     self.required_approvals)),
+                                                     self.required_approvals),
+                                draft=bool(pull.get("draft", False))),
             unresolved_threads=sum(1 for t in pull["threads"] if not t["resolved"]),
             failing_checks=failing, reviews=notes, conflict=conflict,
             threads=tuple(ThreadNote(path=t["path"], line=t["line"] or None,

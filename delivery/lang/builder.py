@@ -9,11 +9,21 @@ can report all of them together.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import cast
 
 from delivery.errors import ConditionSyntaxError, DeclarationError
+from delivery.lang.attributes import (
+    GRAPHVIZ_SHAPES,
+    did_you_mean,
+    is_known,
+    not_honoured,
+    shape_suggestion,
+)
 from delivery.lang.conditions import parse_condition
 from delivery.lang.declarations import (
+    OutputKind,
     parse_defaults,
     parse_facts,
     parse_folder_list,
@@ -23,16 +33,24 @@ from delivery.lang.declarations import (
 )
 from delivery.lang.diagnostics import Diagnostic
 from delivery.lang.model import (
+    DEFAULT_MAX_PARALLEL,
     EXIT_IDS,
     FIDELITIES,
+    JOIN_ALIASES,
+    JOIN_POLICIES,
+    MANAGER_LOOP_SHAPE,
+    MANAGER_LOOP_TYPE,
     SHAPES,
     START_IDS,
+    TEMPLATE_MODES,
     TYPE_ALIASES,
     Attribute,
     Attributes,
     Edge,
+    JoinPolicy,
     Node,
     NodeType,
+    TemplateMode,
     Workflow,
     parse_duration,
 )
@@ -47,10 +65,7 @@ from delivery.lang.syntax import (
     SubgraphStmt,
     Value,
 )
-
-INT_ATTRS = frozenset({"max_retries", "default_max_retries", "weight", "max_parallel"})
-BOOL_ATTRS = frozenset({"goal_gate", "loop_restart", "delegatable"})
-DURATION_ATTRS = frozenset({"timeout", "interval", "max_interval"})
+from delivery.lang.template_reads import is_jinja
 
 
 def value_position(value: Value, offset: int) -> tuple[int, int]:
@@ -157,10 +172,13 @@ class _Builder:
             self.edges.append(Edge(source, target, s_line, s_col, attrs, len(self.edges)))
 
     # -- meaning ------------------------------------------------------------------
-    def resolve_type(self, node: Node) -> None:
+    def resolve_type(self, node: Node, has_mdiamond: bool) -> None:
         type_attr = node.attrs.get("type")
         if type_attr is not None and type_attr.text:
             text = type_attr.text
+            if text == MANAGER_LOOP_TYPE:
+                self.manager_loop(node, type_attr)
+                return
             resolved = TYPE_ALIASES.get(text)
             if resolved is None:
                 try:
@@ -174,72 +192,244 @@ class _Builder:
             node.type = resolved
             return
         shape = node.attrs.get("shape")
-        if shape is not None and not shape.inherited:
-            node.type = self.shape_type(node, shape)
-        elif node.id in START_IDS:
+        own_shape = shape if shape is not None and not shape.inherited else None
+        shape_type = SHAPES.get(own_shape.text) if own_shape is not None else None
+        if shape is not None and shape.text == MANAGER_LOOP_SHAPE:
+            self.manager_loop(node, shape)
+        elif node.id in START_IDS and not has_mdiamond:
+            # Attractor finds the start by shape, then by id, whatever the id's shape
             node.type = NodeType.START
-        elif node.id in EXIT_IDS:
+        elif node.id in EXIT_IDS and shape_type in (None, NodeType.EXIT):
             node.type = NodeType.EXIT
         elif shape is not None:
             node.type = self.shape_type(node, shape)
         else:
             node.type = NodeType.AGENT
 
+    def manager_loop(self, node: Node, attr: Attribute) -> None:
+        self.diag("manager_loop", f"'{node.id}' is Attractor's manager loop "
+                  f"({attr.name}={attr.text}), which delivery does not run", attr.value.line,
+                  attr.value.column, node=node.id,
+                  fix="run the child pipeline as its own workflow, or model the loop with "
+                  "stages and edges (a wait node and a conditional)")
+
     def shape_type(self, node: Node, shape: Attribute) -> NodeType:
         resolved = SHAPES.get(shape.text)
-        if resolved is None:
-            self.diag("unknown_shape", f"shape '{shape.text}' maps to no node type; it runs as an "
-                      "agent", shape.value.line, shape.value.column, node=node.id,
-                      fix="use a shape from the SPEC's table or set type=", severity="warning")
-            return NodeType.AGENT
-        return resolved
+        if resolved is not None:
+            return resolved
+        if shape.text not in GRAPHVIZ_SHAPES:
+            guess = shape_suggestion(shape.text)
+            hint = f"did you mean shape={guess}? " if guess else ""
+            self.diag("unknown_shape", f"shape '{shape.text}' is not a Graphviz shape; the "
+                      "node runs as an agent", shape.value.line, shape.value.column,
+                      node=node.id, fix=f"{hint}Attractor's shapes are "
+                      f"{', '.join(SHAPES)}; delivery's own types are chosen with type=",
+                      severity="warning")
+        return NodeType.AGENT
 
     def declaration_error(self, err: DeclarationError, attr: Attribute, node: str | None) -> None:
         line, column = value_position(attr.value, err.offset)
         self.diag(f"{err.attribute}_syntax" if err.attribute in ("defaults", "probe") else
                   f"{err.attribute}_declaration", err.problem, line, column, node=node, fix=err.fix)
 
-    def check_value(self, attr: Attribute, *, node: str | None = None,
+    def value_error(self, attr: Attribute, problem: str, fix: str, *, node: str | None = None,
                     edge: str | None = None) -> None:
+        rule = "fidelity_valid" if "fidelity" in attr.name else "attribute_value"
+        self.diag(rule, problem, attr.value.line, attr.value.column, node=node, edge=edge,
+                  fix=fix)
+
+    def int_value(self, attr: Attribute, minimum: int | None, *, node: str | None = None,
+                  edge: str | None = None) -> int | None:
         name, text = attr.name, attr.text
-        problem = fix = ""
-        if name in INT_ATTRS:
-            try:
-                number = int(text)
-                if number < 0 and name != "weight":
-                    problem, fix = f"{name} must not be negative", f"write {name}=0 or more"
-            except ValueError:
-                problem, fix = f"{name}={text!r} is not an integer", f"write {name}=3"
-        elif name in BOOL_ATTRS and text not in ("true", "false"):
-            problem, fix = f"{name}={text!r} is not true or false", f"write {name}=true"
-        elif name in DURATION_ATTRS and parse_duration(text) is None:
-            problem, fix = (f"{name}={text!r} is not a duration",
-                            "write 250ms, 30s, 15m, 2h or 1d")
-        elif name in ("fidelity", "default_fidelity") and text not in FIDELITIES:
-            problem, fix = f"unknown fidelity '{text}'", f"use one of {', '.join(FIDELITIES)}"
-        elif name == "join" and text not in ("all", "any"):
-            problem, fix = f"join={text!r} is not all or any", "write join=all or join=any"
-        if problem:
-            rule = "fidelity_valid" if "fidelity" in name else "attribute_value"
-            self.diag(rule, problem, attr.value.line, attr.value.column, node=node, edge=edge,
-                      fix=fix)
+        try:
+            number = int(text)
+        except ValueError:
+            what = "a whole number" if _FLOAT.match(text) else "an integer"
+            self.value_error(attr, f"{name}={text!r} is not {what}", f"write {name}="
+                             f"{max(minimum or 0, 1) if name != 'weight' else 2}",
+                             node=node, edge=edge)
+            return None
+        if minimum is not None and number < minimum:
+            self.value_error(attr, f"{name}={number} must be {minimum} or more",
+                             f"write {name}={minimum} or more", node=node, edge=edge)
+            return None
+        return number
+
+    def bool_value(self, attr: Attribute, *, node: str | None = None,
+                   edge: str | None = None) -> bool | None:
+        if attr.text in ("true", "false"):
+            return attr.text == "true"
+        self.value_error(attr, f"{attr.name}={attr.text!r} is not true or false",
+                         f"write {attr.name}=true", node=node, edge=edge)
+        return None
+
+    def duration_value(self, attr: Attribute, *, node: str | None = None) -> float | None:
+        seconds = parse_duration(attr.text)
+        if seconds is None:
+            self.value_error(attr, f"{attr.name}={attr.text!r} is not a duration",
+                             "write 250ms, 30s, 15m, 2h or 1d", node=node)
+        return seconds
+
+    def factor_value(self, attr: Attribute, *, node: str | None = None) -> float:
+        try:
+            factor = float(attr.text)
+        except ValueError:
+            factor = 0.0
+        if factor >= 1.0:
+            return factor
+        self.value_error(attr, f"{attr.name}={attr.text!r} is not a number of 1 or more",
+                         f"write {attr.name}=2 (or 1 for a fixed interval)", node=node)
+        return 1.0
+
+    def choice_value(self, attr: Attribute, allowed: tuple[str, ...], *,
+                     node: str | None = None) -> str | None:
+        if attr.text in allowed:
+            return attr.text
+        self.value_error(attr, f"{attr.name}={attr.text!r} is not one of {', '.join(allowed)}",
+                         f"write {attr.name}={allowed[0]}", node=node)
+        return None
+
+    def node_values(self, node: Node, graph_template: TemplateMode) -> None:
+        """Parse every typed node attribute once; a bad value is an error at its position."""
+        attrs, nid = node.attrs, node.id
+        node.template = graph_template
+        for attr in attrs.values():
+            name = attr.name
+            if name == "max_retries":
+                node.max_retries = self.int_value(attr, 0, node=nid)
+            elif name == "max_parallel":
+                node.max_parallel = self.int_value(attr, 1, node=nid) or DEFAULT_MAX_PARALLEL
+            elif name in ("goal_gate", "allow_partial", "auto_status", "delegatable"):
+                value = self.bool_value(attr, node=nid)
+                if value is not None:
+                    setattr(node, name, value)
+            elif name == "timeout":
+                node.timeout = self.duration_value(attr, node=nid)
+            elif name == "interval":
+                node.interval = self.duration_value(attr, node=nid) or 0.0
+            elif name == "max_interval":
+                node.max_interval = self.duration_value(attr, node=nid)
+            elif name == "backoff":
+                node.backoff = self.factor_value(attr, node=nid)
+            elif name == "join_policy":
+                policy = self.choice_value(attr, JOIN_POLICIES, node=nid)
+                if policy is not None:
+                    node.join_policy = cast(JoinPolicy, policy)
+            elif name == "template":
+                mode = self.choice_value(attr, TEMPLATE_MODES, node=nid)
+                if mode is not None:
+                    node.template = cast(TemplateMode, mode)
+            elif name == "fidelity" and attr.text not in FIDELITIES:
+                self.value_error(attr, f"unknown fidelity '{attr.text}'",
+                                 f"use one of {', '.join(FIDELITIES)}", node=nid)
+        join = attrs.get("join")
+        if join is not None and "join_policy" not in attrs:
+            alias = self.choice_value(join, tuple(JOIN_ALIASES), node=nid)
+            if alias is not None:
+                node.join_policy = JOIN_ALIASES[alias]
+
+    def edge_values(self, edge: Edge) -> None:
+        for attr in edge.attrs.values():
+            if attr.name == "weight":
+                edge.weight = self.int_value(attr, None, edge=edge.name) or 0
+            elif attr.name == "loop_restart":
+                edge.loop_restart = bool(self.bool_value(attr, edge=edge.name))
+            elif attr.name == "fidelity" and attr.text not in FIDELITIES:
+                self.value_error(attr, f"unknown fidelity '{attr.text}'",
+                                 f"use one of {', '.join(FIDELITIES)}", edge=edge.name)
+
+    def graph_values(self, workflow: Workflow) -> None:
+        attrs = workflow.attrs
+        for name in ("default_max_retry", "default_max_retries"):  # ours wins when both
+            if name in attrs:
+                value = self.int_value(attrs[name], 0)
+                if value is not None:
+                    workflow.default_max_retries = value
+        fidelity = attrs.get("default_fidelity")
+        if fidelity is not None and fidelity.text not in FIDELITIES:
+            self.value_error(fidelity, f"unknown fidelity '{fidelity.text}'",
+                             f"use one of {', '.join(FIDELITIES)}")
+        extra = attrs.get("extra_attributes")
+        if extra is not None:
+            workflow.extra_attributes = frozenset(
+                part.strip() for part in extra.text.split(",") if part.strip())
+        template = attrs.get("template")
+        if template is not None:
+            mode = self.choice_value(template, TEMPLATE_MODES)
+            workflow.template = cast(TemplateMode, mode or "jinja")
+        else:
+            literal = _first_non_jinja(workflow)
+            workflow.template = "jinja" if literal is None else "plain"
+            if literal is not None:
+                node_id, attr = literal
+                self.diag("template_plain", f"{attr.name} of '{node_id}' is not a Jinja "
+                          "template, so this file's prompts are sent as written (only $goal "
+                          "is expanded) and its scripts run as written", attr.value.line,
+                          attr.value.column, node=node_id, fix="set graph [template=plain] to "
+                          "say so, or template=jinja and fix the template",
+                          severity="warning")
+
+    def unknown_attributes(self, workflow: Workflow) -> None:
+        extra = workflow.extra_attributes
+        owners: list[tuple[str, Attributes, str | None, str | None]] = [
+            ("graph", workflow.attrs, None, None)]
+        owners += [("graph", attrs, None, None) for attrs in self.subgraphs.values()]
+        owners += [("node", n.attrs, n.id, None) for n in workflow.nodes.values()]
+        owners += [("edge", e.attrs, None, e.name) for e in workflow.edges]
+        seen: set[tuple[int, int, str]] = set()
+        known: set[tuple[str, str]] = set()  # (kind, name) already found known: most are
+        for kind, attrs, node, edge in owners:
+            for attr in attrs.values():
+                name = attr.name
+                if (kind, name) in known:
+                    continue
+                if attr.inherited:  # reported once, where the default block says it
+                    key = (attr.line, attr.column, name)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                reason = not_honoured(name)
+                if reason is not None and name not in extra:
+                    self.diag("attribute_not_honoured", f"{kind} attribute '{name}' is "
+                              f"Attractor's, but delivery does not act on it: {reason}",
+                              attr.line, attr.column, node=node, edge=edge,
+                              fix=f"remove {name}=, or list it in extra_attributes= to keep "
+                              "it quiet", severity="warning")
+                    continue
+                if is_known(name, kind, extra):
+                    known.add((kind, name))
+                    continue
+                guess = did_you_mean(name)
+                elsewhere = [k for k in ("graph", "node", "edge")
+                             if k != kind and is_known(name, k, frozenset())]
+                if guess is not None and guess != name:
+                    fix = f"did you mean {guess}=? (or list '{name}' in the graph's " \
+                          "extra_attributes= if it is meant for another tool)"
+                elif elsewhere:
+                    fix = f"'{name}' is a {' or '.join(elsewhere)} attribute; move it there"
+                else:
+                    fix = f"remove it, or list '{name}' in the graph's extra_attributes=\"" \
+                          f"{name}\" if another tool reads it"
+                self.diag("unknown_attribute", f"unknown {kind} attribute '{name}': it has no "
+                          "effect", attr.line, attr.column, node=node, edge=edge, fix=fix,
+                          severity="warning")
 
     def build(self) -> tuple[Workflow, list[Diagnostic]]:
         self.walk(self.dot.body, _Scope(), self.graph_attrs)
         workflow = Workflow(self.dot.name, self.file, self.dot.line, self.dot.column,
                             self.graph_attrs, self.nodes, self.edges, subgraphs=self.subgraphs)
         self.graph_declarations(workflow)
+        has_mdiamond = any(_is_mdiamond(node) for node in self.nodes.values())
         for node in self.nodes.values():
-            self.resolve_type(node)
+            self.resolve_type(node, has_mdiamond)
             self.node_declarations(node)
-            for attr in node.attrs.values():
-                self.check_value(attr, node=node.id)
+        self.graph_values(workflow)
+        for node in self.nodes.values():
+            self.node_values(node, workflow.template)
         for edge in self.edges:
             self.edge_condition(edge)
-            for attr in edge.attrs.values():
-                self.check_value(attr, edge=edge.name)
-        for attr in self.graph_attrs.values():
-            self.check_value(attr)
+            self.edge_values(edge)
+        self.unknown_attributes(workflow)
         return workflow, self.diagnostics
 
     def graph_declarations(self, workflow: Workflow) -> None:
@@ -262,7 +452,14 @@ class _Builder:
 
     def node_declarations(self, node: Node) -> None:
         attrs = node.attrs
-        if "outputs" in attrs:
+        if "outputs" in attrs and _names_files(attrs["outputs"].text):
+            attr = attrs["outputs"]
+            self.diag("outputs_files", f"outputs={attr.text!r} names files (a convention of "
+                      "other Attractor engines), not delivery outputs (name:kind); they are not "
+                      "checked and the node's reply may set any key", attr.value.line,
+                      attr.value.column, node=node.id, fix="to declare what the agent returns, "
+                      "write outputs=\"summary:text\"", severity="warning")
+        elif "outputs" in attrs:
             try:
                 node.outputs = tuple(parse_outputs(attrs["outputs"].text))
             except DeclarationError as err:
@@ -293,6 +490,68 @@ class _Builder:
             self.diag("condition_syntax", f"condition {shown!r}: expected {err.expected}, "
                       f"found {err.found}", line, column, edge=edge.name,
                       fix="conditions look like outcome=succeeded && pr.state!=MERGED")
+
+
+_FLOAT = re.compile(r"-?[0-9]*\.[0-9]+\Z")
+# Attractor's own type names; any other `type=` is delivery's spelling.
+_ATTRACTOR_TYPES = frozenset({"start", "exit", "codergen", "tool", "wait.human", "conditional",
+                              "parallel", "parallel.fan_in", "stack.manager_loop"})
+_DELIVERY_GRAPH_ATTRS = ("inputs", "defaults", "folders")
+_DELIVERY_NODE_ATTRS = ("outputs", "facts", "probe", "folder", "script", "order",
+                        "delegatable", "interval")
+
+
+_FILE_ITEM = re.compile(r"[\w.~-]*[./][\w./~-]*\Z")
+
+
+def _names_files(text: str) -> bool:
+    """`outputs="review-report.md"`: file names (Kilroy's convention), not name:kind."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items or ":" in text:
+        return False
+    # `summary.text` is a typo of summary:text, not a file: the declaration reports it
+    kinds = tuple(f".{kind.value}" for kind in OutputKind)
+    return all(_FILE_ITEM.match(item) and not item.endswith(kinds) for item in items)
+
+
+def _is_mdiamond(node: Node) -> bool:
+    shape = node.attrs.get("shape")
+    kind = node.attrs.get("type")
+    return (shape is not None and shape.text == "Mdiamond") or (
+        kind is not None and kind.text == "start")
+
+
+def _has_delivery_declarations(workflow: Workflow) -> bool:
+    """Whether the file uses anything of delivery's own (SPEC §4): then its prompts are
+    Jinja templates; a plain Attractor file keeps its prompts as written (only `$goal`)."""
+    if any(name in workflow.attrs for name in _DELIVERY_GRAPH_ATTRS):
+        return True
+    for node in workflow.nodes.values():
+        if any(name in node.attrs for name in _DELIVERY_NODE_ATTRS if name != "outputs"):
+            return True
+        if "outputs" in node.attrs and not _names_files(node.attrs["outputs"].text):
+            return True
+        kind = node.attrs.get("type")
+        if kind is not None and kind.text and kind.text not in _ATTRACTOR_TYPES:
+            return True
+    return False
+
+
+def _first_non_jinja(workflow: Workflow) -> tuple[str, Attribute] | None:
+    """In an Attractor file (nothing of delivery's own), the first prompt or script that is
+    not valid Jinja — Helm's `{{ .Values.x }}`, bash's `${#a[@]}`: such a file keeps its
+    prompts and scripts as written (SPEC §4). None: the file's templates are Jinja."""
+    if _has_delivery_declarations(workflow):
+        return None
+    for node in workflow.nodes.values():
+        for attr in (node.prompt_attr, node.attrs.get("tool_command")):
+            if attr is not None and _TEMPLATE_MARK.search(attr.text) and \
+                    not is_jinja(attr.text):
+                return node.id, attr
+    return None
+
+
+_TEMPLATE_MARK = re.compile(r"\{[{%#]")
 
 
 def build_workflow(dot: DotGraph) -> tuple[Workflow, list[Diagnostic]]:

@@ -182,6 +182,7 @@ def _eval3(node: Expr, known: Mapping[str, str]) -> bool | None:
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
 _OP = re.compile(r"!=|<=|>=|==|=|<|>|contains(?=[\s\"])")
 _BARE = re.compile(r"[^\s&|()!<>=\"]+")
+_BARE_MORE = re.compile(r"[ \t]+[^\s&|()!<>=\"]+")
 _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?\Z")
 
 
@@ -298,8 +299,13 @@ class _ConditionParser:
                 'a literal (write "" to compare with the empty string)',
                 self.found(),
             )
-        self.pos = m.end()
-        word = m.group()
+        end = m.end()
+        # Attractor reads a clause's value up to `&&` (`preferred_label=More fixes needed`):
+        # a bare literal runs on over spaces to the next operator, `)` or the end
+        while (more := _BARE_MORE.match(text, end)) is not None:
+            end = more.end()
+        self.pos = end
+        word = text[m.start():end]
         if word in ("true", "false"):
             return word, "bool"
         if _NUMBER.match(word):

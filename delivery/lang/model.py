@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
+from typing import Literal
 
 from delivery.lang.conditions import Condition
 from delivery.lang.declarations import DefaultValue, FactDecl, InputDecl, OutputDecl
@@ -34,23 +35,21 @@ class NodeType(StrEnum):
     FAN_IN = "fan_in"
 
 
+# Attractor's shape table (its §2.8) and nothing else: every other shape is an agent node.
+# delivery's own types (prompt, probe, publish, ...) are chosen only with `type=`.
 SHAPES: dict[str, NodeType] = {
     "Mdiamond": NodeType.START,
     "Msquare": NodeType.EXIT,
     "box": NodeType.AGENT,
-    "tab": NodeType.PROMPT,
-    "parallelogram": NodeType.SCRIPT,
-    "cds": NodeType.PROBE,
-    "folder": NodeType.PUBLISH,
-    "doubleoctagon": NodeType.MERGE,
-    "insulator": NodeType.WAIT,
-    "rect": NodeType.WORKTREE_ADD,
-    "invhouse": NodeType.WORKTREE_REMOVE,
     "hexagon": NodeType.HUMAN,
     "diamond": NodeType.CONDITIONAL,
+    "parallelogram": NodeType.SCRIPT,
     "component": NodeType.PARALLEL,
     "tripleoctagon": NodeType.FAN_IN,
 }
+# Attractor's supervisor loop: a shape and a type delivery does not run (a validation error).
+MANAGER_LOOP_SHAPE = "house"
+MANAGER_LOOP_TYPE = "stack.manager_loop"
 
 # `type=` spellings beyond our own names: Attractor's handler types.
 TYPE_ALIASES: dict[str, NodeType] = {
@@ -100,8 +99,20 @@ def _text(attrs: Attributes, name: str, default: str = "") -> str:
     return attr.text if attr is not None else default
 
 
+JoinPolicy = Literal["wait_all", "first_success"]
+TemplateMode = Literal["jinja", "plain"]
+TEMPLATE_MODES: tuple[TemplateMode, ...] = ("jinja", "plain")
+JOIN_POLICIES: tuple[JoinPolicy, ...] = ("wait_all", "first_success")
+# delivery's earlier spelling `join=all|any`
+JOIN_ALIASES: dict[str, JoinPolicy] = {"all": "wait_all", "any": "first_success"}
+DEFAULT_MAX_PARALLEL = 4
+
+
 @dataclass(eq=False)
 class Node:
+    """A stage. Typed fields are parsed once by the builder (a bad value is a validation
+    error there, never a silent default at run time); `attrs` keeps every raw attribute."""
+
     id: str
     line: int
     column: int
@@ -112,6 +123,18 @@ class Node:
     facts: tuple[FactDecl, ...] = ()
     probe_kinds: tuple[str, ...] = ()
     declared: bool = True  # False: created only by being named in an edge
+    max_retries: int | None = None  # None: the graph's default_max_retries
+    timeout: float | None = None  # seconds
+    interval: float = 0.0  # seconds (wait nodes)
+    max_interval: float | None = None  # seconds (wait nodes)
+    backoff: float = 1.0  # interval factor on consecutive visits (wait nodes)
+    goal_gate: bool = False
+    allow_partial: bool = False
+    auto_status: bool = False
+    delegatable: bool = False  # a human gate an agent may answer in managed mode (SPEC §9.1)
+    join_policy: JoinPolicy = "wait_all"
+    max_parallel: int = DEFAULT_MAX_PARALLEL
+    template: TemplateMode = "jinja"  # how prompt/script are rendered (SPEC §4)
 
     def attr(self, name: str, default: str = "") -> str:
         return _text(self.attrs, name, default)
@@ -121,8 +144,14 @@ class Node:
         return self.attr("label", self.id)
 
     @property
+    def prompt_attr(self) -> Attribute | None:
+        """`prompt`, or `llm_prompt` (the spelling of StrongDM's published pipelines)."""
+        return self.attrs.get("prompt") or self.attrs.get("llm_prompt")
+
+    @property
     def prompt(self) -> str:
-        return self.attr("prompt")
+        attr = self.prompt_attr
+        return attr.text if attr is not None else ""
 
     @property
     def script(self) -> str:
@@ -131,15 +160,6 @@ class Node:
     @property
     def script_attr(self) -> Attribute | None:
         return self.attrs.get("script") or self.attrs.get("tool_command")
-
-    @property
-    def delegatable(self) -> bool:
-        """A human gate an agent may answer in managed mode (SPEC §9.1); false by default."""
-        return self.attr("delegatable") == "true"
-
-    @property
-    def goal_gate(self) -> bool:
-        return self.attr("goal_gate") == "true"
 
     @property
     def folder(self) -> str:
@@ -155,6 +175,8 @@ class Edge:
     attrs: Attributes
     index: int  # declaration order in the file
     condition: Condition | None = None
+    weight: int = 0
+    loop_restart: bool = False
 
     def attr(self, name: str, default: str = "") -> str:
         return _text(self.attrs, name, default)
@@ -166,17 +188,6 @@ class Edge:
     @property
     def label(self) -> str:
         return self.attr("label")
-
-    @property
-    def weight(self) -> int:
-        try:
-            return int(self.attr("weight", "0"))
-        except ValueError:
-            return 0
-
-    @property
-    def loop_restart(self) -> bool:
-        return self.attr("loop_restart") == "true"
 
 
 @dataclass(eq=False)
@@ -192,6 +203,9 @@ class Workflow:
     defaults: tuple[DefaultValue, ...] = ()
     folders: tuple[str, ...] = ()
     subgraphs: dict[str, Attributes] = field(default_factory=dict)
+    default_max_retries: int = 0  # `default_max_retry` is Attractor's spelling
+    template: TemplateMode = "jinja"  # the graph's mode; each node carries its own
+    extra_attributes: frozenset[str] = frozenset()  # attributes used on purpose
 
     def attr(self, name: str, default: str = "") -> str:
         return _text(self.attrs, name, default)

@@ -94,6 +94,15 @@ def template_reads(source: str) -> list[TemplateRead]:
     return reads
 
 
+def is_jinja(source: str) -> bool:
+    """Whether `source` parses as a Jinja2 template."""
+    try:
+        _PARSE_ENV.parse(source)
+    except TemplateSyntaxError:
+        return False
+    return True
+
+
 def _jinja_reads(source: str) -> list[TemplateRead]:
     try:
         ast = _PARSE_ENV.parse(source)

@@ -21,8 +21,13 @@ class Branch:
 @dataclass
 class ParallelSection:
     parallel: str
-    fan_in: str | None  # None: no fan-in joins every branch (a validation error)
+    # The node that joins the branches (a fan-in, or where they meet); None: no join, or
+    # the branches end at an exit
+    fan_in: str | None
     branches: list[Branch]
+    # Where the run goes on after the join: the join, or the exit every branch ends at;
+    # None: the branches never meet (a validation error).
+    end: str | None = None
 
 
 def retry_targets(workflow: Workflow, node_id: str) -> list[str]:
@@ -63,36 +68,42 @@ def reachable(workflow: Workflow, start: str) -> set[str]:
 
 
 def parallel_sections(workflow: Workflow) -> dict[str, ParallelSection]:
-    """Every parallel node with the fan-in that joins all of its branches.
+    """Every parallel node with the node that joins all of its branches.
 
-    A branch is walked from its head; an inner parallel section is stepped over (its
-    fan-in continues the walk), so nested sections are matched correctly. The matched
-    fan-in is the one every branch reaches, nearest to the parallel node.
+    A branch is walked from its head up to a fan-in or an exit; an inner parallel section is
+    stepped over (its join continues the walk), so nested sections are matched correctly.
+    The join is the fan-in every branch reaches, nearest to the parallel node. Without one
+    (Attractor runs each branch to a fan-in or exit boundary, and its implementations join
+    where the branches meet), it is the nearest node every branch reaches: an exit ends the
+    run there, any other node runs once on the joined context.
     """
     sections: dict[str, ParallelSection] = {}
     in_progress: set[str] = set()
 
-    def walk_branch(head: str) -> dict[str, int]:
-        """The fan-ins reached from a branch head, with their distance."""
-        fan_ins: dict[str, int] = {}
+    def walk_branch(head: str, parallel_id: str) -> dict[str, int]:
+        """Every node reached from a branch head, with its distance."""
+        reached: dict[str, int] = {}
         queue = deque([(head, 0)])
-        seen = {head}
+        seen = {head, parallel_id}
         while queue:
             current, depth = queue.popleft()
+            reached.setdefault(current, depth)
             node = workflow.nodes[current]
-            if node.type is NodeType.FAN_IN:
-                fan_ins.setdefault(current, depth)
+            if node.type in (NodeType.FAN_IN, NodeType.EXIT):
                 continue
             nexts = successors(workflow, current)
             if node.type is NodeType.PARALLEL:
                 inner = match(current)
-                if inner is not None and inner.fan_in is not None:
-                    nexts = successors(workflow, inner.fan_in)
+                if inner is not None and inner.end is not None:
+                    nexts = successors(workflow, inner.end)
             for target in nexts:
                 if target not in seen:
                     seen.add(target)
                     queue.append((target, depth + 1))
-        return fan_ins
+        return reached
+
+    def nearest(candidates: set[str], reached: list[dict[str, int]]) -> str:
+        return min(candidates, key=lambda f: (max(r.get(f, 0) for r in reached), f))
 
     def match(parallel_id: str) -> ParallelSection | None:
         if parallel_id in sections:
@@ -101,20 +112,26 @@ def parallel_sections(workflow: Workflow) -> dict[str, ParallelSection]:
             return None
         in_progress.add(parallel_id)
         heads = [edge.target for edge in workflow.outgoing.get(parallel_id, [])]
-        reached = [walk_branch(head) for head in heads]
-        common: set[str] | None = None
-        for fan_ins in reached:
-            common = set(fan_ins) if common is None else common & set(fan_ins)
-        fan_in = None
-        if common:
-            fan_in = min(common, key=lambda f: (max(r.get(f, 0) for r in reached), f))
+        reached = [walk_branch(head, parallel_id) for head in heads]
+        common: set[str] = set(reached[0]) if reached else set()
+        for nodes in reached[1:]:
+            common &= set(nodes)
+        fan_in = end = None
+        joins = {f for f in common if workflow.nodes[f].type is NodeType.FAN_IN}
+        any_fan_in = any(workflow.nodes[f].type is NodeType.FAN_IN for r in reached for f in r)
+        if joins:
+            fan_in = end = nearest(joins, reached)
+        elif common and not any_fan_in:
+            end = nearest(common, reached)
+            if workflow.nodes[end].type is not NodeType.EXIT:
+                fan_in = end
         branches = []
         for head in heads:
             branch = Branch(head)
-            if head != fan_in:
-                branch.nodes = _nodes_before(workflow, head, fan_in, parallel_id)
+            if head != end:
+                branch.nodes = _nodes_before(workflow, head, end, parallel_id)
             branches.append(branch)
-        section = ParallelSection(parallel_id, fan_in, branches)
+        section = ParallelSection(parallel_id, fan_in, branches, end)
         sections[parallel_id] = section
         in_progress.discard(parallel_id)
         return section

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from delivery.lang.conditions import Condition
 from delivery.lang.model import Edge, NodeType, Workflow
 from delivery.lang.topology import ParallelSection, parallel_sections, retry_targets
-from delivery.validation.writes import initial_writes, stage_writes
+from delivery.validation.writes import initial_writes, stage_writes, writes_freely
 
 WITNESS_LIMIT = 50
+FREE = "\x00free"  # a pseudo key: "an agent without outputs= ran", on every path
 _RESULT = re.compile(r"parallel\.results\.([0-9]+)(?:\.(.*))?\Z")
 
 
@@ -81,14 +82,15 @@ class _Cover:
         return mask
 
 
-def failure_can_take(edge: Edge) -> bool:
-    """True when this edge can be chosen after its source failed (SPEC §1.3)."""
+def failure_can_take(edge: Edge, workflow: Workflow | None = None) -> bool:
+    """True when this edge can be chosen after its source failed (SPEC §1.3): a condition
+    on `outcome` that may hold for `failed`, or (given the workflow) an unconditional edge
+    into a conditional node, which keeps the failure and routes on it."""
     condition: Condition | None = edge.condition
-    return (
-        condition is not None
-        and condition.tests_outcome()
-        and condition.may_hold({"outcome": "failed"})
-    )
+    if condition is None:
+        return workflow is not None and \
+            workflow.nodes[edge.target].type is NodeType.CONDITIONAL
+    return condition.tests_outcome() and condition.may_hold({"outcome": "failed"})
 
 
 class Availability:
@@ -99,7 +101,7 @@ class Availability:
         self.workflow = workflow
         self.start = start
         self.sections = sections if sections is not None else parallel_sections(workflow)
-        keys = sorted({read.key for read in reads} | self._result_subkeys(reads))
+        keys = sorted({read.key for read in reads} | self._result_subkeys(reads) | {FREE})
         self.cover = _Cover(keys)
         self.all_bits = (1 << len(keys)) - 1
         self.initial = self.cover.masks(initial_writes(workflow))
@@ -109,11 +111,19 @@ class Availability:
             writes = stage_writes(node)
             self.always[node.id] = self.cover.masks(writes.always)
             self.success[node.id] = self.cover.masks(writes.always + writes.on_success)
+            if writes_freely(node):  # an Attractor agent: may set any key when it succeeds
+                self.success[node.id] |= self.cover.bit[FREE]
         self.section_of_fan_in = {
             s.fan_in: s for s in self.sections.values() if s.fan_in is not None
         }
         self.result_bits = self._result_bits(keys)
-        self.failure_edges = {e.index for e in workflow.edges if failure_can_take(e)}
+        self.failure_edges = {e.index for e in workflow.edges if failure_can_take(e, workflow)}
+        # A conditional node entered after a failure routes only on edges that can be taken
+        # after a failure; its other edges see only what the success paths into it carry.
+        self.conditional = {n.id for n in workflow.nodes_of(NodeType.CONDITIONAL)}
+        self.into_conditional = {e.index for e in workflow.edges
+                                 if e.condition is None and e.target in self.conditional}
+        self.success_entry: dict[str, int] = {}
         self._forward_steps: dict[str, list[tuple[str, int, bool]]] | None = None
         self._witness_parents: dict[int, dict[str, tuple[str, bool] | None]] = {}
         self.entry: dict[str, int] = {}
@@ -141,11 +151,17 @@ class Availability:
             found.append((self.cover.bit[key], int(m.group(1)), inner))
         return found
 
+    def _source_entry(self, edge: Edge) -> int:
+        source = edge.source
+        if source in self.conditional and not failure_can_take(edge):
+            return self.success_entry.get(source, self.all_bits)
+        return self.entry.get(source, self.all_bits)
+
     def edge_flow(self, edge: Edge) -> int:
         if edge.loop_restart:
             return self.initial
         source = edge.source
-        entry = self.entry.get(source, self.all_bits)
+        entry = self._source_entry(edge)
         if edge.index in self.failure_edges:
             return entry | self.always[source]
         return entry | self.success[source]
@@ -154,7 +170,7 @@ class Availability:
         """What a condition on `edge` sees: the context after its source ran (a loop
         restart clears the context only once the edge is taken)."""
         source = edge.source
-        entry = self.entry.get(source, self.all_bits)
+        entry = self._source_entry(edge)
         if edge.index in self.failure_edges:
             return entry | self.always[source]
         return entry | self.success[source]
@@ -237,21 +253,33 @@ class Availability:
         while queue:
             node_id = queue.popleft()
             queued.discard(node_id)
+            success = self.all_bits
             if node_id == self.start:
-                value = self.initial
+                value = success = self.initial
             else:
                 value = self.all_bits
                 for source, edge in incoming[node_id]:
                     if source not in self.entry:
                         continue  # not reached yet: the top of the lattice
                     if edge is None:
-                        value &= self.entry[source] | self.always[source]
+                        flow = self.entry[source] | self.always[source]
+                        value &= flow
+                        success &= flow
                     else:
                         value &= self.edge_flow(edge)
+                        if edge.index in self.into_conditional:
+                            success &= self._source_entry(edge) | self.success[source]
+                        else:
+                            success &= self.edge_flow(edge)
                 joined = self.section_of_fan_in.get(node_id)
                 if joined is not None and joined.parallel in self.entry:
                     value &= self._join_flow(joined)
-            if self.entry.get(node_id) != value or node_id not in self.entry:
+                    success &= self._join_flow(joined)
+            changed = self.entry.get(node_id) != value or node_id not in self.entry
+            if node_id in self.conditional and self.success_entry.get(node_id) != success:
+                self.success_entry[node_id] = success
+                changed = True
+            if changed:
                 self.entry[node_id] = value
                 for dependent in dependents[node_id]:
                     if dependent not in queued:
@@ -259,13 +287,18 @@ class Availability:
                         queue.append(dependent)
 
     # -- answers --------------------------------------------------------------------
-    def available(self, read: Read) -> bool:
+    def available(self, read: Read, key: str | None = None) -> bool:
         if read.node not in self.entry:
             return True  # unreachable: reported by the reachability rule instead
-        bit = self.cover.bit[read.key]
+        bit = self.cover.bit[read.key if key is None else key]
         value = (self.condition_flow(read.edge) if read.edge is not None
                  else self.entry[read.node])
         return bool(value & bit)
+
+    def after_free_writer(self, read: Read) -> bool:
+        """Whether every path to the read passes an agent without outputs= (SPEC §10: the
+        read's availability is then unproven, a warning, rather than an error)."""
+        return self.available(read, FREE)
 
     def _search_without(self, bit: int) -> dict[str, tuple[str, bool] | None]:
         """BFS parents from the start along steps that do not carry the key `bit`."""

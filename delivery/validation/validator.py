@@ -16,15 +16,21 @@ from delivery.lang.conditions import OUTCOME_ALIASES, Compare, Truthy
 from delivery.lang.declarations import OutputKind, reserved_reason
 from delivery.lang.diagnostics import Diagnostic, Severity
 from delivery.lang.model import LLM_TYPES, Attribute, Edge, Node, NodeType, Workflow
-from delivery.lang.template_reads import TemplateProblem, template_reads
+from delivery.lang.template_reads import (
+    DOLLAR_GOAL,
+    TemplateProblem,
+    TemplateRead,
+    template_reads,
+)
 from delivery.lang.topology import ParallelSection, parallel_sections, reachable
 from delivery.validation import security
 from delivery.validation.availability import Availability, Read, failure_can_take
 from delivery.validation.writes import is_always_available, stage_writes
 from probes.pr_state import PR_STATES
 
-OUTCOMES = ("succeeded", "failed", *OUTCOME_ALIASES)
+OUTCOMES = ("succeeded", "failed", "partial_success", "retry", "skipped", *OUTCOME_ALIASES)
 BOOLEANS = ("true", "false")
+_CONNECTIVES = frozenset({"and", "or", "not", "AND", "OR", "NOT"})
 
 
 class _Checker:
@@ -190,6 +196,19 @@ class _Checker:
                     if isinstance(atom, Compare):
                         yield edge, atom
 
+    def spaced_literals(self) -> None:
+        """A bare literal runs over spaces (as Attractor reads a clause), so `x=a and y=b`
+        written with words instead of `&&` would compare x with 'a and y'... : say so."""
+        for edge, atom in self.compares():
+            words = atom.literal.split()
+            if atom.literal_kind == "word" and len(words) > 1 and \
+                    _CONNECTIVES.intersection(words):
+                self.at_attr("condition_words", edge.attrs["condition"], f"{atom.key} is "
+                             f"compared with the whole text {atom.literal!r}: 'and'/'or' "
+                             "words do not join clauses", "join clauses with && and ||; quote "
+                             "a literal that holds such words", edge=edge.name,
+                             offset=atom.literal_offset, severity="warning")
+
     def choices(self) -> None:
         w = self.w
         domains: dict[str, set[str]] = {}
@@ -222,7 +241,15 @@ class _Checker:
             allowed: tuple[str, ...] | None = None
             what = ""
             if key == "outcome" or key.endswith(".outcome"):
-                allowed, what = OUTCOMES, "an outcome"
+                if atom.literal not in OUTCOMES:
+                    # an agent may report a custom outcome (SPEC §2): warn, do not refuse
+                    self.at_attr("custom_outcome", edge.attrs["condition"], f"'{atom.literal}' "
+                                 "is not a standard outcome; only an agent reporting it as a "
+                                 "custom outcome makes this comparison hold",
+                                 f"compare {key} with one of {', '.join(OUTCOMES)}, or keep "
+                                 "it if an agent reports this outcome", edge=edge.name,
+                                 offset=atom.literal_offset, severity="warning")
+                continue
             elif key == "pr.state" or key.endswith(".pr.state"):
                 allowed, what = PR_STATES, "a PR state"
             elif key in ("pr.ready", "worktree.clean") or key.endswith(
@@ -241,11 +268,11 @@ class _Checker:
         reads: list[Read] = []
         for node in self.w.nodes.values():
             for name in ("prompt", "script", "tool_command"):
-                attr = node.attrs.get(name)
+                attr = node.prompt_attr if name == "prompt" else node.attrs.get(name)
                 if attr is None or (name == "prompt" and node.type not in LLM_TYPES):
                     continue
                 try:
-                    found = template_reads(attr.text)
+                    found = node_template_reads(node, name, attr.text)
                 except TemplateProblem as problem:
                     line = attr.value.line + problem.lineno - 1
                     self.add("template_syntax", f"{name} template: {problem.message}", line,
@@ -281,7 +308,19 @@ class _Checker:
         for read in reads:
             if analysis.available(read):
                 continue
-            self.explain(read, analysis, writers, sections)
+            free = analysis.after_free_writer(read) and \
+                reserved_reason(read.key, self.w.folders) is None
+            self.explain(read, analysis, writers, sections, free)
+
+    def unproven(self, read: Read) -> None:
+        where = f"condition of {read.edge.name}" if read.edge else f"template of '{read.node}'"
+        self.add("availability_unproven", f"'{read.key}' is read in the {where}; no declared "
+                 "output or fact writes it on every path, but an agent without outputs= "
+                 "before it may set it (availability unproven)", read.line, read.column,
+                 fix=f"declare it on the agent that sets it (outputs=\"{read.key}:text\"), or "
+                 "guard a template read with | default('')", severity="warning",
+                 node=None if read.edge else read.node,
+                 edge=read.edge.name if read.edge else None)
 
     def writers(self) -> dict[str, list[str]]:
         table: dict[str, list[str]] = {}
@@ -292,13 +331,18 @@ class _Checker:
         return table
 
     def explain(self, read: Read, analysis: Availability, writers: dict[str, list[str]],
-                sections: Mapping[str, ParallelSection]) -> None:
+                sections: Mapping[str, ParallelSection], free: bool) -> None:
         key = read.key
         where = f"condition of {read.edge.name}" if read.edge else f"template of '{read.node}'"
         parts = key.split(".")
         written_by = sorted({n for cut in range(1, len(parts) + 1)
                              for n in writers.get(".".join(parts[:cut]), ())})
         branch_info = self.branch_relation(read, written_by, sections)
+        if branch_info is None and free and not written_by:
+            # only an Attractor agent before it may set it: unproven, a warning (SPEC §10);
+            # a key some declaration writes is held to that declaration
+            self.unproven(read)
+            return
         if branch_info is not None:
             rule, message, fix = branch_info
         elif key.startswith("parallel.results."):
@@ -316,7 +360,7 @@ class _Checker:
                        f"the start{via}; written by {', '.join(written_by)}")
             fix = ("write it on every path before this read (a failure edge does not carry a "
                    "stage's outputs), or guard a template read with | default('')")
-        if read.edge is not None and failure_can_take(read.edge) and written_by and \
+        if read.edge is not None and failure_can_take(read.edge, self.w) and written_by and \
                 rule == "availability":
             message += "; this edge is taken after a failure, which writes no outputs"
         self.add(rule, message, read.line, read.column, fix=fix,
@@ -367,20 +411,49 @@ class _Checker:
             if not section.branches:
                 self.at_node("parallel_branches", node, f"parallel '{node.id}' has no "
                              "outgoing edge", "add one edge per branch")
-            elif section.fan_in is None:
-                self.at_node("parallel_fan_in", node, f"no fan-in joins every branch of "
-                             f"parallel '{node.id}'", "add a fan_in node "
-                             "[shape=tripleoctagon] that every branch reaches")
+            elif section.end is None:
+                self.at_node("parallel_fan_in", node, f"the branches of parallel '{node.id}' "
+                             "never join: no fan-in, and no exit, is reached by every branch",
+                             "add a fan_in node [shape=tripleoctagon] that every branch reaches")
 
     def run(self) -> list[Diagnostic]:
         start = self.structure()
         self.nodes()
         self.graph_declarations()
         self.choices()
+        self.spaced_literals()
         self.parallel_structure()
         if start is not None:
             self.availability(start)
         return self.out
+
+
+def node_template_reads(node: Node, name: str, text: str) -> list[TemplateRead]:
+    """What a node's prompt or script reads: a Jinja template's names, or with
+    `template=plain` only `$goal` in a prompt (a plain script is run as written)."""
+    if node.template == "plain":
+        if name != "prompt":
+            return []
+        return [TemplateRead("goal", text.count("\n", 0, m.start()) + 1)
+                for m in DOLLAR_GOAL.finditer(text)]
+    return template_reads(text)
+
+
+def reads_goal(workflow: Workflow) -> bool:
+    """Whether anything reads the goal (SPEC §3: only then must a run have one)."""
+    for node in workflow.nodes.values():
+        for name in ("prompt", "script", "tool_command"):
+            attr = node.prompt_attr if name == "prompt" else node.attrs.get(name)
+            if attr is None or (name == "prompt" and node.type not in LLM_TYPES):
+                continue
+            try:
+                found = node_template_reads(node, name, attr.text)
+            except TemplateProblem:
+                continue
+            if any(read.key in ("goal", "graph.goal") for read in found):
+                return True
+    return any(atom.key in ("goal", "graph.goal") for edge in workflow.edges
+               if edge.condition is not None for atom in edge.condition.atoms())
 
 
 def validate(workflow: Workflow) -> list[Diagnostic]:

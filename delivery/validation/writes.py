@@ -49,7 +49,7 @@ def stage_writes(node: Node) -> StageWrites:
             if out.kind is OutputKind.WORK:
                 success.append("current_work")
     elif kind is NodeType.SCRIPT:
-        always.append(f"{node.id}.failed")
+        always += [f"{node.id}.failed", "tool.output"]
         success += [fact.name for fact in node.facts]
     elif kind is NodeType.PROBE:
         folder = node.folder
@@ -62,6 +62,12 @@ def stage_writes(node: Node) -> StageWrites:
     elif kind is NodeType.HUMAN:
         success += list(HUMAN_GATE_KEYS)
     return StageWrites(tuple(always), tuple(success))
+
+
+def writes_freely(node: Node) -> bool:
+    """An Attractor agent node (no `outputs=`): its reply may set any non-reserved key, so
+    what it writes is not known before the run (SPEC §5, §10)."""
+    return node.type in (NodeType.AGENT, NodeType.PROMPT) and not node.outputs
 
 
 def is_always_available(key: str) -> bool:

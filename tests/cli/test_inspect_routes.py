@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine_helpers import cli, reply, run_flow
+from engine_helpers import cli, reply, run_flow, write_flow
 
 FLOW = """
 digraph g {
@@ -52,3 +52,21 @@ def test_a_condition_step_lists_the_values_it_read(tmp_path: Path) -> None:
     assert taken[1]["condition"] == "verdict=test"
     assert "read: verdict=test" in text
     assert "retry target" in text
+
+
+def test_routes_name_a_failure_flowing_into_a_conditional_node(tmp_path: Path) -> None:
+    dot = """
+    digraph F {
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      check [shape=parallelogram, tool_command="exit 3"]
+      gate [shape=diamond]
+      start -> check -> gate
+      gate -> exit [condition="outcome=fail"]
+    }
+    """
+    workflow = write_flow(tmp_path, dot)
+    code, _, _ = cli("run", workflow, "--workspace", tmp_path, "--run-dir", tmp_path / "run")
+    assert code == 1
+    _, out, _ = cli("inspect", tmp_path / "run", "--routes")
+    assert "check -> gate: the stage failed: unconditional edge into a conditional node" in out

@@ -97,7 +97,7 @@ def test_github_format_escapes_newlines_in_messages() -> None:
     path = ROOT / "tests" / "workflows" / "invalid" / "template_syntax.dot"
     _, out, _ = run(path, "--format", "github")
     (line,) = out.splitlines()
-    assert line.startswith(f"::error file={path},line=6,col=1::[template_syntax]")
+    assert line.startswith(f"::error file={path},line=7,col=1::[template_syntax]")
 
 
 def test_several_files_each_get_a_verdict_and_errors_win() -> None:

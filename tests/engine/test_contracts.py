@@ -253,7 +253,7 @@ def test_outcome_alias_success_is_normalised() -> None:
 
 
 def test_unknown_outcome_and_non_string_reason_are_problems() -> None:
-    reply = json.dumps({"outcome": "done", "failure_reason": 3, "context_updates": []})
+    reply = json.dumps({"outcome": "not a word", "failure_reason": 3, "context_updates": []})
     problems = problems_of(reply, "")
     assert len(problems) == 3
     assert '"outcome"' in problems[0] and '"failure_reason"' in problems[1]

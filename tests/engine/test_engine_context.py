@@ -179,13 +179,20 @@ def test_cli_refuses_bad_inputs_with_exit_2_and_no_traceback(
     assert "Traceback" not in err + out
 
 
-def test_cli_refuses_a_run_with_no_goal(tmp_path: Path) -> None:
-    workflow = write_flow(tmp_path, REFUSAL_FLOW)
+def test_cli_refuses_a_run_with_no_goal_when_the_workflow_reads_it(tmp_path: Path) -> None:
+    workflow = write_flow(tmp_path, REFUSAL_FLOW.replace("{{ ticket }}", "{{ ticket }}: $goal"))
     code, out, err = cli("run", workflow, "--input", "ticket=T", "--agent", "replay:x.json",
                          "--workspace", tmp_path)
     assert code == 2
     assert "goal" in err
     assert "Traceback" not in err + out
+
+
+def test_a_run_without_a_goal_starts_when_nothing_reads_it(tmp_path: Path) -> None:
+    ran = run_flow(tmp_path, REFUSAL_FLOW, goal=None, inputs={"ticket": "T"},
+                   replies={"a": [reply()]})
+    assert ran.status == "succeeded", ran.outcome.failure_reason
+    assert ran.context["goal"] == ""
 
 
 INVALID_FLOW = """

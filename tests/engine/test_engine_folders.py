@@ -235,3 +235,31 @@ def test_a_probe_in_a_run_without_folders_sees_no_pr(tmp_path: Path) -> None:
     assert ran.status == "succeeded", ran.failure_reason
     assert (ran.context["pr.state"], ran.context["pr.ready"],
             ran.context["threads.unresolved"]) == ("NONE", False, 0)
+
+
+def test_parallel_branches_make_and_probe_worktrees_concurrently(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    dot = """
+    digraph F {
+      graph [goal="g", inputs="ticket", folders="web,api"]
+      start [shape=Mdiamond]
+      exit [shape=Msquare]
+      fan [shape=component]
+      add_web [type=worktree_add, folder=web]
+      add_api [type=worktree_add, folder=api]
+      look_web [type=probe, folder=web, probe="worktree,diff"]
+      look_api [type=probe, folder=api, probe="worktree,diff"]
+      join [shape=tripleoctagon]
+      look [type=probe, probe="worktree"]
+      start -> fan
+      fan -> add_web -> look_web -> join
+      fan -> add_api -> look_api -> join
+      join -> look -> exit
+    }
+    """
+    ran = start(tmp_path, dot, remotes)
+    assert ran.status == "succeeded", ran.failure_reason
+    assert ran.context["web.worktree.branch"] == ran.context["api.worktree.branch"] == BRANCH
+    results = ran.context["parallel.results"]
+    assert [r["context"]["web.diff.empty" if r["node"] == "add_web" else "api.diff.empty"]
+            for r in results] == [True, True]

@@ -54,7 +54,7 @@ def test_a_script_writes_exactly_its_declared_facts_and_node_failed(tmp_path: Pa
         "goal", "graph.goal", "internal.run_id", "outcome", "failure_reason", "last_stage",
         "preferred_label", "current_node",
     }
-    assert stage_keys == {"a", "s.failed"}
+    assert stage_keys == {"a", "s.failed", "tool.output"}
 
 
 def test_a_missing_declared_fact_fails_the_stage_naming_it(tmp_path: Path) -> None:
@@ -155,15 +155,16 @@ def test_without_folder_the_script_runs_in_the_workspace(tmp_path: Path) -> None
     assert (tmp_path / "here").is_file()
 
 
-def test_stdout_and_stderr_go_to_the_stage_folder_not_the_context(tmp_path: Path) -> None:
+def test_stdout_trimmed_is_tool_output_and_stderr_stays_in_the_stage_folder(
+        tmp_path: Path) -> None:
     ran = run_flow(tmp_path, script_flow("echo OUT-MARKER; echo ERR-MARKER >&2"))
     assert ran.status == "succeeded"
     out = stage_file(ran.outcome, "s", "stdout.txt").read_text()
     err = stage_file(ran.outcome, "s", "stderr.txt").read_text()
     assert out.strip() == "OUT-MARKER"
     assert err.strip() == "ERR-MARKER"
-    flat = repr(ran.context)
-    assert "OUT-MARKER" not in flat and "ERR-MARKER" not in flat
+    assert ran.context["tool.output"] == "OUT-MARKER"  # Attractor's tool handler
+    assert "ERR-MARKER" not in repr(ran.context)
 
 
 def test_each_retry_attempt_keeps_its_own_output_files(tmp_path: Path) -> None:

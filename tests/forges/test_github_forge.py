@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import logging
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from github_helpers import ManualClock, started
+from github_helpers import ManualClock
 
 from delivery.errors import ForgeError
 from delivery.forges.base import Forge
@@ -21,16 +20,6 @@ from probes.evidence import PrQuery, PullRequestSnapshot
 from probes.github import RetryBudget
 
 BRANCH = "delivery/T-1"
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def fake(clock: ManualClock) -> Iterator[FakeGitHub]:
-    yield from started(clock)
 
 
 @pytest.fixture
@@ -100,6 +89,21 @@ def test_create_after_a_502_looks_first_then_posts_once_more(forge: GitHubForge,
     assert fake.count("GET", "/api/v3/repos/octo/web/pulls") == 2  # before each POST
 
 
+def test_a_pr_opened_between_our_look_and_our_create_is_found_and_returned(
+        forge: GitHubForge, fake: FakeGitHub) -> None:
+    # Another writer opens the PR right after our look answered "none": GitHub refuses our
+    # POST with 422 "A pull request already exists"; we look again and return theirs.
+    fake.inject(faults.opened_meanwhile("octo/web", BRANCH,
+                                        path="/api/v3/repos/octo/web/pulls"))
+    ref = forge.find_or_create_pull_request("octo/web", head=BRANCH, base="main",
+                                            title="T-1", body="body")
+    assert pulls(fake) == [ref.number] and not ref.created
+    assert fake.pull("octo/web", ref.number).author == "someone-else"
+    assert [(r.method, r.status) for r in fake.requests
+            if r.path == "/api/v3/repos/octo/web/pulls"] == [
+        ("GET", 200), ("POST", 422), ("GET", 200)]
+
+
 def test_rate_limited_write_waits_as_told(forge: GitHubForge, fake: FakeGitHub,
                                           clock: ManualClock) -> None:
     fake.inject(faults.secondary_rate_limit(retry_after=9, method="POST",
@@ -159,6 +163,17 @@ def test_merge_of_a_closed_pr_is_refused(forge: GitHubForge, fake: FakeGitHub) -
     result = forge.merge_pull_request("octo/web", number,
                                       expected_head_sha=head_sha(fake, number))
     assert result.outcome == "refused" and "closed" in result.reason
+
+
+def test_merge_of_a_draft_is_refused_without_asking_github(forge: GitHubForge,
+                                                          fake: FakeGitHub) -> None:
+    number = create(forge)
+    fake.set_draft("octo/web", number)
+    fake.clear_requests()
+    result = forge.merge_pull_request("octo/web", number,
+                                      expected_head_sha=head_sha(fake, number))
+    assert result.outcome == "refused" and "draft" in result.reason
+    assert fake.count("PUT") == 0 and not fake.pull("octo/web", number).merged
 
 
 def test_merge_applied_but_answer_lost_is_merged_once(forge: GitHubForge,

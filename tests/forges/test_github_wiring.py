@@ -4,12 +4,11 @@ the fake GitHub: the environment names the API and the token, as inside Actions.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from engine_helpers import FakeClock, cli, write_flow
-from github_helpers import CI, ManualClock, open_pr, started
+from github_helpers import CI, open_pr
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunRequest, World, start_run
@@ -19,20 +18,8 @@ TICKET = "https://tracker.example/browse/T-7"
 BRANCH = "delivery/t-7"
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    yield from started(ManualClock())
-
-
-@pytest.fixture
-def github_env(fake: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> FakeGitHub:
-    for key, value in fake.env().items():
-        monkeypatch.setenv(key, value)
-    return fake
-
-
-def test_probe_reads_github_prs_by_number_and_branch(github_env: FakeGitHub) -> None:
-    fake = github_env
+def test_probe_reads_github_prs_by_number_and_branch(fake_github_env: FakeGitHub) -> None:
+    fake = fake_github_env
     fake.create_repo("octo/web", check_rules=(CI,))
     fake.create_repo("octo/api", check_rules=(CI,))
     web = open_pr(fake, "octo/web")
@@ -49,7 +36,7 @@ def test_probe_reads_github_prs_by_number_and_branch(github_env: FakeGitHub) -> 
 
 
 def test_probe_of_github_without_a_token_is_refused_naming_it(
-        github_env: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
+        fake_github_env: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_TOKEN")
     code, _, err = cli("probe", "--repo", "web=octo/web#1", "--forge", "github")
     assert code != 0 and "GITHUB_TOKEN" in err and "Traceback" not in err

@@ -182,6 +182,17 @@ def test_a_pr_that_moved_is_not_merged(forge: LocalForge, remote: Path) -> None:
     assert "new.txt" not in git(remote, "ls-tree", "--name-only", "main")
 
 
+def test_a_draft_pr_waits_and_is_not_merged(forge: LocalForge, remote: Path) -> None:
+    number = open_pr(forge, remote, "feature", {"new.txt": "hello\n"})
+    forge.set_draft(str(remote), number)
+    pr = observe(forge, remote)
+    assert (pr.state.value, pr.ready, pr.raw()["draft"]) == ("WAITING", False, True)
+    result = forge.merge_pull_request(str(remote), number, expected_head_sha=pr.head_sha)
+    assert result.outcome == "refused" and "draft" in result.reason
+    forge.set_draft(str(remote), number, False)
+    assert observe(forge, remote).ready
+
+
 def test_a_conflicting_pr_is_not_merged(forge: LocalForge, remote: Path) -> None:
     number = open_pr(forge, remote, "feature", {"app.txt": "ONE\n"})
     commit_to(remote, "main", {"app.txt": "uno\n"})

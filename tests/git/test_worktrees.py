@@ -206,6 +206,16 @@ def test_headers_go_to_git_through_its_environment_after_the_callers_own() -> No
                    "GIT_CONFIG_VALUE_1": "Authorization: Basic abc"}
 
 
+def test_a_forges_git_remote_keeps_the_callers_own_git_config_entries() -> None:
+    from delivery.forges.base import GitRemote
+    remote = GitRemote("https://example.invalid/o/r.git", ("Authorization: Basic abc",))
+    env = remote.git_environment({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.x",
+                                  "GIT_CONFIG_VALUE_0": "y"})
+    assert env == header_environment(["Authorization: Basic abc"],
+                                     {"GIT_CONFIG_COUNT": "1"})
+    assert "GIT_CONFIG_KEY_0" not in env and env["GIT_CONFIG_COUNT"] == "2"
+
+
 def _children_running(word: str) -> list[str]:
     """Command lines of this process's children that mention `word` (Linux /proc)."""
     found = []

@@ -229,7 +229,7 @@ def test_may_hold_is_three_valued() -> None:
     ("a)", 1, "'&&', '||' or the end"),
     ('a = "open', 4, "a closing '\"'"),
     ("a < ", 4, 'a literal (write "" to compare with the empty string)'),
-    ("a=x y", 4, "'&&', '||' or the end"),
+    ("a=x y=z", 5, "'&&', '||' or the end"),
     ("9lives=1", 0, "a context key"),
 ])
 def test_parse_error_names_offset_and_expectation(text: str, offset: int, expected: str) -> None:
@@ -239,6 +239,13 @@ def test_parse_error_names_offset_and_expectation(text: str, offset: int, expect
     assert f"at character {offset + 1}" in str(err)
 
 
+def test_a_bare_literal_runs_over_spaces_to_the_next_operator() -> None:
+    # Attractor reads a clause's value up to `&&` (fabro's spec-dod.dot relies on it)
+    condition = parse_condition("preferred_label=More fixes needed && outcome=success")
+    assert [(a.key, a.literal) for a in condition.atoms()] == [
+        ("preferred_label", "More fixes needed"), ("outcome", "success")]
+
+
 def test_parse_error_says_what_was_found() -> None:
-    assert error("a=x y").found == "'y'"
+    assert error("a=x y=z").found == "'=z'"
     assert error("a &&").found == "the end"

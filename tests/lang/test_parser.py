@@ -297,10 +297,21 @@ def test_attractor_type_aliases_resolve() -> None:
                                                        NodeType.HUMAN]
 
 
-def test_explicit_shape_beats_the_start_and_exit_id_convention() -> None:
-    workflow = build('digraph g { start [shape=box, prompt="p"] exit [shape=tab] }')
+def test_start_id_counts_whatever_its_shape_when_no_node_is_mdiamond() -> None:
+    workflow = build('digraph g { Start [shape=circle] work [prompt="p"] }')
+    assert workflow.nodes["Start"].type is NodeType.START
+
+
+def test_start_id_is_not_a_second_start_beside_an_mdiamond() -> None:
+    workflow = build('digraph g { begin [shape=Mdiamond] start [shape=box, prompt="p"] }')
+    assert workflow.nodes["begin"].type is NodeType.START
     assert workflow.nodes["start"].type is NodeType.AGENT
-    assert workflow.nodes["exit"].type is NodeType.PROMPT
+
+
+def test_exit_id_counts_unless_an_attractor_shape_says_otherwise() -> None:
+    workflow = build('digraph g { done [shape=doublecircle] exit [shape=box, prompt="p"] }')
+    assert workflow.nodes["done"].type is NodeType.EXIT
+    assert workflow.nodes["exit"].type is NodeType.AGENT
 
 
 def test_id_convention_beats_an_inherited_shape() -> None:
@@ -311,14 +322,22 @@ def test_id_convention_beats_an_inherited_shape() -> None:
     assert workflow.nodes["work"].type is NodeType.AGENT
 
 
-def test_every_shape_maps_to_its_type() -> None:
-    workflow = build("digraph g { a [shape=cds] b [shape=folder] c [shape=doubleoctagon] "
-                     "d [shape=insulator] e [shape=rect] f [shape=invhouse] "
-                     "h [shape=component] i [shape=tripleoctagon] j [shape=diamond] }")
-    assert [workflow.nodes[n].type for n in "abcdefhij"] == [
-        NodeType.PROBE, NodeType.PUBLISH, NodeType.MERGE, NodeType.WAIT,
-        NodeType.WORKTREE_ADD, NodeType.WORKTREE_REMOVE, NodeType.PARALLEL,
-        NodeType.FAN_IN, NodeType.CONDITIONAL]
+def test_attractor_shapes_map_to_their_types() -> None:
+    workflow = build("digraph g { a [shape=Mdiamond] b [shape=Msquare] c [shape=box] "
+                     "d [shape=hexagon] e [shape=diamond] f [shape=parallelogram] "
+                     "h [shape=component] i [shape=tripleoctagon] }")
+    assert [workflow.nodes[n].type for n in "abcdefhi"] == [
+        NodeType.START, NodeType.EXIT, NodeType.AGENT, NodeType.HUMAN,
+        NodeType.CONDITIONAL, NodeType.SCRIPT, NodeType.PARALLEL, NodeType.FAN_IN]
+
+
+def test_any_other_shape_is_an_agent_and_only_type_selects_delivery_types() -> None:
+    workflow = build("digraph g { a [shape=rect] b [shape=tab] c [shape=cds] "
+                     "d [shape=folder] e [shape=doubleoctagon] f [shape=insulator] "
+                     "h [type=probe, shape=rect] i [type=worktree_add] }")
+    assert [workflow.nodes[n].type for n in "abcdef"] == [NodeType.AGENT] * 6
+    assert workflow.nodes["h"].type is NodeType.PROBE
+    assert workflow.nodes["i"].type is NodeType.WORKTREE_ADD
 
 
 def test_chain_expands_into_edges_each_with_the_attributes() -> None:

@@ -4,26 +4,14 @@ one request per round, partial results, thread pages, the merge/close race."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import pytest
-from github_helpers import CI, ManualClock, open_pr, probe_for, started
+from github_helpers import CI, ManualClock, open_pr, probe_for
 
 from delivery.testing.github import CheckRule, FakeGitHub, faults
 from delivery.testing.github.graphql_api import validate_query
 from probes import github_query
 from probes.evidence import ProbeFailure, PrQuery, PullRequestSnapshot
 from probes.facts import pr_facts
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def fake(clock: ManualClock) -> Iterator[FakeGitHub]:
-    yield from started(clock)
 
 
 def observe(fake: FakeGitHub, clock: ManualClock, *queries: PrQuery) -> dict[str, object]:
@@ -41,6 +29,17 @@ def test_ready_pr_is_waiting_and_ready(fake: FakeGitHub, clock: ManualClock) -> 
     fake.create_repo("octo/web", check_rules=(CI,))
     pr = one(fake, clock, "octo/web", open_pr(fake, "octo/web"))
     assert (pr.state.value, pr.ready, pr.evidence.checks) == ("WAITING", True, "SUCCESS")
+
+
+def test_a_draft_pr_waits_until_marked_ready(fake: FakeGitHub, clock: ManualClock) -> None:
+    fake.create_repo("octo/web", check_rules=(CI,))
+    number = open_pr(fake, "octo/web")
+    fake.set_draft("octo/web", number)
+    pr = one(fake, clock, "octo/web", number)
+    assert (pr.state.value, pr.ready, pr.evidence.draft) == ("WAITING", False, True)
+    assert pr.raw()["draft"] is True and pr.extra["merge_state_status"] == "DRAFT"
+    fake.set_draft("octo/web", number, False)
+    assert one(fake, clock, "octo/web", number).ready
 
 
 def test_merged_pr_is_merged(fake: FakeGitHub, clock: ManualClock) -> None:
@@ -256,6 +255,61 @@ def test_pr_closed_between_probe_and_thread_page_is_reported_closed(
     assert one(fake, clock, "octo/web", number).state.value == "CLOSED"
 
 
+def _statuses(fake: FakeGitHub, repo: str, number: int, count: int, failing: set[int]) -> None:
+    sha = fake.state.head_sha(fake.repository(repo), fake.pull(repo, number))
+    for i in range(count):
+        fake.set_status(repo, sha, f"lint-{i:03}", "failure" if i in failing else "success",
+                        target_url=f"https://ci.invalid/{i}")
+
+
+def test_failing_checks_are_named_past_the_first_hundred_contexts(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    fake.create_repo("octo/web")
+    fake.create_repo("octo/api")
+    web, api = open_pr(fake, "octo/web"), open_pr(fake, "octo/api")
+    _statuses(fake, "octo/web", web, 230, failing={5, 150, 229})
+    _statuses(fake, "octo/api", api, 20, failing=set())
+    fake.clear_requests()
+    seen = observe(fake, clock, PrQuery("web", "octo/web", number=web),
+                   PrQuery("api", "octo/api", number=api))
+    pr = seen["web"]
+    assert isinstance(pr, PullRequestSnapshot) and pr.state.value == "CI_FAILED"
+    assert [c.name for c in pr.failing_checks] == ["lint-005", "lint-150", "lint-229"]
+    assert pr.raw()["checks_truncated"] is False
+    # one probe request, then one per further page (two) for the one PR that needs them
+    assert fake.count("POST", "/api/graphql") == 3
+
+
+def test_checks_past_the_page_bound_are_marked_truncated(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    fake.create_repo("octo/web")
+    number = open_pr(fake, "octo/web")
+    _statuses(fake, "octo/web", number, 250, failing={249})
+    seen = probe_for(fake, clock, check_pages=1).pull_requests(
+        [PrQuery("web", "octo/web", number=number)])
+    pr = seen["web"]
+    assert isinstance(pr, PullRequestSnapshot)
+    assert pr.state.value == "CI_FAILED"  # the roll-up state covers every context
+    assert pr.failing_checks == () and pr.raw()["checks_truncated"] is True
+
+
+def test_checks_of_a_head_that_moved_between_pages_are_marked_truncated(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    fake.create_repo("octo/web")
+    number = open_pr(fake, "octo/web")
+    _statuses(fake, "octo/web", number, 150, failing={140})
+
+    def push_with_checks() -> None:  # a new head with as many checks, all passing
+        fake.push_files("octo/web", "delivery/T-1", {"app.py": "moved\n"})
+        _statuses(fake, "octo/web", number, 150, failing=set())
+
+    # the push lands right after the probe's first answer: the next page is of another commit
+    fake.inject(faults.between(push_with_checks))
+    pr = one(fake, clock, "octo/web", number)
+    assert pr.state.value == "CI_FAILED" and pr.raw()["checks_truncated"] is True
+    assert pr.failing_checks == ()  # lint-140 was on the page that could not be read
+
+
 # -- the query text -----------------------------------------------------------------------
 def test_every_query_the_probe_sends_validates_against_githubs_schema() -> None:
     mixed = [PrQuery(f"f{i}", f"o/r{i}", number=i + 1) if i % 3 else
@@ -266,6 +320,7 @@ def test_every_query_the_probe_sends_validates_against_githubs_schema() -> None:
         github_query.probe_query(mixed)[0],
         github_query.reobserve_query([("o/r", 1), ("o/s", 2)])[0],
         github_query.threads_query([("o/r", 1, "Y3Vyc29y"), ("o/s", 2, "Y3Vyc29y")])[0],
+        github_query.contexts_query([("o/r", 1, "Y3Vyc29y"), ("o/s", 2, "Y3Vyc29y")])[0],
     ]
     for text in texts:
         assert validate_query(text) == []

@@ -4,24 +4,13 @@ slow answers and dropped connections are retried within a budget; the token is a
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
-from github_helpers import ManualClock, open_pr, probe_for, started
+from github_helpers import ManualClock, open_pr, probe_for
 
 from delivery.testing.github import FakeGitHub, faults
 from probes.evidence import ProbeFailure, PrQuery, PullRequestSnapshot
 from probes.github import GitHubPullRequestSource, RetryBudget, graphql_url_from_environment
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def fake(clock: ManualClock) -> Iterator[FakeGitHub]:
-    yield from started(clock)
 
 
 @pytest.fixture

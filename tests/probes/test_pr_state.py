@@ -48,3 +48,9 @@ def test_roll_up_ignores_folders_without_a_pr() -> None:
     assert roll_up([PrState.NONE, PrState.MERGED]) is PrState.MERGED
     assert roll_up([PrState.NONE, PrState.NONE]) is PrState.NONE
     assert roll_up([]) is PrState.NONE
+
+
+def test_a_draft_is_waiting_and_never_ready() -> None:
+    pr = evidence(draft=True)
+    assert classify(pr) is PrState.WAITING
+    assert not is_ready(pr)

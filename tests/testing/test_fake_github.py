@@ -4,22 +4,16 @@ schema, REST shapes PyGithub accepts, content-derived mergeability, the request 
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from github import Auth, Github
-from github_helpers import ManualClock, open_pr, started
+from github_helpers import open_pr
 
 from delivery.testing.github import FakeGitHub, faults
 
 SHARED_SCHEMA = Path(__file__).resolve().parents[2].parent / "shared/github/schema.graphql"
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeGitHub]:
-    yield from started(ManualClock())
 
 
 def post_graphql(fake: FakeGitHub, query: str, token: str | None = None) -> httpx.Response:

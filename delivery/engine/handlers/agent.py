@@ -22,7 +22,7 @@ from delivery.engine.contracts import (
     correction_prompt,
     parse_reply,
 )
-from delivery.engine.handlers.base import StageEnv, StageResult
+from delivery.engine.handlers.base import FAILED, RETRY, SUCCEEDED, StageEnv, StageResult
 from delivery.engine.templating import TemplateRenderError
 from delivery.lang.model import Node
 
@@ -43,7 +43,8 @@ def _plan(node: Node, context: Context, env: StageEnv) -> StagePlan | None:
 
 def run_agent(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     try:
-        body = env.renderer.render(node.prompt or node.label, context, folders=list(env.folders))
+        body = env.renderer.render(node.prompt or node.label, context, folders=list(env.folders),
+                                   plain=node.template == "plain")
     except TemplateRenderError as err:
         return StageResult.fail(f"prompt template: {err}")
     choices = choice_literals(env.workflow, node)
@@ -76,7 +77,7 @@ def run_agent(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
             reply = redact(session.send(message, sink))
             turns.append(("reply", reply))
             try:
-                accepted = parse_reply(reply, node.outputs, choices)
+                accepted = parse_reply(reply, node.outputs, choices, env.workflow.folders)
             except ContractViolation as violation:
                 if turn == MAX_CORRECTIONS:
                     return _with_usage(StageResult.fail(
@@ -94,15 +95,19 @@ def run_agent(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
             runtime.finished(node, plan, session)
             if spent[0].total_tokens:
                 runtime.record_usage(node, plan, spent[0])
-    if accepted.outcome == "failed":
+    if accepted.outcome == FAILED:
         return _with_usage(StageResult.fail(accepted.failure_reason or f"the agent reported "
                                             f"that '{node.id}' failed"), spent[0])
+    if accepted.outcome == RETRY:
+        return _with_usage(StageResult(RETRY, accepted.failure_reason), spent[0])
     updates: dict[str, Any] = dict(accepted.updates)
     if accepted.work is not None:
         updates["current_work"] = accepted.work.model_dump()
     updates[f"response.{node.id}"] = reply
     updates["last_response"] = reply[:LAST_RESPONSE_CHARS]
-    result = StageResult("succeeded", updates=updates, preferred_label=accepted.preferred_label)
+    result = StageResult(accepted.outcome or SUCCEEDED, updates=updates,
+                         preferred_label=accepted.preferred_label,
+                         suggested_next_ids=accepted.suggested_next_ids)
     return _with_usage(result, spent[0])
 
 

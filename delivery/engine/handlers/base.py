@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Protocol
 
 from delivery.agents.base import AgentBackend
 from delivery.engine.agent_runtime import AgentRuntime
@@ -22,7 +22,16 @@ from delivery.forges.base import Forge
 from delivery.lang.model import Node, Workflow
 from delivery.store.runstore import RunDirectory
 
-Outcome = Literal["succeeded", "failed"]
+# The standard outcomes (SPEC §2); an agent may also report a custom one (`yes`), which
+# routes as a success, so the type stays an open string.
+Outcome = str
+SUCCEEDED: Final = "succeeded"
+FAILED: Final = "failed"
+PARTIAL_SUCCESS: Final = "partial_success"
+RETRY: Final = "retry"
+SKIPPED: Final = "skipped"
+# Outcomes that satisfy a goal gate: everything but a failure, a pending retry, a skip.
+GATE_UNMET: Final = frozenset({FAILED, RETRY, SKIPPED})
 
 
 @dataclass
@@ -32,6 +41,7 @@ class StageResult:
     updates: dict[str, Any] = field(default_factory=dict)
     preferred_label: str = ""
     keep_outcome: bool = False  # conditional nodes: the previous stage's outcome stands
+    suggested_next_ids: tuple[str, ...] = ()  # routing step 3 (SPEC §1.3)
     # (type, fields) the engine appends to the event log after the stage, with its node
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     # tokens the stage's agent turns cost ({input_tokens, output_tokens, total_tokens})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
-from delivery.lang.model import Node, NodeType, parse_duration
+from delivery.lang.model import Node, NodeType
 
 
 def run_noop(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
@@ -26,10 +26,8 @@ def run_wait(node: Node, attempt: int, context: Context, env: StageEnv) -> Stage
     itself — multiply the interval by `backoff` (up to `max_interval`); once `timeout` has
     passed since the first of them, the stage fails instead of sleeping again.
     """
-    interval = parse_duration(node.attr("interval", "0")) or 0.0
-    backoff = _number(node.attr("backoff", "1"), 1.0)
-    ceiling = parse_duration(node.attr("max_interval", "")) if node.attr("max_interval") else None
-    timeout = parse_duration(node.attr("timeout", "")) if node.attr("timeout") else None
+    interval, backoff, ceiling, timeout = (node.interval, node.backoff, node.max_interval,
+                                           node.timeout)
     earlier = _consecutive_visits(node, env)
     since_key = f"internal.wait.{node.id}.since"
     now = env.clock.monotonic()
@@ -64,9 +62,3 @@ def _consecutive_visits(node: Node, env: StageEnv) -> int:
             break
     return visits
 
-
-def _number(text: str, default: float) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return default

@@ -23,9 +23,10 @@ from typing import IO
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.engine.templating import TemplateRenderError
-from delivery.lang.model import Node, parse_duration
+from delivery.lang.model import Node
 
 DEFAULT_TIMEOUT = 3600.0
+TOOL_OUTPUT = "tool.output"
 
 
 class FactsFormatError(ValueError):
@@ -152,7 +153,8 @@ def _last_line(path: Path, limit: int = 300) -> str:
 def run_script(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     failed_key = f"{node.id}.failed"
     try:
-        script = env.renderer.render(node.script, context, folders=list(env.folders), shell=True)
+        script = env.renderer.render(node.script, context, folders=list(env.folders), shell=True,
+                                     plain=node.template == "plain")
     except TemplateRenderError as err:
         return StageResult.fail(f"script template: {err}", {failed_key: True})
     stage_dir = env.stage_dir(node.id, attempt)
@@ -160,7 +162,7 @@ def run_script(node: Node, attempt: int, context: Context, env: StageEnv) -> Sta
     cwd = working_directory(node, env)
     if not cwd.is_dir():
         return StageResult.fail(f"working directory {cwd} does not exist", {failed_key: True})
-    timeout = parse_duration(node.attr("timeout")) if node.attr("timeout") else DEFAULT_TIMEOUT
+    timeout = node.timeout if node.timeout is not None else DEFAULT_TIMEOUT
     # The script writes its facts outside the run directory; the stage folder gets them
     # redacted (SPEC §14), as it gets stdout and stderr.
     with tempfile.TemporaryDirectory(prefix="delivery-facts-") as private:
@@ -199,6 +201,9 @@ def run_script(node: Node, attempt: int, context: Context, env: StageEnv) -> Sta
             f"(declared: {', '.join(declared) or 'none'})"
         )
     updates[failed_key] = bool(problems)
+    # Attractor's tool handler: stdout, trimmed (a large one is offloaded by the context)
+    stdout = (stage_dir / "stdout.txt").read_text(encoding="utf-8", errors="replace")
+    updates[TOOL_OUTPUT] = stdout.strip()
     if problems:
         return StageResult.fail("; ".join(problems), updates)
     return StageResult("succeeded", updates=updates)

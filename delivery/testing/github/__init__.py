@@ -5,12 +5,16 @@ repositories, fault injection and a record of every request.
     with FakeGitHub() as github:
         github.create_repo("octo/web", check_rules=(CheckRule("ci", predicate=...),))
         ...  # point clients at github.env()
+
+pytest users get fixtures (`fake_github`, `fake_github_clock`, `fake_github_env`) with
+`pytest_plugins = ["delivery.testing.github.pytest_plugin"]` in their conftest.py.
 """
 
 from delivery.testing.github import faults
+from delivery.testing.github.clock import ManualClock
 from delivery.testing.github.faults import Fault
 from delivery.testing.github.server import FakeGitHub, RecordedRequest, fake_github
 from delivery.testing.github.state import CheckRule, Tree
 
-__all__ = ["CheckRule", "FakeGitHub", "Fault", "RecordedRequest", "Tree", "fake_github",
-           "faults"]
+__all__ = ["CheckRule", "FakeGitHub", "Fault", "ManualClock", "RecordedRequest", "Tree",
+           "fake_github", "faults"]

@@ -2,11 +2,12 @@
 
 A fault answers in place of the real handler (5xx, rate limits, GraphQL errors), delays the
 answer, applies the request and then drops the connection (the client cannot know whether
-its write happened), or changes the world between two requests (a PR merged or closed by
-someone else)."""
+its write happened), or changes the world between two requests (a PR merged, closed or
+opened by someone else)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -28,7 +29,9 @@ class Fault:
     seconds: float = 0.0
     repository: str = ""
     number: int = 0
-    action: Literal["merge", "close"] = "merge"
+    action: Literal["merge", "close", "open", "call"] = "merge"
+    head: str = ""  # race "open": the branch whose PR another writer opens
+    then: Callable[[], object] | None = None  # race "call": any change to the world
     during: bool = False  # race: while the query reads the PR's state, not after the answer
 
     def matches(self, method: str, path: str) -> bool:
@@ -72,3 +75,19 @@ def race(repository: str, number: int, action: Literal["merge", "close"] = "merg
     answered (between two requests), or, with `during`, while a query reads its state."""
     return Fault("race", method, path, after, repository=repository, number=number,
                  action=action, during=during)
+
+
+def between(change: Callable[[], object], *, method: str = "POST",
+            path: str = "/api/graphql", after: int = 1) -> Fault:
+    """Call `change()` (e.g. `lambda: github.push_files(...)`) once the `after`-th matching
+    request has been answered, before the client can send the next one."""
+    return Fault("race", method, path, after, action="call", then=change)
+
+
+def opened_meanwhile(repository: str, head: str, *, method: str = "GET",
+                     path: str = "/api/v3/", after: int = 1) -> Fault:
+    """Another writer opens a PR for `head` (into the default branch) once the `after`-th
+    matching request has been answered: e.g. between a client's look for the PR and its
+    create, which GitHub then refuses with 422 "A pull request already exists"."""
+    return Fault("race", method, path, after, repository=repository, action="open",
+                 head=head)

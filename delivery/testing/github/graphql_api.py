@@ -182,6 +182,8 @@ class Resolvers:
             return value
 
         def merge_state_status(info: Any) -> str:
+            if pr.draft and pr.state == "open":
+                return "DRAFT"
             mergeable = state.mergeable(repo, pr)
             if mergeable != "MERGEABLE":
                 return "DIRTY" if mergeable == "CONFLICTING" else "UNKNOWN"

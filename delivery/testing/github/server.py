@@ -152,16 +152,22 @@ class FakeGitHub:
             return gitops.commit_files(repo.path, branch, files, message, start=start)
 
     def open_pull(self, full_name: str, head: str, *, base: str | None = None,
-                  title: str = "", body: str = "", author: str = "octocat") -> int:
+                  title: str = "", body: str = "", author: str = "octocat",
+                  draft: bool = False) -> int:
         repo = self.repository(full_name)
         answer = self._handle_rest("POST", f"/repos/{full_name}/pulls", "",
                                    {"head": head, "base": base or repo.default_branch,
-                                    "title": title or head, "body": body})
+                                    "title": title or head, "body": body, "draft": draft})
         if answer[0] != 201:
             raise ValueError(f"cannot open a PR for {head}: {answer[2]}")
         number = int(answer[2]["number"])
         self.pull(full_name, number).author = author
         return number
+
+    def set_draft(self, full_name: str, number: int, draft: bool = True) -> None:
+        """Convert a PR to a draft, or mark it ready for review (`draft=False`)."""
+        with self.state.lock:
+            self.pull(full_name, number).draft = draft
 
     def add_review(self, full_name: str, number: int, author: str, state: str,
                    body: str = "") -> None:
@@ -234,6 +240,13 @@ class FakeGitHub:
             return [f for f in self.faults if f.kind == "race" and f.matches(method, path)]
 
     def _apply_race(self, fault: Fault) -> None:
+        if fault.action == "open":
+            self.open_pull(fault.repository, fault.head, author="someone-else")
+            return
+        if fault.action == "call":
+            if fault.then is not None:
+                fault.then()
+            return
         with self.state.lock:
             repo = self.state.repo(fault.repository)
             pr = repo.pulls.get(fault.number) if repo else None

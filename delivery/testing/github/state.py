@@ -317,6 +317,8 @@ class State:
             raise MergeRefused(405, "Pull Request is not mergeable")
         if pr.state != "open":
             raise MergeRefused(422, "Pull Request is closed")
+        if pr.draft:
+            raise MergeRefused(405, "Pull Request is still a draft")
         head = self.head_sha(repo, pr)
         if sha and sha != head:
             raise MergeRefused(409, "Head branch was modified. Review and try the merge again.")

@@ -1,0 +1,112 @@
+"""Which attributes a workflow may carry, and what a near miss was meant to be.
+
+An attribute that neither Attractor nor delivery defines is reported by name (a typo such
+as `conditon=` must never silently turn an edge unconditional); Graphviz's presentation
+attributes (colours, fonts, layout) are known too, since a workflow is also a drawing.
+A graph can name more with `extra_attributes="team,owner"`.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+# Graphviz's own attributes (presentation and layout): never reported.
+GRAPHVIZ = frozenset({
+    "URL", "arrowhead", "arrowsize", "arrowtail", "bb", "bgcolor", "center", "charset",
+    "class", "clusterrank", "color", "colorscheme", "comment", "compound", "concentrate",
+    "constraint", "decorate", "dir", "distortion", "dpi", "fillcolor", "fixedsize",
+    "fontcolor", "fontname", "fontnames", "fontpath", "fontsize", "forcelabels",
+    "gradientangle", "group", "headURL", "head_lp", "headclip", "headhref", "headlabel",
+    "headport", "headtarget", "headtooltip", "height", "href", "id", "image", "imagepos",
+    "imagescale", "label", "labelangle", "labeldistance", "labelfloat", "labelfontcolor",
+    "labelfontname", "labelfontsize", "labelhref", "labeljust", "labelloc", "labeltarget",
+    "labeltooltip", "landscape", "layer", "layers", "layout", "lhead", "lp", "ltail",
+    "margin", "minlen", "newrank", "nodesep", "nojustify", "ordering", "orientation",
+    "outputorder", "overlap", "pack", "packmode", "pad", "page", "pencolor", "penwidth",
+    "peripheries", "pos", "quantum", "rank", "rankdir", "ranksep", "ratio", "regular",
+    "remincross", "rotate", "samehead", "sametail", "searchsize", "shape", "showboxes",
+    "sides", "size", "skew", "sortv", "splines", "style", "stylesheet", "tailURL",
+    "tail_lp", "tailclip", "tailhref", "taillabel", "tailport", "tailtarget",
+    "tailtooltip", "target", "tooltip", "truecolor", "viewport", "width", "xlabel", "xlp",
+})
+
+# Graphviz's node shapes: any of them runs as an agent unless it is in Attractor's table.
+GRAPHVIZ_SHAPES = frozenset({
+    "box", "polygon", "ellipse", "oval", "circle", "point", "egg", "triangle", "plaintext",
+    "plain", "diamond", "trapezium", "parallelogram", "house", "pentagon", "hexagon",
+    "septagon", "octagon", "doublecircle", "doubleoctagon", "tripleoctagon", "invtriangle",
+    "invtrapezium", "invhouse", "Mdiamond", "Msquare", "Mcircle", "rect", "rectangle",
+    "square", "star", "none", "underline", "cylinder", "note", "tab", "folder", "box3d",
+    "component", "promoter", "cds", "terminator", "utr", "primersite", "restrictionsite",
+    "fivepoverhang", "threepoverhang", "noverhang", "assembly", "signature", "insulator",
+    "ribosite", "rnastab", "proteasesite", "proteinstab", "rpromoter", "rarrow", "larrow",
+    "lpromoter", "record", "Mrecord",
+})
+
+# Attributes owned by the agent profile side (stylesheet, models, fidelity, threads).
+AGENT_NODE = frozenset({"llm_model", "llm_provider", "reasoning_effort", "thread_id",
+                        "fidelity", "agent", "timeout", "class"})
+
+GRAPH = frozenset({
+    "goal", "label", "inputs", "defaults", "folders", "default_max_retries",
+    "default_max_retry", "retry_target", "fallback_retry_target", "default_fidelity",
+    "model_stylesheet", "template", "extra_attributes",
+    # the agent profile side (model choice applies to every node)
+    "llm_model", "llm_provider", "reasoning_effort", "thread_id", "agent",
+})
+NODE = frozenset({
+    "label", "shape", "type", "prompt", "llm_prompt", "outputs", "facts", "max_retries",
+    "retry_target", "fallback_retry_target", "goal_gate", "folder", "script", "tool_command",
+    "probe", "order", "interval", "backoff", "max_interval", "delegatable", "join_policy", "join",
+    "max_parallel", "allow_partial", "auto_status", "template",
+}) | AGENT_NODE
+EDGE = frozenset({"condition", "label", "weight", "loop_restart", "fidelity", "thread_id"})
+
+# Attractor attributes delivery accepts but does not act on: warned by name.
+NOT_HONOURED: dict[str, str] = {
+    "stack.child_dotfile": "the manager loop (shape=house) is not supported",
+    "stack.child_workdir": "the manager loop (shape=house) is not supported",
+    "stack.child_autostart": "the manager loop (shape=house) is not supported",
+    "tool_hooks.pre": "tool call hooks are not run; the agent backend runs its own tools",
+    "tool_hooks.post": "tool call hooks are not run; the agent backend runs its own tools",
+    "human.default_choice": "an unanswered gate is denied (or pauses with --gates pause)",
+    "error_policy": "every branch runs to its end (Attractor's `continue`)",
+}
+
+_NOT_HONOURED_PREFIXES = {
+    "manager.": "the manager loop (shape=house) is not supported",
+    "stack.": "the manager loop (shape=house) is not supported",
+    "tool_hooks.": "tool call hooks are not run; the agent backend runs its own tools",
+}
+
+
+def not_honoured(name: str) -> str | None:
+    """Why delivery does not act on an Attractor attribute, or None when it is not one."""
+    if name in NOT_HONOURED:
+        return NOT_HONOURED[name]
+    for prefix, reason in _NOT_HONOURED_PREFIXES.items():
+        if name.startswith(prefix):
+            return reason
+    return None
+
+
+_SUGGESTABLE = sorted((GRAPH | NODE | EDGE) - {"class", "id"})
+
+
+def did_you_mean(name: str) -> str | None:
+    """The known attribute `name` most likely misspells, if any (`conditon` → `condition`)."""
+    matches = difflib.get_close_matches(name, _SUGGESTABLE, n=1, cutoff=0.75)
+    return matches[0] if matches else None
+
+
+def shape_suggestion(shape: str) -> str | None:
+    matches = difflib.get_close_matches(shape, sorted(GRAPHVIZ_SHAPES), n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+def is_known(name: str, kind: str, extra: frozenset[str]) -> bool:
+    """Whether `name` is a known attribute of a graph, node or edge (`kind`)."""
+    if name in GRAPHVIZ or name in extra or not_honoured(name) is not None:
+        return True
+    table = GRAPH if kind == "graph" else NODE if kind == "node" else EDGE
+    return name in table

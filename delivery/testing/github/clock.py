@@ -1,0 +1,21 @@
+"""A clock for tests against the fake GitHub."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ManualClock:
+    """Epoch seconds that move only when slept on: rate-limit waits cost no real time.
+    Hand `clock` and `clock.sleep` to the fake, the probe and the forge alike."""
+
+    now: float = 1_800_000_000.0
+    sleeps: list[float] = field(default_factory=list)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
