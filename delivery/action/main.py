@@ -23,7 +23,8 @@ from typing import Any, TextIO
 from delivery.action.events import Plan, plan
 from delivery.action.report import write_outputs, write_summary
 from delivery.cli.state_commands import open_state, run_for_pr
-from delivery.engine.remote_state import RemoteState, job_id
+from delivery.engine.remote_state import RemoteState, StateRunStores, job_id
+from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.errors import DeliveryError, RunRefused, StateSaveFailed, Superseded
 from delivery.git import cache_root
@@ -158,15 +159,18 @@ def _may_steer(env: Mapping[str, str], repository: str, user: str) -> bool:
 
 
 def _world(env: Mapping[str, str], state: RemoteState, run_id: str, cache: Path,
-           inputs: Mapping[str, str]) -> World:
-    world = World(environ=env, git_cache=cache)
+           workspace: Path | None = None) -> World:
+    """The run's world: its state kept on the state ref (each save pushed there)."""
+    stores = StateRunStores(state.session(run_id, job_id(env)), workspace=workspace)
+    return World(environ=env, git_cache=cache, stores=stores)
+
+
+def _options(inputs: Mapping[str, str]) -> EngineOptions:
     text = inputs.get("max-repairs") or str(DEFAULT_MAX_REPAIRS)
     if not text.isdigit() or int(text) < 1:
         raise RunRefused(f"max-repairs {text!r}", "is not a positive number",
                          f"give a number of runs per agent stage, e.g. {DEFAULT_MAX_REPAIRS}")
-    world.options.max_agent_runs = int(text)
-    world.state = state.session(run_id, job_id(env))
-    return world
+    return EngineOptions(max_agent_runs=int(text))
 
 
 def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
@@ -188,9 +192,9 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
     request = RunRequest(workflow=workflow, goal=decided.goal or None, inputs=run_inputs,
                          agent=inputs["agent"], workspace=workspace, repos=repos,
                          gates="pause")
-    world = _world(env, state, "", cache, inputs)
+    world = _world(env, state, "", cache)
     try:
-        outcome = start_run(request, world)
+        outcome = start_run(request, world, options=_options(inputs))
     except Superseded as lost:
         return Result(lost.run_id, "superseded", lost.why, workflow=workflow, repos=repos)
     return Result(outcome.run_id, outcome.status, outcome.failure_reason, outcome, workflow,
@@ -218,12 +222,11 @@ def _resume(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
             state: RemoteState, run_id: str, base: Path, cache: Path) -> Result:
     workspace = base / run_id
     workspace.mkdir(parents=True, exist_ok=True)
-    world = _world(env, state, run_id, cache, inputs)
+    world = _world(env, state, run_id, cache, workspace)
     try:
         outcome = resume_run(workspace / ".delivery" / "runs" / run_id, world,
-                             answers=decided.answers or None,
-                             answered_by=f"github:{decided.actor}" if decided.answers else "",
-                             workspace=workspace)
+                             answers=decided.answers or None, options=_options(inputs),
+                             answered_by=f"github:{decided.actor}" if decided.answers else "")
     except Superseded as lost:
         return Result(run_id, "superseded", lost.why)
     copy = workspace / ".delivery" / "runs" / run_id / "workflow.dot"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from delivery.cli import graph, scenarios
+from delivery.cli.demo_args import add_parser as demo_parser
 from delivery.cli.model_json import workflow_json, workflow_text
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
 from delivery.redact import RedactingFilter, RedactingStream, Redactor
@@ -59,6 +60,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--check", action="append", default=[], metavar="F=COMMAND",
                      help="the local forge's check command for a folder (also "
                      "[forge.local.checks] in delivery.toml)")
+    run.add_argument("--branch", default="", metavar="NAME",
+                     help="the run's branch in every folder (default: delivery/<ticket slug "
+                     "or run id>); name an existing head branch to work on its PRs")
     run.add_argument("--cache", type=Path, metavar="DIR",
                      help="git clone cache (default: $XDG_CACHE_HOME/delivery)")
     run.add_argument("--workspace", type=Path,
@@ -75,13 +79,32 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="print one JSON object: run_id, status, failure_reason, path, "
                      "context, run_dir")
     _add_state_option(run)
+    run.add_argument("--full", action="store_true",
+                     help="with --json, print offloaded (over 100 KB) context values whole "
+                     "instead of their pointer and size")
+
+    def run_reference(command: argparse.ArgumentParser) -> None:
+        command.add_argument("run", metavar="RUN", nargs="?",
+                             help="run directory, or run id under WORKSPACE/.delivery/runs/")
+        command.add_argument("--last", action="store_true",
+                             help="the newest run under WORKSPACE/.delivery/runs/")
+        command.add_argument("--workspace", type=Path,
+                             help="where run ids are looked up (default: the current folder)")
 
     resume = commands.add_parser("resume", help="continue a run from its checkpoint")
-    resume.add_argument("run", metavar="RUN", nargs="?", default=None,
-                        help="run directory or run id (with --state: the run id)")
+    resume.add_argument("run", metavar="RUN", nargs="?",
+                        help="run directory, or run id under WORKSPACE/.delivery/runs/ "
+                        "(with --state: the run id)")
+    resume.add_argument("--last", action="store_true",
+                        help="the newest run under WORKSPACE/.delivery/runs/")
+    resume.add_argument("--workspace", type=Path,
+                        help="where run ids are looked up; with --state: the workspace on "
+                        "this machine (default: the current folder)")
     resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                         help="answer the next visit of a human gate; repeatable")
     resume.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    resume.add_argument("--full", action="store_true",
+                        help="with --json, print offloaded context values whole")
     _add_state_option(resume)
     resume.add_argument("--for-pr", metavar="OWNER/NAME#N", default=None,
                         help="with --state: resume the run that owns this pull request (its "
@@ -89,8 +112,6 @@ def _build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--take-over", action="store_true",
                         help="with --state: take the run over from a job that claimed it "
                         "and died, without waiting for its claim to grow stale")
-    resume.add_argument("--workspace", type=Path,
-                        help="with --state: the workspace on this machine (default: .)")
     resume.add_argument("--cache", type=Path, metavar="DIR",
                         help="clone cache (default: $XDG_CACHE_HOME/delivery)")
 
@@ -100,14 +121,18 @@ def _build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--json", action="store_true", help="print the runs as JSON")
 
     inspect = commands.add_parser("inspect", help="path taken, outcomes, context, artifacts")
-    inspect.add_argument("run", metavar="RUN", help="run directory or run id")
+    run_reference(inspect)
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    inspect.add_argument("--full", action="store_true",
+                         help="print offloaded (over 100 KB) context values whole instead "
+                         "of their pointer and size")
     inspect.add_argument("--routes", action="store_true",
                          help="list every routing decision: the edge taken, the rule that "
                          "chose it and the values the conditions read")
 
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
-    verify.add_argument("run", metavar="RUN", help="run directory or run id")
+    run_reference(verify)
+
 
     parse = commands.add_parser(
         "parse", help="print the workflow model (nodes with resolved types, edges)",
@@ -160,6 +185,7 @@ def _build_parser() -> argparse.ArgumentParser:
     review.add_argument("--run", metavar="RUN", help="take the folders from this run")
     graph.add_parser(commands)
     scenarios.add_parser(commands)
+    demo_parser(commands)
     return parser
 
 
@@ -247,6 +273,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
 
 
 def entry() -> None:
+    # A run's text may hold what the terminal's encoding cannot (a lone surrogate a reply
+    # carried): printed escaped, never a UnicodeEncodeError.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         code = main()
         sys.stdout.flush()

@@ -17,11 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from delivery.engine.remote_state import RemoteState, RunSummary, job_id
+from delivery.engine.remote_state import RemoteState, RunSummary, StateRunStores, job_id
 from delivery.engine.runner import World
-from delivery.errors import RunRefused, Superseded
+from delivery.errors import DeliveryError, RunRefused, Superseded
 from delivery.git import cache_root
-from delivery.store.runstore import RunDirectory
+from delivery.store.runstore import LocalRunStore
 
 EXIT_OK = 0
 _MARKER = re.compile(r"<!-- delivery:begin run=([A-Za-z0-9_.:-]+) -->")
@@ -35,11 +35,13 @@ def open_state(spec: str, cache: Path | None,
 
 
 def state_world(world: World, spec: str | None, cache: Path | None,
-                environ: Mapping[str, str] | None = None, run_id: str = "") -> World:
-    """`world` with a state session when `--state` was given."""
+                environ: Mapping[str, str] | None = None, run_id: str = "", *,
+                take_over: bool = False, workspace: Path | None = None) -> World:
+    """`world` keeping its runs on the state ref when `--state` was given."""
     if spec:
         env = dict(environ if environ is not None else os.environ)
-        world.state = open_state(spec, cache, env).session(run_id, job_id(env))
+        session = open_state(spec, cache, env).session(run_id, job_id(env))
+        world.stores = StateRunStores(session, take_over=take_over, workspace=workspace)
     return world
 
 
@@ -98,9 +100,13 @@ def local_runs(workspace: Path) -> list[RunSummary]:
         if not (path / "run.json").is_file():
             continue
         try:
-            checkpoint = RunDirectory.open(path).load_checkpoint() or {}
-        except Exception:  # a damaged run is listed as such, not a traceback
-            checkpoint = {"status": "unreadable"}
-        listed.append(RunSummary(path.name, str(checkpoint.get("status") or "unknown"),
-                                 str(checkpoint.get("next_node") or ""), ""))
+            loaded = LocalRunStore.open_dir(path).load()
+        except (DeliveryError, OSError):  # a damaged run is listed as such, not a traceback
+            listed.append(RunSummary(path.name, "unreadable", "", ""))
+            continue
+        if loaded is None:
+            listed.append(RunSummary(path.name, "unknown", "", ""))
+        else:
+            listed.append(RunSummary(path.name, loaded.state.status.value,
+                                     loaded.state.next_node or "", ""))
     return listed

@@ -11,6 +11,7 @@ import pytest
 from delivery.action.events import plan
 from delivery.action.main import parse_repos
 from delivery.agents.replay import ReplayBackend
+from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import RunRequest, World, start_run
 from delivery.errors import RunRefused
 from delivery.hidden_text import strip_hidden
@@ -144,8 +145,8 @@ def test_an_agent_stage_runs_at_most_the_capped_number_of_times(tmp_path: Path) 
     path = tmp_path / "loop.dot"
     path.write_text(LOOP, encoding="utf-8")
     world = World(agent=ReplayBackend({"repair": ["done"] * 10}))
-    world.options.max_agent_runs = 3
-    outcome = start_run(RunRequest(workflow=path, workspace=tmp_path), world)
+    outcome = start_run(RunRequest(workflow=path, workspace=tmp_path), world,
+                        options=EngineOptions(max_agent_runs=3))
     assert outcome.status == "failed"
     assert "already ran 3 times" in outcome.failure_reason
     assert outcome.path.count("repair") == 3

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from github_helpers import open_pr
 
-from delivery.engine.remote_state import RemoteState
+from delivery.engine.remote_state import RemoteState, StateRunStores
 from delivery.engine.runner import RunRequest, World, start_run
 from delivery.testing.github import FakeGitHub
 
@@ -60,7 +60,7 @@ def test_an_event_mode_wait_times_out_by_the_wall_clock(tmp_path: Path) -> None:
     flow.write_text(WAITING, encoding="utf-8")
     state = RemoteState.open(str(state_repo), tmp_path / "cache", {})
     first = start_run(RunRequest(workflow=flow, workspace=tmp_path),
-                      World(state=state.session("", "a")))
+                      World(stores=StateRunStores(state.session("", "a"))))
     assert first.status == "paused"
     since = first.context["internal.wait.w.since"]
     assert abs(since - time.time()) < 600  # wall-clock seconds, comparable across machines

@@ -15,7 +15,7 @@ import pytest
 from engine_helpers import FakeClock
 
 from delivery.cli.main import main
-from delivery.engine.remote_state import RemoteState, StateSession
+from delivery.engine.remote_state import RemoteState, StateRunStores, StateSession
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.errors import Superseded
 from delivery.git.runref import POINTER_SUFFIX, RunRef
@@ -61,8 +61,11 @@ def open_state(state_repo: Path, home: Path, now: float | None = None,
                        (lambda: now) if now is not None else time.time)
 
 
-def session(state: RemoteState, run_id: str, job: str) -> World:
-    return World(state=state.session(run_id, job))
+def session(state: RemoteState, run_id: str, job: str, *, take_over: bool = False,
+            workspace: Path | None = None) -> World:
+    stores = StateRunStores(state.session(run_id, job), take_over=take_over,
+                            workspace=workspace)
+    return World(stores=stores)
 
 
 def start(tmp_path: Path, state_repo: Path, text: str = TICKING) -> RunOutcome:
@@ -74,9 +77,9 @@ def start(tmp_path: Path, state_repo: Path, text: str = TICKING) -> RunOutcome:
 def resume(tmp_path: Path, state_repo: Path, run_id: str, name: str, *,
            state: RemoteState | None = None, take_over: bool = False) -> RunOutcome:
     home = machine(tmp_path, name)
-    world = session(state or open_state(state_repo, home), run_id, name)
-    return resume_run(home / ".delivery" / "runs" / run_id, world, take_over=take_over,
-                      workspace=home)
+    world = session(state or open_state(state_repo, home), run_id, name,
+                    take_over=take_over, workspace=home)
+    return resume_run(home / ".delivery" / "runs" / run_id, world)
 
 
 def ref_log(state_repo: Path, run_id: str) -> list[str]:
@@ -140,7 +143,7 @@ def test_of_two_resumes_at_the_same_moment_exactly_one_advances_twenty_times(
             state = open_state(state_repo, home, ref=BarrierRef)
             try:
                 outcome = resume_run(home / ".delivery" / "runs" / run_id,
-                                     session(state, run_id, name), workspace=home)
+                                     session(state, run_id, name, workspace=home))
                 results[name] = outcome.status
             except Superseded:
                 results[name] = "superseded"
@@ -195,10 +198,11 @@ def test_a_job_killed_between_a_stage_and_its_push_loses_and_duplicates_nothing(
     before = ref_log(state_repo, run_id)
     home = machine(tmp_path, "dying")
     state = open_state(state_repo, home)
-    world = World(state=DyingSession(state, run_id, "dying"))
+    world = World(stores=StateRunStores(DyingSession(state, run_id, "dying"),
+                                        workspace=home))
     marker.unlink()
     with pytest.raises(KilledAfterStage):
-        resume_run(home / ".delivery" / "runs" / run_id, world, workspace=home)
+        resume_run(home / ".delivery" / "runs" / run_id, world)
     assert marker.read_text() == "once\n"  # the stage ran
     assert len(ref_log(state_repo, run_id)) == len(before) + 1  # only its claim is there
     outcome = resume(tmp_path, state_repo, run_id, "next", take_over=True)
