@@ -204,7 +204,7 @@ def _agents(workflow: Workflow, spec: str, workspace: Path, world: World,
     needing = list(workflow.nodes_of(*LLM_TYPES))
     if gates == "managed":
         needing += [node for node in workflow.nodes_of(NodeType.HUMAN)
-                    if node.attr("delegatable") == "true"]
+                    if node.delegatable]
     agents = resolve_agents([(node.id, node.attr("agent")) for node in needing],
                             default_spec=spec, workspace=workspace, environ=world.environ,
                             given=world.agent, given_named=world.agents,
