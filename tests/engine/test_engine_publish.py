@@ -170,3 +170,31 @@ def test_a_run_killed_after_a_write_resumes_without_duplicating_it(
         assert git(remotes[name], "rev-list", "--count", "--merges", "main") == "1"
         assert git(remotes[name], "rev-list", "--count", f"{BRANCH}", "--not",
                    "main~1") == "1"
+
+
+class DraftPulls(LocalForge):
+    """The local forge, where every PR is opened as a draft."""
+
+    def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
+                                    title: str, body: str) -> PullRequestRef:
+        ref = super().find_or_create_pull_request(repository, head=head, base=base,
+                                                  title=title, body=body)
+        self.set_draft(repository, ref.number)
+        return ref
+
+
+def test_the_merge_stopping_at_a_draft_says_it_is_a_draft(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    request = RunRequest(workflow=write_flow(tmp_path, FLOW.format(order="")),
+                         inputs={"ticket": TICKET}, workspace=workspace,
+                         repos={k: str(v) for k, v in remotes.items()})
+    world = World(agent=ReplayBackend({}), clock=FakeClock(), git_cache=tmp_path / "cache",
+                  forge=DraftPulls())
+    ran = start_run(request, world)
+    assert ran.status == "failed"
+    assert "folder 'web': PR #1 is a draft" in ran.failure_reason
+    assert "mark it ready for review" in ran.failure_reason
+    assert "WAITING" not in ran.failure_reason
+    assert pulls(remotes["web"])[0]["state"] == "open"

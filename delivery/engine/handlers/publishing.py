@@ -135,6 +135,10 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
             if seen.state.value == "MERGED":
                 done.append(folder)
                 continue
+            if seen.evidence.draft:  # classified WAITING, but waiting does not help
+                raise StageProblem(f"folder '{folder}': PR #{seen.number} is a draft; mark "
+                                   f"it ready for review, then run the merge again; left open "
+                                   f"with the rest")
             if not seen.ready:
                 raise StageProblem(f"folder '{folder}': PR #{seen.number} is not ready to "
                                     f"merge ({seen.state.value}); left open with the rest")
