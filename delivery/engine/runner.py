@@ -223,7 +223,8 @@ class _Run:
             self.forge = open_forge(str(info.get("forge") or "local"),
                                     checks=info.get("checks") or {}, environ=world.environ,
                                     required_approvals=int(info.get("required_approvals")
-                                                           or 0))
+                                                           or 0),
+                                    redactor=self.redactor)
 
     def execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info["workspace"])
