@@ -21,10 +21,11 @@ Speed: redaction runs on every reply, script output and context value, so it mus
 little (SPEC §14: milliseconds per megabyte). Nothing runs a regex over a text that lacks
 the literal a pattern starts with: known values are found with one `str.find` per group
 of values sharing their first characters; each credential shape and label with a
-`str.find` of its literal prefixes, and only then its pattern, from the first occurrence
-on. Replacements are made by the regex engine (`sub` with a literal, `split` for the
-patterns that keep a label), never by a Python call per match. `benchmarks/redaction.py`
-measures it.
+`str.find` of its literal prefix (a small regex where a shape has several). Each pattern
+is then tried only where its prefix occurs, and all masked regions are cut out in one
+copy. Where a prefix is frequent, the regex engine masks the whole text instead (`sub`
+with a literal, `split` for the patterns that keep a label), never with a Python call per
+match. `benchmarks/redaction.py` measures it.
 
 The label in front of a masked value is kept (`Bearer ***`, `Authorization: ***`) so
 the text still says what was there.
