@@ -18,12 +18,14 @@ of the workflow, `--json`/`inspect` output and logs. It replaces two kinds of te
   password in a URL (`https://user:password@host`).
 
 Speed: redaction runs on every reply, script output and context value, so it must cost
-little on text that holds no secret (SPEC §14: milliseconds per megabyte). Every
-pattern starts with a fixed prefix; a plain substring test (C speed, no regex) for that
-prefix decides whether its regular expression runs at all, and the expressions start
-with the literal so that the regex engine's own prefix scan finds candidates. Known
-values are searched the same way, then replaced in one pass of an alternation of them
-(longest first). `benchmarks/redaction.py` measures it.
+little (SPEC §14: milliseconds per megabyte). Nothing runs a regex over a text that lacks
+the literal a pattern starts with: known values are found with one `str.find` per group
+of values sharing their first characters; each credential shape and label with a
+`str.find` of its literal prefix (a small regex where a shape has several). Each pattern
+is then tried only where its prefix occurs, and all masked regions are cut out in one
+copy. Where a prefix is frequent, the regex engine masks the whole text instead (`sub`
+with a literal, `split` for the patterns that keep a label), never with a Python call per
+match. `benchmarks/redaction.py` measures it.
 
 The label in front of a masked value is kept (`Bearer ***`, `Authorization: ***`) so
 the text still says what was there.
@@ -34,7 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any, Final, TextIO
 
@@ -55,31 +57,53 @@ SECRET_VARIABLES: Final = (
     "*PASSWORD",
 )
 
-_WORD_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _TOKEN_CHARS = r"[A-Za-z0-9._~+/-]"
+_W = "[A-Za-z0-9_]"
+# the characters before a literal prefix that a pattern's lookbehind looks at
+_LOOKBEHIND: Final = 2
 
-# Patterns whose whole match is replaced by MASK, each starting with a literal (the regex
-# engine scans for it at C speed), with the characters that may not come before a match.
-_SHAPES: Final[tuple[tuple[re.Pattern[str], frozenset[str]], ...]] = (
-    (re.compile(r"g(?:h[pousr]_[A-Za-z0-9]{36,}|ithub_pat_[A-Za-z0-9_]{20,})"), _WORD_CHARS),
-    (re.compile(r"sk-[A-Za-z0-9_-]{20,}"), _WORD_CHARS | {"-"}),
-    (re.compile(r"xox[a-z]-[A-Za-z0-9-]{10,}"), _WORD_CHARS),
-    (re.compile(r"A[KS]IA[0-9A-Z]{16}(?![A-Za-z0-9])"), _WORD_CHARS),
+# Credential shapes, each replaced whole by MASK: (prefix, pattern). A literal prefix is
+# looked for with `str.find`, several with a small regex (one scan); each pattern
+# starts with its literal (the regex engine's own prefix scan) and checks the character
+# before it with a lookbehind placed *after* the literal, so that a literal replacement
+# (`sub(MASK)`, no Python call per match) masks them.
+_SHAPES: Final[tuple[tuple[str | re.Pattern[str], re.Pattern[str]], ...]] = (
+    (re.compile("gh[pousr]_"),
+     re.compile(rf"gh[pousr]_(?<!{_W}gh[pousr]_)[A-Za-z0-9]{{36,}}")),
+    ("github_pat_", re.compile(rf"github_pat_(?<!{_W}github_pat_)[A-Za-z0-9_]{{20,}}")),
+    ("sk-", re.compile(r"sk-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]{20,}")),
+    ("xox", re.compile(rf"xox[a-z]-(?<!{_W}xox[a-z]-)[A-Za-z0-9-]{{10,}}")),
+    (re.compile("A[KS]IA"), re.compile(rf"A[KS]IA(?<!{_W}A[KS]IA)[0-9A-Z]{{16}}(?![A-Za-z0-9])")),
 )
 
-# `https://user:password@host`: group 1 (the scheme and user) is kept.
-_URL_PASSWORD: Final = re.compile(r"(://[^/\s:@]+:)[^/\s@]+(?=@)")
-# Labels: group 1 is kept and the rest replaced by MASK. Looked for in lower case,
-# UPPER CASE and Capitalized (substring tests on the text; a case-insensitive scan of
-# every text cost more than all the rest of redaction).
-_LABELLED: Final = (
+# Patterns whose group 1 (a label) is kept and group 2 replaced by MASK, with the literal
+# hints without which they cannot match. `https://user:password@host` keeps the scheme and
+# user; it needs an `@`. Labels are looked for in lower case, UPPER CASE and Capitalized
+# (a case-insensitive scan of every text cost more than all the rest of redaction); each
+# casing is its own pattern starting with its literal.
+_BEARER_TOKEN = rf"(?:(?={_TOKEN_CHARS}*\d){_TOKEN_CHARS}{{8,}}|{_TOKEN_CHARS}{{24,}})=*"
+
+
+def _labelled(first: str, hints: tuple[str, ...], tail: str,
+              rest: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """A pattern per hint: the hint, preceded by `first` (one letter, kept as text before
+    the match) at the start of a word, then `tail` (any case) and `rest`; group 1 ends
+    with the label, group 2 is what is masked."""
+    return tuple(
+        (hint, re.compile(rf"({hint}(?<={first}{hint})(?<!\w\w{hint})(?i:{tail}){rest}"))
+        for hint in hints)
+
+
+_KEPT: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    # (whitespace: the ASCII one, which the regex engine tests faster than `\s`; possessive:
+    # a URL without a password fails at once)
+    ("://", re.compile(r"(://[^/ \t\n\r\f\v:@]++:)([^/ \t\n\r\f\v@]++)(?=@)")),
     # `Authorization: token abc`, `"Authorization": "Bearer abc"`, `authorization=abc`:
     # everything up to the end of the line or a closing quote.
-    (("uthoriz", "UTHORIZ"), re.compile(
-        r"(?i)(\bauthorization[\"']?\s*[:=]\s*[\"']?)[^\s\"'][^\r\n\"']*")),
+    *_labelled("[Aa]", ("uthoriz", "UTHORIZ"), "ation",
+               r"[\"']?\s*[:=]\s*[\"']?)([^\s\"'][^\r\n\"']*)"),
     # `Bearer <token>`: the token has a digit (and 8+ characters) or is 24+ characters long.
-    (("earer", "EARER"), re.compile(
-        rf"(?i)(\bbearer\s+)(?:(?={_TOKEN_CHARS}*\d){_TOKEN_CHARS}{{8,}}|{_TOKEN_CHARS}{{24,}})=*")),
+    *_labelled("[Bb]", ("earer", "EARER"), "", rf"\s+)({_BEARER_TOKEN})"),
 )
 
 # What cannot be stored as text safely: NUL and lone surrogates (a str holds surrogates
@@ -87,57 +111,120 @@ _LABELLED: Final = (
 _UNSAFE_CHARS: Final = re.compile("[\x00\ud800-\udfff]")
 
 
-def _mask_shape(before: frozenset[str]) -> Callable[[re.Match[str]], str]:
-    def replace(m: re.Match[str]) -> str:
-        start = m.start()
-        if start and m.string[start - 1] in before:
-            return m.group(0)  # part of a longer word: `task-...`, `xghp_...`
-        return MASK
-
-    return replace
-
-
-_SHAPE_REPLACERS: Final = tuple((pattern, _mask_shape(before)) for pattern, before in _SHAPES)
-
-
-def _keep_label(m: re.Match[str]) -> str:
-    return m.group(1) + MASK
-
-
 def mask_token_shapes(text: str) -> str:
-    """`text` with every token-shaped substring replaced by `***` (no known values)."""
-    for pattern, replace in _SHAPE_REPLACERS:
-        if pattern.search(text) is not None:
-            text = pattern.sub(replace, text)
-    if _URL_PASSWORD.search(text) is not None:
-        text = _URL_PASSWORD.sub(_keep_label, text)
-    for hints, pattern in _LABELLED:
-        if any(hint in text for hint in hints):
-            text = _sub_at_hints(text, hints, pattern)
+    """`text` with every token-shaped substring replaced by `***` (no known values).
+
+    Each pattern is tried only where its prefix occurs and the masked regions of all of
+    them are cut out in one copy. A text where some prefix is frequent is left to the
+    regex engine instead (`_mask_dense`): a Python step per occurrence would cost more."""
+    masked: list[tuple[int, int]] = []
+    for prefix, pattern in _SHAPES:
+        hits = _few_occurrences(text, prefix)
+        if hits is None:
+            return _mask_dense(text)
+        _matches(text, hits, pattern, 0, masked)
+    for hint, pattern in _KEPT:
+        if hint == "://" and "@" not in text:
+            continue  # a URL's password is followed by `@`
+        hits = _few_occurrences(text, hint)
+        if hits is None:
+            return _mask_dense(text)
+        _matches(text, hits, pattern, 1, masked)
+    return _cut(text, masked) if masked else text
+
+
+# Above this many occurrences of a prefix, one regex pass beats a match tried at each.
+_FEW: Final = 256
+
+
+def _few_occurrences(text: str, prefix: str | re.Pattern[str]) -> list[int] | None:
+    """Where `prefix` occurs in `text`; None when that is more than _FEW places."""
+    hits: list[int] = []
+    for at in _occurrences(text, prefix):
+        if len(hits) == _FEW:
+            return None
+        hits.append(at)
+    return hits
+
+
+def _first(text: str, prefix: str | re.Pattern[str]) -> int:
+    if isinstance(prefix, str):
+        return text.find(prefix)
+    m = prefix.search(text)
+    return -1 if m is None else m.start()
+
+
+def _occurrences(text: str, prefix: str | re.Pattern[str]) -> Iterator[int]:
+    if isinstance(prefix, str):
+        at = text.find(prefix)
+        while at != -1:
+            yield at
+            at = text.find(prefix, at + 1)
+    else:
+        for m in prefix.finditer(text):
+            yield m.start()
+
+
+def _matches(text: str, hits: list[int], pattern: re.Pattern[str], kept: int,
+             masked: list[tuple[int, int]]) -> None:
+    """Adds to `masked` the region of each match of `pattern` starting at one of `hits`
+    (after its group `kept`, when it keeps a label)."""
+    done = 0
+    for at in hits:
+        if at < done:
+            continue
+        m = pattern.match(text, at)  # its lookbehind sees the text before `at`
+        if m is not None:
+            masked.append((m.end(kept) if kept else at, m.end()))
+            done = m.end()
+
+
+def _cut(text: str, masked: list[tuple[int, int]]) -> str:
+    """`text` with each of the `masked` regions (overlapping ones merged) replaced by MASK."""
+    masked.sort()
+    pieces: list[str] = []
+    done = 0
+    for start, end in masked:
+        if start >= done:
+            pieces += (text[done:start], MASK)
+            done = end
+        elif end > done:
+            done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _mask_dense(text: str) -> str:
+    """mask_token_shapes for a text dense with prefixes: every pattern over all of it."""
+    for prefix, shape in _SHAPES:
+        first = _first(text, prefix)
+        if first != -1:
+            first = max(0, first - _LOOKBEHIND)
+            text = text[:first] + shape.sub(MASK, text[first:])
+    for hint, pattern in _KEPT:
+        first = text.find(hint)
+        if first != -1 and (hint != "://" or "@" in text):
+            first = max(0, first - _LOOKBEHIND)
+            text = text[:first] + _keep_group(pattern, text[first:])
     return text
 
 
-def _sub_at_hints(text: str, hints: tuple[str, ...], pattern: re.Pattern[str]) -> str:
-    """pattern.sub(_keep_label, text), trying matches only one character before each
-    occurrence of a hint (the label's first letter): a case-insensitive scan of the whole
-    text costs ten times more than finding the few places where a label can start."""
-    starts: set[int] = set()
-    for hint in hints:
-        at = text.find(hint)
-        while at != -1:
-            if at:
-                starts.add(at - 1)
-            at = text.find(hint, at + 1)
-    pieces: list[str] = []
-    done = 0
-    for start in sorted(starts):
-        if start < done:
-            continue
-        m = pattern.match(text, start)
-        if m is not None:
-            pieces += (text[done:start], m.group(1), MASK)
-            done = m.end()
-    return "".join(pieces) + text[done:] if pieces else text
+def _keep_group(pattern: re.Pattern[str], text: str) -> str:
+    """`pattern`'s group 2 replaced by MASK all over `text`, without a Python step per
+    match: `split` returns the text between matches interleaved with groups 1 and 2."""
+    parts = pattern.split(text)
+    if len(parts) == 1:
+        return text
+    parts[2::3] = [MASK] * (len(parts) // 3)
+    return "".join(parts)
+
+
+def _common_prefix(texts: list[str]) -> str:
+    first, last = min(texts), max(texts)
+    size = 0
+    while size < len(first) and first[size] == last[size]:
+        size += 1
+    return first[:size]
 
 
 def clean_text(text: str) -> str:
@@ -161,9 +248,15 @@ class Redactor:
         kept = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LENGTH}
         # Longest first, so a secret that contains another is masked whole.
         self._secrets: tuple[str, ...] = tuple(sorted(kept, key=lambda s: (-len(s), s)))
-        self._exact = (
-            re.compile("|".join(re.escape(s) for s in self._secrets)) if self._secrets else None
-        )
+        # Secrets grouped by their first characters, each group searched with one
+        # `str.find` of its members' common prefix (a lone secret: itself).
+        groups: dict[str, list[str]] = {}
+        for secret in self._secrets:
+            groups.setdefault(secret[:MIN_SECRET_LENGTH], []).append(secret)
+        self._groups = tuple((_common_prefix(members), tuple(members))
+                             for members in groups.values())
+        # all of them, longest first (a secret that contains another is masked whole)
+        self._alternation = re.compile("|".join(map(re.escape, self._secrets)))
         # each secret as it appears inside a JSON string (ASCII, escaped)
         self._in_json = tuple(json.dumps(s)[1:-1] for s in self._secrets)
 
@@ -181,11 +274,25 @@ class Redactor:
         """`value` with every known secret and token-shaped substring replaced by `***`."""
         if not value:
             return value
-        if self._exact is not None and any(secret in value for secret in self._secrets):
-            value = self._exact.sub(MASK, value)
+        if self._groups:
+            value = self._mask_secrets(value)
         return mask_token_shapes(value)
 
     redact = text
+
+    def _mask_secrets(self, value: str) -> str:
+        """`value` with every occurrence of a known secret replaced by `***` (overlapping
+        occurrences: their union)."""
+        spans: list[tuple[int, int]] = []
+        for prefix, members in self._groups:
+            for count, at in enumerate(_occurrences(value, prefix)):
+                if count == _FEW:  # frequent: one regex pass over the text does better
+                    return self._alternation.sub(MASK, value)
+                for secret in members:  # longest first
+                    if value.startswith(secret, at):
+                        spans.append((at, at + len(secret)))
+                        break
+        return _cut(value, spans) if spans else value
 
     def may_change_json(self, text: str) -> bool:
         """False when redacting the data that `text` (ASCII JSON) encodes would change

@@ -135,3 +135,28 @@ def test_log_records_are_redacted_by_the_filter(caplog: pytest.LogCaptureFixture
     finally:
         logger.removeFilter(redactor_filter)
     assert caplog.messages == ["resume: *** and ***"]
+
+
+def test_overlapping_secrets_are_masked_as_their_union() -> None:
+    # one value ends where another begins: neither part may stay readable
+    redactor = Redactor(["abcdefgh12", "gh12345678"])
+    assert redactor.text("x abcdefgh12345678 y") == "x *** y"
+
+
+SAMPLE_LINES = (
+    f"token {GHP} and sk-proj-abcdefghij1234567890XYZ and AKIAIOSFODNN7EXAMPLE",
+    "Authorization: Bearer abc.def-123 xoxb-1234567890-abcdefghij",
+    "clone https://user:pa55word@example.com/x and Bearer eyJhbGciOiJIUzI1NiJ9.p.s",
+    "AUTHORIZATION=opaque-value BEARER abcdefgh1234 github_pat_11ABCDEFG0123456789_abc",
+    "value secret-one-123 and secret-two-456 in prose without a credential",
+)
+
+
+@pytest.mark.parametrize("line", SAMPLE_LINES)
+def test_a_text_dense_with_prefixes_is_masked_like_a_sparse_one(line: str) -> None:
+    # past a few hundred occurrences of a prefix the regex engine masks the whole text
+    # instead of trying the pattern at each occurrence: both ways mask alike
+    redactor = Redactor(["secret-one-123", "secret-two-456"])
+    one = redactor.text(line + "\n")
+    assert "***" in one
+    assert redactor.text((line + "\n") * 600) == one * 600

@@ -248,7 +248,8 @@ class _Run:
         if self.forge is None and info.repos and workflow.nodes_of(*real):
             self.forge = open_forge(info.forge or "local", checks=info.checks,
                                     environ=world.environ,
-                                    required_approvals=info.required_approvals)
+                                    required_approvals=info.required_approvals,
+                                    redactor=self.redactor)
         # locks the run against a second writer; cuts a torn last event (last: nothing
         # above may fail with the log held)
         store.open_log(self.redactor, _stamp(world.clock))

@@ -32,6 +32,7 @@ from git import Repo
 from delivery.errors import ForgeError
 from delivery.forges.base import GitRemote, MergeResult, PullRequestRef
 from delivery.git import BOT_EMAIL, BOT_NAME
+from delivery.redact import Redactor
 from probes.evidence import (
     FailingCheck,
     ProbeFailure,
@@ -184,8 +185,11 @@ class LocalForge:
     name = "local"
 
     def __init__(self, checks: Mapping[str, str] | None = None, *,
-                 check_timeout: float = CHECK_TIMEOUT, required_approvals: int = 0) -> None:
+                 check_timeout: float = CHECK_TIMEOUT, required_approvals: int = 0,
+                 redactor: Redactor | None = None) -> None:
         self.checks = dict(checks or {})
+        # check output is stored: secrets a check prints are masked first (SPEC §14)
+        self.redactor = redactor or Redactor.from_environment(os.environ)
         self.check_timeout = check_timeout
         # like a protected branch: a PR waits for this many approvals (REVIEW_REQUIRED)
         self.required_approvals = required_approvals
@@ -438,7 +442,8 @@ class LocalForge:
                                   str(git_dir), str(source)])
             with Repo(source) as clone:
                 clone.git.execute(["git", "checkout", "--quiet", "--detach", head_sha])
-            with log.open("wb") as out:
+            output = scratch / "output.log"  # raw, outside the records; redacted into `log`
+            with output.open("wb") as out:
                 try:
                     code = subprocess.run(["bash", "-c", command], cwd=source, stdout=out,
                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -446,9 +451,10 @@ class LocalForge:
                 except subprocess.TimeoutExpired:
                     out.write(f"\ncheck timed out after {self.check_timeout:g}s\n".encode())
                     code = 124
+            text = self.redactor.text(output.read_text(encoding="utf-8", errors="replace"))
+            _write_atomically(log, text)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        text = log.read_text(encoding="utf-8", errors="replace")
         return CheckResult("SUCCESS" if code == 0 else "FAILURE", code, str(log),
                            text[-SUMMARY_CHARS:])
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from delivery.errors import RunRefused
 from delivery.forges.base import Forge
 from delivery.forges.local import LocalForge
+from delivery.redact import Redactor
 
 FORGES = ("local", "github")
 CONFIG_FILE = "delivery.toml"
@@ -41,12 +42,14 @@ def forge_kind(locations: Iterable[str], requested: str | None, base: Path) -> s
 
 def open_forge(kind: str, *, checks: Mapping[str, str] | None = None,
                environ: Mapping[str, str] | None = None,
-               required_approvals: int = 0) -> Forge:
+               required_approvals: int = 0, redactor: Redactor | None = None) -> Forge:
     """The forge of a run: the local one with its check commands, or GitHub as inside
     Actions (`GITHUB_TOKEN`, `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`, `GITHUB_SERVER_URL`
-    from `environ`, default this process's environment; the token stays in memory)."""
+    from `environ`, default this process's environment; the token stays in memory).
+    `redactor` masks the local checks' output before it is stored (default: one for the
+    secrets of this process's environment)."""
     if kind == "local":
-        return LocalForge(checks, required_approvals=required_approvals)
+        return LocalForge(checks, required_approvals=required_approvals, redactor=redactor)
     if kind == "github":
         from delivery.forges.github import GitHubForge  # PyGithub loads only when needed
 

@@ -108,7 +108,7 @@ class Availability:
         self.always: dict[str, int] = {}
         self.success: dict[str, int] = {}
         for node in workflow.nodes.values():
-            writes = stage_writes(node)
+            writes = stage_writes(node, workflow.folders)
             self.always[node.id] = self.cover.masks(writes.always)
             self.success[node.id] = self.cover.masks(writes.always + writes.on_success)
             if writes_freely(node):  # an Attractor agent: may set any key when it succeeds

@@ -325,7 +325,7 @@ class _Checker:
     def writers(self) -> dict[str, list[str]]:
         table: dict[str, list[str]] = {}
         for node in self.w.nodes.values():
-            writes = stage_writes(node)
+            writes = stage_writes(node, self.w.folders)
             for key in writes.always + writes.on_success:
                 table.setdefault(key, []).append(node.id)
         return table

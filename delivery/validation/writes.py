@@ -6,6 +6,7 @@ A write is a dotted key; a key starting with `*.` stands for that key under ever
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from delivery.lang.declarations import (
@@ -23,6 +24,8 @@ ALWAYS_AVAILABLE = frozenset(
 )
 ALWAYS_AVAILABLE_PREFIXES = ("internal.",)
 HUMAN_GATE_KEYS = ("human.gate.selected", "human.gate.label", "human.gate.text")
+# What `publish` writes for each folder it publishes (SPEC §7.1).
+PUBLISH_FOLDER_FACTS = ("pr.number", "pr.url")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +41,8 @@ def initial_writes(workflow: Workflow) -> list[str]:
     return keys
 
 
-def stage_writes(node: Node) -> StageWrites:
+def stage_writes(node: Node, folders: Sequence[str] = ()) -> StageWrites:
+    """What `node` writes; `folders` are the graph's declared folders (`folders=`)."""
     always: list[str] = []
     success: list[str] = []
     kind = node.type
@@ -57,6 +61,10 @@ def stage_writes(node: Node) -> StageWrites:
             for fact in PROBE_FOLDER_FACTS[probe_kind]:
                 success.append(f"{folder}.{fact}" if folder else f"*.{fact}")
             success += list(PROBE_ROLLUPS[probe_kind])
+    elif kind is NodeType.PUBLISH:
+        # under its folder, each declared folder, or (none declared) any folder, as a probe
+        targets = [node.folder] if node.folder else list(folders) or ["*"]
+        success += [f"{folder}.{fact}" for folder in targets for fact in PUBLISH_FOLDER_FACTS]
     elif kind is NodeType.WORKTREE_REMOVE:
         success += list(WORKTREE_REMOVE_FACTS)
     elif kind is NodeType.HUMAN:

@@ -170,3 +170,60 @@ def test_a_run_killed_after_a_write_resumes_without_duplicating_it(
         assert git(remotes[name], "rev-list", "--count", "--merges", "main") == "1"
         assert git(remotes[name], "rev-list", "--count", f"{BRANCH}", "--not",
                    "main~1") == "1"
+
+
+class DraftPulls(LocalForge):
+    """The local forge, where every PR is opened as a draft."""
+
+    def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
+                                    title: str, body: str) -> PullRequestRef:
+        ref = super().find_or_create_pull_request(repository, head=head, base=base,
+                                                  title=title, body=body)
+        self.set_draft(repository, ref.number)
+        return ref
+
+
+def test_the_merge_stopping_at_a_draft_says_it_is_a_draft(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    request = RunRequest(workflow=write_flow(tmp_path, FLOW.format(order="")),
+                         inputs={"ticket": TICKET}, workspace=workspace,
+                         repos={k: str(v) for k, v in remotes.items()})
+    world = World(agent=ReplayBackend({}), clock=FakeClock(), git_cache=tmp_path / "cache",
+                  forge=DraftPulls())
+    ran = start_run(request, world)
+    assert ran.status == "failed"
+    assert "folder 'web': PR #1 is a draft" in ran.failure_reason
+    assert "mark it ready for review" in ran.failure_reason
+    assert "WAITING" not in ran.failure_reason
+    assert pulls(remotes["web"])[0]["state"] == "open"
+
+
+def test_publish_writes_each_folders_pr_and_an_empty_one_for_a_folder_without_changes(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    # read right after publish, as the validator allows (no probe in between)
+    dot = """
+digraph D {
+  graph [goal="Say hello", inputs="ticket", folders="web,api,docs"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  add [type=worktree_add]
+  change [shape=parallelogram, script="printf 'hello\\n' > web/hello.txt"]
+  ship [type=publish]
+  tell [shape=parallelogram,
+        script="printf '%s|%s|%s' {{ web.pr.number }} {{ web.pr.url }} x{{ docs.pr.url }}"]
+  start -> add -> change -> ship -> tell -> exit
+}
+"""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    request = RunRequest(workflow=write_flow(tmp_path, dot), inputs={"ticket": TICKET},
+                         workspace=workspace, repos={k: str(v) for k, v in remotes.items()})
+    ran = start_run(request, World(agent=ReplayBackend({}), clock=FakeClock(),
+                                   git_cache=tmp_path / "cache"))
+    assert ran.status == "succeeded", ran.failure_reason
+    ctx = ran.context
+    assert (ctx["web.pr.number"], ctx["web.pr.url"]) == (1, f"{remotes['web'].resolve()}#1")
+    assert (ctx["docs.pr.number"], ctx["docs.pr.url"]) == ("", "")
+    assert ctx["tool.output"] == f"1|{remotes['web'].resolve()}#1|x"

@@ -282,6 +282,23 @@ def test_the_check_sees_the_pr_head_not_the_base(tmp_path: Path, remote: Path) -
     assert observe(forge, remote).evidence.checks == "SUCCESS"
 
 
+def test_a_secret_printed_by_a_check_is_masked_in_its_stored_log(
+        tmp_path: Path, remote: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    canary = "canary-7f3a9c2e41d8b6"
+    shaped = "ghp_" + "Z9y8X7w6V5" * 3 + "u4T3s2"
+    monkeypatch.setenv("DELIVERY_CANARY_TOKEN", canary)  # a secret by its name (SPEC §14)
+    forge = LocalForge({"web": f'echo "key=$DELIVERY_CANARY_TOKEN {shaped}"; exit 1'})
+    open_pr(forge, remote, "feature", {"app.txt": "a\n"})
+    failing = observe(forge, remote).failing_checks[0]
+    assert "key=***" in failing.summary
+    log = Path(failing.details_url)
+    assert log.is_file() and "key=*** ***" in log.read_text()
+    for path in remote.rglob("*"):  # the log, the cached result, the records
+        if path.is_file():
+            data = path.read_bytes()
+            assert canary.encode() not in data and shaped.encode() not in data, path
+
+
 # -- records are locked against concurrent runs -----------------------------------------
 def _create(remote: str, head: str) -> int:
     return LocalForge().find_or_create_pull_request(remote, head=head, base="main",

@@ -284,3 +284,23 @@ def test_a_key_only_agents_without_outputs_may_write_is_a_warning() -> None:
 def test_a_key_nothing_could_write_before_the_read_stays_an_error() -> None:
     assert rules('a [prompt="{{ notes }}"]\nb [prompt="p"]\nstart -> a -> b -> exit') == [
         "availability"]
+
+
+def test_publish_writes_the_pr_number_and_url_of_each_declared_folder() -> None:
+    assert rules('s [type=publish]\nr [prompt="{{ web.pr.url }} {{ api.pr.number }}"]\n'
+                 "start -> s -> r -> exit", graph='folders="web,api"') == []
+
+
+def test_publish_writes_nothing_for_an_undeclared_folder() -> None:
+    assert rules('s [type=publish]\nr [prompt="{{ docs.pr.url }}"]\n'
+                 "start -> s -> r -> exit", graph='folders="web,api"') == ["availability"]
+
+
+def test_publish_of_one_folder_writes_only_that_folder() -> None:
+    assert rules('s [type=publish, folder="web"]\nr [prompt="{{ api.pr.url }}"]\n'
+                 "start -> s -> r -> exit", graph='folders="web,api"') == ["availability"]
+
+
+def test_publish_without_declared_folders_writes_for_any_folder_like_a_probe() -> None:
+    assert rules('s [type=publish]\nr [prompt="{{ web.pr.number }}"]\n'
+                 "start -> s -> r -> exit") == []

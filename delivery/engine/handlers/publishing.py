@@ -74,6 +74,7 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
     title = _title(node, context)
     message = f"{title}\n\nTicket: {ticket}\n" if ticket else f"{title}\n"
     published: dict[str, PullRequestRef] = {}
+    unchanged: list[str] = []
     try:
         forge = need_forge(env, "publishing")
         if not env.branch:
@@ -87,6 +88,7 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
             try:
                 base = base_branch(env, folder)
                 if diff_against_base(path, base).empty and not unpushed_commits(path):
+                    unchanged.append(folder)
                     continue  # nothing to deliver in this folder: no PR
                 commit_all(path, message)
                 _push(path, env.branch, forge.git_remote(repository).http_headers)
@@ -109,6 +111,12 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
     for folder, ref in published.items():
         updates[f"{folder}.pr.number"] = ref.number
         updates[f"{folder}.pr.url"] = ref.url
+    # A folder without a PR reads as a probe shows it (empty), so that what the validator
+    # counts as written after publish is (SPEC §10); a PR found earlier is kept.
+    for folder in unchanged:
+        for fact in ("pr.number", "pr.url"):
+            if context.get(f"{folder}.{fact}") is None:
+                updates[f"{folder}.{fact}"] = ""
     return StageResult("succeeded", updates=updates)
 
 
@@ -155,6 +163,10 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
             if seen.state.value == "MERGED":
                 done.append(folder)
                 continue
+            if seen.evidence.draft:  # classified WAITING, but waiting does not help
+                raise StageProblem(f"folder '{folder}': PR #{seen.number} is a draft; mark "
+                                   f"it ready for review, then run the merge again; left open "
+                                   f"with the rest")
             if not seen.ready:
                 raise StageProblem(f"folder '{folder}': PR #{seen.number} is not ready to "
                                     f"merge ({seen.state.value}); left open with the rest")
