@@ -324,3 +324,45 @@ def test_a_state_repository_lost_mid_run_fails_the_run_with_exit_1(
     err = capsys.readouterr().err
     assert "its state could not be saved to the state ref" in err
     assert "Traceback" not in err
+
+
+def test_each_save_on_the_ref_carries_its_status_and_next_node_for_runs(
+        tmp_path: Path, state_repo: Path) -> None:
+    run_id = start(tmp_path, state_repo).run_id
+    saved = json.loads(subprocess.run(
+        ["git", "show", f"refs/delivery/runs/{run_id}:status.json"], cwd=state_repo,
+        capture_output=True, check=True).stdout)
+    assert saved["status"] == "paused" and saved["next_node"] == "tick"
+    outcome = resume(tmp_path, state_repo, run_id, "second")
+    # what only the ref keeps is not part of the run directory a job works in
+    assert not (outcome.run_dir / "status.json").exists()
+    assert not (outcome.run_dir / "claim.json").exists()
+    [listed] = open_state(state_repo, machine(tmp_path, "lister")).runs()
+    assert (listed.run_id, listed.status, listed.next_node) == (run_id, "paused", "tick")
+    assert listed.claimed_by == ""  # the pause let go of the run
+
+
+ONE_STEP = """
+digraph O {
+  graph [goal="once"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  once [shape=parallelogram, script="true"]
+  start -> once -> exit
+}
+"""
+
+
+def test_runs_without_state_lists_the_local_runs_and_an_unreadable_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    workspace = machine(tmp_path, "local")
+    assert main(["run", str(flow(tmp_path, ONE_STEP)), "--workspace", str(workspace),
+                 "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    broken = workspace / ".delivery" / "runs" / "broken"
+    broken.mkdir()
+    (broken / "run.json").write_text("{", encoding="utf-8")
+    (broken / "checkpoint.json").write_text("{", encoding="utf-8")
+    assert main(["runs", "--workspace", str(workspace), "--json"]) == 0
+    listed = {run["run_id"]: run["status"] for run in json.loads(capsys.readouterr().out)}
+    assert listed == {run_id: "succeeded", "broken": "unreadable"}
