@@ -9,11 +9,14 @@
     │   ├── StylesheetError            a `model_stylesheet` does not parse
     │   └── WorkflowInvalid            the graph parsed but the validator found errors
     ├── ScenarioFileError              a route-scenario file (`delivery test`) is wrong
+    ├── Superseded                     another job moved the run's state ref first (§13): a
+    │                                  signal, reported as status `superseded`, exit 0
     └── RunError                       something went wrong while running (run-time)
         ├── RunRefused                 the run cannot start: a bad input, goal or setting (exit 2)
         ├── RunStoreError              the run's store (directory, checkpoint, event log) is
-        │                              unusable or cannot be written; mid-run it stops the run
-        │                              (exit 1) and the run stays resumable
+        │   │                          unusable or cannot be written; mid-run it stops the run
+        │   │                          (exit 1) and the run stays resumable
+        │   └── StateSaveFailed        a stage's state could not reach the state ref (§13)
         ├── ArtifactError              an artifact pointer cannot be read
         ├── GitError                   a git operation on a folder failed (clone, worktree, push)
         ├── ForgeError                 a forge (GitHub, local) refused or could not read or write
@@ -137,6 +140,17 @@ class WorkflowInvalid(WorkflowError):
         super().__init__(f"{file}: {len(errors)} validation error(s); first: {first}")
 
 
+class Superseded(DeliveryError):
+    """Another job claimed or advanced the run first (its state ref moved under us): this
+    job changes nothing more and reports status `superseded` (SPEC §13)."""
+
+    def __init__(self, run_id: str, why: str) -> None:
+        self.run_id = run_id
+        self.why = why
+        super().__init__(f"run {run_id} was superseded: {why}; this job stops without "
+                         "changing it")
+
+
 class RunError(DeliveryError):
     """Something went wrong while running a workflow."""
 
@@ -153,6 +167,18 @@ class RunRefused(RunError):
 
 class RunStoreError(RunError):
     """A run directory, checkpoint or event log cannot be used; the message names the path."""
+
+
+class StateSaveFailed(RunStoreError):
+    """A save to the run's state ref failed mid-run (the remote unreachable, a push refused):
+    the run stops as failed; it stays resumable from its last save on the ref."""
+
+    def __init__(self, run_id: str, problem: str) -> None:
+        self.run_id = run_id
+        self.problem = problem
+        super().__init__(f"run {run_id}: its state could not be saved to the state ref: "
+                         f"{problem} — the run stopped; resume it once the state repository "
+                         "is reachable (the stage after the last save runs again)")
 
 
 class ArtifactError(RunError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,6 +32,8 @@ from delivery.errors import (
     ArtifactError,
     RunError,
     RunRefused,
+    StateSaveFailed,
+    Superseded,
     WorkflowError,
     WorkflowInvalid,
     WorkflowSyntaxError,
@@ -51,12 +54,19 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     setting, or a run that cannot be read or taken."""
     from delivery.cli.demo import cmd_demo
     from delivery.cli.forge_commands import cmd_probe, cmd_review
+    from delivery.cli.state_commands import cmd_runs, superseded
 
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
                "verify": cmd_verify, "handlers": cmd_handlers, "graph": cmd_graph_run,
-               "probe": cmd_probe, "review": cmd_review, "demo": cmd_demo}[args.command]
+               "probe": cmd_probe, "review": cmd_review, "demo": cmd_demo,
+               "runs": cmd_runs}[args.command]
     try:
         return handler(args, out, err)
+    except Superseded as lost:  # another job holds or advanced the run: not a failure
+        return superseded(lost, bool(getattr(args, "json", False)), out)
+    except StateSaveFailed as fault:  # mid-run: the run failed and stays resumable
+        print(f"delivery {args.command}: {fault}", file=err)
+        return EXIT_FAILED
     except WorkflowSyntaxError as problem:
         print(f"delivery {args.command}: {problem}", file=err)
         return EXIT_REFUSED
@@ -124,8 +134,12 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
         branch=args.branch,
     )
-    outcome = start_run(request, World(git_cache=args.cache), options=_options(err),
-                        observer=_observer(err))
+    world = World(git_cache=args.cache)
+    if args.state:
+        from delivery.cli.state_commands import state_world
+
+        state_world(world, args.state, args.cache)
+    outcome = start_run(request, world, options=_options(err), observer=_observer(err))
     return _report(outcome, args.json, out, args.full)
 
 
@@ -170,8 +184,31 @@ def _run_of(args: argparse.Namespace) -> Path:
 
 
 def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.state:
+        return _resume_from_state(args, out, err)
+    if args.for_pr or args.take_over:
+        raise RunRefused("--for-pr/--take-over", "only apply to runs kept with --state",
+                         "add --state git:OWNER/NAME (or the state repository's path)")
     outcome = resume_run(_run_of(args), answers=parse_answers(args.answer),
                          options=_options(err), observer=_observer(err))
+    return _report(outcome, args.json, out, args.full)
+
+
+def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from delivery.cli.state_commands import run_for_pr, state_world
+
+    run_id = run_for_pr(args.for_pr) if args.for_pr else args.run
+    if not run_id:
+        raise RunRefused("resume --state", "names no run", "pass RUN_ID or --for-pr O/N#N")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*", run_id):
+        raise RunRefused(f"run id {run_id!r}", "is not a run id",
+                         "pass the run id printed by delivery run or delivery runs")
+    workspace = (args.workspace or Path.cwd()).resolve()
+    world = state_world(World(git_cache=args.cache), args.state, args.cache, run_id=run_id,
+                        take_over=args.take_over, workspace=workspace)
+    outcome = resume_run(workspace / ".delivery" / "runs" / run_id, world,
+                         answers=parse_answers(args.answer), options=_options(err),
+                         observer=_observer(err))
     return _report(outcome, args.json, out, args.full)
 
 

@@ -78,6 +78,7 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true",
                      help="print one JSON object: run_id, status, failure_reason, path, "
                      "context, run_dir")
+    _add_state_option(run)
     run.add_argument("--full", action="store_true",
                      help="with --json, print offloaded (over 100 KB) context values whole "
                      "instead of their pointer and size")
@@ -91,12 +92,33 @@ def _build_parser() -> argparse.ArgumentParser:
                              help="where run ids are looked up (default: the current folder)")
 
     resume = commands.add_parser("resume", help="continue a run from its checkpoint")
-    run_reference(resume)
+    resume.add_argument("run", metavar="RUN", nargs="?",
+                        help="run directory, or run id under WORKSPACE/.delivery/runs/ "
+                        "(with --state: the run id)")
+    resume.add_argument("--last", action="store_true",
+                        help="the newest run under WORKSPACE/.delivery/runs/")
+    resume.add_argument("--workspace", type=Path,
+                        help="where run ids are looked up; with --state: the workspace on "
+                        "this machine (default: the current folder)")
     resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                         help="answer the next visit of a human gate; repeatable")
     resume.add_argument("--json", action="store_true", help="print the outcome as JSON")
     resume.add_argument("--full", action="store_true",
                         help="with --json, print offloaded context values whole")
+    _add_state_option(resume)
+    resume.add_argument("--for-pr", metavar="OWNER/NAME#N", default=None,
+                        help="with --state: resume the run that owns this pull request (its "
+                        "id is in the PR body's delivery marker)")
+    resume.add_argument("--take-over", action="store_true",
+                        help="with --state: take the run over from a job that claimed it "
+                        "and died, without waiting for its claim to grow stale")
+    resume.add_argument("--cache", type=Path, metavar="DIR",
+                        help="clone cache (default: $XDG_CACHE_HOME/delivery)")
+
+    runs = commands.add_parser("runs", help="runs with their status (local or a state repo)")
+    _add_state_option(runs)
+    runs.add_argument("--workspace", type=Path, help="where local runs are (default: .)")
+    runs.add_argument("--json", action="store_true", help="print the runs as JSON")
 
     inspect = commands.add_parser("inspect", help="path taken, outcomes, context, artifacts")
     run_reference(inspect)
@@ -213,6 +235,13 @@ def cmd_validate(files: list[Path], fmt: str, out: TextIO, err: TextIO) -> int:
     if fmt == "json":
         print(to_json(all_diagnostics), file=out)
     return EXIT_FAILED if has_errors(all_diagnostics) else EXIT_OK
+
+
+def _add_state_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state", metavar="git:OWNER/NAME|PATH", default=None,
+                        help="keep the run's state on refs/delivery/runs/RUN_ID of this "
+                        "repository, saved after every stage (event mode: waits and "
+                        "unanswered gates save and exit 3)")
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,

@@ -44,7 +44,7 @@ from delivery.engine.handlers.base import (
 )
 from delivery.engine.routing import facts_read, route_rule, select_edge
 from delivery.errors import ArtifactError, PauseRequested, RunError, RunStoreError
-from delivery.lang.model import Node, NodeType, Workflow
+from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
 from delivery.lang.topology import ParallelSection, parallel_sections
 from delivery.store.base import RunStore
 from delivery.store.records import RunState as RunState
@@ -69,6 +69,9 @@ class EngineOptions:
     """Settings of a run (not the outside world: that is `World`)."""
 
     max_steps: int = 10_000  # a loop that never ends stops here instead of filling the disk
+    # agent stages (implement, repairs) run at most this often in a run (0: no cap); the
+    # Action caps repair iterations with it (SPEC §14)
+    max_agent_runs: int = 0
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
     # Ask unanswered human gates on the console (the CLI sets this on a terminal).
@@ -79,7 +82,8 @@ class EngineOptions:
 class _Walk:
     """Where a walk of the graph ended."""
 
-    kind: str  # "exit" | "stop" (reached a stop node) | "failed" | "cancelled"
+    # "exit" | "stop" (reached a stop node) | "failed" | "cancelled" | "pause" (event mode)
+    kind: str
     node: str
     failure_reason: str = ""
 
@@ -140,6 +144,14 @@ class Engine:
                              main=True)
         except PauseRequested as pause:
             return self._pause(state, context, pause)
+        if end.kind == "pause":  # a wait in event mode: saved, resumed by an event
+            state.status = RunStatus.PAUSED
+            state.failure_reason = f"waiting at '{end.failure_reason}' for an event"
+            state.next_node = end.node
+            self._event("run_paused", node=end.failure_reason, next_node=end.node)
+            self._save(state, context)
+            state.context = context.snapshot()
+            return state
         if end.kind == "failed":
             state.status, state.failure_reason = RunStatus.FAILED, end.failure_reason
         elif context.get("outcome") == "failed":
@@ -185,6 +197,11 @@ class Engine:
                 return _Walk("failed", current, f"the run exceeded {self.options.max_steps} "
                              "steps; a loop does not end")
             node = workflow.nodes[current]
+            cap = self.options.max_agent_runs
+            if cap and node.type in LLM_TYPES and state.attempts.get(current, 0) >= cap:
+                return _Walk("failed", current, f"agent stage '{current}' already ran {cap} "
+                             "times, the cap on repair iterations; a person should look at "
+                             "it (raise max-repairs to allow more)")
             if main:
                 self._path_length_before_step = len(path)
                 state.next_node = current
@@ -227,6 +244,11 @@ class Engine:
             if isinstance(nxt, _Walk):
                 return nxt
             current = nxt
+            if main and result.pause_after:
+                # saved once, as paused, by run(): a crash before it re-runs the wait
+                return _Walk("pause", current, node.id)
+            if result.pause_after:  # a branch cannot pause alone: it waits as usual
+                self.env.clock.sleep(result.pause_seconds)
             if main:
                 self._save_next(context, current)
 

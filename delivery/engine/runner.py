@@ -32,6 +32,7 @@ from delivery.engine.interviewer import (
     ScriptedInterviewer,
 )
 from delivery.engine.redacting import RedactingAgent
+from delivery.engine.remote_state import StateRunStore
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
 from delivery.errors import RunRefused, RunStoreError
@@ -295,17 +296,45 @@ class _Run:
                                                if self.info.git_cache
                                                else cache_root(self.world.environ)),
         )
+        remote = self.store if isinstance(self.store, StateRunStore) else None
+        if remote is not None:  # event mode (SPEC §13)
+            env.event_mode = True
+            if env.gates == "deny":  # a gate nobody answers pauses in event mode (§9.1)
+                env.gates = "pause"
+            self._recreate_worktrees(state, env)
         engine = Engine(self.workflow, self.handlers, env, self.store,
                         observer=self.observer, options=self.options,
                         agent_states=self.agents.save_state)
         try:
             final = engine.run(state, context)
+            if remote is not None:  # nothing ran (the run had ended): give the claim back
+                remote.release(final.status)
         finally:
             self.store.close()
         return RunOutcome(final.run_id, final.status.value, final.failure_reason,
                           list(final.path), context.resolved_snapshot(), self.store.path,
                           usage=dict(final.usage),
                           offloaded=offloaded(context.stored(), self.store.artifacts))
+
+
+    def _recreate_worktrees(self, state: RunState, env: StageEnv) -> None:
+        """A resume on a fresh machine: the folders' worktrees the run had made come back
+        from the run's pushed branch (SPEC §13) before any stage needs them."""
+        adds = {n.id for n in self.workflow.nodes_of(NodeType.WORKTREE_ADD)}
+        removes = {n.id for n in self.workflow.nodes_of(NodeType.WORKTREE_REMOVE)}
+        last_add = max((i for i, n in enumerate(state.path) if n in adds), default=-1)
+        last_remove = max((i for i, n in enumerate(state.path) if n in removes), default=-1)
+        if last_add < 0 or last_remove > last_add or state.status not in (RunStatus.RUNNING,
+                                                                          RunStatus.PAUSED):
+            return
+        missing = [name for name, path in env.folders.items() if not path.exists()]
+        if not missing:
+            return
+        node = self.workflow.nodes[state.path[last_add]]
+        scratch = Context({}, self.store.artifacts, redactor=self.redactor)
+        result = self.handlers[NodeType.WORKTREE_ADD](node, 0, scratch, env)
+        self.store.append_event("worktrees_recreated", folders=missing, outcome=result.outcome,
+                                failure_reason=result.failure_reason)
 
 
 def start_run(request: RunRequest, world: World | None = None, *,
@@ -402,7 +431,7 @@ def _redacted_workflow(source: str, path: Path) -> Workflow:
 def resume_run(run_path: Path, world: World | None = None,
                answers: Mapping[str, str | Sequence[str]] | None = None, *,
                options: EngineOptions | None = None,
-               observer: Progress | None = None) -> RunOutcome:
+               observer: Progress | None = None, answered_by: str = "") -> RunOutcome:
     """Continue a run from its saved state; the interrupted stage runs again."""
     world = world or World()
     store = world.stores.open(run_path.resolve())
@@ -455,6 +484,11 @@ def resume_run(run_path: Path, world: World | None = None,
         store.write_run_info(_redacted_info(info, run.redactor))
     if state.status is RunStatus.RUNNING:
         store.append_event("run_resumed", next_node=state.next_node or "")
+        if answers and answered_by:  # who answered a paused gate and when (§9.1)
+            for node_id, given in _answer_lists(answers).items():
+                store.append_event("answer_received", node=node_id, labels=given,
+                                   by=answered_by,
+                                   at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     return run.execute(state)
 
 

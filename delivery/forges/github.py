@@ -104,6 +104,11 @@ class GitHubForge:
                            lambda: str(self._repo(repository)
                                        .get_collaborator_permission(user)))
 
+    def pull_request_body(self, repository: str, number: int) -> str:
+        """The PR's body as it is now (a run's id is in its marked block)."""
+        return self._retry("read a pull request", repository,
+                           lambda: str(self._repo(repository).get_pull(number).body or ""))
+
     # -- writes ---------------------------------------------------------------------------
     def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
                                     title: str, body: str) -> PullRequestRef:

@@ -8,6 +8,7 @@ routes; a handler never routes and never touches the checkpoint.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -44,6 +45,12 @@ class StageResult:
     suggested_next_ids: tuple[str, ...] = ()  # routing step 3 (SPEC §1.3)
     # (type, fields) the engine appends to the event log after the stage, with its node
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # event mode (SPEC §13): the run saves after this stage and pauses before the next,
+    # to be resumed by an event instead of holding a runner (a `wait` stage)
+    pause_after: bool = False
+    # what a pausing stage would have slept: a wait inside a parallel branch (which cannot
+    # pause on its own: the section is one unit) sleeps it instead
+    pause_seconds: float = 0.0
     # tokens the stage's agent turns cost ({input_tokens, output_tokens, total_tokens})
     usage: dict[str, int] | None = None
 
@@ -100,6 +107,10 @@ class StageEnv:
     path: Callable[[], Sequence[str]] = field(default=lambda: ())
     # masks secrets in text a stage writes itself (script output, facts): SPEC §14
     redact: Callable[[str], str] = field(default=lambda text: text)
+    # event mode (`--state`): wait stages pause the run instead of sleeping, and time their
+    # timeout by the wall clock (a resume runs on another machine, with another monotonic)
+    event_mode: bool = False
+    wall_clock: Callable[[], float] = field(default=time.time)
 
 
 class Handler(Protocol):

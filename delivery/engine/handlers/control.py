@@ -30,7 +30,7 @@ def run_wait(node: Node, attempt: int, context: Context, env: StageEnv) -> Stage
                                            node.timeout)
     earlier = _consecutive_visits(node, env)
     since_key = f"internal.wait.{node.id}.since"
-    now = env.clock.monotonic()
+    now = env.wall_clock() if env.event_mode else env.clock.monotonic()
     started = context.get(since_key) if earlier else None
     since = float(started) if isinstance(started, (int, float)) else now
     waited = now - since
@@ -44,6 +44,10 @@ def run_wait(node: Node, attempt: int, context: Context, env: StageEnv) -> Stage
         seconds = min(seconds, ceiling)
     if timeout is not None:
         seconds = min(seconds, max(timeout - waited, 0.0))
+    if env.event_mode:
+        # No runner waits (SPEC §13): the run saves and pauses; an event resumes it
+        return StageResult("succeeded", updates={since_key: since}, pause_after=True,
+                           pause_seconds=seconds)
     env.clock.sleep(seconds)
     return StageResult("succeeded", updates={since_key: since})
 

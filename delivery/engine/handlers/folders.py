@@ -8,6 +8,7 @@ classifies alike. A folder the forge cannot read fails the stage, naming it and 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from delivery.git import (
     ensure_clone,
     remove_worktree,
 )
+from delivery.hidden_text import strip_hidden
 from delivery.lang.declarations import PROBE_KINDS
 from delivery.lang.model import Node
 from probes.evidence import PrQuery
@@ -93,7 +95,8 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
     if observed.failures:
         raise StageProblem("; ".join(f"folder '{failure.folder}': {failure.reason}"
                                       for failure in observed.failures))
-    facts: dict[str, Any] = dict(observed.facts)
+    facts: dict[str, Any] = {key: _visible(value) if key.endswith("pr.raw") else value
+                             for key, value in observed.facts.items()}
     if len(folders) < len(env.folders):
         # `folder=` probed one folder: the roll-ups still cover every folder, the others
         # as they were last observed.
@@ -104,6 +107,27 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
         facts.update(roll_up_facts({**everyone, **facts}, list(env.folders)))
     return {key: value for key, value in facts.items()
             if key in wanted or key.split(".", 1)[1] in wanted}
+
+
+def _visible(raw: Any) -> Any:
+    """The PR evidence (thread and review text) an agent may read, stripped of what a
+    reader of the page does not see (SPEC §14: hidden instructions)."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return json.dumps(_strip_all(json.loads(raw)), sort_keys=True, ensure_ascii=False)
+    except ValueError:
+        return strip_hidden(raw)
+
+
+def _strip_all(value: Any) -> Any:
+    if isinstance(value, str):
+        return strip_hidden(value)
+    if isinstance(value, list):
+        return [_strip_all(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _strip_all(item) for key, item in value.items()}
+    return value
 
 
 def base_branch(env: StageEnv, folder: str) -> str:

@@ -1,0 +1,5 @@
+import sys
+
+from delivery.action.main import main
+
+sys.exit(main())

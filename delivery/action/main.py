@@ -1,0 +1,243 @@
+"""The Action's one step: inputs and event in, runs started or resumed, results out.
+
+    python -m delivery.action      # what action.yml's step runs; exit 3 when a run paused
+
+Inputs arrive as `INPUT_<NAME>` variables (action.yml maps them), the event as
+`GITHUB_EVENT_NAME` / `GITHUB_EVENT_PATH`. Runs work in event mode with their state on
+`refs/delivery/runs/<id>` of the state repository (`state-repo`, default the repository
+running the Action), each in its own workspace under `RUNNER_TEMP`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+from delivery.action.events import Plan, plan
+from delivery.action.report import write_outputs, write_summary
+from delivery.cli.state_commands import open_state, run_for_pr
+from delivery.engine.remote_state import RemoteState, StateRunStores, job_id
+from delivery.engine.run_loop import EngineOptions
+from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
+from delivery.errors import DeliveryError, RunRefused, StateSaveFailed, Superseded
+from delivery.git import cache_root
+from delivery.lang.diagnostics import has_errors
+from delivery.validation.loader import check_file
+
+INPUTS = ("workflow", "ticket", "goal", "repos", "agent", "github-token", "state-repo",
+          "mode", "label", "run-id", "bot-login", "max-repairs")
+DEFAULT_MAX_REPAIRS = 6
+WRITERS = frozenset({"admin", "maintain", "write"})
+EXIT = {"succeeded": 0, "failed": 1, "paused": 3, "superseded": 0, "ignored": 0,
+        "invalid": 1, "refused": 2}
+
+
+@dataclass
+class Result:
+    run_id: str
+    status: str
+    reason: str = ""
+    outcome: RunOutcome | None = None
+    workflow: Path | None = None
+    repos: dict[str, str] = field(default_factory=dict)
+
+
+def read_inputs(environ: Mapping[str, str]) -> dict[str, str]:
+    """`INPUT_GITHUB_TOKEN` for `github-token`, as the runner names them."""
+    return {name: environ.get("INPUT_" + name.upper().replace("-", "_"), "").strip()
+            for name in INPUTS}
+
+
+def bundled_workflow() -> Path:
+    return Path(str(resources.files("delivery.bundled.workflows") / "delivery.dot"))
+
+
+def parse_repos(text: str) -> dict[str, str]:
+    """`name=owner/repo` per line (blank lines and `#` comments skipped)."""
+    repos: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, location = line.partition("=")
+        if not sep or not name.strip() or not location.strip():
+            raise RunRefused(f"repos line {line!r}", "is not NAME=OWNER/REPO",
+                             "write one folder per line: api=octo/api")
+        repos[name.strip()] = location.strip()
+    return repos
+
+
+def main(environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+    env = dict(os.environ if environ is None else environ)
+    out = out or sys.stdout
+    inputs = read_inputs(env)
+    token = inputs["github-token"] or env.get("GITHUB_TOKEN", "")
+    if token:
+        print(f"::add-mask::{token}", file=out)  # before anything could print it
+        env["GITHUB_TOKEN"] = token
+    os.environ["GITHUB_TOKEN"] = token  # the redactor masks the token wherever a run writes
+    try:
+        results = _act(env, inputs, out)
+    except StateSaveFailed as fault:  # mid-run: failed, resumable from the last save
+        print(f"::error::delivery: {fault}", file=out)
+        results = [Result(fault.run_id, "failed", str(fault))]
+    except DeliveryError as err:
+        print(f"::error::delivery: {err}", file=out)
+        results = [Result("", "refused", str(err))]
+    write_outputs(env, results)
+    write_summary(env, results)
+    for result in results:
+        line = f"delivery: run {result.run_id or '-'}: {result.status}"
+        print(line + (f" ({result.reason})" if result.reason else ""), file=out)
+    codes = [EXIT.get(result.status, 1) for result in results] or [0]
+    for wanted in (1, 2, 3):
+        if wanted in codes:
+            return wanted
+    return 0
+
+
+def _act(env: dict[str, str], inputs: Mapping[str, str], out: TextIO) -> list[Result]:
+    repository = env.get("GITHUB_REPOSITORY", "")
+    payload = _payload(env)
+    mode = inputs["mode"] or "auto"
+    if mode not in ("auto", "start", "resume"):
+        raise RunRefused(f"mode {mode!r}", "is not a mode", "use start, resume or auto")
+    decided = plan(env.get("GITHUB_EVENT_NAME", ""), payload, mode=mode,
+                   trigger_label=inputs["label"] or "delivery",
+                   bot_login=inputs["bot-login"] or "delivery[bot]", inputs=inputs,
+                   repository=repository, actor=env.get("GITHUB_ACTOR", ""))
+    if decided.kind == "ignore":
+        return [Result("", "ignored", decided.reason)]
+    if decided.needs_permission and not _may_steer(env, repository, decided.actor):
+        print(f"::warning::delivery: {decided.actor or 'an unknown user'} has no write "
+              f"permission on {repository}; the event is ignored", file=out)
+        return [Result("", "ignored", f"{decided.actor} may not start or steer runs")]
+    spec = inputs["state-repo"] or repository
+    if not Path(spec).is_absolute():
+        spec = "git:" + spec
+    base = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / "delivery"
+    cache = cache_root(env)
+    state = open_state(spec, cache, env)
+    if decided.kind == "start":
+        return [_start(env, inputs, decided, state, base, cache, out)]
+    run_ids = _runs_to_resume(env, decided, state)
+    if not run_ids:
+        return [Result("", "ignored", "no paused run to resume for this event")]
+    return [_resume(env, inputs, decided, state, run_id, base, cache) for run_id in run_ids]
+
+
+def _payload(env: Mapping[str, str]) -> dict[str, Any]:
+    path = env.get("GITHUB_EVENT_PATH")
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise RunRefused(f"event payload {path}", f"cannot be read: {err}",
+                         "run the Action from a workflow event") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _may_steer(env: Mapping[str, str], repository: str, user: str) -> bool:
+    """Write permission, asked of the API (SPEC §14; never author_association)."""
+    if not user:
+        return False
+    from delivery.forges.github import GitHubForge
+
+    forge = GitHubForge.from_environment(env)
+    try:
+        return forge.permission(repository, user) in WRITERS
+    finally:
+        forge.close()
+
+
+def _world(env: Mapping[str, str], state: RemoteState, run_id: str, cache: Path,
+           workspace: Path | None = None) -> World:
+    """The run's world: its state kept on the state ref (each save pushed there)."""
+    stores = StateRunStores(state.session(run_id, job_id(env)), workspace=workspace)
+    return World(environ=env, git_cache=cache, stores=stores)
+
+
+def _options(inputs: Mapping[str, str]) -> EngineOptions:
+    text = inputs.get("max-repairs") or str(DEFAULT_MAX_REPAIRS)
+    if not text.isdigit() or int(text) < 1:
+        raise RunRefused(f"max-repairs {text!r}", "is not a positive number",
+                         f"give a number of runs per agent stage, e.g. {DEFAULT_MAX_REPAIRS}")
+    return EngineOptions(max_agent_runs=int(text))
+
+
+def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
+           state: RemoteState, base: Path, cache: Path, out: TextIO) -> Result:
+    workflow = Path(inputs["workflow"]) if inputs["workflow"] else bundled_workflow()
+    if not workflow.is_absolute():
+        workflow = Path(env.get("GITHUB_WORKSPACE") or Path.cwd()) / workflow
+    loaded, diagnostics = check_file(workflow)
+    for diagnostic in diagnostics:  # annotations on the workflow file's lines
+        print(diagnostic.format_github(), file=out)
+    if loaded is None or has_errors(diagnostics):
+        return Result("", "invalid", f"{workflow} has validation errors", workflow=workflow)
+    declared = {decl.name for decl in loaded.inputs}
+    given = {"ticket": decided.ticket, "notes": decided.notes}
+    run_inputs = {name: value for name, value in given.items() if value and name in declared}
+    repos = parse_repos(inputs["repos"])
+    base.mkdir(parents=True, exist_ok=True)
+    workspace = Path(tempfile.mkdtemp(prefix="run-", dir=base))
+    request = RunRequest(workflow=workflow, goal=decided.goal or None, inputs=run_inputs,
+                         agent=inputs["agent"], workspace=workspace, repos=repos,
+                         gates="pause")
+    world = _world(env, state, "", cache)
+    try:
+        outcome = start_run(request, world, options=_options(inputs))
+    except Superseded as lost:
+        return Result(lost.run_id, "superseded", lost.why, workflow=workflow, repos=repos)
+    return Result(outcome.run_id, outcome.status, outcome.failure_reason, outcome, workflow,
+                  repos)
+
+
+def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState) -> list[str]:
+    if decided.kind == "resume" and decided.run_id:
+        return [decided.run_id]
+    found: list[str] = []
+    for pr in decided.prs:
+        try:
+            found.append(run_for_pr(pr, env))
+        except RunRefused:
+            continue  # a PR no delivery run opened
+    if found or decided.prs:
+        return list(dict.fromkeys(found))
+    paused = [run for run in state.runs() if run.status == "paused"]
+    if decided.answers:  # an answer on the ticket: the paused runs of that ticket
+        paused = [run for run in paused if decided.ticket and run.ticket == decided.ticket]
+    return [run.run_id for run in paused]
+
+
+def _resume(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
+            state: RemoteState, run_id: str, base: Path, cache: Path) -> Result:
+    workspace = base / run_id
+    workspace.mkdir(parents=True, exist_ok=True)
+    world = _world(env, state, run_id, cache, workspace)
+    try:
+        outcome = resume_run(workspace / ".delivery" / "runs" / run_id, world,
+                             answers=decided.answers or None, options=_options(inputs),
+                             answered_by=f"github:{decided.actor}" if decided.answers else "")
+    except Superseded as lost:
+        return Result(run_id, "superseded", lost.why)
+    copy = workspace / ".delivery" / "runs" / run_id / "workflow.dot"
+    info = _read_json(workspace / ".delivery" / "runs" / run_id / "run.json")
+    return Result(outcome.run_id, outcome.status, outcome.failure_reason, outcome, copy,
+                  dict(info.get("repos") or {}))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -1,0 +1,100 @@
+"""What the Action tells GitHub: step outputs (`GITHUB_OUTPUT`) and the job summary
+(`GITHUB_STEP_SUMMARY`: the path, the graph as Mermaid with the path highlighted, one row
+per PR with its state and link)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from delivery.errors import WorkflowInvalid, WorkflowSyntaxError
+from delivery.lang.drawing import to_mermaid
+from delivery.validation.loader import load_workflow
+
+if TYPE_CHECKING:
+    from delivery.action.main import Result
+
+
+def _append(path: str | None, text: str) -> None:
+    if path:
+        with Path(path).open("a", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+def _output(name: str, value: str) -> str:
+    """One output; a value with a newline uses the heredoc form with a random delimiter."""
+    if "\n" not in value:
+        return f"{name}={value}\n"
+    delimiter = f"ghadelimiter_{uuid.uuid4()}"
+    return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"
+
+
+def primary(results: Sequence[Result]) -> Result | None:
+    """The result the outputs describe: the first run that did something."""
+    for result in results:
+        if result.status not in ("ignored", "superseded"):
+            return result
+    return results[0] if results else None
+
+
+def write_outputs(environ: Mapping[str, str], results: Sequence[Result]) -> None:
+    main = primary(results)
+    context: Mapping[str, Any] = main.outcome.context if main and main.outcome else {}
+    values = {"status": main.status if main else "ignored",
+              "pr-state": str(context.get("pr.state") or ""),
+              "run-id": main.run_id if main else "",
+              "runs": ",".join(f"{r.run_id}:{r.status}" for r in results if r.run_id)}
+    _append(environ.get("GITHUB_OUTPUT"), "".join(_output(k, v) for k, v in values.items()))
+
+
+def summary_markdown(results: Sequence[Result]) -> str:
+    parts: list[str] = []
+    for result in results:
+        title = f"run `{result.run_id}`" if result.run_id else "no run"
+        parts.append(f"## delivery: {title} — {result.status}\n")
+        if result.reason:
+            parts.append(f"{_cell(result.reason)}\n")
+        outcome = result.outcome
+        if outcome is None:
+            continue
+        parts.append("**Path:** " + " → ".join(f"`{node}`" for node in outcome.path) + "\n")
+        drawing = _mermaid(result.workflow, outcome.path)
+        if drawing:
+            parts.append(f"```mermaid\n{drawing}\n```\n")
+        rows = _pr_rows(outcome.context, result.repos)
+        if rows:
+            parts.append("| Folder | Repository | Pull request | State |\n"
+                         "| --- | --- | --- | --- |")
+            parts += rows
+            parts.append("")
+    return "\n".join(parts) + "\n"
+
+
+def write_summary(environ: Mapping[str, str], results: Sequence[Result]) -> None:
+    _append(environ.get("GITHUB_STEP_SUMMARY"), summary_markdown(results))
+
+
+def _mermaid(workflow: Path | None, path: Sequence[str]) -> str:
+    if workflow is None:
+        return ""
+    try:
+        return to_mermaid(load_workflow(workflow), path)
+    except (WorkflowSyntaxError, WorkflowInvalid, OSError):
+        return ""
+
+
+def _pr_rows(context: Mapping[str, Any], repos: Mapping[str, str]) -> list[str]:
+    rows = []
+    for folder, repository in repos.items():
+        url = str(context.get(f"{folder}.pr.url") or "")
+        number = str(context.get(f"{folder}.pr.number") or "")
+        state = str(context.get(f"{folder}.pr.state") or "")
+        link = f"[#{number or '?'}]({url})" if url else "—"
+        rows.append(f"| {_cell(folder)} | {_cell(repository)} | {link} | {_cell(state) or '—'} |")
+    return rows
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,112 @@
+"""Event mode on the command line (SPEC §13): `run|resume --state …`, `resume --for-pr`,
+`delivery runs`.
+
+    delivery run flow.dot --state git:o/state ...       # saves after every stage, exit 3 paused
+    delivery resume --state git:o/state RUN_ID          # claims, then continues
+    delivery resume --state git:o/state --for-pr o/web#12
+    delivery runs --state git:o/state --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+from delivery.engine.remote_state import RemoteState, RunSummary, StateRunStores, job_id
+from delivery.engine.runner import World
+from delivery.errors import DeliveryError, RunRefused, Superseded
+from delivery.git import cache_root
+from delivery.store.runstore import LocalRunStore
+
+EXIT_OK = 0
+_MARKER = re.compile(r"<!-- delivery:begin run=([A-Za-z0-9_.:-]+) -->")
+_PR = re.compile(r"([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)#([0-9]+)")
+
+
+def open_state(spec: str, cache: Path | None,
+               environ: Mapping[str, str] | None = None) -> RemoteState:
+    env = dict(environ if environ is not None else os.environ)
+    return RemoteState.open(spec, cache or cache_root(env), env)
+
+
+def state_world(world: World, spec: str | None, cache: Path | None,
+                environ: Mapping[str, str] | None = None, run_id: str = "", *,
+                take_over: bool = False, workspace: Path | None = None) -> World:
+    """`world` keeping its runs on the state ref when `--state` was given."""
+    if spec:
+        env = dict(environ if environ is not None else os.environ)
+        session = open_state(spec, cache, env).session(run_id, job_id(env))
+        world.stores = StateRunStores(session, take_over=take_over, workspace=workspace)
+    return world
+
+
+def run_for_pr(reference: str, environ: Mapping[str, str] | None = None) -> str:
+    """The run id in the marked block of the PR `owner/name#N` (written by publish)."""
+    match = _PR.fullmatch(reference.strip())
+    if not match:
+        raise RunRefused(f"--for-pr {reference}", "is not OWNER/NAME#NUMBER",
+                         "write --for-pr octo/web#12")
+    from delivery.forges.github import GitHubForge
+
+    forge = GitHubForge.from_environment(environ if environ is not None else os.environ)
+    try:
+        body = forge.pull_request_body(match.group(1), int(match.group(2)))
+    finally:
+        forge.close()
+    found = _MARKER.search(body)
+    if not found:
+        raise RunRefused(f"pull request {reference}", "carries no delivery marker (it was "
+                         "not opened by a delivery run)", "resume a run by its id instead")
+    return found.group(1)
+
+
+def superseded(error: Superseded, as_json: bool, out: TextIO) -> int:
+    if as_json:
+        print(json.dumps({"run_id": error.run_id, "status": "superseded",
+                          "failure_reason": error.why, "path": [], "context": {},
+                          "run_dir": ""}, indent=2, sort_keys=True), file=out)
+    else:
+        print(f"run {error.run_id}: superseded", file=out)
+        print(f"  {error.why}", file=out)
+    return EXIT_OK
+
+
+def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.state:
+        listed = open_state(args.state, None).runs()
+    else:
+        listed = local_runs(args.workspace or Path.cwd())
+    if args.json:
+        print(json.dumps([vars(run) for run in listed], indent=2, sort_keys=True), file=out)
+        return EXIT_OK
+    if not listed:
+        print("no runs", file=out)
+    for run in listed:
+        waiting = f" (next: {run.next_node})" if run.next_node else ""
+        held = f" claimed by {run.claimed_by}" if run.claimed_by else ""
+        print(f"{run.run_id}  {run.status}{waiting}{held}", file=out)
+    return EXIT_OK
+
+
+def local_runs(workspace: Path) -> list[RunSummary]:
+    root = workspace / ".delivery" / "runs"
+    listed = []
+    for path in sorted(root.iterdir()) if root.is_dir() else []:
+        if not (path / "run.json").is_file():
+            continue
+        try:
+            loaded = LocalRunStore.open_dir(path).load()
+        except (DeliveryError, OSError):  # a damaged run is listed as such, not a traceback
+            listed.append(RunSummary(path.name, "unreadable", "", ""))
+            continue
+        if loaded is None:
+            listed.append(RunSummary(path.name, "unknown", "", ""))
+        else:
+            listed.append(RunSummary(path.name, loaded.state.status.value,
+                                     loaded.state.next_node or "", ""))
+    return listed

@@ -1,0 +1,399 @@
+"""Runs whose state lives in a git ref (`--state git:<owner>/<name>` or a bare repository
+path), SPEC §13: event mode.
+
+    state = RemoteState.open("git:o/state", cache, environ)
+    session = state.session(run_id, job="actions-123")
+    world = World(stores=StateRunStores(session))   # start_run / resume_run as usual
+
+`StateRunStores` is the run store seam's second implementation (`delivery.store.base`): a
+`StateRunStore` wraps the local run directory, delegates everything to it, and after each
+durable save (`save_whole`, `save_stage`) commits the directory and pushes it by
+compare-and-swap — a paused or ended run's save drops the claim. Opening a run for a resume
+first fetches it from its ref into the local directory and claims it there.
+
+Every save is a commit whose parent is the previous one; the ref moves by compare-and-swap
+only, so a job whose save or claim loses raises `Superseded` having changed nothing. A claim
+is a commit holding `claim.json` (job id, time); a claim younger than `stale_after` seconds
+belongs to a live job and supersedes a newcomer, unless it takes over (`--take-over`).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from delivery.errors import (
+    GitError,
+    RunRefused,
+    StateSaveFailed,
+    Superseded,
+    WorkflowInvalid,
+    WorkflowSyntaxError,
+)
+from delivery.git.runref import RunRef
+from delivery.lang.model import NodeType, parse_duration
+from delivery.redact import Redactor
+from delivery.store.artifacts import ArtifactStore
+from delivery.store.base import Loaded
+from delivery.store.records import RunInfo, RunState, RunStatus, StageRecord
+from delivery.store.runstore import WORKFLOW_COPY, LocalRunStore
+from delivery.validation.loader import load_workflow
+
+CLAIM_FILE = "claim.json"
+# the run's status at each save, beside the run directory on the ref: `delivery runs`
+# reads it without replaying the run's log
+STATUS_FILE = "status.json"
+_NOT_SAVED = (CLAIM_FILE, STATUS_FILE)
+DEFAULT_SERVER = "https://github.com"
+_OWNER_NAME = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+
+
+def state_remote(spec: str, environ: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+    """`git:<owner>/<name>` -> (its HTTPS URL, the token header); a path -> (path, ())."""
+    if spec.startswith("git:"):
+        name = spec[4:]
+        if not _OWNER_NAME.fullmatch(name):
+            raise RunRefused(f"--state {spec}", "does not name a repository",
+                             "write --state git:OWNER/NAME or a path to a bare repository")
+        server = (environ.get("GITHUB_SERVER_URL") or DEFAULT_SERVER).rstrip("/")
+        token = environ.get("GITHUB_TOKEN", "")
+        if not token:
+            raise RunRefused(f"--state {spec}", "needs a token to read and push the state ref",
+                             "set GITHUB_TOKEN (in the Action: the github-token input)")
+        pair = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        return f"{server}/{name}.git", (f"Authorization: Basic {pair}",)
+    path = Path(spec).expanduser()
+    if not (path / "HEAD").is_file() and not (path / ".git").exists():
+        raise RunRefused(f"--state {spec}", "is neither git:OWNER/NAME nor a git repository",
+                         "create a bare repository (git init --bare) or name one on GitHub")
+    return str(path.resolve()), ()
+
+
+@dataclass(frozen=True)
+class Claim:
+    job: str
+    at: float
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"job": self.job, "at": self.at}).encode()
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    status: str
+    next_node: str
+    sha: str
+    claimed_by: str = ""
+    ticket: str = ""
+
+
+@dataclass
+class RemoteState:
+    ref: RunRef
+    spec: str
+    # wall-clock seconds (claims are compared across machines)
+    now: Callable[[], float] = time.time
+
+    @classmethod
+    def open(cls, spec: str, cache: Path, environ: Mapping[str, str],
+             now: Callable[[], float] = time.time) -> RemoteState:
+        remote, headers = state_remote(spec, environ)
+        digest = hashlib.sha256(remote.encode()).hexdigest()[:12]
+        scratch = cache / "state" / f"{digest}.git"
+        return cls(RunRef(remote, scratch, headers, environ), spec, now)
+
+    def session(self, run_id: str, job: str) -> StateSession:
+        return StateSession(self, run_id, job)
+
+    def runs(self) -> list[RunSummary]:
+        """Every run on the state remote with the status of its last save."""
+        heads = self.ref.fetch_all()
+        listed = []
+        for run_id, sha in sorted(heads.items()):
+            checkpoint = (_json(self.ref.read_file(sha, STATUS_FILE))
+                          or _json(self.ref.read_file(sha, "checkpoint.json")))
+            claim = _json(self.ref.read_file(sha, CLAIM_FILE))
+            context = checkpoint.get("context")
+            ticket = context.get("ticket") if isinstance(context, dict) else ""
+            listed.append(RunSummary(run_id, str(checkpoint.get("status") or "unknown"),
+                                     str(checkpoint.get("next_node") or ""), sha,
+                                     str(claim.get("job") or ""),
+                                     ticket if isinstance(ticket, str) else ""))
+        return listed
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _json(data: bytes | None) -> dict[str, Any]:
+    if not data:
+        return {}
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass
+class StateSession:
+    """One job's hold on one run's ref."""
+
+    state: RemoteState
+    run_id: str
+    job: str
+    head: str | None = None
+    claim_at: float = 0.0
+    saves: int = field(default=0)
+    claimed: bool = False
+
+    @property
+    def ref(self) -> RunRef:
+        return self.state.ref
+
+    status: dict[str, Any] = field(default_factory=dict)  # written as STATUS_FILE
+
+    def _claim_file(self) -> dict[str, bytes]:
+        return {CLAIM_FILE: Claim(self.job, self.claim_at).to_bytes(), **self._status_file()}
+
+    def _status_file(self) -> dict[str, bytes]:
+        return {STATUS_FILE: json.dumps(self.status).encode()} if self.status else {}
+
+    def create(self, run_dir: Path) -> None:
+        """A new run: its first save, claimed by this job; the ref must not exist yet."""
+        self.claim_at = self.state.now()
+        sha = self.ref.commit(run_dir, None, f"run {self.run_id} started by {self.job}",
+                              self._claim_file(), skip=_NOT_SAVED)
+        if not self.ref.push(self.run_id, sha, None):
+            raise Superseded(self.run_id, "a run with this id exists on the state ref")
+        self.head = sha
+        self.claimed = True
+
+    def claim(self, run_dir: Path, *, stale_after: Callable[[Path], float],
+              take_over: bool = False) -> None:
+        """Fetch the run, write its saved directory to `run_dir`, and claim it by
+        compare-and-swap; Superseded when a live job holds it or another claim won."""
+        heads = self.ref.fetch([self.run_id])
+        head = heads.get(self.run_id)
+        if head is None:
+            raise RunRefused(f"run {self.run_id}", f"is not on the state repository "
+                             f"{self.state.spec}", "check the run id with delivery runs --state")
+        self.ref.extract(head, run_dir)
+        held = _json(_read(run_dir / CLAIM_FILE))
+        saved = _json(_read(run_dir / STATUS_FILE)) or _json(_read(run_dir / "checkpoint.json"))
+        for name in _NOT_SAVED:
+            (run_dir / name).unlink(missing_ok=True)
+        self.head = head
+        context = saved.get("context")
+        ticket = context.get("ticket") if isinstance(context, dict) else ""
+        self.status = {"status": saved.get("status") or "", "next_node":
+                       saved.get("next_node") or "", "steps": saved.get("steps") or 0,
+                       "context": {"ticket": ticket if isinstance(ticket, str) else ""}}
+        if saved.get("status") in ("succeeded", "failed"):
+            return  # an ended run is reported as it is; nothing to claim or run
+        if held and not take_over:
+            age = self.state.now() - float(held.get("at") or 0)
+            if age < stale_after(run_dir):
+                raise Superseded(self.run_id, f"job {held.get('job')} claimed it "
+                                 f"{age:.0f}s ago and is still within the longest stage "
+                                 "timeout (pass --take-over if that job is dead)")
+        self.claim_at = self.state.now()
+        taken = f" (taking over from {held.get('job')})" if held else ""
+        sha = self.ref.commit(run_dir, head, f"claimed by {self.job}{taken}",
+                              self._claim_file(), skip=_NOT_SAVED)
+        if not self.ref.push(self.run_id, sha, head):
+            raise Superseded(self.run_id, "another job claimed it first")
+        self.head = sha
+        self.claimed = True
+
+    def save(self, run_dir: Path, message: str) -> None:
+        """One stage's state, on top of this job's last save; Superseded when another job
+        moved the ref (it took the run over)."""
+        self._push(run_dir, message, self._claim_file())
+
+    def release(self, run_dir: Path, message: str) -> None:
+        """The last save of this job (the run paused or ended): the claim is dropped."""
+        self._push(run_dir, message, self._status_file())
+        self.claimed = False
+
+    def _push(self, run_dir: Path, message: str, extra: Mapping[str, bytes]) -> None:
+        sha = self.ref.commit(run_dir, self.head, message, extra, skip=_NOT_SAVED)
+        if not self.ref.push(self.run_id, sha, self.head):
+            raise Superseded(self.run_id, "another job took the run over")
+        self.head = sha
+        self.saves += 1
+
+
+def job_id(environ: Mapping[str, str]) -> str:
+    """This job's name in claims: the Actions run and attempt, else host and pid."""
+    if environ.get("GITHUB_RUN_ID"):
+        return (f"actions:{environ.get('GITHUB_REPOSITORY', '')}/{environ['GITHUB_RUN_ID']}"
+                f"/{environ.get('GITHUB_RUN_ATTEMPT', '1')}")
+    return f"{os.uname().nodename}:{os.getpid()}"
+
+
+def stage_timeout_limit(run_dir: Path) -> float:
+    """The longest `timeout` of the run's stages other than waits (default an hour): a
+    claim older than that belongs to a job that was killed."""
+    try:
+        workflow = load_workflow(run_dir / WORKFLOW_COPY)
+    except (WorkflowSyntaxError, WorkflowInvalid, OSError):
+        return 3600.0
+    limits = [parse_duration(node.attr("timeout")) or 0.0 for node in workflow.nodes.values()
+              if node.type is not NodeType.WAIT and node.attr("timeout")]
+    return max(limits, default=3600.0)
+
+
+def rebased(info: RunInfo, workspace: Path) -> RunInfo:
+    """run.json's paths moved from the workspace the run was saved in to this one (a
+    resume in another job): the folders under it, and the workspace itself."""
+    old = Path(info.workspace or workspace)
+    folders = {}
+    for name, where in info.folders.items():
+        path = Path(where)
+        folders[name] = str(workspace / path.relative_to(old)) if path.is_relative_to(old) \
+            else str(path)
+    return dataclasses.replace(info, workspace=str(workspace), folders=folders,
+                               git_cache="")  # this machine's cache
+
+
+class StateRunStore:
+    """A run directory whose every durable save also lands on the run's state ref (a
+    `RunStore`): it delegates to the local store, then commits and pushes the directory
+    by compare-and-swap. A save that loses the race raises Superseded; one that cannot
+    reach the remote raises StateSaveFailed (the run fails and stays resumable)."""
+
+    def __init__(self, local: LocalRunStore, session: StateSession) -> None:
+        self.local = local
+        self.session = session
+        # the ticket, for `delivery runs` (a resume finds it in the status it fetched)
+        saved = session.status.get("context")
+        ticket = saved.get("ticket") if isinstance(saved, dict) else ""
+        self._ticket = ticket if isinstance(ticket, str) else ""
+
+    # -- delegated ----------------------------------------------------------------------
+    @property
+    def location(self) -> str:
+        return self.local.location
+
+    @property
+    def path(self) -> Path:
+        return self.local.path
+
+    @property
+    def artifacts(self) -> ArtifactStore:
+        return self.local.artifacts
+
+    def create_run(self, info: RunInfo, workflow_source: bytes) -> None:
+        self.local.create_run(info, workflow_source)
+
+    def read_run_info(self) -> RunInfo:
+        return self.local.read_run_info()
+
+    def write_run_info(self, info: RunInfo) -> None:
+        self.local.write_run_info(info)
+
+    def read_workflow_copy(self) -> tuple[Path, bytes]:
+        return self.local.read_workflow_copy()
+
+    def open_log(self, redactor: Redactor | None = None,
+                 stamp: Callable[[], str] | None = None) -> None:
+        self.local.open_log(redactor, stamp)
+
+    def append_event(self, event_type: str, **fields: Any) -> dict[str, Any]:
+        return self.local.append_event(event_type, **fields)
+
+    def load(self) -> Loaded | None:
+        return self.local.load()
+
+    def close(self) -> None:
+        self.local.close()
+
+    def stage_dir(self, node_id: str, attempt: int) -> Path:
+        return self.local.stage_dir(node_id, attempt)
+
+    def write_stage_file(self, node_id: str, attempt: int, name: str, text: str, *,
+                         redactor: Redactor | None = None) -> Path:
+        return self.local.write_stage_file(node_id, attempt, name, text, redactor=redactor)
+
+    # -- saves: local first, then the ref ------------------------------------------------
+    def save_whole(self, state: RunState) -> None:
+        self.local.save_whole(state)
+        ticket = state.context.get("ticket")
+        self._ticket = ticket if isinstance(ticket, str) else self._ticket
+        if self.session.head is None:  # a new run: its first save creates the ref
+            self.session.run_id = state.run_id
+            self._remember(state.status, state.next_node, state.steps)
+            self._guarded(state.run_id, lambda: self.session.create(self.path))
+            return
+        self._push(state.run_id, state.status, state.next_node, state.steps,
+                   state.failure_reason)
+
+    def save_stage(self, record: StageRecord, state: Callable[[], RunState]) -> None:
+        self.local.save_stage(record, state)
+        self._push(self.session.run_id, record.status, record.next_node, record.steps,
+                   record.failure_reason)
+
+    def release(self, status: RunStatus) -> None:
+        """The job lets go of a run it claimed but did not run (it had ended)."""
+        if self.session.claimed:
+            self.local.close()  # the log whole on disk before it is committed
+            self._guarded(self.session.run_id,
+                          lambda: self.session.release(self.path, f"{status.value}: released"))
+
+    def _remember(self, status: RunStatus, next_node: str | None, steps: int) -> None:
+        self.session.status = {"status": status.value, "next_node": next_node or "",
+                               "steps": steps, "context": {"ticket": self._ticket}}
+
+    def _push(self, run_id: str, status: RunStatus, next_node: str | None, steps: int,
+              failure_reason: str) -> None:
+        self._remember(status, next_node, steps)
+        if status is RunStatus.RUNNING:
+            self._guarded(run_id, lambda: self.session.save(
+                self.path, f"step {steps}: next {next_node}"))
+        else:  # paused or ended: this job lets go of the run
+            message = f"{status.value} at step {steps}" + (
+                f": {failure_reason}" if failure_reason else "")
+            self._guarded(run_id, lambda: self.session.release(self.path, message))
+
+    @staticmethod
+    def _guarded(run_id: str, push: Callable[[], None]) -> None:
+        try:
+            push()
+        except GitError as err:  # a fault during the run, not a refusal (SPEC §12)
+            raise StateSaveFailed(run_id, str(err)) from None
+
+
+@dataclass
+class StateRunStores:
+    """`RunStores` for `--state`: runs kept in a local directory and on their state ref.
+    `open` fetches and claims the run first (`take_over`: even from a live-looking claim)
+    and moves its paths to `workspace`, this machine's workspace."""
+
+    session: StateSession
+    take_over: bool = False
+    workspace: Path | None = None
+
+    def create(self, location: Path) -> StateRunStore:
+        return StateRunStore(LocalRunStore.create_dir(location), self.session)
+
+    def open(self, location: Path) -> StateRunStore:
+        self.session.claim(location, stale_after=stage_timeout_limit, take_over=self.take_over)
+        local = LocalRunStore.open_dir(location)
+        if self.workspace is not None:
+            local.write_run_info(rebased(local.read_run_info(), self.workspace.resolve()))
+        return StateRunStore(local, self.session)

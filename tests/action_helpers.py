@@ -1,0 +1,104 @@
+"""A simulated GitHub Actions job: runs the steps action.yml executes (not the setup ones),
+with the variables, event payload file, GITHUB_OUTPUT and GITHUB_STEP_SUMMARY a runner
+gives them. Each job gets a fresh RUNNER_TEMP and clone cache: a new machine."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ACTION = ROOT / "action.yml"
+_EXPR = re.compile(r"\$\{\{\s*inputs\.([A-Za-z0-9_-]+)\s*\}\}")
+_jobs = itertools.count(1)
+
+
+def action() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(ACTION.read_text(encoding="utf-8"))
+    return loaded
+
+
+def step(step_id: str) -> dict[str, Any]:
+    for entry in action()["runs"]["steps"]:
+        if entry.get("id") == step_id:
+            found: dict[str, Any] = entry
+            return found
+    raise KeyError(step_id)
+
+
+def read_outputs(path: Path) -> dict[str, str]:
+    """GITHUB_OUTPUT's `name=value` and `name<<DELIM … DELIM` entries."""
+    outputs: dict[str, str] = {}
+    lines = iter(path.read_text(encoding="utf-8").splitlines()) if path.exists() else iter(())
+    for line in lines:
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            value = []
+            for more in lines:
+                if more == delimiter:
+                    break
+                value.append(more)
+            outputs[name] = "\n".join(value)
+        elif "=" in line:
+            name, value_text = line.split("=", 1)
+            outputs[name] = value_text
+    return outputs
+
+
+@dataclass
+class Job:
+    code: int
+    stdout: str
+    stderr: str
+    outputs: dict[str, str]
+    summary: str
+
+
+class Actions:
+    """Runs jobs of one repository against the fake GitHub."""
+
+    def __init__(self, root: Path, github_env: dict[str, str], repository: str) -> None:
+        self.root = root
+        self.github_env = github_env
+        self.repository = repository
+        self.workspace = root / "checkout"
+        self.workspace.mkdir(parents=True, exist_ok=True)
+
+    def job(self, event_name: str, payload: dict[str, Any], inputs: dict[str, str],
+            *, actor: str = "alice") -> Job:
+        number = next(_jobs)
+        home = self.root / f"job-{number}"
+        home.mkdir()
+        event_path = home / "event.json"
+        event_path.write_text(json.dumps(payload), encoding="utf-8")
+        output, summary = home / "output", home / "summary.md"
+        declared = action()["inputs"]
+        values = {name: str(inputs.get(name, spec.get("default", "")))
+                  for name, spec in declared.items()}
+        deliver = step("deliver")
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+               "LANG": "C.UTF-8", **self.github_env,
+               "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_REPOSITORY": self.repository,
+               "GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(event_path),
+               "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary),
+               "GITHUB_WORKSPACE": str(self.workspace), "GITHUB_RUN_ID": str(1000 + number),
+               "GITHUB_RUN_ATTEMPT": "1", "GITHUB_ACTOR": actor,
+               "GITHUB_ACTION_PATH": str(ROOT), "RUNNER_TEMP": str(home / "tmp"),
+               "XDG_CACHE_HOME": str(home / "cache"), "DELIVERY_PYTHON": sys.executable}
+        env.pop("GITHUB_TOKEN", None)  # the token comes in through the input only
+        for name, template in deliver["env"].items():
+            env[name] = _EXPR.sub(lambda m: values[m.group(1)], str(template))
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                               deliver["run"]], env=env, cwd=self.workspace,
+                              capture_output=True, text=True, timeout=120, check=False)
+        return Job(done.returncode, done.stdout, done.stderr, read_outputs(output),
+                   summary.read_text(encoding="utf-8") if summary.exists() else "")
