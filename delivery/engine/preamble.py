@@ -22,10 +22,11 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
 from jinja2 import StrictUndefined, Template
@@ -110,7 +111,10 @@ def visible_keys(context: Mapping[str, Any], limit: int = MAX_VALUES) -> list[st
     found: list[str] = []
     # dicts keep the order keys were first written in; the walk stops after a bounded
     # number of keys even when most are the engine's own (response.<node> per stage)
-    for key in itertools.islice(reversed(context), limit * SCAN_FACTOR):
+    newest_first: Iterator[str] = (
+        reversed(context) if isinstance(context, (dict, MappingProxyType))
+        else reversed(list(context)))
+    for key in itertools.islice(newest_first, limit * SCAN_FACTOR):
         if key not in HIDDEN_KEYS and not key.startswith(HIDDEN_PREFIXES):
             found.append(key)
             if len(found) == limit:

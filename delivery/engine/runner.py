@@ -91,6 +91,9 @@ class RunRequest:
     forge: str = ""  # "local" | "github"; empty: chosen from the repository locations
     checks: Mapping[str, str] = field(default_factory=dict)  # folder -> local check command
     branch: str = ""  # the run's branch; empty: delivery/<ticket slug or run id>
+    # `workflow` already loaded and validated (route scenarios run one file many times);
+    # None: read and validated here
+    model: Workflow | None = None
 
 
 @dataclass
@@ -341,7 +344,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
     world = world or World()
     redactor = _redactor(world)
     workflow_path = request.workflow.resolve()
-    workflow = load_workflow(workflow_path)
+    workflow = request.model or load_workflow(workflow_path)
     values = initial_context(workflow, request.goal, request.inputs)
     workspace = (request.workspace or Path.cwd()).resolve()
     if not workspace.is_dir():
