@@ -19,3 +19,8 @@ def clock(fake_github_clock: ManualClock) -> ManualClock:
 def fake(fake_github: FakeGitHub) -> FakeGitHub:
     """A started fake GitHub (`fake_github`), under the short name the GitHub tests use."""
     return fake_github
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--long", action="store_true", default=False,
+                     help="deeper soak and chaos runs (tests/soak; also DELIVERY_SOAK=long)")
