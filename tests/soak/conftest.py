@@ -18,3 +18,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "soak_seed" in metafunc.fixturenames:
         count = SEEDS["long" if is_long(metafunc.config) else "short"]
         metafunc.parametrize("soak_seed", range(count))
+    if "chaos_point" in metafunc.fixturenames:
+        count = 20 if is_long(metafunc.config) else 5
+        metafunc.parametrize("chaos_point", range(count))
