@@ -1,21 +1,38 @@
-"""The errors `delivery` raises, in one hierarchy.
+"""The errors `delivery` raises, in one hierarchy (and the one control signal beside it).
 
     DeliveryError                      anything this package raises on purpose
     ├── WorkflowError                  the workflow *definition* is wrong (before any run)
     │   ├── WorkflowSyntaxError        the .dot text does not parse: file:line:col, expected, found
     │   ├── DeclarationError           an attribute's mini-language (inputs, outputs, ...) is wrong
     │   ├── ConditionSyntaxError       an edge condition does not parse
+    │   ├── TemplateProblem            a prompt/script template does not parse (validator)
+    │   ├── StylesheetError            a `model_stylesheet` does not parse
     │   └── WorkflowInvalid            the graph parsed but the validator found errors
     ├── ScenarioFileError              a route-scenario file (`delivery test`) is wrong
     └── RunError                       something went wrong while running (run-time)
-        ├── RunRefused                 the run cannot start: a bad input, goal or setting
-        ├── RunStoreError              a run directory, checkpoint or event log is unusable
+        ├── RunRefused                 the run cannot start: a bad input, goal or setting (exit 2)
+        ├── RunStoreError              the run's store (directory, checkpoint, event log) is
+        │                              unusable or cannot be written; mid-run it stops the run
+        │                              (exit 1) and the run stays resumable
+        ├── ArtifactError              an artifact pointer cannot be read
         ├── GitError                   a git operation on a folder failed (clone, worktree, push)
-        └── ForgeError                 a forge (GitHub, local) refused or could not read or write
+        ├── ForgeError                 a forge (GitHub, local) refused or could not read or write
+        └── StageError                 a stage failed; the engine records it as the stage's
+            │                          failure_reason and routes on the failure
+            ├── AgentError             the agent backend produced no reply
+            ├── ContractViolation      the reply breaks the node's output contract
+            ├── TemplateRenderError    a prompt or script template did not render
+            ├── FactsFormatError       a script's $DELIVERY_FACTS file is malformed
+            └── StageProblem           a folder stage cannot work on a folder (no such folder,
+                                       no forge or repository, no branch or git cache)
+
+    PauseRequested (BaseException)     not an error: a control signal — a human gate has no
+                                       answer yet and the run stops as `paused` (exit 3)
 
 Each error carries the thing it is about as fields, and its message says what was
 expected, what was found and what to do. Definition errors and run-time errors are
 kept apart: a workflow that validated never raises a WorkflowError while running.
+Exit 2 ("refused to start") is only for what goes wrong before the first stage runs.
 """
 
 from __future__ import annotations
@@ -90,6 +107,25 @@ class ConditionSyntaxError(WorkflowError):
         )
 
 
+class TemplateProblem(WorkflowError):
+    """A template in the workflow does not parse; `lineno` is the line inside the template."""
+
+    def __init__(self, message: str, lineno: int) -> None:
+        self.message = message
+        self.lineno = lineno
+        super().__init__(message)
+
+
+class StylesheetError(WorkflowError, ValueError):
+    """The model stylesheet does not parse; `offset` indexes into its text."""
+
+    def __init__(self, offset: int, problem: str, fix: str) -> None:
+        self.offset = offset
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"character {offset + 1}: {problem}")
+
+
 class WorkflowInvalid(WorkflowError):
     """The workflow parsed but has validation errors; `diagnostics` lists all of them."""
 
@@ -119,6 +155,15 @@ class RunStoreError(RunError):
     """A run directory, checkpoint or event log cannot be used; the message names the path."""
 
 
+class ArtifactError(RunError):
+    """An artifact pointer cannot be read: outside the store, missing or not JSON."""
+
+    def __init__(self, pointer: str, problem: str) -> None:
+        self.pointer = pointer
+        self.problem = problem
+        super().__init__(f"artifact {pointer}: {problem}")
+
+
 class GitError(RunError):
     """A git operation failed; `operation` names it, `location` the repository or worktree.
     The message carries git's own words, never the command line (it may hold a token)."""
@@ -145,6 +190,55 @@ class ForgeError(RunError):
         self.fix = fix
         message = f"{forge} {repository}: cannot {operation}: {problem}"
         super().__init__(message + (f" — {fix}" if fix else ""))
+
+
+class StageError(RunError):
+    """A stage failed in a way its handler reports as the stage's failure_reason."""
+
+
+class AgentError(StageError):
+    """A backend failed to produce a reply; the message names the node and says why."""
+
+
+class ContractViolation(StageError):
+    """The reply does not satisfy the output contract; `problems` lists every problem."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("the reply does not satisfy the output contract: " + "; ".join(problems))
+
+
+class TemplateRenderError(StageError):
+    """A template could not be rendered; `line` is the template line when known."""
+
+    def __init__(self, problem: str, line: int | None = None) -> None:
+        self.problem = problem
+        self.line = line
+        super().__init__(f"template line {line}: {problem}" if line else f"template: {problem}")
+
+
+class FactsFormatError(StageError):
+    """A script's facts file ($DELIVERY_FACTS) is malformed; the message names the line."""
+
+
+class StageProblem(StageError):
+    """A folder stage cannot do its work; the message names the folder and what is wrong."""
+
+
+class PauseRequested(BaseException):
+    """A human gate has no answer yet and the run should stop here, to be resumed with one.
+
+    Not an error and not a stage failure: a control signal (like KeyboardInterrupt, outside
+    `Exception`, so that no handler's `except Exception` swallows it). The engine saves the
+    run as `paused` before the gate.
+    """
+
+    def __init__(self, node_id: str, choices: Sequence[str]) -> None:
+        self.node_id = node_id
+        self.choices = list(choices)
+        listed = ", ".join(choices)
+        super().__init__(f"human gate '{node_id}' is waiting for an answer ({listed}): "
+                         f"resume with --answer {node_id}=LABEL")
 
 
 class ScenarioFileError(DeliveryError):

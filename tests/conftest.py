@@ -1,10 +1,19 @@
-"""Fixtures shared by the whole suite: the fake GitHub's, from the plugin we ship."""
+"""Fixtures shared by the whole suite: the fake GitHub's, from the plugin we ship, and the
+engine's harness (`delivery.testing`: FakeClock, `run_dot`, `invoke`), so tests and
+embedders use the same tools; `tests/engine_helpers.py` and `tests/durability_driver.py`
+hold what only these tests need."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from delivery.testing.clock import FakeClock
 from delivery.testing.github import FakeGitHub, ManualClock
+from delivery.testing.runs import Ran, run_dot
 
 pytest_plugins = ["delivery.testing.github.pytest_plugin"]
 
@@ -19,6 +28,22 @@ def clock(fake_github_clock: ManualClock) -> ManualClock:
 def fake(fake_github: FakeGitHub) -> FakeGitHub:
     """A started fake GitHub (`fake_github`), under the short name the GitHub tests use."""
     return fake_github
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """The engine's clock for tests: sleeps recorded, returning at once."""
+    return FakeClock()
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Callable[..., Ran]:
+    """`run(DOT, replies={...}, ...)`: run a workflow text in this test's folder."""
+
+    def run_here(dot: str, **kwargs: Any) -> Ran:
+        return run_dot(tmp_path, dot, **kwargs)
+
+    return run_here
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

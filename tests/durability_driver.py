@@ -5,9 +5,11 @@
 SPEC says where the process kills itself (`SIGKILL`, so nothing is flushed, no `finally`
 runs, no lock is released politely — as in a power cut or an OOM kill):
 
-    checkpoint:NODE[:K]      right after the K-th checkpoint whose next_node is NODE is saved
-    checkpoint-torn:NODE[:K] instead of that checkpoint: half of it is written over
-                             checkpoint.previous.json and fsync'ed, the swap never happens
+    saved:NODE[:K]           right after the K-th stage record whose next_node is NODE is
+                             saved (appended to the log and flushed)
+    record-torn:NODE[:K]     instead of that record: half of its line is written and
+                             flushed, the rest never is
+    snapshot[:K]             right after the K-th snapshot (checkpoint.json) is written
     event:TYPE[:NODE[:K]]    right after the K-th TYPE event (for NODE) is appended
     event-torn:TYPE[:NODE[:K]]  in the middle of writing that event's line
     stage-file:NODE:NAME[:K] right after the K-th write of NODE's stage file NAME
@@ -27,15 +29,13 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from delivery.cli.main import main
-from delivery.store import runstore
-from delivery.store.checkpoint_file import PREVIOUS_NAME
+from delivery.store import eventlog, runstore
+from delivery.store.records import RunState, StageRecord
 
 NOT_REACHED = 97
 
@@ -154,80 +154,78 @@ def _split(args: list[str], names: int) -> tuple[list[str], int]:
     return args, 1
 
 
-class _TornFile:
-    """Writes half of the first line it is given, then the process dies."""
-
-    def __init__(self, real: Any) -> None:
-        self.real = real
-
-    def write(self, data: Any) -> int:
-        chunk = bytes(data)
-        self.real.write(chunk[: max(1, len(chunk) // 2)])
-        os.fsync(self.real.fileno())
+def _tear_next_write() -> None:
+    """The next line the event log writes is cut in half (flushed), then the process dies."""
+    def torn(fd: int, data: bytes) -> None:
+        os.write(fd, data[: max(1, len(data) // 2)])
+        os.fsync(fd)
         die()
-        return 0  # pragma: no cover - never reached
 
-    def fileno(self) -> int:
-        return int(self.real.fileno())
+    eventlog.write_all = torn  # type: ignore[assignment]
 
 
 def install(spec: str) -> None:
     point = KillPoint(spec)
     kind = point.kind
-    if kind in ("checkpoint", "checkpoint-torn"):
+    store = runstore.LocalRunStore
+    if kind in ("saved", "record-torn"):
         (node,), wanted = _split(point.args, 1)
-        original_save = runstore.RunDirectory.save_checkpoint
+        original_append_record = store._append_record
 
-        def save_checkpoint(self: runstore.RunDirectory, data: Mapping[str, Any]) -> None:
-            if data.get("next_node") == node and point.hit(wanted=wanted):
-                if kind == "checkpoint-torn":
-                    text = json.dumps(dict(data)).encode()
-                    spare = self.checkpoint_path.with_name(PREVIOUS_NAME)
-                    with open(spare, "r+b" if spare.exists() else "wb") as handle:
-                        handle.write(text[: len(text) // 2])
-                        handle.flush()
-                        os.fsync(handle.fileno())
-                    die()
-                original_save(self, data)
+        def append_record(self: runstore.LocalRunStore, record: StageRecord) -> None:
+            if record.next_node == node and point.hit(wanted=wanted):
+                if kind == "record-torn":
+                    _tear_next_write()
+                original_append_record(self, record)
                 die()
-            original_save(self, data)
+            original_append_record(self, record)
 
-        runstore.RunDirectory.save_checkpoint = save_checkpoint  # type: ignore[method-assign]
+        store._append_record = append_record  # type: ignore[method-assign]
+    elif kind == "snapshot":
+        _, wanted = _split(point.args, 0)
+        original_snapshot = store._snapshot
+
+        def snapshot(self: runstore.LocalRunStore, state: RunState) -> None:
+            original_snapshot(self, state)
+            if point.hit(wanted=wanted):
+                die()
+
+        store._snapshot = snapshot  # type: ignore[method-assign]
     elif kind in ("event", "event-torn"):
         fields, wanted = _split(point.args, 2)
         event_type = fields[0]
         event_node = fields[1] if len(fields) > 1 else None
-        original_append = runstore.EventLog.append
+        original_append = eventlog.EventLog.append
 
-        def append(self: runstore.EventLog, event_type_: str, **values: Any) -> dict[str, Any]:
+        def append(self: eventlog.EventLog, event_type_: str, **values: Any) -> dict[str, Any]:
             matches = event_type_ == event_type and (event_node is None
                                                  or values.get("node") == event_node)
             if matches and point.hit(wanted=wanted):
                 if kind == "event-torn":
-                    self._file = _TornFile(self._file)  # type: ignore[assignment]
+                    _tear_next_write()
                 result = original_append(self, event_type_, **values)
                 die()
                 return result
             return original_append(self, event_type_, **values)
 
-        runstore.EventLog.append = append  # type: ignore[method-assign,assignment]
+        eventlog.EventLog.append = append  # type: ignore[method-assign,assignment]
     elif kind == "run-info":
-        def write_run_info(self: runstore.RunDirectory, info: Mapping[str, Any]) -> None:
+        def write_run_info(self: runstore.LocalRunStore, info: Any) -> None:
             die()
 
-        runstore.RunDirectory.write_run_info = write_run_info  # type: ignore[method-assign]
+        store.write_run_info = write_run_info  # type: ignore[method-assign]
     elif kind == "stage-file":
         (node, name), wanted = _split(point.args, 2)
-        original_write: Callable[..., Path] = runstore.RunDirectory.write_stage_file
+        original_write: Callable[..., Path] = store.write_stage_file
 
-        def write_stage_file(self: runstore.RunDirectory, node_id: str, attempt: int,
+        def write_stage_file(self: runstore.LocalRunStore, node_id: str, attempt: int,
                              file_name: str, text: str, **kwargs: Any) -> Path:
             path = original_write(self, node_id, attempt, file_name, text, **kwargs)
             if node_id == node and file_name == name and point.hit(wanted=wanted):
                 die()
             return path
 
-        runstore.RunDirectory.write_stage_file = write_stage_file  # type: ignore[method-assign,assignment]
+        store.write_stage_file = write_stage_file  # type: ignore[method-assign]
     else:
         raise SystemExit(f"durability_driver: unknown kill point {spec!r}")
 

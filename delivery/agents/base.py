@@ -14,13 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from delivery.errors import RunError
-
-
-class AgentError(RunError):
-    """A backend failed to produce a reply; the message names the node and says why."""
+from delivery.errors import AgentError as AgentError
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,4 +93,15 @@ class AgentBackend(Protocol):
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
         """Put back what `save_state` returned (on resume)."""
+        ...
+
+
+@runtime_checkable
+class IncrementalState(Protocol):
+    """A backend whose saved state grows with the run may also say what changed: the run
+    store then saves that after each stage instead of the whole state."""
+
+    def state_changes(self) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7396) from the state last returned by `save_state` or
+        `state_changes` to the current one ({} when nothing changed)."""
         ...

@@ -50,7 +50,7 @@ class _Profile(BaseModel):
 
     env: dict[str, str] = Field(default_factory=dict)
     model: str = ""
-    reasoning_effort: str = ""
+    reasoning_effort: Literal["", "low", "medium", "high"] = ""
     timeout: float = Field(default=1800.0, gt=0)
 
     _seconds = field_validator("timeout", mode="before")(_seconds)

@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from delivery._jsontext import JsonObject
 from delivery.agents.base import AgentError, SessionRequest, TurnSink
 from delivery.errors import RunRefused
 
@@ -62,8 +61,8 @@ class ReplayBackend:
         self._replies: dict[str, tuple[str, ...]] = {
             node: tuple(items) for node, items in replies.items()
         }
-        # kept with its JSON: the state is saved in the checkpoint after every stage
-        self._cursors: JsonObject[int] = JsonObject()
+        self._cursors: dict[str, int] = {}
+        self._moved: set[str] = set()  # cursors moved since the last state_changes()
         self._lock = threading.Lock()
         self.prompts: list[tuple[str, str]] = []
 
@@ -121,11 +120,21 @@ class ReplayBackend:
                     f"{self.source}{where}; add replies to the list for '{node_id}'"
                 )
             self._cursors[node_id] = cursor + 1
+            self._moved.add(node_id)
             return replies[cursor]
 
     def save_state(self) -> dict[str, Any]:
         with self._lock:
-            return {"cursors": self._cursors.copy()}
+            self._moved.clear()
+            return {"cursors": dict(self._cursors)}
+
+    def state_changes(self) -> dict[str, Any]:
+        """A JSON merge patch from the state last saved or changed to now: the cursors that
+        moved (the whole state grows with the number of nodes; a stage moves one)."""
+        with self._lock:
+            moved = {node: self._cursors[node] for node in self._moved}
+            self._moved.clear()
+        return {"cursors": moved} if moved else {}
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
         cursors = state.get("cursors")
@@ -138,4 +147,5 @@ class ReplayBackend:
                 'expected {"cursors": {"<node_id>": <count>, ...}}; start a new run',
             )
         with self._lock:
-            self._cursors = JsonObject(cursors)
+            self._cursors = dict(cursors)
+            self._moved.clear()

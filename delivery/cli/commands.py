@@ -13,22 +13,31 @@ from delivery.cli import graph
 from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
 from delivery.cli.routes import print_routes
-from delivery.engine.context import ArtifactStore, Context
+from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
 from delivery.engine.route_log import read_routes
+from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import (
     RunOutcome,
     RunRequest,
     World,
+    offloaded,
     parse_answers,
     parse_assignments,
-    relocate_artifacts,
     resume_run,
     start_run,
 )
-from delivery.errors import RunError, RunRefused, WorkflowInvalid, WorkflowSyntaxError
+from delivery.errors import (
+    ArtifactError,
+    RunError,
+    RunRefused,
+    WorkflowError,
+    WorkflowInvalid,
+    WorkflowSyntaxError,
+)
 from delivery.lang.model import NodeType
-from delivery.store.runstore import RunDirectory, verify_run
+from delivery.store.files import read_file
+from delivery.store.runstore import LocalRunStore, verify_run
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED, EXIT_PAUSED = 0, 1, 2, 3
 STATUS_EXIT = {"succeeded": EXIT_SUCCEEDED, "failed": EXIT_FAILED, "paused": EXIT_PAUSED}
@@ -37,6 +46,9 @@ log = logging.getLogger("delivery")
 
 
 def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run a command. Exit 2 is for what is wrong before a run's first stage (a fault
+    during a run comes back as a failed outcome, exit 1): a workflow error, a refused
+    setting, or a run that cannot be read or taken."""
     from delivery.cli.forge_commands import cmd_probe, cmd_review
 
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
@@ -55,31 +67,39 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
               file=err)
         return EXIT_REFUSED
     except RunRefused as refused:
-        print(f"delivery {args.command}: refused: {refused}", file=err)
+        print(f"delivery {args.command}: refused: {_one_line(str(refused))}", file=err)
         return EXIT_REFUSED
-    except RunError as problem:
-        print(f"delivery {args.command}: {problem}", file=err)
+    except (RunError, WorkflowError) as problem:
+        print(f"delivery {args.command}: {_one_line(str(problem))}", file=err)
         return EXIT_REFUSED
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 2000 else text[:1997] + "..."
 
 
 def cmd_graph_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`delivery graph --run RUN`: the workflow drawn with the run's path highlighted."""
-    checkpoint = RunDirectory.open(args.run).load_checkpoint()
-    path = checkpoint.get("path") if checkpoint else None
-    taken = [step for step in path if isinstance(step, str)] if isinstance(path, list) else []
+    loaded = LocalRunStore.open_dir(find_run(args.run)).load()
+    taken = list(loaded.state.path) if loaded is not None else []
     return graph.cmd_graph(args, out, err, taken)
 
 
-def _world(err: TextIO) -> World:
-    """Progress on a terminal; human gates asked on the console when both ends are one."""
-    on_terminal = err.isatty()
-    progress = TerminalProgress(err) if on_terminal else None
-    return World(progress=progress, interactive=on_terminal and sys.stdin.isatty())
+def _options(err: TextIO) -> EngineOptions:
+    """Human gates are asked on the console when both ends are a terminal."""
+    return EngineOptions(interactive=err.isatty() and sys.stdin.isatty())
 
 
-def _report(outcome: RunOutcome, as_json: bool, out: TextIO) -> int:
+def _observer(err: TextIO) -> TerminalProgress | None:
+    """Progress on a terminal."""
+    return TerminalProgress(err) if err.isatty() else None
+
+
+def _report(outcome: RunOutcome, as_json: bool, out: TextIO, full: bool = False) -> int:
     if as_json:
-        print(json.dumps(outcome.to_json(), indent=2, sort_keys=True, default=str), file=out)
+        print(json.dumps(outcome.to_json(full=full), indent=2, sort_keys=True, default=str),
+              file=out)
     else:
         print(f"run {outcome.run_id}: {outcome.status}", file=out)
         if outcome.failure_reason:
@@ -102,62 +122,100 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         repos=parse_assignments(args.repo, "--repo"), gates=args.gates,
         forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
     )
-    world = _world(err)
-    world.git_cache = args.cache
-    return _report(start_run(request, world), args.json, out)
+    outcome = start_run(request, World(git_cache=args.cache), options=_options(err),
+                        observer=_observer(err))
+    return _report(outcome, args.json, out, args.full)
 
 
-def find_run(reference: str) -> Path:
-    """A run directory from a path or a run id (looked up under ./.delivery/runs/)."""
+def find_run(reference: str | None, *, last: bool = False,
+             workspace: Path | None = None) -> Path:
+    """A run directory from a path, a run id (under the workspace's .delivery/runs/), or
+    `last`: the newest run there."""
+    runs = (workspace or Path.cwd()) / ".delivery" / "runs"
+    if last:
+        if reference:
+            raise RunRefused("--last", f"was given with a run ({reference})",
+                             "pass either a run or --last")
+        found = [p.parent for p in runs.glob("*/run.json") if p.is_file()] \
+            if runs.is_dir() else []
+        if not found:
+            raise RunRefused("--last", f"there is no run under {runs}",
+                             "start one with delivery run, or pass --workspace")
+        return max(found, key=_started)
+    if not reference:
+        raise RunRefused("RUN", "no run was named", "pass a run directory, a run id or --last")
     candidate = Path(reference)
     if (candidate / "run.json").is_file():
         return candidate
-    by_id = Path.cwd() / ".delivery" / "runs" / reference
-    if (by_id / "run.json").is_file():
+    by_id = runs / reference
+    if "/" not in reference and "\\" not in reference and (by_id / "run.json").is_file():
         return by_id
-    raise RunRefused(f"run {reference!r}", "is neither a run directory nor a run id under "
-                     "./.delivery/runs", "pass the run directory printed by delivery run")
+    raise RunRefused(f"run {reference!r}", f"is neither a run directory nor a run id under "
+                     f"{runs}", "pass the run directory printed by delivery run, or --last")
+
+
+def _started(run: Path) -> tuple[int, str]:
+    """When a run started: its workflow copy is written once, first (run ids sort by the
+    second only)."""
+    try:
+        return (run / "workflow.dot").lstat().st_mtime_ns, run.name
+    except OSError:
+        return 0, run.name
+
+
+def _run_of(args: argparse.Namespace) -> Path:
+    return find_run(args.run, last=args.last, workspace=args.workspace)
 
 
 def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    outcome = resume_run(find_run(args.run), _world(err),
-                         answers=parse_answers(args.answer))
-    return _report(outcome, args.json, out)
+    outcome = resume_run(_run_of(args), answers=parse_answers(args.answer),
+                         options=_options(err), observer=_observer(err))
+    return _report(outcome, args.json, out, args.full)
 
 
 def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    run_dir = RunDirectory.open(find_run(args.run))
+    run = LocalRunStore.open_dir(_run_of(args))
     if args.routes:
-        taken = read_routes(run_dir.events_path)
+        taken = read_routes(run.events_path)
         if args.json:
             print(json.dumps({"routes": taken}, indent=2, sort_keys=True), file=out)
         else:
-            print(f"routes of {run_dir.path}:", file=out)
+            print(f"routes of {run.path}:", file=out)
             print_routes(taken, out)
         return EXIT_SUCCEEDED
-    info = run_dir.read_run_info()
-    checkpoint = run_dir.load_checkpoint() or {}
-    store = ArtifactStore(run_dir.artifacts_dir)
-    context = Context(relocate_artifacts(checkpoint.get("context", {}), store), store)
-    artifacts = sorted(str(p.relative_to(run_dir.path)) for p in
-                       run_dir.artifacts_dir.rglob("*") if p.is_file()) \
-        if run_dir.artifacts_dir.is_dir() else []
-    stages = _finished_stages(run_dir)
-    report = {
-        "run_id": info.get("run_id"), "status": checkpoint.get("status", "unknown"),
-        "failure_reason": checkpoint.get("failure_reason", ""),
-        "path": checkpoint.get("path", []), "next_node": checkpoint.get("next_node"),
-        "outcomes": checkpoint.get("outcomes", {}), "stages": stages,
-        "context": context.resolved_snapshot(), "artifacts": artifacts,
-        "run_dir": str(run_dir.path), "usage": _total_usage(stages),
+    info = run.read_run_info()
+    loaded = run.load()  # reads only: an inspect never writes or locks
+    state = loaded.state if loaded is not None else None
+    store = run.artifacts
+    stored = store.relocate(state.context) if state is not None else {}
+    context = Context(stored, store)
+    try:
+        values = context.resolved_snapshot()
+    except ArtifactError as error:
+        raise RunError(f"{run.path}: {error}") from None
+    large = {} if args.full else offloaded(stored, store)
+    for key, (pointer, size) in large.items():
+        values[key] = {"artifact": pointer, "bytes": size}
+    artifacts = sorted(str(p.relative_to(run.path)) for p in
+                       run.artifacts_dir.rglob("*") if p.is_file()) \
+        if run.artifacts_dir.is_dir() and not run.artifacts_dir.is_symlink() else []
+    stages = _finished_stages(run)
+    path: list[str] = state.path if state else []
+    report: dict[str, Any] = {
+        "run_id": info.run_id, "status": state.status.value if state else "unknown",
+        "failure_reason": state.failure_reason if state else "",
+        "path": path, "next_node": state.next_node if state else None,
+        "outcomes": state.outcomes if state else {}, "stages": stages,
+        "context": values, "artifacts": artifacts, "run_dir": str(run.path),
+        "usage": _total_usage(stages),
     }
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True, default=str), file=out)
         return EXIT_SUCCEEDED
     print(f"run {report['run_id']}: {report['status']}", file=out)
     if report["failure_reason"]:
-        print(f"  failure: {report['failure_reason']}", file=out)
-    print(f"  path: {' -> '.join(report['path'])}", file=out)
+        print(f"  failure: {_one_line(str(report['failure_reason']))}", file=out)
+    print(f"  path: {' -> '.join(path)}", file=out)
     print("  stages:", file=out)
     for stage in stages:
         reason = f" — {stage['failure_reason']}" if stage.get("failure_reason") else ""
@@ -168,7 +226,11 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"  tokens: {_tokens(report['usage'])} (total {report['usage']['total_tokens']})",
               file=out)
     print("  context:", file=out)
-    for key, value in sorted(report["context"].items()):
+    for key, value in sorted(values.items()):
+        if key in large:
+            pointer, size = large[key]
+            print(f"    {key} = {pointer} ({size} bytes; --full prints it)", file=out)
+            continue
         shown = value if isinstance(value, str) and "\n" not in value else json.dumps(
             value, sort_keys=True, ensure_ascii=False)
         if len(shown) > 120:
@@ -181,23 +243,24 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_SUCCEEDED
 
 
-def _finished_stages(run_dir: RunDirectory) -> list[dict[str, Any]]:
-    """Every finished stage attempt, in the order it ran (read from the event log)."""
+def _finished_stages(run: LocalRunStore) -> list[dict[str, Any]]:
+    """Every finished stage attempt, in the order it ran (read from the event log; lines
+    that are not events are skipped: `delivery verify` reports them)."""
     stages: list[dict[str, Any]] = []
-    if not run_dir.events_path.is_file():
-        return stages
-    with run_dir.events_path.open(encoding="utf-8") as log:
-        for line in log:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue  # a torn last line; `delivery verify` reports it
-            if event.get("type") == "stage_finished":
-                stage = {key: event.get(key) for key in
-                         ("node", "attempt", "outcome", "failure_reason", "seconds")}
-                if isinstance(event.get("usage"), dict):
-                    stage["usage"] = event["usage"]
-                stages.append(stage)
+    data = read_file(run.events_path, "event log") or b""
+    for line in data.split(b"\n"):
+        if b'"stage_finished"' not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(event, dict) and event.get("type") == "stage_finished":
+            stage = {key: event.get(key) for key in
+                     ("node", "attempt", "outcome", "failure_reason", "seconds")}
+            if isinstance(event.get("usage"), dict):
+                stage["usage"] = event["usage"]
+            stages.append(stage)
     return stages
 
 
@@ -229,7 +292,7 @@ def cmd_handlers(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    run_path = find_run(args.run)
+    run_path = _run_of(args)
     result = verify_run(run_path)
     if result.ok:
         print(f"{run_path}: event chain intact ({result.lines} events)", file=out)

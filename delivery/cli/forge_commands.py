@@ -106,7 +106,7 @@ def cmd_review(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.run:
         from delivery.cli.commands import find_run
 
-        recorded = RunDirectory.open(find_run(args.run)).read_run_info().get("repos") or {}
+        recorded = RunDirectory.open(find_run(args.run)).read_run_info().repos
         repos = {**recorded, **repos}
     repository = repos.get(where, where)
     base = Path.cwd()

@@ -74,22 +74,39 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true",
                      help="print one JSON object: run_id, status, failure_reason, path, "
                      "context, run_dir")
+    run.add_argument("--full", action="store_true",
+                     help="with --json, print offloaded (over 100 KB) context values whole "
+                     "instead of their pointer and size")
+
+    def run_reference(command: argparse.ArgumentParser) -> None:
+        command.add_argument("run", metavar="RUN", nargs="?",
+                             help="run directory, or run id under WORKSPACE/.delivery/runs/")
+        command.add_argument("--last", action="store_true",
+                             help="the newest run under WORKSPACE/.delivery/runs/")
+        command.add_argument("--workspace", type=Path,
+                             help="where run ids are looked up (default: the current folder)")
 
     resume = commands.add_parser("resume", help="continue a run from its checkpoint")
-    resume.add_argument("run", metavar="RUN", help="run directory or run id")
+    run_reference(resume)
     resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                         help="answer the next visit of a human gate; repeatable")
     resume.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    resume.add_argument("--full", action="store_true",
+                        help="with --json, print offloaded context values whole")
 
     inspect = commands.add_parser("inspect", help="path taken, outcomes, context, artifacts")
-    inspect.add_argument("run", metavar="RUN", help="run directory or run id")
+    run_reference(inspect)
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    inspect.add_argument("--full", action="store_true",
+                         help="print offloaded (over 100 KB) context values whole instead "
+                         "of their pointer and size")
     inspect.add_argument("--routes", action="store_true",
                          help="list every routing decision: the edge taken, the rule that "
                          "chose it and the values the conditions read")
 
     verify = commands.add_parser("verify", help="check a run's hash-chained event log")
-    verify.add_argument("run", metavar="RUN", help="run directory or run id")
+    run_reference(verify)
+
 
     parse = commands.add_parser(
         "parse", help="print the workflow model (nodes with resolved types, edges)",
@@ -222,6 +239,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
 
 
 def entry() -> None:
+    # A run's text may hold what the terminal's encoding cannot (a lone surrogate a reply
+    # carried): printed escaped, never a UnicodeEncodeError.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         code = main()
         sys.stdout.flush()

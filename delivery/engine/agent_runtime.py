@@ -23,7 +23,7 @@ from delivery.agents.base import AgentBackend, AgentSession, SessionRequest, Usa
 from delivery.agents.registry import Agents
 from delivery.engine.context import Context
 from delivery.engine.preamble import RunFacts, recent_stages, render_preamble
-from delivery.lang.model import Edge, Node, Workflow, parse_duration
+from delivery.lang.model import Edge, Node, Workflow
 from delivery.lang.stylesheet import derived_class, model_settings
 
 ENTRY_EDGE = "internal.entry_edge"  # index of the edge a stage was entered by (if it matters)
@@ -98,11 +98,10 @@ class AgentRuntime:
         profile = node.attr("agent")
         backend = self.agents.for_profile(profile)
         settings = model_settings(self.workflow, node)
-        timeout = parse_duration(node.attr("timeout")) if node.attr("timeout") else None
         thread = thread_key(self.workflow, node, edge) if fidelity == "full" else ""
         request = SessionRequest(node.id, self.workspace, thread=thread or None,
                                  model=settings.model, provider=settings.provider,
-                                 reasoning_effort=settings.reasoning_effort, timeout=timeout)
+                                 reasoning_effort=settings.reasoning_effort, timeout=node.timeout)
         session: AgentSession | None = None
         with self._lock:
             resumed = self.take_resumed()  # consumed by the first agent stage after a resume

@@ -10,42 +10,18 @@ path walks into one. Stored values are private copies: callers never share them.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
-import os
-import re
-import tempfile
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from delivery._jsontext import JsonMembers, RawJSON, ascii_json
-from delivery.errors import RunError
+from delivery.errors import ArtifactError as ArtifactError
 from delivery.lang.paths import MISSING, normalize_key, resolve, string_form
 from delivery.redact import Redactor
+from delivery.store.artifacts import POINTER_PREFIX as POINTER_PREFIX
+from delivery.store.artifacts import ArtifactStore as ArtifactStore
 
 OFFLOAD_THRESHOLD: Final = 100 * 1024  # bytes of serialized JSON
-
-POINTER_PREFIX: Final = "file://"
-# What offload() returns: file://<absolute dir>/values/<name>-<16 hex>.json
-_POINTER = re.compile(
-    r"^file://(/|[A-Za-z]:[\\/]).*[\\/]values[\\/][A-Za-z0-9_.-]+-[0-9a-f]{16}\.json$"
-)
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_NAME_CHARS: Final = 80
-_CACHE_SIZE: Final = 16
-
-
-class ArtifactError(RunError):
-    """An artifact pointer cannot be read: outside the store, missing or not JSON."""
-
-    def __init__(self, pointer: str, problem: str) -> None:
-        self.pointer = pointer
-        self.problem = problem
-        super().__init__(f"artifact {pointer}: {problem}")
-
 
 # Values stored as they are: immutable, and exactly what a JSON round trip gives back.
 _IMMUTABLE: Final = frozenset({str, int, float, bool, type(None)})
@@ -56,97 +32,12 @@ def _size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode(errors="surrogatepass"))
 
 
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 # One encoder for every write: json.dumps with options builds a new one on each call.
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def _dumps(value: Any) -> str:
     return _ENCODER.encode(value)
-
-
-class ArtifactStore:
-    """Large context values, one JSON file each under `<root>/values/`.
-
-    File names are content-addressed (key and value hashed), so a pointer always reads
-    the value it was written for, even after the key is set again.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root).absolute()
-        self._cache: OrderedDict[Path, Any] = OrderedDict()
-
-    @property
-    def values_dir(self) -> Path:
-        return self.root / "values"
-
-    def offload(self, key: str, value: Any) -> str:
-        text = _dumps(value)
-        path = self.values_dir / self._file_name(key, text)
-        if not path.exists():
-            self.values_dir.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.values_dir, prefix=".tmp-", suffix=".json")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    # escaped where UTF-8 cannot hold it (a lone surrogate from a reply)
-                    handle.write(ascii_json(text, value) if _has_surrogate(text) else text)
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-        return POINTER_PREFIX + str(path)
-
-    def load(self, pointer: str) -> Any:
-        """The value a pointer names (a fresh copy)."""
-        return copy.deepcopy(self.read_shared(pointer))
-
-    def read_shared(self, pointer: str) -> Any:
-        """Like load() but returns the cached object itself: callers must not mutate it."""
-        path = self._path_of(pointer)
-        if path in self._cache:
-            self._cache.move_to_end(path)
-            return self._cache[path]
-        try:
-            value = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ArtifactError(pointer, "the file does not exist") from None
-        except (OSError, ValueError) as err:
-            raise ArtifactError(pointer, f"cannot be read as JSON ({err})") from None
-        self._cache[path] = value
-        if len(self._cache) > _CACHE_SIZE:
-            self._cache.popitem(last=False)
-        return value
-
-    @staticmethod
-    def is_pointer(value: Any) -> bool:
-        """True for strings shaped like what offload() returns."""
-        return isinstance(value, str) and _POINTER.match(value) is not None
-
-    @staticmethod
-    def _file_name(key: str, text: str) -> str:
-        stem = _UNSAFE.sub("_", key).strip("._")[:_NAME_CHARS] or "value"
-        digest = hashlib.sha256(f"{key}\0{text}".encode(errors="surrogatepass")).hexdigest()[:16]
-        return f"{stem}-{digest}.json"
-
-    def _path_of(self, pointer: str) -> Path:
-        if not pointer.startswith(POINTER_PREFIX):
-            raise ArtifactError(pointer, "not a file:// pointer")
-        path = Path(pointer[len(POINTER_PREFIX) :])
-        values = self.values_dir.resolve()
-        try:
-            resolved = path.resolve()
-        except (OSError, RuntimeError) as err:
-            raise ArtifactError(pointer, f"cannot be resolved ({err})") from None
-        if not path.is_absolute() or not resolved.is_relative_to(values):
-            raise ArtifactError(pointer, f"is outside the run's artifact store {values}")
-        return resolved
 
 
 class Context:
@@ -161,14 +52,26 @@ class Context:
         # so the checkpoint, templates and prompts built from it are clean too.
         self.redactor = redactor
         self._values: dict[str, Any] = {}
-        # key -> `"key":value` JSON of the stored value, kept with it so that saving the
-        # context after every stage joins texts instead of encoding the whole map again
-        self._members = JsonMembers()
+        # keys written and deleted since take_changes(): a stage record saves only those
+        self._changed: set[str] = set()
+        self._deleted: set[str] = set()
         # dotted prefix -> {child name: number of keys under it}, kept up to date on every
         # write so that a template's nested view costs nothing to build
         self._children: dict[str, dict[str, int]] = {}
         if values:
             self.update(values)
+
+    @classmethod
+    def restore(cls, stored: dict[str, Any], artifacts: ArtifactStore | None = None, *,
+                redactor: Redactor | None = None) -> Context:
+        """The context whose stored map is `stored` — what `stored()` gave, read back from
+        the run store: plain JSON, large values already pointers. Taken over as it is (not
+        copied, not re-encoded): a resume of a long run starts without a pass per key."""
+        context = cls(artifacts=artifacts, redactor=redactor)
+        context._values = stored
+        for key in stored:
+            context._count_prefixes(key, +1)
+        return context
 
     # -- reading ---------------------------------------------------------------------
 
@@ -207,14 +110,14 @@ class Context:
         if key not in self._values:
             self._count_prefixes(key, +1)
         if self.artifacts is not None and _size(text) > OFFLOAD_THRESHOLD:
-            stored = self.artifacts.offload(key, value)
-            text = _dumps(stored)
+            stored = self.artifacts.offload(key, value, text)
         elif type(value) in _IMMUTABLE:
             stored = value  # nothing to copy
         else:
             stored = json.loads(text)
         self._values[key] = stored
-        self._members.set(key, ascii_json(text, stored))
+        self._changed.add(key)
+        self._deleted.discard(key)
 
     def _count_prefixes(self, key: str, change: int) -> None:
         segments = key.split(".")
@@ -233,7 +136,8 @@ class Context:
         key = normalize_key(key)
         if key in self._values:
             del self._values[key]
-            self._members.delete(key)
+            self._changed.discard(key)
+            self._deleted.add(key)
             self._count_prefixes(key, -1)
 
     # -- copies ----------------------------------------------------------------------
@@ -246,10 +150,15 @@ class Context:
         """The stored flat map itself, read-only and not copied: for serialising at once."""
         return MappingProxyType(self._values)
 
-    def stored_json(self) -> RawJSON:
-        """The stored flat map as JSON text (what snapshot() holds), built from the JSON
-        kept for each key."""
-        return self._members.json()
+    def take_changes(self) -> tuple[dict[str, Any], list[str]]:
+        """(the keys set since the last call with their stored values, the keys deleted),
+        then forget them: what a stage record holds. The values are the stored objects
+        themselves (encode them at once, do not mutate them)."""
+        changed = {key: self._values[key] for key in self._changed}
+        deleted = sorted(self._deleted)
+        self._changed.clear()
+        self._deleted.clear()
+        return changed, deleted
 
     def resolved_snapshot(self) -> dict[str, Any]:
         return {key: copy.deepcopy(self._deref(value)) for key, value in self._values.items()}
@@ -258,7 +167,6 @@ class Context:
         """An independent copy sharing the artifact store (for a parallel branch)."""
         forked = Context(artifacts=self.artifacts, redactor=self.redactor)
         forked._values = copy.deepcopy(self._values)
-        forked._members = self._members.copy()
         forked._children = {prefix: dict(names) for prefix, names in self._children.items()}
         return forked
 

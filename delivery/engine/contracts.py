@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from delivery.engine.work import WORK_SCOPE, WorkScope
-from delivery.errors import RunError
+from delivery.errors import ContractViolation as ContractViolation
 from delivery.lang.conditions import Compare
 from delivery.lang.declarations import OutputDecl, OutputKind, reserved_reason
 from delivery.lang.model import Node, Workflow
@@ -138,14 +138,6 @@ class AcceptedReply:
     failure_reason: str = ""
     preferred_label: str = ""
     suggested_next_ids: tuple[str, ...] = ()
-
-
-class ContractViolation(RunError):
-    """The reply does not satisfy the output contract; `problems` lists every problem."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        super().__init__("the reply does not satisfy the output contract: " + "; ".join(problems))
 
 
 def _reject_constant(name: str) -> Any:

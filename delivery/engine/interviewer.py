@@ -8,21 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol, TextIO
 
 from delivery.engine.routing import accelerator, normalize_label
-from delivery.errors import RunError
-
-
-class PauseRequested(RunError):
-    """A human gate has no answer yet and the run should stop here, to be resumed with one.
-
-    Not a stage failure: the engine checkpoints the run as `paused` before the gate.
-    """
-
-    def __init__(self, node_id: str, choices: Sequence[str]) -> None:
-        self.node_id = node_id
-        self.choices = list(choices)
-        listed = ", ".join(choices)
-        super().__init__(f"human gate '{node_id}' is waiting for an answer ({listed}): "
-                         f"resume with --answer {node_id}=LABEL")
+from delivery.errors import PauseRequested as PauseRequested
 
 
 @dataclass(frozen=True)

@@ -1,22 +1,23 @@
-"""The run loop: execute a stage, apply its result, checkpoint, route — until an exit.
+"""The run loop: execute a stage, apply its result, save it, route — until an exit.
 
-State that must survive a crash lives in `RunState` and is written to `checkpoint.json`
-(atomically) after every stage of the main path, before the next one starts. Resuming
-re-runs the stage that was interrupted, so stages must be idempotent. A parallel section
-runs as one unit: its branches work on forked contexts in threads and are not
-checkpointed on their own; an interrupted section runs again from its fork.
+After every stage of the main path its changes (context keys written, path, outcome,
+attempts, the agent's state) are handed to the run store as one record, durable before
+the next stage starts (`delivery.store`). Resuming re-runs the stage that was interrupted,
+so stages must be idempotent. A parallel section runs as one unit: its branches work on
+forked contexts in threads and are not saved on their own; an interrupted section runs
+again from its fork. Every time the engine reads comes from the injected clock.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
-import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from tenacity import (
     RetryCallState,
@@ -26,7 +27,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from delivery._jsontext import JsonArray, JsonObject
+from delivery.agents.base import AgentBackend, IncrementalState
 from delivery.engine.agent_runtime import ENTRY_EDGE, edge_matters
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import (
@@ -36,63 +37,18 @@ from delivery.engine.handlers.base import (
     RETRY,
     SKIPPED,
     SUCCEEDED,
+    Clock,
     Handler,
     StageEnv,
     StageResult,
 )
-from delivery.engine.interviewer import PauseRequested
 from delivery.engine.routing import facts_read, route_rule, select_edge
-from delivery.errors import RunError
+from delivery.errors import ArtifactError, PauseRequested, RunError, RunStoreError
 from delivery.lang.model import Node, NodeType, Workflow
 from delivery.lang.topology import ParallelSection, parallel_sections
-from delivery.store.runstore import EventLog, RunDirectory
-
-
-@dataclass
-class RunState:
-    """Everything the checkpoint holds; plain JSON.
-
-    The maps and the path grow with the run and are saved after every stage, so they are
-    kept as JSON-keeping containers (`delivery._jsontext`): saving joins texts.
-    """
-
-    run_id: str
-    next_node: str | None
-    context: dict[str, Any]
-    initial: dict[str, Any]  # restored by a loop restart
-    path: JsonArray[str] = field(default_factory=JsonArray)
-    outcomes: JsonObject[str] = field(default_factory=JsonObject)  # last outcome per node
-    attempts: JsonObject[int] = field(default_factory=JsonObject)  # stage folders per node
-    answers_used: JsonObject[int] = field(default_factory=JsonObject)  # gate answers taken
-    steps: int = 0
-    status: str = "running"  # running | succeeded | failed | paused
-    failure_reason: str = ""
-    resumed: bool = False
-    usage: dict[str, int] = field(default_factory=dict)  # agent tokens of the whole run
-
-    def __post_init__(self) -> None:
-        # from_json and callers hand in plain lists and dicts
-        if not isinstance(self.path, JsonArray):
-            self.path = JsonArray(self.path)
-        for name in ("outcomes", "attempts", "answers_used"):
-            if not isinstance(getattr(self, name), JsonObject):
-                setattr(self, name, JsonObject(getattr(self, name)))
-
-    def to_json(self) -> dict[str, Any]:
-        """The checkpoint's fields; the containers are not copied (encode them at once)."""
-        return {
-            "run_id": self.run_id, "next_node": self.next_node, "context": self.context,
-            "initial": self.initial, "path": self.path, "outcomes": self.outcomes,
-            "attempts": self.attempts, "answers_used": self.answers_used,
-            "steps": self.steps, "status": self.status,
-            "failure_reason": self.failure_reason, "resumed": self.resumed,
-            "usage": self.usage,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RunState:
-        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        return cls(**fields)
+from delivery.store.base import RunStore
+from delivery.store.records import RunState as RunState
+from delivery.store.records import RunStatus
 
 
 class Progress:
@@ -110,9 +66,13 @@ class Progress:
 
 @dataclass
 class EngineOptions:
+    """Settings of a run (not the outside world: that is `World`)."""
+
     max_steps: int = 10_000  # a loop that never ends stops here instead of filling the disk
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
+    # Ask unanswered human gates on the console (the CLI sets this on a terminal).
+    interactive: bool = False
 
 
 @dataclass
@@ -130,20 +90,23 @@ class Engine:
         workflow: Workflow,
         handlers: Mapping[NodeType, Handler],
         env: StageEnv,
-        run_dir: RunDirectory,
-        events: EventLog,
+        store: RunStore,
         *,
-        save_extra: Callable[[], dict[str, Any]] = dict,
-        progress: Progress | None = None,
+        observer: Progress | None = None,
         options: EngineOptions | None = None,
+        agent_states: Callable[[], dict[str, Any]] = dict,
     ) -> None:
         self.workflow = workflow
         self.handlers = handlers
         self.env = env
-        self.run_dir = run_dir
-        self.events = events
-        self.save_extra = save_extra
-        self.progress = progress or Progress()
+        self.store = store
+        self.agent: AgentBackend = env.agent
+        self.clock: Clock = env.clock
+        # a wrapper (the redacting agent) keeps its backend's state: ask the backend
+        self._state_source = getattr(env.agent, "backend", env.agent)
+        self._incremental = isinstance(self._state_source, IncrementalState)
+        self.progress = observer or Progress()
+        self._agent_states = agent_states  # the named agents' states (a few, small)
         self.options = options or EngineOptions()
         self.sections = parallel_sections(workflow)
         # an agent stage reads the edge it was entered by only when edges set fidelity or
@@ -156,37 +119,53 @@ class Engine:
     # -- public -----------------------------------------------------------------------
     def run(self, state: RunState, context: Context) -> RunState:
         self.state = state
-        if state.status != "running" or state.next_node is None:
+        if state.status is not RunStatus.RUNNING or state.next_node is None:
             return state
+        try:
+            return self._run(state, context)
+        except (RunStoreError, ArtifactError) as fault:
+            # The store cannot be written or read (disk full, gone, a file removed): stop.
+            # What is on disk is the last stage saved, so the run can be resumed from there
+            # once the fault is fixed; nothing more is written, which could fail the same way.
+            state.context = context.snapshot()
+            state.status = RunStatus.FAILED
+            state.failure_reason = (f"the run's store failed: {fault} — the run stopped "
+                                    "after its last saved stage; fix the cause and resume it")
+            return state
+
+    def _run(self, state: RunState, context: Context) -> RunState:
+        assert state.next_node is not None
         try:
             end = self._walk(state.next_node, context, stop_at=frozenset(), path=state.path,
                              main=True)
         except PauseRequested as pause:
             return self._pause(state, context, pause)
-        state.context = context.snapshot()
         if end.kind == "failed":
-            state.status, state.failure_reason = "failed", end.failure_reason
+            state.status, state.failure_reason = RunStatus.FAILED, end.failure_reason
         elif context.get("outcome") == "failed":
             # An exit reached through a failure edge is not a success (SPEC §9).
-            state.status = "failed"
+            state.status = RunStatus.FAILED
             state.failure_reason = str(context.get("failure_reason") or "")
         else:
-            state.status, state.failure_reason = "succeeded", ""
+            state.status, state.failure_reason = RunStatus.SUCCEEDED, ""
         state.next_node = None
-        self._event("run_finished", status=state.status, failure_reason=state.failure_reason,
+        self._event("run_finished", status=state.status.value,
+                    failure_reason=state.failure_reason,
                     **({"usage": dict(state.usage)} if state.usage else {}))
-        self._checkpoint(state, context)
+        self._save(state, context)
+        state.context = context.snapshot()
         return state
 
     def _pause(self, state: RunState, context: Context, pause: PauseRequested) -> RunState:
         """Stop before the stage that is waiting (a gate, or the parallel section holding
         it): it runs again, from its start, when the run is resumed."""
         waiting = state.next_node or pause.node_id
-        state.path[:] = state.path[: self._path_length_before_step]
-        state.status, state.failure_reason = "paused", str(pause)
+        state.cut_path(self._path_length_before_step)
+        state.status, state.failure_reason = RunStatus.PAUSED, str(pause)
         state.next_node = waiting
         self._event("run_paused", node=pause.node_id, next_node=waiting)
-        self._checkpoint(state, context)
+        self._save(state, context)
+        state.context = context.snapshot()
         return state
 
     # -- the walk ---------------------------------------------------------------------
@@ -258,27 +237,32 @@ class Engine:
     def _save_next(self, context: Context, next_node: str) -> None:
         state = self._state()
         state.next_node = next_node
-        self._checkpoint(state, context)
+        self._save(state, context)
 
-    def _checkpoint(self, state: RunState, context: Context) -> None:
-        data = state.to_json()
-        data["context"] = context.stored_json()
-        data.update(self.save_extra())
-        # The checkpoint vouches for the log up to its head and carries the lines not yet
-        # synced, so that it is the one write per stage that must reach the disk.
-        data["events"] = self.events.record()
-        self.run_dir.save_checkpoint(data)
+    def _save(self, state: RunState, context: Context) -> None:
+        """Hand the changes since the last save to the store (one record; durable)."""
+        changed, deleted = context.take_changes()
+        if self._incremental:
+            patch, whole = cast(IncrementalState, self._state_source).state_changes(), None
+        else:
+            patch, whole = None, self.agent.save_state()
+        record = state.take_record(changed, deleted, patch, whole, self._agent_states())
+
+        def full() -> RunState:
+            return dataclasses.replace(state, context=dict(context.stored()),
+                                       agent_state=self.agent.save_state())
+
+        self.store.save_stage(record, full)
 
     def _event(self, event_type: str, **fields: Any) -> None:
         with self._lock:
-            self.events.append(event_type, **fields)
+            self.store.append_event(event_type, **fields)
 
     # -- one stage --------------------------------------------------------------------
     def _next_attempt(self, node_id: str) -> int:
         state = self._state()
         with self._lock:
-            state.attempts[node_id] = state.attempts.get(node_id, 0) + 1
-            return state.attempts[node_id]
+            return state.next_attempt(node_id)
 
     def _max_retries(self, node: Node) -> int:
         return node.max_retries if node.max_retries is not None else \
@@ -317,19 +301,21 @@ class Engine:
         self._event("stage_started", node=node.id, node_type=node.type.value, attempt=attempt)
         self.progress.stage_started(node, attempt)
         context.set("current_node", node.id)
-        started = time.monotonic()
+        started = self.clock.monotonic()
         try:
             result = handler(node, attempt, context, self.env)
         except PauseRequested:
             self._event("stage_paused", node=node.id, attempt=attempt)
             raise
+        except RunStoreError:
+            raise  # the store failed, not the stage: the run stops (see run())
         except RunError as err:
             result = StageResult.fail(str(err))
         except Exception as err:  # a handler bug must not kill the run without a record
             self.env.write_stage_file(node.id, attempt, "stderr.txt", traceback.format_exc())
             result = StageResult.fail(f"internal error in the {node.type.value} handler: "
                                       f"{type(err).__name__}: {err}")
-        seconds = time.monotonic() - started
+        seconds = self.clock.monotonic() - started
         status: dict[str, Any] = {
             "node": node.id, "type": node.type.value, "attempt": attempt,
             "outcome": result.outcome, "failure_reason": result.failure_reason,
@@ -364,7 +350,7 @@ class Engine:
         context.set("last_stage", node.id)
         context.set("preferred_label", result.preferred_label)
         with self._lock:
-            state.outcomes[node.id] = result.outcome
+            state.set_outcome(node.id, result.outcome)
 
     # -- routing ----------------------------------------------------------------------
     def _route(self, node: Node, context: Context,

@@ -13,8 +13,9 @@ import logging
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from delivery.agents.base import AgentBackend
 from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.agent_runtime import AgentRuntime
-from delivery.engine.context import POINTER_PREFIX, ArtifactStore, Context
+from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
 from delivery.engine.handlers.base import Clock, Handler, StageEnv
 from delivery.engine.interviewer import (
@@ -33,29 +34,36 @@ from delivery.engine.interviewer import (
 from delivery.engine.redacting import RedactingAgent
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused
+from delivery.errors import RunRefused, RunStoreError
 from delivery.forges.base import Forge
 from delivery.forges.select import forge_kind, is_github_location, local_settings, open_forge
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
-from delivery.store.runstore import EventLog, RunDirectory, new_run_id, verify_run
+from delivery.store.artifacts import ArtifactStore
+from delivery.store.base import RunStore, RunStores
+from delivery.store.records import RunInfo, RunStatus
+from delivery.store.runstore import LocalRunStores, new_run_id
 from delivery.validation.loader import check_source, load_workflow
 from delivery.validation.validator import reads_goal
 
-WORKFLOW_COPY = "workflow.dot"
 EVENT_VALUE_CHARS = 2000
 
 log = logging.getLogger("delivery")
 
 
 class SystemClock:
+    """The real clock: monotonic time for durations, UTC wall time for records."""
+
     def monotonic(self) -> float:
         return time.monotonic()
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
 
 
 @dataclass
@@ -87,28 +95,34 @@ class RunOutcome:
     context: dict[str, Any]
     run_dir: Path
     usage: dict[str, int] = field(default_factory=dict)  # agent tokens of the whole run
+    # keys whose value is in the artifact store (over 100 KB): their pointer and size
+    offloaded: dict[str, tuple[str, int]] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, full: bool = True) -> dict[str, Any]:
+        """`full=False` shows an offloaded value as {"artifact": pointer, "bytes": n}."""
+        context = self.context if full else {
+            key: ({"artifact": self.offloaded[key][0], "bytes": self.offloaded[key][1]}
+                  if key in self.offloaded else value) for key, value in self.context.items()}
         return {"run_id": self.run_id, "status": self.status,
                 "failure_reason": self.failure_reason, "path": self.path,
-                "context": self.context, "run_dir": str(self.run_dir),
-                "usage": self.usage}
+                "context": context, "run_dir": str(self.run_dir), "usage": self.usage}
 
 
 @dataclass
 class World:
-    """The outside world of a run; every part may be replaced by the caller."""
+    """The outside world of a run — what it talks to, not how it is set up (that is
+    `EngineOptions`) nor who watches (the `observer` argument). Every part may be replaced
+    by the caller."""
 
     agent: AgentBackend | None = None
     # backends for profile names (a node's agent=, or --agent NAME), before delivery.toml's
     agents: Mapping[str, AgentBackend] = field(default_factory=dict)
     interviewer: Interviewer | None = None
-    # Ask unanswered human gates on the console (the CLI sets this on a terminal).
-    interactive: bool = False
+    # every time the engine reads: durations, waits, timestamps
     clock: Clock = field(default_factory=SystemClock)
-    progress: Progress | None = None
+    # where runs are kept (the local run directory; a git ref for the Action)
+    stores: RunStores = field(default_factory=LocalRunStores)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    options: EngineOptions = field(default_factory=EngineOptions)
     # Stage handlers that stand in for the real ones (route scenarios play scripted probes,
     # scripts and effects instead of touching the world), by node type.
     handlers: Mapping[NodeType, Handler] | None = None
@@ -168,11 +182,17 @@ def refuse_unsupported(workflow: Workflow, handlers: Mapping[NodeType, object]) 
                              f"use stages of the types it runs: {', '.join(runnable)}")
 
 
-def _interviewer(info: Mapping[str, Any], world: World,
+def _stamp(clock: Clock) -> Callable[[], str]:
+    def stamp() -> str:
+        return clock.now().isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return stamp
+
+
+def _interviewer(info: RunInfo, options: EngineOptions,
                  used: dict[str, int]) -> Interviewer:
     """Scripted answers first; then the console on a terminal, else deny or pause."""
-    scripted = ScriptedInterviewer(info.get("answers", {}), used)
-    if world.interactive:
+    scripted = ScriptedInterviewer(info.answers, used)
+    if options.interactive:
         return ConsoleInterviewer(scripted)
     return scripted
 
@@ -184,7 +204,7 @@ def _agents(workflow: Workflow, spec: str, workspace: Path, world: World,
     needing = list(workflow.nodes_of(*LLM_TYPES))
     if gates == "managed":
         needing += [node for node in workflow.nodes_of(NodeType.HUMAN)
-                    if node.attr("delegatable") == "true"]
+                    if node.delegatable]
     agents = resolve_agents([(node.id, node.attr("agent")) for node in needing],
                             default_spec=spec, workspace=workspace, environ=world.environ,
                             given=world.agent, given_named=world.agents,
@@ -197,44 +217,45 @@ def _agents(workflow: Workflow, spec: str, workspace: Path, world: World,
 
 
 class _Run:
-    """Wires a run directory, a workflow and the world into an Engine."""
+    """Wires a run store, a workflow and the world into an Engine."""
 
-    def __init__(self, workflow: Workflow, run_dir: RunDirectory, info: Mapping[str, Any],
-                 world: World, agents: Agents,
-                 recorded_events: Mapping[str, Any] | None = None,
+    def __init__(self, workflow: Workflow, store: RunStore, info: RunInfo, world: World,
+                 agents: Agents, options: EngineOptions | None, observer: Progress | None,
                  redactor: Redactor | None = None) -> None:
         self.workflow = workflow
-        self.run_dir = run_dir
+        self.store = store
         self.info = info
         self.world = world
+        self.options = options or EngineOptions()
+        self.observer = observer
         self.redactor = redactor or _redactor(world)
         # what is sent to the agents and what comes back is redacted (SPEC §14)
         self.agents = agents.wrapped(lambda backend: RedactingAgent(backend, self.redactor))
         self.agent = self.agents.for_profile("")
-        # a resumed run first writes back event lines a power failure took (EventLog)
-        self.events = EventLog(run_dir.events_path, redactor=self.redactor, sync_each=False,
-                               restore=recorded_events)
         self.handlers = {**default_handlers(), **(world.handlers or {})}
         self.forge = world.forge
         # Stand-in handlers (route scenarios) never touch the forge: open it only for the
         # stages the real handlers run.
         real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
-        if self.forge is None and info.get("repos") and workflow.nodes_of(*real):
-            self.forge = open_forge(str(info.get("forge") or "local"),
-                                    checks=info.get("checks") or {}, environ=world.environ,
-                                    required_approvals=int(info.get("required_approvals")
-                                                           or 0))
+        if self.forge is None and info.repos and workflow.nodes_of(*real):
+            self.forge = open_forge(info.forge or "local", checks=info.checks,
+                                    environ=world.environ,
+                                    required_approvals=info.required_approvals)
+        # locks the run against a second writer; cuts a torn last event (last: nothing
+        # above may fail with the log held)
+        store.open_log(self.redactor, _stamp(world.clock))
 
     def execute(self, state: RunState) -> RunOutcome:
-        workspace = Path(self.info["workspace"])
-        folders = {name: Path(loc) for name, loc in self.info.get("folders", {}).items()}
-        context = Context(state.context, ArtifactStore(self.run_dir.artifacts_dir),
-                          redactor=self.redactor)
-        interviewer = self.world.interviewer or _interviewer(self.info, self.world,
+        workspace = Path(self.info.workspace)
+        folders = {name: Path(loc) for name, loc in self.info.folders.items()}
+        # what the state holds is saved already (and stored values are what Context keeps)
+        context = Context.restore(dict(state.context), self.store.artifacts,
+                                  redactor=self.redactor)
+        interviewer = self.world.interviewer or _interviewer(self.info, self.options,
                                                              state.answers_used)
 
         def write_stage_file(node_id: str, attempt: int, name: str, text: str) -> None:
-            self.run_dir.write_stage_file(node_id, attempt, name, text, redactor=self.redactor)
+            self.store.write_stage_file(node_id, attempt, name, text, redactor=self.redactor)
 
         def take_resumed() -> bool:
             # A resume lost the agent sessions: the first agent stage after it gets a
@@ -249,34 +270,36 @@ class _Run:
         )
 
         env = StageEnv(
-            workflow=self.workflow, workspace=workspace, run_dir=self.run_dir, agent=self.agent,
-            renderer=Renderer(), interviewer=interviewer, clock=self.world.clock,
-            folders=folders, stage_dir=self.run_dir.stage_dir,
+            workflow=self.workflow, workspace=workspace, run_dir=self.store.path,
+            agent=self.agent, renderer=Renderer(), interviewer=interviewer,
+            clock=self.world.clock, folders=folders, stage_dir=self.store.stage_dir,
             write_stage_file=write_stage_file,
             fidelity_preamble=lambda node: runtime.plan(node, context).preamble,
-            gates=str(self.info.get("gates") or "deny"), agent_runtime=runtime,
+            gates=self.info.gates, agent_runtime=runtime,
             path=lambda: state.path,
             redact=self.redactor.text,
-            forge=self.forge, repos=dict(self.info.get("repos") or {}),
-            branch=str(self.info.get("branch") or ""),
-            git_cache=self.world.git_cache or (Path(self.info["git_cache"])
-                                               if self.info.get("git_cache")
+            forge=self.forge, repos=dict(self.info.repos),
+            branch=self.info.branch,
+            git_cache=self.world.git_cache or (Path(self.info.git_cache)
+                                               if self.info.git_cache
                                                else cache_root(self.world.environ)),
         )
-        engine = Engine(self.workflow, self.handlers, env, self.run_dir, self.events,
-                        save_extra=lambda: {"agent_state": self.agent.save_state(),
-                                            "agent_states": self.agents.save_state()},
-                        progress=self.world.progress, options=self.world.options)
+        engine = Engine(self.workflow, self.handlers, env, self.store,
+                        observer=self.observer, options=self.options,
+                        agent_states=self.agents.save_state)
         try:
             final = engine.run(state, context)
         finally:
-            self.events.close()
-        return RunOutcome(final.run_id, final.status, final.failure_reason, list(final.path),
-                          context.resolved_snapshot(), self.run_dir.path,
-                          usage=dict(final.usage))
+            self.store.close()
+        return RunOutcome(final.run_id, final.status.value, final.failure_reason,
+                          list(final.path), context.resolved_snapshot(), self.store.path,
+                          usage=dict(final.usage),
+                          offloaded=offloaded(context.stored(), self.store.artifacts))
 
 
-def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
+def start_run(request: RunRequest, world: World | None = None, *,
+              options: EngineOptions | None = None,
+              observer: Progress | None = None) -> RunOutcome:
     """Validate, refuse or start a run; returns when it ends (or pauses)."""
     world = world or World()
     redactor = _redactor(world)
@@ -290,44 +313,52 @@ def start_run(request: RunRequest, world: World | None = None) -> RunOutcome:
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     agents = _agents(workflow, request.agent, workspace, world, request.gates)
     setup = folder_setup(request, workflow, workspace)
-    run_id = new_run_id()
+    run_id = new_run_id(world.clock.now())
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
-    source = _workflow_source(workflow_path)
+    try:
+        source = _workflow_source(workflow_path)
+    except (OSError, UnicodeDecodeError) as err:
+        raise RunRefused(f"workflow {workflow_path}", f"cannot be read: {err}",
+                         "check the file") from None
     redacted = redactor.text(source)
     if redacted != source:
         workflow = _redacted_workflow(redacted, workflow_path)
         source = redacted
-    run_dir = RunDirectory.create(run_path)
-    (run_path / WORKFLOW_COPY).write_bytes(source.encode())  # resume checks its SHA-256
+    store = world.stores.create(run_path)
     values["internal.run_id"] = run_id
-    info = {
-        "run_id": run_id, "workflow": str(workflow_path),
-        "workflow_sha256": hashlib.sha256(source.encode()).hexdigest(),
-        "agent": request.agent, "workspace": str(workspace), **setup,
-        "branch": request.branch or run_branch(values, run_id),
-        "git_cache": str(world.git_cache or ""),
-        "answers": _answer_lists(request.answers), "gates": request.gates,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    run_dir.write_run_info(redactor.value(info))
+    info = RunInfo(
+        run_id=run_id, workflow=str(workflow_path),
+        workflow_sha256=hashlib.sha256(source.encode()).hexdigest(), agent=request.agent,
+        workspace=str(workspace), forge=setup["forge"], repos=setup["repos"],
+        folders=setup["folders"], checks=setup["checks"],
+        required_approvals=int(setup.get("required_approvals") or 0),
+        branch=request.branch or run_branch(values, run_id),
+        git_cache=str(world.git_cache or ""), answers=_answer_lists(request.answers),
+        gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
+    store.create_run(_redacted_info(info, redactor), source.encode())
     start = workflow.start
     assert start is not None  # validated
-    # large inputs go to the artifact store before the first checkpoint, also in `initial`
-    stored = Context(values, ArtifactStore(run_dir.artifacts_dir), redactor=redactor).snapshot()
+    # large inputs go to the artifact store before the first save, also in `initial`
+    stored = Context(values, store.artifacts, redactor=redactor).snapshot()
+    run = _Run(workflow, store, info, world, agents, options, observer, redactor=redactor)
     state = RunState(run_id=run_id, next_node=start.id, context=dict(stored),
-                     initial=dict(stored))
-    run = _Run(workflow, run_dir, info, world, agents, redactor=redactor)
-    # The event records what was asked, not bulk data: long inputs are cut (the checkpoint
+                     initial=dict(stored), agent_state=run.agent.save_state(),
+                     agent_states=run.agents.save_state())
+    # The event records what was asked, not bulk data: long inputs are cut (the state
     # holds them whole, large ones through the artifact store).
     shown_inputs = {name: value if len(value) <= EVENT_VALUE_CHARS else
                     value[:EVENT_VALUE_CHARS] + f"... ({len(value)} characters)"
                     for name, value in request.inputs.items()}
-    run.events.append("run_started", run_id=run_id, workflow=str(workflow_path),
-                      goal=values["goal"], inputs=shown_inputs)
-    run_dir.save_checkpoint({**state.to_json(), "agent_state": run.agent.save_state(),
-                             "events": run.events.record()})
+    store.append_event("run_started", run_id=run_id, workflow=str(workflow_path),
+                       goal=values["goal"], inputs=shown_inputs)
+    store.save_whole(state)
     return run.execute(state)
+
+
+def _redacted_info(info: RunInfo, redactor: Redactor) -> RunInfo:
+    """`info` with every secret masked (SPEC §14: run.json holds none)."""
+    return RunInfo.from_json(redactor.value(info.to_json()))
 
 
 def _redactor(world: World) -> Redactor:
@@ -355,108 +386,73 @@ def _redacted_workflow(source: str, path: Path) -> Workflow:
 
 
 def resume_run(run_path: Path, world: World | None = None,
-               answers: Mapping[str, str | Sequence[str]] | None = None) -> RunOutcome:
-    """Continue a run from its checkpoint; the interrupted stage runs again."""
+               answers: Mapping[str, str | Sequence[str]] | None = None, *,
+               options: EngineOptions | None = None,
+               observer: Progress | None = None) -> RunOutcome:
+    """Continue a run from its saved state; the interrupted stage runs again."""
     world = world or World()
-    run_dir = RunDirectory.open(run_path.resolve())
-    info = dict(run_dir.read_run_info())
+    store = world.stores.open(run_path.resolve())
+    info = store.read_run_info()
     if answers:  # appended: they answer the gate's next visits
-        merged = _answer_lists(info.get("answers", {}))
+        merged = {node: list(given) for node, given in info.answers.items()}
         for node_id, given in _answer_lists(answers).items():
             merged[node_id] = merged.get(node_id, []) + given
-        info["answers"] = merged
-    checkpoint = run_dir.load_checkpoint()
-    if checkpoint is None:
-        raise RunRefused(f"run {run_path}", "has no checkpoint (it never started)",
-                         "start a new run with delivery run")
-    copy = run_dir.path / WORKFLOW_COPY
-    try:
-        digest = hashlib.sha256(copy.read_bytes()).hexdigest()
-    except OSError as err:
-        raise RunRefused(f"run {run_path}", f"its workflow copy cannot be read: {err}",
-                         "restore it from the workflow the run was started with") from None
-    if digest != info.get("workflow_sha256"):
+        info.answers = merged
+    copy, source = store.read_workflow_copy()
+    if hashlib.sha256(source).hexdigest() != info.workflow_sha256:
         raise RunRefused(f"run {run_path}", f"its workflow copy {copy} was changed after the "
                          "run started (its SHA-256 differs from run.json's)",
                          "restore the copy, or start a new run with the changed workflow")
     workflow = load_workflow(copy)
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
-    state = _checkpointed_state(checkpoint, workflow, run_dir)
-    store = ArtifactStore(run_dir.artifacts_dir)
-    state.context = relocate_artifacts(state.context, store)
-    state.initial = relocate_artifacts(state.initial, store)
-    agents = _agents(workflow, str(info.get("agent", "")), Path(info["workspace"]), world,
-                     str(info.get("gates") or "deny"))
-    if "agent_state" in checkpoint:
-        agents.for_profile("").restore_state(checkpoint["agent_state"])
-    if isinstance(checkpoint.get("agent_states"), Mapping):
-        agents.restore_state(checkpoint["agent_states"])
+    agents = _agents(workflow, info.agent, Path(info.workspace), world, info.gates)
+    # opening the log locks the run against a second resume, and repairs a torn last line
+    run = _Run(workflow, store, info, world, agents, options, observer)
+    try:
+        loaded = store.load()
+        if loaded is None:
+            raise RunRefused(f"run {run_path}", "has no checkpoint (it never started)",
+                             "start a new run with delivery run")
+        state = loaded.state
+        if state.status is RunStatus.RUNNING and (state.next_node is None
+                                                  or state.next_node not in workflow.nodes):
+            raise RunRefused(f"run {run_path}", f"its saved next node {state.next_node!r} "
+                             "is not in the workflow", "start a new run")
+        state.context = store.artifacts.relocate(state.context)
+        state.initial = store.artifacts.relocate(state.initial)
+        run.agent.restore_state(state.agent_state)
+        run.agents.restore_state(state.agent_states)
+    except RunStoreError as error:
+        store.close()
+        raise RunRefused(f"run {run_path}", f"cannot be resumed: {error}",
+                         "a run whose log or checkpoint was edited or cut short cannot be "
+                         "resumed; start a new run") from None
+    except BaseException:
+        store.close()
+        raise
     state.resumed = True
-    if state.status == "paused":  # waiting at a human gate: try it again
-        state.status, state.failure_reason = "running", ""
-    recorded = checkpoint.get("events")
-    # opening the log locks the run against a second resume
-    run = _Run(workflow, run_dir, info, world, agents,
-               recorded if isinstance(recorded, dict) else None)
-    recovered = run_dir.recover_checkpoint()
-    if state.status == "running":
-        # Appending to a log that was cut or edited would make it verify again.
-        chain = verify_run(run_dir.path)
-        if not chain.ok:
-            run.events.close()
-            raise RunRefused(f"run {run_path}", f"has a broken event log: {chain.problem}",
-                             "a run whose log was edited or cut short cannot be resumed; "
-                             "start a new run")
-    if recovered:
-        log.warning("resume: %s", recovered)
-        run.events.append("checkpoint_recovered", problem=recovered)
+    if state.status is RunStatus.PAUSED:  # waiting at a human gate: try it again
+        state.status, state.failure_reason = RunStatus.RUNNING, ""
+    if loaded.recovered:
+        log.warning("resume: %s", loaded.recovered)
+        store.append_event("checkpoint_recovered", problem=loaded.recovered)
+        store.save_whole(state)
     if answers:
-        run_dir.write_run_info(run.redactor.value(info))
-    if state.status == "running":
-        run.events.append("run_resumed", next_node=state.next_node or "")
+        store.write_run_info(_redacted_info(info, run.redactor))
+    if state.status is RunStatus.RUNNING:
+        store.append_event("run_resumed", next_node=state.next_node or "")
     return run.execute(state)
 
 
+def offloaded(values: Mapping[str, Any], store: ArtifactStore) -> dict[str, tuple[str, int]]:
+    """The keys of `values` held in the artifact store: their pointer and size in bytes."""
+    return {key: (value, store.size_of(value) or 0) for key, value in values.items()
+            if ArtifactStore.is_pointer(value)}
+
+
 def relocate_artifacts(value: Any, store: ArtifactStore) -> Any:
-    """`value` with pointers into a moved or copied run's artifact store re-pointed at `store`.
-
-    A checkpoint holds absolute `file://` pointers; when the run directory was moved (or
-    restored elsewhere between CI jobs) they name the old place. Artifact file names are
-    content-addressed, so the file of the same name in `store` holds the same value.
-    """
-    if isinstance(value, str):
-        if not ArtifactStore.is_pointer(value):
-            return value
-        here = store.values_dir / re.split(r"[\\/]", value)[-1]
-        return POINTER_PREFIX + str(here) if here.is_file() else value
-    if isinstance(value, dict):
-        return {key: relocate_artifacts(item, store) for key, item in value.items()}
-    if isinstance(value, list):
-        return [relocate_artifacts(item, store) for item in value]
-    return value
-
-
-def _checkpointed_state(checkpoint: Mapping[str, Any], workflow: Workflow,
-                        run_dir: RunDirectory) -> RunState:
-    """The RunState a checkpoint holds, or RunRefused when it cannot be resumed from."""
-    def refuse(problem: str) -> RunRefused:
-        return RunRefused(f"checkpoint {run_dir.checkpoint_path}", f"is malformed: {problem}",
-                          "restore it, or start a new run")
-
-    shapes = {"context": dict, "initial": dict, "path": list, "attempts": dict,
-              "outcomes": dict, "answers_used": dict, "steps": int, "usage": dict}
-    wrong = [name for name, kind in shapes.items()
-             if name in checkpoint and not isinstance(checkpoint[name], kind)]
-    if wrong:
-        raise refuse(f"{', '.join(wrong)} has the wrong type")
-    try:
-        state = RunState.from_json(checkpoint)
-    except TypeError as err:
-        raise refuse(str(err)) from None
-    if state.status == "running" and (not isinstance(state.next_node, str)
-                                      or state.next_node not in workflow.nodes):
-        raise refuse(f"its next node {state.next_node!r} is not in the workflow")
-    return state
+    """`value` with pointers into a moved run's artifact store re-pointed at `store`."""
+    return store.relocate(value)
 
 
 def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from delivery.engine.context import Context, ContextView, ViewIndex, json_default, text_form
 from delivery.engine.work import WORK_SCOPE, describe_work
 from delivery.errors import RunError
+from delivery.errors import TemplateRenderError as TemplateRenderError
 from delivery.lang.paths import MISSING
 from delivery.lang.template_reads import DOLLAR_GOAL
 
@@ -42,15 +43,6 @@ _TEMPLATE_FILE: Final = "<template>"
 MAX_INT_BITS: Final = 100_000
 _DIGITS = re.compile(r"\d+")
 _PRINTF = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?")
-
-
-class TemplateRenderError(RunError):
-    """A template could not be rendered; `line` is the template line when known."""
-
-    def __init__(self, problem: str, line: int | None = None) -> None:
-        self.problem = problem
-        self.line = line
-        super().__init__(f"template line {line}: {problem}" if line else f"template: {problem}")
 
 
 class _LimitExceeded(SecurityError):

@@ -57,8 +57,8 @@ GRAPH = frozenset({
 NODE = frozenset({
     "label", "shape", "type", "prompt", "llm_prompt", "outputs", "facts", "max_retries",
     "retry_target", "fallback_retry_target", "goal_gate", "folder", "script", "tool_command",
-    "probe", "order", "interval", "backoff", "max_interval", "delegatable", "join_policy", "join",
-    "max_parallel", "allow_partial", "auto_status", "template",
+    "probe", "order", "title", "interval", "backoff", "max_interval", "delegatable",
+    "join_policy", "join", "max_parallel", "allow_partial", "auto_status", "template",
 }) | AGENT_NODE
 EDGE = frozenset({"condition", "label", "weight", "loop_restart", "fidelity", "thread_id"})
 

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from delivery.errors import StylesheetError as StylesheetError
 from delivery.lang.model import Node, Workflow
 
 PROPERTIES = ("llm_model", "llm_provider", "reasoning_effort")
@@ -26,16 +27,6 @@ SPECIFICITY = {"*": 0, ".": 1, "#": 2}
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CLASS = re.compile(r"[a-z0-9-]+")
 _PROPERTY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
-
-
-class StylesheetError(ValueError):
-    """The stylesheet does not parse; `offset` indexes into its text."""
-
-    def __init__(self, offset: int, problem: str, fix: str) -> None:
-        self.offset = offset
-        self.problem = problem
-        self.fix = fix
-        super().__init__(f"character {offset + 1}: {problem}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,8 @@ from jinja2 import TemplateSyntaxError, meta, nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from delivery.errors import TemplateProblem as TemplateProblem
+
 
 class _ParseEnvironment(ImmutableSandboxedEnvironment):
     # No operator is folded at compile time: `{{ 9**(9**9) }}` or `{{ 'a' * 10**10 }}`
@@ -47,13 +49,6 @@ DOLLAR_GOAL = re.compile(r"\$goal\b")
 class TemplateRead:
     key: str  # normalised dotted path; 'context.' prefix removed
     lineno: int  # line inside the template, from 1
-
-
-class TemplateProblem(Exception):
-    def __init__(self, message: str, lineno: int) -> None:
-        self.message = message
-        self.lineno = lineno
-        super().__init__(message)
 
 
 # The common case, `{{ name.name }}` substitutions in plain text, is read without Jinja2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +37,16 @@ class ScenarioClock:
     """Time stands still except when a stage sleeps (wait stages, retry backoff)."""
 
     def __init__(self) -> None:
-        self.now = 0.0
+        self.elapsed = 0.0
 
     def monotonic(self) -> float:
-        return self.now
+        return self.elapsed
 
     def sleep(self, seconds: float) -> None:
-        self.now += max(seconds, 0.0)
+        self.elapsed += max(seconds, 0.0)
+
+    def now(self) -> datetime:
+        return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=self.elapsed)
 
 
 class _ScenarioAgent(ReplayBackend):
@@ -96,14 +100,14 @@ def run_scenario(loaded: LoadedScenarios, index: int, folder: Path) -> ScenarioR
     answers: dict[str, list[str]] = {node: list(given) for node, given in scenario.answers.items()}
     interviewer = ScriptedInterviewer(answers)
     world = World(agent=agent, interviewer=interviewer, clock=ScenarioClock(),
-                  environ={}, options=EngineOptions(max_steps=SCENARIO_MAX_STEPS),
-                  handlers=player.handlers())
+                  environ={}, handlers=player.handlers())
     request = RunRequest(workflow=loaded.workflow_path, goal=scenario.goal or DEFAULT_GOAL,
                          inputs=scenario.inputs, workspace=folder, run_dir=folder / "run",
                          repos={name: str(folder) for name in scenario.folders})
     result = ScenarioResult(scenario.name, loaded.lines[index], passed=False)
     try:
-        outcome = start_run(request, world)
+        outcome = start_run(request, world,
+                            options=EngineOptions(max_steps=SCENARIO_MAX_STEPS))
     except RunError as err:
         result.problems.append(f"the run was refused: {err}")
         return result

@@ -1,0 +1,9 @@
+"""Test harness shipped with delivery, for our tests and for people embedding delivery.
+
+Import what you need from the submodules (nothing is imported eagerly here, so importing
+`delivery.testing` stays cheap and never pulls in a fake server you do not use):
+
+    delivery.testing.clock    FakeClock: sleeps are recorded and return at once
+    delivery.testing.runs     run a DOT string with scripted agent replies
+    delivery.testing.cli      run the `delivery` command line in-process
+"""

@@ -14,6 +14,7 @@ from engine_helpers import FakeClock
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.interviewer import ScriptedInterviewer
 from delivery.engine.runner import RunRequest, World, start_run
+from delivery.lang.stylesheet import model_settings
 from delivery.validation.loader import check_file
 
 HERE = Path(__file__).parent
@@ -50,15 +51,10 @@ MODELS = [case for case in CASES if "models" in case]
 
 @pytest.mark.parametrize("case", MODELS, ids=lambda case: case["file"])
 def test_corpus_stylesheet_chooses_each_nodes_model(case: dict[str, Any]) -> None:
-    try:
-        from delivery.lang import stylesheet  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
-        pytest.xfail("model_stylesheet is not parsed yet: delivery.lang.stylesheet (the agent "
-                     "profiles' stylesheet parser) has not landed")
     workflow, diagnostics = check_file(HERE / case["file"])
     assert workflow is not None, diagnostics
     for node_id, (model, provider, effort) in case["models"].items():
-        chosen = stylesheet.model_settings(workflow, workflow.nodes[node_id])
+        chosen = model_settings(workflow, workflow.nodes[node_id])
         assert (chosen.model, chosen.provider, chosen.reasoning_effort) == (
             model, provider, effort), node_id
 

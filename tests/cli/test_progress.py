@@ -110,7 +110,7 @@ def test_a_terminal_shows_stages_elapsed_time_and_retries(workspace: Path) -> No
 def test_a_resume_on_a_terminal_shows_the_stages_it_runs(workspace: Path) -> None:
     killed = subprocess.run(
         [sys.executable, str(TESTS / "durability_driver.py"), *run_args(workspace)[1:]],
-        cwd=workspace, env={**os.environ, "DURABILITY_KILL": "checkpoint:flaky"},
+        cwd=workspace, env={**os.environ, "DURABILITY_KILL": "saved:flaky"},
         capture_output=True, timeout=DEADLINE, check=False)
     assert killed.returncode < 0, killed.stderr
     code, stdout, shown = on_a_terminal(

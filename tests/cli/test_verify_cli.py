@@ -8,7 +8,6 @@ one line on stderr, no traceback.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import shutil
@@ -21,17 +20,12 @@ from typing import Any
 import pytest
 from durability_driver import write_workspace
 
-from delivery.cli.main import main
-from delivery.store.checkpoint_file import PREVIOUS_NAME
+from delivery.testing.cli import invoke as cli
 
 DELIVERY = Path(sys.executable).with_name("delivery")
 RUN_ARGS = ("--agent", "replay:replies.json", "--input", "ticket=T-1")
 
 
-def cli(*args: str | Path) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main([str(a) for a in args], out, err)
-    return code, out.getvalue(), err.getvalue()
 
 
 def delivery(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -144,7 +138,7 @@ def test_verify_reports_a_missing_log_and_a_corrupt_checkpoint(copy_of: Path) ->
 def test_verify_on_a_log_removed_after_a_checkpoint_recorded_it(copy_of: Path) -> None:
     (copy_of / "events.jsonl").unlink()
     code, out, _ = cli("verify", copy_of)
-    assert code == 1 and "events.jsonl: cannot read event log" in out
+    assert code == 1 and "events.jsonl: the event log is missing" in out
 
 
 @pytest.mark.parametrize("target", ["not-a-run", "missing", "a-file"])
@@ -171,8 +165,13 @@ def test_resume_of_a_finished_run_reports_it_without_running_anything(
     done = delivery("resume", copy_of, "--json", cwd=copy_of.parent)
     assert done.returncode == 0, done.stderr
     again = json.loads(done.stdout)
-    assert {k: again[k] for k in ("run_id", "status", "failure_reason", "path", "context")} \
-        == {k: report[k] for k in ("run_id", "status", "failure_reason", "path", "context")}
+    assert {k: again[k] for k in ("run_id", "status", "failure_reason", "path")} \
+        == {k: report[k] for k in ("run_id", "status", "failure_reason", "path")}
+    context, expected = dict(again["context"]), dict(report["context"])
+    # the large value is shown as its pointer, into the copy's own artifact store
+    assert context.pop("build.blob")["artifact"].startswith(f"file://{copy_of.resolve()}/")
+    expected.pop("build.blob")
+    assert context == expected
     assert again["run_dir"] == str(copy_of.resolve())
     after = lines_of(copy_of)
     assert after == before  # not even a note: nothing happened
@@ -283,18 +282,9 @@ def test_resume_refuses_a_run_whose_log_was_edited(copy_of: Path) -> None:
     assert cli("verify", copy_of)[0] == 1  # still detectable
 
 
-def _carried(run: Path) -> int:
-    """How many of the log's last lines the checkpoint carries (not yet synced)."""
-    return len(json.loads((run / "checkpoint.json").read_bytes())["events"]["tail"])
-
-
-def test_resume_refuses_a_run_whose_log_lost_more_lines_than_the_checkpoint_carries(
+def test_resume_refuses_a_run_whose_log_lost_lines_the_checkpoint_recorded(
         copy_of: Path) -> None:
     _interrupted(copy_of)
-    # as in a longer run, where the log was synced: the checkpoint carries the last two
-    data = json.loads((copy_of / "checkpoint.json").read_bytes())
-    data["events"]["tail"] = data["events"]["tail"][-2:]
-    (copy_of / "checkpoint.json").write_text(json.dumps(data), encoding="utf-8")
     lines = lines_of(copy_of)
     del lines[-3:]
     (copy_of / "events.jsonl").write_bytes(b"".join(lines))
@@ -303,53 +293,57 @@ def test_resume_refuses_a_run_whose_log_lost_more_lines_than_the_checkpoint_carr
     assert cli("verify", copy_of)[0] == 1  # still detectable
 
 
-def test_lines_a_power_failure_took_from_the_log_are_written_back_on_resume(
+def test_resume_refuses_a_checkpoint_whose_next_node_is_not_in_the_workflow(
         copy_of: Path) -> None:
-    # fdatasync of the log is skipped while the checkpoint carries the unsynced lines
-    _interrupted(copy_of)
-    whole = lines_of(copy_of)
-    # how many lines the checkpoint carries depends on where the last 8 KiB sync fell
-    lost = min(_carried(copy_of), 2)
-    assert lost >= 1
-    (copy_of / "events.jsonl").write_bytes(b"".join(whole[:-lost]))
-    code, out, _ = cli("verify", copy_of)
-    assert code == 1 and "resuming the run writes them back" in out
-    code, _, err = cli("resume", copy_of, "--json")
-    assert code == 0, err
-    assert lines_of(copy_of)[: len(whole)] == whole
-    assert cli("verify", copy_of)[0] == 0
+    data = json.loads((copy_of / "checkpoint.json").read_bytes())
+    data.update(status="running", next_node="gone")
+    del data["checksum"]
+    (copy_of / "checkpoint.json").write_text(json.dumps(data), encoding="utf-8")
+    message = _refused_resume(copy_of)
+    assert "next node 'gone' is not in the workflow" in message
 
 
 @pytest.mark.parametrize("checkpoint", [
     "{}",
-    '{"run_id": "x", "next_node": "gone", "context": {}, "initial": {}}',
+    '{"run_id": ',
     '{"run_id": "x", "next_node": "ship", "context": [], "initial": {}}',
     '{"run_id": "x", "next_node": "ship", "context": {}, "initial": {}, "bogus": 1, "path": 5}',
+    '[1, 2]',
 ])
-def test_resume_refuses_a_malformed_checkpoint(copy_of: Path, checkpoint: str) -> None:
+def test_a_malformed_or_torn_checkpoint_is_rebuilt_from_the_log(
+        copy_of: Path, checkpoint: str, finished: tuple[Path, dict[str, Any]]) -> None:
     (copy_of / "checkpoint.json").write_text(checkpoint, encoding="utf-8")
-    message = _refused_resume(copy_of)
-    assert "checkpoint" in message and "is malformed" in message
+    code, out, _ = cli("verify", copy_of)
+    assert code == 1 and "checkpoint.json" in out
+    code, out, err = cli("resume", copy_of, "--json")
+    assert code == 0, err
+    context, expected = json.loads(out)["context"], dict(finished[1]["context"])
+    assert context.pop("build.blob")["bytes"] == expected.pop("build.blob")["bytes"]
+    assert context == expected
+    assert json.loads((copy_of / "checkpoint.json").read_bytes())["status"] == "succeeded"
+    recovered = [e for e in events(copy_of) if e["type"] == "checkpoint_recovered"]
+    assert len(recovered) == 1 and "rebuilt from the event log" in recovered[0]["problem"]
+    assert cli("verify", copy_of)[0] == 0
 
 
-def test_resume_refuses_a_corrupt_checkpoint_without_a_complete_previous_copy(
+def test_resume_refuses_a_corrupt_checkpoint_when_the_log_holds_no_state(
         copy_of: Path) -> None:
     (copy_of / "checkpoint.json").write_text('{"run_id": ', encoding="utf-8")
-    (copy_of / PREVIOUS_NAME).unlink(missing_ok=True)
+    first = lines_of(copy_of)[:1]  # run_started only
+    (copy_of / "events.jsonl").write_bytes(b"".join(first))
+    (copy_of / "events.tail").unlink()
     message = _refused_resume(copy_of)
     assert "corrupt checkpoint: not valid JSON" in message
 
 
-def test_resume_continues_from_the_previous_copy_when_checkpoint_json_is_torn(
-        copy_of: Path, finished: tuple[Path, dict[str, Any]]) -> None:
-    # what a power failure during a save can leave: the swap undone, the write half done
-    assert json.loads((copy_of / PREVIOUS_NAME).read_bytes())["status"] == "running"
-    (copy_of / "checkpoint.json").write_text('{"run_id": ', encoding="utf-8")
-    code, out, err = cli("resume", copy_of, "--json")
-    assert code == 0, err
-    assert json.loads(out)["context"] == finished[1]["context"]
-    assert json.loads((copy_of / "checkpoint.json").read_bytes())["status"] == "succeeded"
-    assert cli("verify", copy_of)[0] == 0
+def test_verify_cannot_tell_when_the_checkpoint_is_gone_and_the_log_was_cut(
+        copy_of: Path) -> None:
+    (copy_of / "checkpoint.json").unlink()
+    lines = lines_of(copy_of)
+    (copy_of / "events.jsonl").write_bytes(b"".join(lines[:-4]))
+    code, out, _ = cli("verify", copy_of)
+    assert code == 1
+    assert "cannot tell" in out and "checkpoint.json is missing" in out
 
 
 # -- inspect -----------------------------------------------------------------------------
@@ -367,6 +361,10 @@ def test_inspect_shows_path_stages_context_and_artifacts(
     assert "    shipped.tag = v1-3\n" in out
     assert "    summary = second, better cut\n" in out
     blob = re.search(r"^    build\.blob = (.*)$", out, flags=re.M)
+    assert blob and re.fullmatch(r"file://\S+/values/build\.blob-\w+\.json \(\d{6} bytes; "
+                                 r"--full prints it\)", blob.group(1)), blob
+    code, out, _ = cli("inspect", run, "--full")
+    blob = re.search(r"^    build\.blob = (.*)$", out, flags=re.M)
     assert blob and blob.group(1).startswith("abcdefghij") and blob.group(1).endswith("...")
     artifacts = out.split("  artifacts:\n", 1)[1].split()
     assert len(artifacts) == 1 and re.fullmatch(r"artifacts/values/build\.blob-\w+\.json",
@@ -380,7 +378,11 @@ def test_inspect_json_has_the_same_facts(finished: tuple[Path, dict[str, Any]]) 
     data = json.loads(out)
     assert data["status"] == "succeeded" and data["next_node"] is None
     assert data["path"] == report["path"]
-    assert data["context"] == report["context"]  # large values resolved, not pointers
+    assert data["context"] == report["context"]  # large values as pointer and size
+    assert set(data["context"]["build.blob"]) == {"artifact", "bytes"}
+    assert data["context"]["build.blob"]["bytes"] > 100 * 1024
+    code, out, _ = cli("inspect", run, "--json", "--full")
+    assert json.loads(out)["context"]["build.blob"].startswith("abcdefghij")
     assert data["outcomes"]["audit"] == "failed" and data["outcomes"]["ship"] == "succeeded"
     assert [(s["node"], s["attempt"], s["outcome"]) for s in data["stages"]][-3:] == [
         ("review", 2, "succeeded"), ("audit", 1, "failed"), ("ship", 1, "succeeded")]

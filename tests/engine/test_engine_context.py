@@ -254,7 +254,7 @@ def test_a_large_script_fact_is_offloaded_but_reads_as_its_value(tmp_path: Path)
     assert isinstance(stored["blob"], str) and stored["blob"].startswith("file://")
     assert ran.context["blob"] == "x" * BIG
     assert f"size={BIG} head=xxxxx" in ran.prompts_of("use")[0]
-    code, out, _ = cli("inspect", ran.outcome.run_dir, "--json")
+    code, out, _ = cli("inspect", ran.outcome.run_dir, "--json", "--full")
     assert code == 0
     assert json.loads(out)["context"]["blob"] == "x" * BIG
 
@@ -280,7 +280,7 @@ def test_a_large_agent_text_output_is_offloaded_but_reads_as_its_value(tmp_path:
     assert str(stored["response.write"]).startswith("file://")
     assert ran.context["essay"] == essay
     assert f"ends with END ({BIG})" in ran.prompts_of("read")[0]
-    _, out, _ = cli("inspect", ran.outcome.run_dir, "--json")
+    _, out, _ = cli("inspect", ran.outcome.run_dir, "--json", "--full")
     assert json.loads(out)["context"]["essay"] == essay
 
 

@@ -162,3 +162,8 @@ def test_outputs_naming_files_is_a_warning_not_a_declaration() -> None:
 def test_an_outputs_typo_with_a_kind_after_a_dot_stays_an_error() -> None:
     _, diagnostics = load('a [prompt="p", outputs="summary.text"]\nstart -> a -> exit')
     assert [d.rule for d in diagnostics if d.severity == "error"] == ["outputs_declaration"]
+
+
+def test_publish_title_is_a_known_attribute() -> None:
+    _, diagnostics = load('p [type=publish, title="Add health"]\nstart -> p -> exit')
+    assert of_rule(diagnostics, "unknown_attribute") == []

@@ -18,7 +18,6 @@ Kill points are hit exactly, without sleeps:
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -32,14 +31,14 @@ from typing import Any
 import pytest
 from durability_driver import REPLIES, write_workspace
 
-from delivery.cli.main import main
-from delivery.store.checkpoint_file import PREVIOUS_NAME, read_sealed
+from delivery.store.runstore import LocalRunStore
+from delivery.testing.cli import invoke as cli
 
 TESTS = Path(__file__).resolve().parents[1]
 DRIVER = TESTS / "durability_driver.py"
 DELIVERY = Path(sys.executable).with_name("delivery")
 DEADLINE = 30.0  # seconds; every wait below gives up (and fails) after this
-RUN_ARGS = ("--agent", "replay:replies.json", "--input", "ticket=T-1", "--json")
+RUN_ARGS = ("--agent", "replay:replies.json", "--input", "ticket=T-1", "--json", "--full")
 # Keys whose values legitimately differ between two runs of the same workflow.
 VOLATILE = frozenset({"internal.run_id"})
 
@@ -109,8 +108,10 @@ def outcome(report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def checkpoint(run_dir: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((run_dir / "checkpoint.json").read_text())
-    return data
+    """The state a resume would start from (the snapshot and the records after it)."""
+    loaded = LocalRunStore.open_dir(run_dir).load()
+    assert loaded is not None, f"{run_dir} has no saved state"
+    return loaded.state.to_json()
 
 
 def events(run_dir: Path) -> list[dict[str, Any]]:
@@ -118,11 +119,6 @@ def events(run_dir: Path) -> list[dict[str, Any]]:
             (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
-def cli(*args: str | Path) -> tuple[int, str, str]:
-    """`delivery ARGS` in-process: (exit status, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    code = main([str(a) for a in args], out, err)
-    return code, out.getvalue(), err.getvalue()
 
 
 def verify(run_dir: Path) -> tuple[int, str]:
@@ -131,7 +127,7 @@ def verify(run_dir: Path) -> tuple[int, str]:
 
 
 def resume(workspace: Path, run_dir: Path) -> tuple[int, dict[str, Any]]:
-    done = delivery("resume", run_dir, "--json", cwd=workspace)
+    done = delivery("resume", run_dir, "--json", "--full", cwd=workspace)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.stdout.strip(), f"resume printed no report (exit {done.returncode}): " \
         f"{done.stderr[-2000:]}"
@@ -200,15 +196,17 @@ def assert_resumes_to_baseline(workspace: Path, run_dir: Path,
     log = events(run_dir)
     resumed_at = max(i for i, e in enumerate(log) if e["type"] == "run_resumed")
     assert [e["type"] for e in log[resumed_at:]].count("run_finished") == 1
-    assert log[-1]["type"] == "run_finished" and log[-1]["status"] == "succeeded"
+    # the run's last words: run_finished, then the final stage record saying so
+    assert log[-2]["type"] == "run_finished" and log[-2]["status"] == "succeeded"
+    assert log[-1]["type"] == "state" and log[-1]["status"] == "succeeded"
     return report
 
 
 # -- one kill, then resume ---------------------------------------------------------------
-# (kill point, next_node in the checkpoint the killed run left behind)
+# (kill point, next_node in the state the killed run left behind)
 SELF_KILLS: Sequence[tuple[str, str]] = (
-    # right after the checkpoint that hands over to the agent stage
-    ("checkpoint:implement", "implement"),
+    # right after the stage record that hands over to the agent stage
+    ("saved:implement", "implement"),
     # inside the agent stage, its prompt written, the agent not yet asked
     ("stage-file:implement:prompt.md", "implement"),
     # inside the agent stage after the agent replied twice (one correction turn) — the
@@ -216,11 +214,13 @@ SELF_KILLS: Sequence[tuple[str, str]] = (
     ("stage-file:implement:response.md", "implement"),
     # a script stage finished and logged it, its result not yet checkpointed
     ("event:stage_finished:build", "build"),
-    # right after the checkpoint that starts the second turn of the loop
-    ("checkpoint:test:2", "test"),
-    # in the middle of writing the next checkpoint over the previous one, never swapped in
-    ("checkpoint-torn:fix", "review"),
-    # after run_finished was logged, before the final checkpoint
+    # right after the record that starts the second turn of the loop
+    ("saved:test:2", "test"),
+    # in the middle of writing the next stage record: half a line, cut on resume
+    ("record-torn:fix", "review"),
+    # right after the run's first snapshot (checkpoint.json) was written
+    ("snapshot:1", "start"),
+    # after run_finished was logged, before the final record
     ("event:run_finished", "exit"),
 )
 
@@ -232,9 +232,11 @@ def test_a_run_killed_at_a_precise_point_resumes_to_the_same_end(
     killed_by_driver(kill, "run", "flow.dot", *RUN_ARGS, "--run-dir", run_dir, cwd=workspace)
     left = checkpoint(run_dir)
     assert (left["status"], left["next_node"]) == ("running", next_node)
-    if kill.startswith("checkpoint-torn"):  # the half-written copy is not taken for one
-        assert read_sealed(run_dir / PREVIOUS_NAME)[0] is None
-    assert verify(run_dir)[0] == 0  # a kill between lines leaves an intact chain
+    if kill.startswith("record-torn"):  # the half-written record is not taken for one
+        assert not (run_dir / "events.jsonl").read_bytes().endswith(b"\n")
+        assert "incomplete" in verify(run_dir)[1]
+    else:
+        assert verify(run_dir)[0] == 0  # a kill between lines leaves an intact chain
 
     assert_resumes_to_baseline(workspace, run_dir, baseline)
 
@@ -281,13 +283,13 @@ def test_several_kills_and_resumes_in_a_row_reach_the_same_end(
     for kill, next_node in (("stage-file:build:status.json", "build"),
                             ("stage-file:fix:response.md", "fix"),
                             ("event-torn:stage_started:ship", "ship"),
-                            ("checkpoint-torn:exit", "ship")):
+                            ("record-torn:exit", "ship")):
         killed_by_driver(kill, "resume", run_dir, "--json", cwd=workspace)
         assert checkpoint(run_dir)["next_node"] == next_node, kill
     assert_resumes_to_baseline(workspace, run_dir, baseline)
     log = events(run_dir)
     assert [e["type"] for e in log].count("run_resumed") == 5
-    assert [e["type"] for e in log].count("log_repaired") == 1
+    assert [e["type"] for e in log].count("log_repaired") == 2
     assert [e["type"] for e in log].count("run_started") == 1
 
 
@@ -317,7 +319,7 @@ def test_resume_is_refused_while_the_run_is_still_going(
 
 def test_a_killed_run_moved_to_another_directory_resumes_there(
         workspace: Path, run_dir: Path, baseline: dict[str, Any]) -> None:
-    killed_by_driver("checkpoint:test:2", "run", "flow.dot", *RUN_ARGS, "--run-dir", run_dir,
+    killed_by_driver("saved:test:2", "run", "flow.dot", *RUN_ARGS, "--run-dir", run_dir,
                      cwd=workspace)
     assert checkpoint(run_dir)["context"]["build.blob"].startswith(f"file://{run_dir}")
     moved = run_dir.with_name(run_dir.name + "-moved")
@@ -452,7 +454,7 @@ def test_after_a_resume_full_fidelity_degrades_to_a_summary_once(tmp_path: Path)
     args = ("run", str(tmp_path / "threads.dot"), "--agent", "replay:r.json", "--run-dir")
     plain = cli(*args, tmp_path / "plain", "--workspace", tmp_path)
     assert plain[0] == 0, plain[2]
-    killed_by_driver("checkpoint:b", *args, tmp_path / "killed", cwd=tmp_path)
+    killed_by_driver("saved:b", *args, tmp_path / "killed", cwd=tmp_path)
     resumed = delivery("resume", tmp_path / "killed", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
 

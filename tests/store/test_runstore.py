@@ -14,10 +14,15 @@ import pytest
 
 from delivery.errors import RunError
 from delivery.redact import Redactor
+from delivery.store import runstore
+from delivery.store import tail as tail_module
+from delivery.store.eventlog import LogHead
+from delivery.store.records import RunInfo, RunState, RunStatus
 from delivery.store.runstore import (
     STAGE_FILES,
     ZERO_HASH,
     EventLog,
+    LocalRunStore,
     RunDirectory,
     RunStoreError,
     new_run_id,
@@ -34,14 +39,18 @@ def test_run_ids_are_utc_time_plus_six_hex_and_unique() -> None:
     assert all(re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{6}", run_id) for run_id in ids)
 
 
-def test_create_makes_missing_parents_and_artifacts_dir(tmp_path: Path) -> None:
+INFO = RunInfo(run_id="r1", workflow="w.dot", workflow_sha256="0" * 64, workspace="/w",
+               started="2026-01-01T00:00:00Z")
+
+
+def test_create_makes_missing_parents(tmp_path: Path) -> None:
     run = RunDirectory.create(tmp_path / "runs" / "r1")
-    assert run.artifacts_dir.is_dir()
+    assert run.path.is_dir()
     assert run.run_json == tmp_path / "runs" / "r1" / "run.json"
 
 
 def test_create_refuses_a_directory_that_already_holds_a_run(tmp_path: Path) -> None:
-    RunDirectory.create(tmp_path).write_run_info({"workflow": "w.dot"})
+    RunDirectory.create(tmp_path).write_run_info(INFO)
     with pytest.raises(RunStoreError, match="already holds a run"):
         RunDirectory.create(tmp_path)
 
@@ -57,91 +66,181 @@ def test_run_store_error_is_a_run_error() -> None:
 
 def test_run_info_round_trips(tmp_path: Path) -> None:
     run = RunDirectory.create(tmp_path)
-    run.write_run_info({"workflow": "w.dot", "inputs": {"ticket": "ABC-1"}})
-    assert RunDirectory.open(tmp_path).read_run_info() == {
-        "workflow": "w.dot",
-        "inputs": {"ticket": "ABC-1"},
-    }
+    run.write_run_info(INFO)
+    assert RunDirectory.open(tmp_path).read_run_info() == INFO
 
 
-# --- checkpoints ----------------------------------------------------------------------
-
-
-def test_load_checkpoint_is_none_before_the_first_save(tmp_path: Path) -> None:
-    assert RunDirectory.create(tmp_path).load_checkpoint() is None
-
-
-def test_checkpoint_round_trips_as_compact_json(tmp_path: Path) -> None:
+@pytest.mark.parametrize("content", ['{"run_id": ', "[]", '{"run_id": 5}',
+                                     '{"run_id": "r", "workflow": "w", "workflow_sha256": "x",'
+                                     ' "workspace": "/w", "answers": {"g": "yes"}}'])
+def test_a_malformed_run_json_is_one_error_naming_the_file(tmp_path: Path, content: str) -> None:
     run = RunDirectory.create(tmp_path)
-    run.save_checkpoint({"node": "plan", "context": {"a": [1, 2]}})
-    run.save_checkpoint({"node": "build", "context": {"a": [1, 2, 3]}})
-    assert run.load_checkpoint() == {"node": "build", "context": {"a": [1, 2, 3]}}
-    text = run.checkpoint_path.read_text()
-    assert text.endswith("\n") and "\n" not in text.rstrip(" \n")
+    run.run_json.write_text(content)
+    with pytest.raises(RunStoreError, match=r"run\.json"):
+        run.read_run_info()
 
 
-def test_a_crash_mid_save_leaves_the_last_complete_checkpoint(tmp_path: Path) -> None:
+# --- saving the state -----------------------------------------------------------------
+
+
+def started(tmp_path: Path) -> tuple[LocalRunStore, RunState]:
+    run = RunDirectory.create(tmp_path / "run")
+    run.write_run_info(INFO)
+    run.open_log()
+    state = RunState(run_id="r1", next_node="a", context={"goal": "g"}, initial={"goal": "g"})
+    run.save_whole(state)
+    return run, state
+
+
+def stage(run: LocalRunStore, state: RunState, node: str, **context: object) -> None:
+    """What the engine does after a stage: note the changes, hand over one record."""
+    state.path.append(node)
+    state.set_outcome(node, "succeeded")
+    state.next_attempt(node)
+    state.steps += 1
+    state.next_node = f"after_{node}"
+    state.context.update(context)
+    record = state.take_record(dict(context), [], {"cursors": {node: 1}}, None)
+    run.save_stage(record, lambda: state)
+
+
+def test_load_is_none_before_anything_was_saved(tmp_path: Path) -> None:
     run = RunDirectory.create(tmp_path)
-    run.write_run_info({"workflow": "w.dot"})
-    run.save_checkpoint({"node": "plan"})
-    # What a save killed before os.replace leaves behind: a half-written temporary file.
-    (tmp_path / "checkpoint.json.0123456789abcdef.tmp").write_text('{"node": "bui')
-    assert RunDirectory.open(tmp_path).load_checkpoint() == {"node": "plan"}
+    run.write_run_info(INFO)
+    assert run.load() is None
+
+
+def test_a_resume_point_is_the_snapshot_plus_the_records_after_it(tmp_path: Path) -> None:
+    run, state = started(tmp_path)
+    for n in range(5):
+        stage(run, state, f"n{n}", **{f"k{n}": [n]})
+    run.close()
+    loaded = RunDirectory.open(run.path).load()
+    assert loaded is not None and loaded.recovered == ""
+    got = loaded.state
+    assert got.path == ["n0", "n1", "n2", "n3", "n4"] and got.next_node == "after_n4"
+    assert got.context == {"goal": "g", **{f"k{n}": [n] for n in range(5)}}
+    assert got.attempts == {f"n{n}": 1 for n in range(5)} and got.steps == 5
+    assert got.agent_state == {"cursors": {f"n{n}": 1 for n in range(5)}}
+    # only the start was snapshotted: the rest is records in the log
+    snapshot = json.loads(run.checkpoint_path.read_bytes())
+    assert snapshot["path"] == [] and snapshot["events"]["count"] == 1
+
+
+def test_a_stage_appends_one_record_and_writes_no_snapshot(tmp_path: Path) -> None:
+    run, state = started(tmp_path)
+    before = run.checkpoint_path.read_bytes()
+    lines = len(run.events_path.read_bytes().splitlines())
+    stage(run, state, "a", x=1)
+    assert run.checkpoint_path.read_bytes() == before
+    added = run.events_path.read_bytes().splitlines()[lines:]
+    assert len(added) == 1
+    record = json.loads(added[0])
+    assert record["type"] == "state" and record["context_set"] == {"x": 1}
+    assert record["path_from"] == 0 and record["path_add"] == ["a"]
+
+
+def test_a_snapshot_is_written_once_the_records_outgrow_the_last_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runstore, "SNAPSHOT_BYTES", 4096)
+    run, state = started(tmp_path)
+    counts = []
+    for n in range(40):
+        stage(run, state, f"n{n}", blob="x" * 400)
+        counts.append(json.loads(run.checkpoint_path.read_bytes())["events"]["count"])
+    assert len(set(counts)) > 2  # snapshots were written now and then, not after every stage
+    assert counts[-1] < 1 + 40  # and not after the last one
+    run.close()
+    loaded = RunDirectory.open(run.path).load()
+    assert loaded is not None and loaded.state.path == [f"n{n}" for n in range(40)]
+
+
+def test_the_final_record_of_a_run_writes_a_snapshot(tmp_path: Path) -> None:
+    run, state = started(tmp_path)
+    stage(run, state, "a")
+    state.status = RunStatus.SUCCEEDED
+    run.save_stage(state.take_record({}, [], None, None), lambda: state)
+    snapshot = json.loads(run.checkpoint_path.read_bytes())
+    assert snapshot["status"] == "succeeded" and snapshot["path"] == ["a"]
+
+
+@pytest.mark.parametrize("content", ['{"run_id": ', "", "[1, 2]", '{"run_id": 1}'])
+def test_a_corrupt_snapshot_is_rebuilt_from_the_log(tmp_path: Path, content: str) -> None:
+    run, state = started(tmp_path)
+    stage(run, state, "a", x=1)
+    run.close()
+    run.checkpoint_path.write_text(content)
+    with pytest.raises(RunStoreError, match=r"checkpoint\.json: corrupt checkpoint"):
+        run.read_snapshot()
+    loaded = run.load()
+    assert loaded is not None and "rebuilt from the event log" in loaded.recovered
+    assert loaded.state.context == {"goal": "g", "x": 1} and loaded.state.path == ["a"]
+
+
+def test_a_snapshot_edited_without_its_checksum_is_taken_and_a_stale_one_is_not(
+        tmp_path: Path) -> None:
+    run, _ = started(tmp_path)
+    run.close()
+    data = json.loads(run.checkpoint_path.read_bytes())
+    data["context"]["goal"] = "edited"
+    run.checkpoint_path.write_text(json.dumps(data))  # the stale checksum is still there
+    with pytest.raises(RunStoreError, match="checksum does not match"):
+        run.read_snapshot()
+    del data["checksum"]
+    run.checkpoint_path.write_text(json.dumps(data))
+    snapshot = run.read_snapshot()
+    assert snapshot is not None and snapshot[0].context["goal"] == "edited"
 
 
 SAVER = """
 import sys
 from pathlib import Path
+from delivery.store.records import RunState
 from delivery.store.runstore import RunDirectory
 
 run = RunDirectory.open(Path(sys.argv[1]))
+run.open_log()
+state = RunState(run_id="r1", next_node="a", context={}, initial={})
+run.save_whole(state)
 n = 0
 while True:
     n += 1
-    run.save_checkpoint({"n": n, "context": {"padding": "x" * 20000}})
+    state.steps = n
+    state.path.append("a")
+    record = state.take_record({"padding": "x" * 20000, "n": n}, [], None, None)
+    run.save_stage(record, lambda: state)
     print(n, flush=True)
 """
 
 
-def test_a_saver_killed_with_sigkill_leaves_a_complete_checkpoint(tmp_path: Path) -> None:
+def test_a_saver_killed_with_sigkill_leaves_a_complete_state(tmp_path: Path) -> None:
     run = RunDirectory.create(tmp_path / "run")
-    run.write_run_info({"workflow": "w.dot"})
+    run.write_run_info(INFO)
     script = tmp_path / "saver.py"
     script.write_text(SAVER)
     with subprocess.Popen(
         [sys.executable, str(script), str(run.path)], stdout=subprocess.PIPE, text=True
     ) as child:
         assert child.stdout is not None
-        while (last := int(child.stdout.readline())) < 50:
+        while (last := int(child.stdout.readline())) < 80:
             pass
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
-    checkpoint = run.load_checkpoint()
-    assert checkpoint is not None
-    assert checkpoint["n"] in (last, last + 1)
-    assert len(checkpoint["context"]["padding"]) == 20000
+    run.open_log()  # cuts a torn record, as a resume does
+    loaded = run.load()
+    assert loaded is not None
+    assert loaded.state.steps in (last, last + 1)
+    assert loaded.state.context["n"] == loaded.state.steps == len(loaded.state.path)
 
 
 def test_saving_leaves_no_temporary_files(tmp_path: Path) -> None:
-    run = RunDirectory.create(tmp_path)
+    run, state = started(tmp_path)
     for n in range(5):
-        run.save_checkpoint({"n": n})
-    left = {p.name for p in tmp_path.iterdir()}
-    assert left - {"checkpoint.previous.json"} == {"artifacts", "checkpoint.json"}
-
-
-@pytest.mark.parametrize("content", ['{"node": "pl', "", "[1, 2]"])
-def test_a_corrupt_checkpoint_raises_naming_the_file(tmp_path: Path, content: str) -> None:
-    run = RunDirectory.create(tmp_path)
-    run.checkpoint_path.write_text(content)
-    with pytest.raises(RunStoreError, match=r"checkpoint\.json: corrupt checkpoint"):
-        run.load_checkpoint()
-
-
-def test_a_checkpoint_json_cannot_hold_is_refused(tmp_path: Path) -> None:
-    run = RunDirectory.create(tmp_path)
-    with pytest.raises(RunStoreError, match=r"checkpoint\.json: cannot store"):
-        run.save_checkpoint({"when": object()})
+        stage(run, state, f"n{n}")
+    state.status = RunStatus.FAILED
+    run.save_stage(state.take_record({}, [], None, None), lambda: state)
+    assert {p.name for p in run.path.iterdir()} == {"run.json", "checkpoint.json",
+                                                     "events.jsonl", "events.tail"}
 
 
 # --- stage directories ----------------------------------------------------------------
@@ -164,7 +263,7 @@ def test_stage_dir_refuses_node_ids_that_could_escape_or_collide(
     run = RunDirectory.create(tmp_path / "run")
     with pytest.raises(RunStoreError, match="cannot name a stage directory"):
         run.stage_dir(node_id, 1)
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["artifacts"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == []
 
 
 @pytest.mark.parametrize("attempt", [0, -1, True])
@@ -229,7 +328,7 @@ def test_write_stage_file_applies_the_redactor(tmp_path: Path) -> None:
 # --- the event log --------------------------------------------------------------------
 
 
-def write_events(path: Path, n: int) -> tuple[int, str]:
+def write_events(path: Path, n: int) -> LogHead:
     with EventLog(path) as log:
         for i in range(n):
             log.append("stage_finished", node=f"n{i}", outcome="success")
@@ -255,10 +354,12 @@ def test_events_carry_seq_ts_type_fields_and_prev(tmp_path: Path) -> None:
 def test_head_counts_lines_and_hashes_the_last_one(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     with EventLog(path) as log:
-        assert log.head == (0, ZERO_HASH)
+        assert (log.head.count, log.head.head) == (0, ZERO_HASH)
         event = log.append("x")
-        assert log.head == (1, event["hash"])
-    assert EventLog(path).head == (1, event["hash"])
+        assert (log.head.count, log.head.head) == (1, event["hash"])
+    with EventLog(path) as log:
+        assert (log.head.count, log.head.head) == (1, event["hash"])
+        assert log.head.offset == path.stat().st_size
 
 
 def test_reopening_continues_the_chain(tmp_path: Path) -> None:
@@ -295,7 +396,7 @@ def test_an_intact_chain_verifies(tmp_path: Path) -> None:
 
 def test_an_empty_log_verifies(tmp_path: Path) -> None:
     (tmp_path / "e.jsonl").write_bytes(b"")
-    assert verify_events(tmp_path / "e.jsonl", (0, ZERO_HASH)).ok
+    assert verify_events(tmp_path / "e.jsonl", LogHead()).ok
 
 
 # Editing line 5: a field other than seq/prev shows at line 6, whose prev no longer matches.
@@ -402,7 +503,7 @@ def test_a_torn_last_line_is_repaired_on_reopen(tmp_path: Path) -> None:
     with path.open("ab") as f:
         f.write(torn)
     with EventLog(path) as log:
-        assert log.head[0] == 4
+        assert log.head.count == 4
         log.append("run_resumed")
     events = [json.loads(line) for line in lines_of(path)]
     assert events[3]["type"] == "log_repaired"
@@ -440,7 +541,7 @@ def test_an_appender_killed_with_sigkill_leaves_a_log_that_reopens_and_verifies(
         os.kill(child.pid, signal.SIGKILL)
         assert child.wait() == -signal.SIGKILL
     with EventLog(path) as log:  # the dead child's lock died with it
-        assert log.head[0] >= 25
+        assert log.head.count >= 25
         log.append("run_resumed")
     result = verify_events(path)
     assert result.ok, result.problem
@@ -472,10 +573,12 @@ def test_the_log_writes_no_secret_that_json_escapes(tmp_path: Path, secret: str)
 
 
 def make_run(tmp_path: Path, events: int) -> RunDirectory:
-    run = RunDirectory.create(tmp_path / "run")
-    run.write_run_info({"workflow": "w.dot"})
-    count, head = write_events(run.events_path, events)
-    run.save_checkpoint({"node": "plan", "events": {"count": count, "head": head}})
+    run, state = started(tmp_path)
+    for n in range(events - 2):
+        run.append_event("tick", n=n)
+    state.status = RunStatus.SUCCEEDED
+    run.save_stage(state.take_record({}, [], None, None), lambda: state)  # a snapshot
+    run.close()
     return run
 
 
@@ -503,49 +606,58 @@ def test_verify_run_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> Non
         verify_run(tmp_path)
 
 
-# --- the unsynced tail a checkpoint carries -------------------------------------------
+# --- the tail file: what a power failure takes from the log ----------------------------
 
 
-def test_record_carries_the_lines_appended_since_the_last_sync(tmp_path: Path) -> None:
-    with EventLog(tmp_path / "events.jsonl", sync_each=False) as log:
-        log.append("a")
-        log.sync()
-        log.append("b")
-        log.append("c")
-        record = log.record()
-    lines = (tmp_path / "events.jsonl").read_text().splitlines()
-    assert record["count"] == 3 and record["tail"] == lines[1:]
+def test_lines_a_power_failure_took_from_the_log_are_written_back_from_the_tail(
+        tmp_path: Path) -> None:
+    run, state = started(tmp_path)
+    for n in range(5):
+        stage(run, state, f"n{n}", **{f"k{n}": n})
+    whole = run.events_path.read_bytes()
+    run.close()
+    lines = whole.splitlines(keepends=True)
+    # the log lost its last three lines (never flushed: only the tail file was)
+    run.events_path.write_bytes(b"".join(lines[:-3]))
+    run.open_log()
+    run.close()
+    log = run.events_path.read_bytes().splitlines(keepends=True)
+    assert log[: len(lines)] == lines
+    repaired = json.loads(log[len(lines)])
+    assert repaired["type"] == "log_repaired" and repaired["restored_lines"] == 3
+    loaded = run.load()
+    assert loaded is not None and loaded.state.context["k4"] == 4
+    assert verify_run(run.path).ok
 
 
-def test_record_syncs_instead_once_the_tail_passes_the_limit(tmp_path: Path) -> None:
-    with EventLog(tmp_path / "events.jsonl", sync_each=False) as log:
-        log.append("a", text="x" * 100)
-        assert len(log.record(tail_limit=1000)["tail"]) == 1
-        assert log.record(tail_limit=50)["tail"] == []
+def test_a_tail_line_torn_by_a_power_failure_is_not_written_back(tmp_path: Path) -> None:
+    run, state = started(tmp_path)
+    for n in range(3):
+        stage(run, state, f"n{n}")
+    run.close()
+    lines = run.events_path.read_bytes().splitlines(keepends=True)
+    run.events_path.write_bytes(b"".join(lines[:-2]))
+    tail = run.tail_path.read_bytes()
+    last = tail.rindex(lines[-1].rstrip(b"\n"))
+    run.tail_path.write_bytes(tail[: last + 20] + b"\0" * (len(tail) - last - 20))
+    run.open_log()
+    run.close()
+    log = run.events_path.read_bytes().splitlines(keepends=True)
+    assert log[: len(lines) - 1] == lines[:-1]  # one line back, the torn one not
+    assert json.loads(log[len(lines) - 1])["restored_lines"] == 1
+    assert verify_run(run.path).ok
 
 
-def test_restore_writes_back_the_carried_lines_a_crash_took(tmp_path: Path) -> None:
-    path = tmp_path / "events.jsonl"
-    with EventLog(path, sync_each=False) as log:
-        for n in range(5):
-            log.append("step", n=n)
-        record = log.record(tail_limit=10**6)
-    whole = path.read_bytes()
-    path.write_bytes(b"".join(whole.splitlines(keepends=True)[:2]))
-    with EventLog(path, restore=record) as log:
-        assert log.head == (record["count"], record["head"])
-    assert path.read_bytes() == whole
-
-
-def test_restore_refuses_lines_that_do_not_continue_the_chain(tmp_path: Path) -> None:
-    path = tmp_path / "events.jsonl"
-    with EventLog(path, sync_each=False) as log:
-        for n in range(3):
-            log.append("step", n=n)
-        record = log.record(tail_limit=10**6)
-    lines = path.read_bytes().splitlines(keepends=True)
-    path.write_bytes(lines[0])
-    forged = dict(record, tail=[record["tail"][0], record["tail"][0], record["tail"][2]])
-    with pytest.raises(RunStoreError, match="do not continue the log's chain"):
-        EventLog(path, restore=forged)
-    assert path.read_bytes() == lines[0]  # nothing was written
+def test_when_the_tail_file_is_full_the_log_itself_is_flushed_and_the_tail_starts_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tail_module, "SIZE", 8192)
+    run, state = started(tmp_path)
+    headers = set()
+    for n in range(30):
+        stage(run, state, f"n{n}", blob="y" * 300)
+        headers.add(json.loads(run.tail_path.read_bytes()[:256])["count"])
+    assert len(headers) > 2  # restarted after the log was flushed
+    assert run.tail_path.stat().st_size == 8192
+    run.close()
+    loaded = run.load()
+    assert loaded is not None and len(loaded.state.path) == 30

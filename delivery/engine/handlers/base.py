@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -20,7 +21,6 @@ from delivery.engine.interviewer import Interviewer
 from delivery.engine.templating import Renderer
 from delivery.forges.base import Forge
 from delivery.lang.model import Node, Workflow
-from delivery.store.runstore import RunDirectory
 
 # The standard outcomes (SPEC §2); an agent may also report a custom one (`yes`), which
 # routes as a success, so the type stays an open string.
@@ -57,9 +57,13 @@ class StageResult:
 
 
 class Clock(Protocol):
+    """Every time a run reads: durations (monotonic), waits (sleep), records (now, UTC)."""
+
     def monotonic(self) -> float: ...
 
     def sleep(self, seconds: float) -> None: ...
+
+    def now(self) -> datetime: ...
 
 
 @dataclass
@@ -68,7 +72,7 @@ class StageEnv:
 
     workflow: Workflow
     workspace: Path
-    run_dir: RunDirectory
+    run_dir: Path  # the run's folder (its store keeps stage files and artifacts there)
     agent: AgentBackend
     renderer: Renderer
     interviewer: Interviewer

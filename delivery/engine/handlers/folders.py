@@ -15,6 +15,7 @@ from typing import Any
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.errors import DeliveryError
+from delivery.errors import StageProblem as StageProblem
 from delivery.forges.base import Forge
 from delivery.git import (
     add_worktree,
@@ -31,10 +32,6 @@ from probes.worktree import diff_facts, worktree_facts, worktree_state
 
 PR_KEYS = ("pr.state", "pr.ready", "pr.number", "pr.url", "pr.raw")
 THREAD_KEYS = ("threads.unresolved",)
-
-
-class StageProblem(Exception):
-    """Fails the stage with this message (a folder, and what is wrong with it)."""
 
 
 def stage_folders(node: Node, env: StageEnv) -> list[str]:

@@ -22,15 +22,12 @@ from typing import IO
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
-from delivery.engine.templating import TemplateRenderError
+from delivery.errors import FactsFormatError as FactsFormatError
+from delivery.errors import TemplateRenderError
 from delivery.lang.model import Node
 
 DEFAULT_TIMEOUT = 3600.0
 TOOL_OUTPUT = "tool.output"
-
-
-class FactsFormatError(ValueError):
-    pass
 
 
 def parse_facts_file(text: str) -> dict[str, str]:

@@ -1,0 +1,161 @@
+"""Does a stage cost more late in a long run? And how fast does a long run resume?
+
+    .venv/bin/python benchmarks/run_growth.py [--stages 5000] [--window 500] [--reps 3]
+                                              [--dir PATH]
+
+1. Growth: a linear chain of `--stages` agent stages (replay backend, every stage durable
+   before the next, as in `engine_overhead.py`) is run once; the time of every stage is
+   taken from the run's own event log (`stage_started` of one stage to `stage_started` of
+   the next, so everything the engine does between two stages is counted). Printed: the
+   mean ms/stage of the first and the last `--window` stages, and their ratio (1.0 = no
+   growth).
+2. Resume start-up: the same run is killed (in a child process, SIGKILL) right after its
+   last-but-one stage was saved, then `resume_run` is called in a fresh process; printed is
+   the time from the call to the first stage starting (the observer's `stage_started`), and
+   the part of it spent loading the workflow (parse + validate, which resume repeats).
+
+Each figure is the median of `--reps` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from datetime import datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import itertools
+
+from engine_overhead import write_workflow
+
+from delivery.agents.replay import ReplayBackend
+from delivery.engine.runner import RunRequest, World, start_run
+
+
+def _stage_starts(run_dir: Path) -> list[float]:
+    starts = []
+    with (run_dir / "events.jsonl").open(encoding="utf-8") as log:
+        for line in log:
+            event = json.loads(line)
+            if event["type"] == "stage_started":
+                starts.append(datetime.fromisoformat(event["ts"].replace("Z", "+00:00"))
+                              .timestamp())
+    return starts
+
+
+def growth(stages: int, window: int, base: Path) -> tuple[float, float]:
+    """(ms/stage over the first `window` stages, over the last `window`)."""
+    folder = Path(tempfile.mkdtemp(dir=base, prefix="growth-"))
+    workflow = write_workflow(folder, stages)
+    backend = ReplayBackend({f"s{i}": ["ok"] for i in range(1, stages + 1)})
+    outcome = start_run(RunRequest(workflow=workflow, goal="bench", workspace=folder,
+                                   run_dir=folder / "run"), World(agent=backend))
+    assert outcome.status == "succeeded", outcome.failure_reason
+    starts = _stage_starts(folder / "run")
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    first, last = gaps[:window], gaps[-window:]
+    return 1000 * statistics.fmean(first), 1000 * statistics.fmean(last)
+
+
+KILLED_RUN = """
+import os, signal, sys
+from pathlib import Path
+from delivery.agents.replay import ReplayBackend
+from delivery.engine.runner import RunRequest, World, start_run
+from delivery.store import runstore
+
+stages, folder = int(sys.argv[1]), Path(sys.argv[2])
+original = runstore.LocalRunStore._append_record
+
+def append_record(self, record):
+    original(self, record)
+    if record.next_node == f"s{stages}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+runstore.LocalRunStore._append_record = append_record
+backend = ReplayBackend({f"s{i}": ["ok"] for i in range(1, stages + 1)})
+start_run(RunRequest(workflow=folder / f"linear_{stages}.dot", goal="bench",
+                     workspace=folder, run_dir=folder / "run"), World(agent=backend))
+"""
+
+RESUME = """
+import json, sys, time
+from pathlib import Path
+from delivery.agents.replay import ReplayBackend
+from delivery.engine.run_loop import Progress
+from delivery.engine.runner import World, resume_run
+from delivery.validation.loader import load_workflow
+
+stages, folder = int(sys.argv[1]), Path(sys.argv[2])
+first = []
+
+class Observer(Progress):
+    def stage_started(self, node, attempt):
+        if not first:
+            first.append(time.perf_counter())
+
+backend = ReplayBackend({f"s{i}": ["ok"] for i in range(1, stages + 1)})
+started = time.perf_counter()
+outcome = resume_run(folder / "run", World(agent=backend), observer=Observer())
+assert outcome.status == "succeeded", outcome.failure_reason
+loaded = time.perf_counter()
+load_workflow(folder / "run" / "workflow.dot")
+load = time.perf_counter() - loaded
+print(json.dumps({"first_stage": first[0] - started, "load_workflow": load}))
+"""
+
+
+def resume_startup(stages: int, base: Path) -> tuple[float, float]:
+    """(seconds from resume_run() to the first stage, of which loading the workflow)."""
+    folder = Path(tempfile.mkdtemp(dir=base, prefix="resume-"))
+    write_workflow(folder, stages)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    killed = subprocess.run([sys.executable, "-c", KILLED_RUN, str(stages), str(folder)],
+                            env=env, capture_output=True, text=True, check=False)
+    if killed.returncode != -signal.SIGKILL:
+        raise SystemExit(f"the run to resume was not killed: {killed.stderr[-2000:]}")
+    done = subprocess.run([sys.executable, "-c", RESUME, str(stages), str(folder)], env=env,
+                          capture_output=True, text=True, check=True)
+    figures = json.loads(done.stdout)
+    return figures["first_stage"], figures["load_workflow"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stages", type=int, default=5000)
+    parser.add_argument("--window", type=int, default=500)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="where the runs write (default: a temporary directory)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="run-growth-") as tmp:
+        base = Path(tmp)
+        grown = [growth(args.stages, args.window, base) for _ in range(args.reps)]
+        resumed = [resume_startup(args.stages, base) for _ in range(args.reps)]
+    print(f"{args.stages}-stage linear run, every stage durable before the next; "
+          f"medians of {args.reps}")
+    for first, last in grown:
+        print(f"  run: first {args.window} {first:.3f} ms/stage, last {args.window} "
+              f"{last:.3f} ms/stage, ratio {last / first:.2f}")
+    first = statistics.median(g[0] for g in grown)
+    last = statistics.median(g[1] for g in grown)
+    ratio = statistics.median(g[1] / g[0] for g in grown)
+    print(f"growth: first {args.window} stages {first:.3f} ms/stage, last {args.window} "
+          f"{last:.3f} ms/stage -> last/first {ratio:.2f}")
+    for seconds, load in resumed:
+        print(f"  resume: first stage after {seconds:.3f} s (loading the workflow {load:.3f} s)")
+    print(f"resume start-up: {statistics.median(r[0] for r in resumed):.3f} s to the first "
+          f"stage, of which {statistics.median(r[1] for r in resumed):.3f} s loading the "
+          "workflow")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""The run's artifact store: context values over 100 KB, one JSON file each (SPEC §3).
+
+    <run>/artifacts/values/<key>-<16 hex>.json
+
+File names are content-addressed (key and value hashed), so a pointer always reads the
+value it was written for, even after the key is set again. A file is written under a new
+random name (`O_EXCL`: never through a symlink), flushed, then renamed into place, so the
+stage record that points at it never names a half-written file.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+import secrets
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Final
+
+from delivery.errors import ArtifactError, RunStoreError
+from delivery.store.files import make_dir, open_file, read_file, write_all
+
+POINTER_PREFIX: Final = "file://"
+# What offload() returns: file://<absolute dir>/values/<name>-<16 hex>.json
+_POINTER = re.compile(
+    r"^file://(/|[A-Za-z]:[\\/]).*[\\/]values[\\/][A-Za-z0-9_.-]+-[0-9a-f]{16}\.json$"
+)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_NAME_CHARS: Final = 80
+_CACHE_SIZE: Final = 16
+_ASCII: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_TEXT: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+class ArtifactStore:
+    """Large context values of one run (see the module docstring)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).absolute()
+        self._cache: OrderedDict[Path, Any] = OrderedDict()
+        self._made = False
+
+    @property
+    def values_dir(self) -> Path:
+        return self.root / "values"
+
+    def offload(self, key: str, value: Any, text: str | None = None) -> str:
+        """Store `value` (whose compact JSON is `text`, if the caller has it already);
+        returns its pointer."""
+        if text is None:
+            text = _TEXT.encode(value)
+        path = self.values_dir / self._file_name(key, text)
+        if not os.path.lexists(path):
+            if not self._made:
+                try:
+                    self.root.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as error:
+                    raise RunStoreError(f"{self.root}: cannot create the artifact folder: "
+                                        f"{error.strerror or error}") from None
+                make_dir(str(self.root), "artifact folder")
+                make_dir(str(self.values_dir), "artifact folder")
+                self._made = True
+            # escaped where UTF-8 cannot hold it (a lone surrogate from a reply)
+            data = (_ASCII.encode(value) if _has_surrogate(text) else text).encode()
+            tmp = self.values_dir / f".tmp-{secrets.token_hex(8)}.json"
+            try:
+                fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+                try:
+                    write_all(fd, data)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, path)
+            except OSError as error:
+                tmp.unlink(missing_ok=True)
+                raise RunStoreError(f"{path}: cannot write artifact: "
+                                    f"{error.strerror or error}") from None
+        return POINTER_PREFIX + str(path)
+
+    def load(self, pointer: str) -> Any:
+        """The value a pointer names (a fresh copy)."""
+        return copy.deepcopy(self.read_shared(pointer))
+
+    def read_shared(self, pointer: str) -> Any:
+        """Like load() but returns the cached object itself: callers must not mutate it."""
+        path = self._path_of(pointer)
+        if path in self._cache:
+            self._cache.move_to_end(path)
+            return self._cache[path]
+        try:
+            data = read_file(path, "artifact")
+            if data is None:
+                raise ArtifactError(pointer, "the file does not exist")
+            value = json.loads(data.decode("utf-8"))
+        except (RunStoreError, ValueError, RecursionError) as err:
+            raise ArtifactError(pointer, f"cannot be read as JSON ({str(err)[:200]})") from None
+        self._cache[path] = value
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return value
+
+    def size_of(self, pointer: str) -> int | None:
+        """Bytes of the file a pointer names, None if it cannot be found."""
+        try:
+            return os.lstat(self._path_of(pointer)).st_size
+        except (OSError, ArtifactError):
+            return None
+
+    @staticmethod
+    def is_pointer(value: Any) -> bool:
+        """True for strings shaped like what offload() returns."""
+        return isinstance(value, str) and _POINTER.match(value) is not None
+
+    def relocate(self, value: Any) -> Any:
+        """`value` with pointers into a moved or copied run's store re-pointed here.
+
+        Pointers are absolute; when the run directory was moved (or restored elsewhere
+        between CI jobs) they name the old place. File names are content-addressed, so the
+        file of the same name here holds the same value.
+        """
+        if isinstance(value, str):
+            if not self.is_pointer(value):
+                return value
+            here = self.values_dir / re.split(r"[\\/]", value)[-1]
+            return POINTER_PREFIX + str(here) if here.is_file() else value
+        if isinstance(value, dict):
+            return {key: self.relocate(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.relocate(item) for item in value]
+        return value
+
+    @staticmethod
+    def _file_name(key: str, text: str) -> str:
+        stem = _UNSAFE.sub("_", key).strip("._")[:_NAME_CHARS] or "value"
+        digest = hashlib.sha256(f"{key}\0{text}".encode(errors="surrogatepass")).hexdigest()[:16]
+        return f"{stem}-{digest}.json"
+
+    def _path_of(self, pointer: str) -> Path:
+        if not pointer.startswith(POINTER_PREFIX):
+            raise ArtifactError(pointer, "not a file:// pointer")
+        path = Path(pointer[len(POINTER_PREFIX):])
+        values = self.values_dir.resolve()
+        try:
+            resolved = path.resolve()
+        except (OSError, RuntimeError, ValueError) as err:
+            raise ArtifactError(pointer, f"cannot be resolved ({err})") from None
+        if not path.is_absolute() or not resolved.is_relative_to(values):
+            raise ArtifactError(pointer, f"is outside the run's artifact store {values}")
+        return resolved

@@ -1,0 +1,100 @@
+"""The run store seam: where a run's state, events, stage files and artifacts live.
+
+The engine talks to a `RunStore` only; `delivery.store.runstore.LocalRunStore` (a run
+directory, SPEC §11) is the first implementation, a git ref updated with compare-and-swap
+(the GitHub Action, SPEC §13) is meant to be the second. The unit of saving is a stage:
+`save_stage` gets the stage's changes (a `StageRecord`) and returns once they are durable,
+so a crash after it never re-runs that stage; how the store keeps them (a log plus an
+occasional snapshot, a commit per stage, ...) is its own business, as long as a stage's cost
+does not grow with the number of stages before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from delivery.redact import Redactor
+from delivery.store.artifacts import ArtifactStore
+from delivery.store.records import RunInfo, RunState, StageRecord
+
+
+@dataclass
+class Loaded:
+    """What a store gives back to resume from."""
+
+    state: RunState
+    # what was wrong and repaired on the way ("" if nothing), e.g. a torn snapshot
+    # rebuilt from the log; resume logs it as `checkpoint_recovered`
+    recovered: str = ""
+
+
+class RunStore(Protocol):
+    """One run's store."""
+
+    @property
+    def location(self) -> str:
+        """Where the run is, for messages and `RunOutcome.run_dir` (a path or a ref)."""
+        ...
+
+    @property
+    def path(self) -> Path:
+        """The local folder holding the run's stage files and artifacts."""
+        ...
+
+    @property
+    def artifacts(self) -> ArtifactStore: ...
+
+    # -- what was run ---------------------------------------------------------------------
+    def create_run(self, info: RunInfo, workflow_source: bytes) -> None:
+        """A new run: its run info and its copy of the workflow; refuses an existing run."""
+        ...
+
+    def read_run_info(self) -> RunInfo: ...
+
+    def write_run_info(self, info: RunInfo) -> None: ...
+
+    def read_workflow_copy(self) -> tuple[Path, bytes]:
+        """Where the run's copy of its workflow is, and its bytes."""
+        ...
+
+    # -- the run's state --------------------------------------------------------------------
+    def open_log(self, redactor: Redactor | None = None,
+             stamp: Callable[[], str] | None = None) -> None:
+        """Take the run for writing (a second writer is refused with RunStoreError) and
+        repair what a crash left (a torn last event, logged as `log_repaired`)."""
+        ...
+
+    def append_event(self, event_type: str, **fields: Any) -> dict[str, Any]: ...
+
+    def save_whole(self, state: RunState) -> None:
+        """The whole state, durable when this returns: a new run's start, or a state that
+        `load` had to rebuild."""
+        ...
+
+    def save_stage(self, record: StageRecord, state: Callable[[], RunState]) -> None:
+        """One stage's changes; durable when this returns. `state()` gives the whole state
+        when the store wants a snapshot (it is not called otherwise)."""
+        ...
+
+    def load(self) -> Loaded | None:
+        """The last saved state, None when nothing was saved (the run never started)."""
+        ...
+
+    def close(self) -> None: ...
+
+    # -- evidence --------------------------------------------------------------------------
+    def stage_dir(self, node_id: str, attempt: int) -> Path: ...
+
+    def write_stage_file(self, node_id: str, attempt: int, name: str, text: str, *,
+                         redactor: Redactor | None = None) -> Path: ...
+
+
+class RunStores(Protocol):
+    """Makes the store of a new run, or opens the store of an existing one."""
+
+    def create(self, location: Path) -> RunStore: ...
+
+    def open(self, location: Path) -> RunStore: ...

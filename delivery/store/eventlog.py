@@ -1,0 +1,439 @@
+"""The append-only, hash-chained event log of a run (`events.jsonl`, SPEC §11).
+
+Each line is one JSON event carrying `seq` (from 1) and `prev`, the SHA-256 of the previous
+line's bytes (64 zeros on the first line): editing, removing or reordering lines breaks the
+chain, and a snapshot records the log's head (`count`, `head`, byte `offset`) so that
+cutting lines off before it is caught too. The chain is not keyed: it detects accidents and
+naive edits, not someone who rewrites the log *and* the snapshot.
+
+The stage records (the `state` events, see `delivery.store.records`) live in this log, so
+the log is the run's durable record: `sync()` after a stage's record is the one flush a
+stage needs. Opening the log for appending locks it (released on close, or when the process
+dies) and cuts a torn last line left by a crash, logging `log_repaired`; it reads only the
+end of the file, so opening costs the same for a long run as for a short one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from delivery.errors import RunStoreError
+from delivery.redact import Redactor
+from delivery.store.files import fdatasync, open_file, read_file, write_all
+from delivery.store.tail import Tail, mirrored
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+ZERO_HASH: Final = "0" * 64
+RESERVED_EVENT_FIELDS: Final = frozenset({"seq", "ts", "type", "prev", "hash"})
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+_LINE_ENCODER: Final = json.JSONEncoder(separators=(",", ":"))
+_TAIL_CHUNK: Final = 1 << 16
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def utc_stamp() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _jsonable(value: Any) -> Any:
+    """`value` with anything JSON cannot hold (paths, enums, ...) turned into its str()."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+@dataclass(frozen=True)
+class LogHead:
+    """Where a log ends: its number of lines, the hash of the last one, its size in bytes."""
+
+    count: int = 0
+    head: str = ZERO_HASH
+    offset: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "head": self.head, "offset": self.offset}
+
+
+class EventLog:
+    """The log of one run, opened for appending (see the module docstring)."""
+
+    def __init__(self, path: Path, *, redactor: Redactor | None = None,
+                 stamp: Callable[[], str] = utc_stamp, check: bool = True,
+                 tail: Path | None = None) -> None:
+        """`check`: refuse a log whose chain is broken (appending to it would bury the
+        damage under lines that verify); the check reads the whole log, fast.
+        `tail`: the side file the unflushed end of the log is mirrored to
+        (`delivery.store.tail`); lines it holds that a power failure took from the log are
+        written back first."""
+        self.path = Path(path)
+        self._tail: Tail | None = None
+        self._tail_full = False
+        self._redactor = redactor
+        self._stamp = stamp
+        self._count = 0
+        self._head = ZERO_HASH
+        self._offset = 0
+        self._fd: int | None = None
+        try:
+            self._fd = open_file(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        except OSError as error:
+            raise RunStoreError(f"{self.path}: cannot open event log: "
+                                f"{error.strerror or error}") from None
+        try:
+            self._lock()
+            dropped = self._find_end_and_repair()
+            restored = self._restore(tail) if tail is not None else 0
+            if check and self._offset:
+                data = os.pread(self._fd, self._offset, 0)
+                problem = chain_problem(data)
+                if problem is not None:
+                    raise RunStoreError(f"{self.path}: has a broken event log: line "
+                                        f"{problem[0]}: {problem[1]}")
+            if tail is not None:
+                self._tail = Tail(tail)
+                self.flush_log()
+        except BaseException:
+            self._close_fd()
+            raise
+        if dropped or restored:
+            self.append("log_repaired", dropped_bytes=dropped, restored_lines=restored)
+
+    def _restore(self, tail: Path) -> int:
+        """Write back the lines the tail file holds beyond the log's end (what a power
+        failure took); returns how many."""
+        assert self._fd is not None
+        found = mirrored(tail)
+        if found is None:
+            return 0
+        count, _, _, lines = found
+        if count + len(lines) <= self._count:
+            return 0
+        if self._count < count:
+            raise RunStoreError(f"{self.path}: the log has {self._count} lines but was "
+                                f"flushed up to line {count}: lines were cut off the end")
+        added = 0
+        for line in lines[self._count - count:]:
+            if not line.endswith(b',"prev":"' + self._head.encode() + b'"}'):
+                break  # a line torn by the power failure, or one of an older mirror
+            try:
+                write_all(self._fd, line + b"\n")
+            except OSError as error:
+                raise RunStoreError(f"{self.path}: cannot write back lost lines: "
+                                    f"{error.strerror or error}") from None
+            self._count += 1
+            self._head = sha256(line)
+            self._offset += len(line) + 1
+            added += 1
+        return added
+
+    def _lock(self) -> None:
+        if fcntl is None or self._fd is None:  # pragma: no cover - not POSIX
+            return
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunStoreError(f"{self.path}: another process is writing this event log "
+                                "(is the run still going?)") from None
+
+    def _find_end_and_repair(self) -> int:
+        """Find the last complete line from the end of the file; cut a torn tail after it.
+        Returns the bytes dropped."""
+        assert self._fd is not None
+        size = os.fstat(self._fd).st_size
+        end, last = _last_line(self._fd, size)
+        if last is not None:
+            count = _seq_of(last)
+            if count is None:  # the last line is damaged: count the lines the slow way
+                count = _count_lines(self._fd, end)
+            self._count, self._head = count, sha256(last)
+        self._offset = end
+        if size > end:
+            try:
+                os.ftruncate(self._fd, end)
+                os.fsync(self._fd)
+            except OSError as error:
+                raise RunStoreError(f"{self.path}: cannot cut the torn last line: "
+                                    f"{error.strerror}") from None
+        return size - end
+
+    @property
+    def head(self) -> LogHead:
+        return LogHead(self._count, self._head, self._offset)
+
+    def append(self, event_type: str, **fields: Any) -> dict[str, Any]:
+        """Write one event line (not yet synced, see `sync`) and return it, with `hash`.
+        Values JSON cannot hold (paths, enums, ...) are written as their str()."""
+        body = fields if all(type(v) in _SCALARS for v in fields.values()) else _jsonable(fields)
+        return self.append_json(event_type, body)
+
+    def append_json(self, event_type: str, body: dict[str, Any]) -> dict[str, Any]:
+        """`append` for fields that are plain JSON already (a stage record): not walked."""
+        if self._fd is None:
+            raise RunStoreError(f"{self.path}: event log is closed")
+        clash = RESERVED_EVENT_FIELDS.intersection(body)
+        if clash:
+            raise RunStoreError(f"{self.path}: event {event_type!r}: field(s) "
+                                f"{', '.join(sorted(clash))} are set by the log itself")
+        ts = self._stamp()
+        event: dict[str, Any] = {"seq": self._count + 1, "ts": ts, "type": event_type,
+                                 **body, "prev": self._head}
+        text = _LINE_ENCODER.encode(event)
+        # Every key and string of the event is in its line: a line that cannot hold a
+        # secret needs no walk through the values (most cannot).
+        if self._redactor is not None and self._redactor.may_change_json(text):
+            event = {"seq": self._count + 1, "ts": ts, "type": event_type,
+                     **self._redactor.value(body), "prev": self._head}
+            text = _LINE_ENCODER.encode(event)
+        line = text.encode()
+        try:
+            write_all(self._fd, line + b"\n")
+            if self._tail is not None and not self._tail_full:
+                self._tail_full = not self._tail.add(line + b"\n")
+        except (OSError, RunStoreError) as error:
+            self.close(sync=False)  # a partial line may be on disk: reopening repairs it
+            problem = error.strerror if isinstance(error, OSError) else error
+            raise RunStoreError(f"{self.path}: cannot append event: {problem}") from None
+        self._count += 1
+        self._head = sha256(line)
+        self._offset += len(line) + 1
+        return {**event, "hash": self._head}
+
+    def sync(self) -> None:
+        """Make every appended event durable: the tail file is flushed (data only), or,
+        without one or when it is full, the log itself."""
+        if self._fd is None:
+            raise RunStoreError(f"{self.path}: event log is closed")
+        if self._tail is not None and not self._tail_full:
+            try:
+                self._tail.flush()
+            except RunStoreError:
+                self.close(sync=False)
+                raise
+            return
+        self.flush_log()
+
+    def flush_log(self) -> None:
+        """Flush the log file itself (a journal commit) and start the tail file again."""
+        if self._fd is None:
+            raise RunStoreError(f"{self.path}: event log is closed")
+        try:
+            fdatasync(self._fd)
+            if self._tail is not None:
+                self._tail.restart(self._count, self._head, self._offset)
+                self._tail_full = False
+        except (OSError, RunStoreError) as error:
+            self.close(sync=False)
+            problem = error.strerror if isinstance(error, OSError) else error
+            raise RunStoreError(f"{self.path}: cannot sync event log: {problem}") from None
+
+    def close(self, *, sync: bool = True) -> None:
+        if self._fd is not None:
+            if sync:
+                # closing after a failure: what is on disk is what resume sees
+                with contextlib.suppress(OSError):
+                    fdatasync(self._fd)
+            self._close_fd()
+
+    def _close_fd(self) -> None:
+        if self._tail is not None:
+            self._tail.close()
+            self._tail = None
+        if self._fd is not None:
+            os.close(self._fd)  # also releases the lock
+            self._fd = None
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _last_line(fd: int, size: int) -> tuple[int, bytes | None]:
+    """(where the complete lines end, the last complete line or None), reading backwards."""
+    position, tail = size, b""
+    end: int | None = None
+    while position > 0:
+        start = max(0, position - _TAIL_CHUNK)
+        tail = os.pread(fd, position - start, start) + tail
+        position = start
+        if end is None:
+            cut = tail.rfind(b"\n")
+            if cut < 0:
+                continue
+            end = position + cut + 1
+            tail = tail[: cut + 1]
+        before = tail.rfind(b"\n", 0, len(tail) - 1)
+        if before >= 0 or position == 0:
+            return end, tail[before + 1: -1]
+    return (0, None) if end is None else (end, tail[:-1])
+
+
+def _seq_of(line: bytes) -> int | None:
+    try:
+        event = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    seq = event.get("seq") if isinstance(event, dict) else None
+    return seq if type(seq) is int and seq > 0 else None
+
+
+def _count_lines(fd: int, end: int) -> int:
+    count, position = 0, 0
+    while position < end:
+        chunk = os.pread(fd, min(1 << 20, end - position), position)
+        count += chunk.count(b"\n")
+        position += len(chunk)
+    return count
+
+
+# -- reading -----------------------------------------------------------------------------
+def read_after(path: Path, since: LogHead,
+               event_type: str | None = None) -> Iterator[dict[str, Any]]:
+    """The events after `since` (a head recorded earlier), checked against the chain;
+    a torn last line is left out. Raises RunStoreError where the chain breaks. With
+    `event_type`, only events of that type are given (the rest is still checked)."""
+    only_type = event_type
+    only = None if event_type is None else b'"type":' + json.dumps(event_type).encode()
+    data = read_file(path, "event log")
+    if data is None:
+        if since.count:
+            raise RunStoreError(f"{path}: the event log is missing; the checkpoint recorded "
+                                f"{since.count} lines")
+        return
+    if len(data) < since.offset or (since.offset and data[since.offset - 1:since.offset] != b"\n"):
+        raise RunStoreError(f"{path}: the log is shorter than the checkpoint recorded "
+                            f"({since.count} lines, {since.offset} bytes): lines were cut off "
+                            "the end")
+    if since.offset and sha256(data[data.rfind(b"\n", 0, since.offset - 1) + 1:
+                                    since.offset - 1]) != since.head:
+        raise RunStoreError(f"{path}: line {since.count} does not match the head the "
+                            "checkpoint recorded: the log was edited")
+    prev, seq = since.head, since.count
+    position = since.offset
+    while True:
+        newline = data.find(b"\n", position)
+        if newline < 0:
+            return  # a torn tail (or nothing): opening the log for appending cuts it
+        line = data[position:newline]
+        seq += 1
+        # lines as the log writes them are checked by their bytes; only the events asked
+        # for are parsed (a resume wants the stage records only)
+        if not (line.startswith(b'{"seq":%d,' % seq)
+                and line.endswith(b',"prev":"' + prev.encode() + b'"}')
+                and (only is None or only not in line[:120])):
+            problem = _line_problem(line, seq, prev)
+            if isinstance(problem, str):
+                raise RunStoreError(f"{path}: line {seq}: {problem}")
+            if only is None or problem.get("type") == only_type:
+                yield problem
+        prev = sha256(line)
+        position = newline + 1
+
+
+def _line_problem(line: bytes, number: int, prev: str) -> dict[str, Any] | str:
+    """The event on line `number`, or what is wrong with it."""
+    try:
+        event = json.loads(line)
+    except (ValueError, RecursionError) as error:
+        text = str(error) or type(error).__name__
+        return f"not valid JSON ({text[:120]})"
+    if not isinstance(event, dict):
+        return "not a JSON object"
+    if event.get("seq") != number:
+        return (f"seq is {str(event.get('seq'))[:40]}, expected {number} — a line was removed "
+                "or inserted before it, or lines were reordered")
+    if event.get("prev") != prev:
+        before = f"the hash of line {number - 1}" if number > 1 else "64 zeros"
+        return (f"prev does not match {before} — the log was edited, or a line was removed "
+                "or reordered")
+    return event
+
+
+def chain_problem(data: bytes) -> tuple[int, str] | None:
+    """The first line of `data` (complete lines) that breaks the chain, and why; None if
+    it holds. Lines as the log writes them are checked by their bytes (`seq` first, `prev`
+    last), without parsing; any other line is parsed."""
+    prev = ZERO_HASH
+    position, number, end = 0, 0, len(data)
+    while position < end:
+        newline = data.find(b"\n", position)
+        if newline < 0:
+            newline = end
+        line = data[position:newline]
+        number += 1
+        if not (line.startswith(b'{"seq":%d,' % number)
+                and line.endswith(b',"prev":"' + prev.encode() + b'"}')):
+            problem = _line_problem(line, number, prev)
+            if isinstance(problem, str):
+                return number, problem
+        prev = sha256(line)
+        position = newline + 1
+    return None
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    ok: bool
+    lines: int
+    problem: str  # "" when ok
+    line_number: int | None = None
+    records: int = 0  # stage records (`state` events) seen
+
+
+def verify_events(path: Path, expected: LogHead | None = None,
+                  record_type: str = "state") -> VerifyResult:
+    """Check the whole chain of `path`; with `expected` (what a snapshot recorded) also that
+    nothing before it was cut off the end. `line_number` is the first line where a check
+    fails: an edit of line k (other than its `seq` or `prev`) shows at line k + 1."""
+    try:
+        data = read_file(path, "event log")
+    except RunStoreError as error:
+        return VerifyResult(False, 0, str(error), None)
+    if data is None:
+        if expected is not None and expected.count:
+            return VerifyResult(False, 0, f"{path}: the event log is missing; the checkpoint "
+                                f"recorded {expected.count} lines", None)
+        return VerifyResult(True, 0, "", None)
+    lines = data.split(b"\n")
+    if lines.pop():  # the file does not end with a newline
+        return VerifyResult(False, len(lines), f"line {len(lines) + 1}: incomplete (no trailing "
+                            "newline) — a write was interrupted; opening the log for appending "
+                            "(resuming the run) repairs it", len(lines) + 1)
+    prev, records = ZERO_HASH, 0
+    for number, line in enumerate(lines, start=1):
+        event = _line_problem(line, number, prev)
+        if isinstance(event, str):
+            return VerifyResult(False, len(lines), f"line {number}: {event}", number, records)
+        records += event.get("type") == record_type
+        prev = sha256(line)
+    if expected is not None and expected.count:
+        if len(lines) < expected.count:
+            return VerifyResult(False, len(lines), f"line {expected.count}: missing — the "
+                                f"checkpoint recorded {expected.count} lines, the log has "
+                                f"{len(lines)}; lines were cut off the end", expected.count,
+                                records)
+        if sha256(lines[expected.count - 1]) != expected.head:
+            return VerifyResult(False, len(lines), f"line {expected.count}: its hash does not "
+                                "match the head recorded in the checkpoint", expected.count,
+                                records)
+    return VerifyResult(True, len(lines), "", None, records)

@@ -1,0 +1,382 @@
+"""The run's records, typed: run info (`run.json`), the run state (a snapshot) and the
+record each stage appends (its changes to the state).
+
+Records are dataclasses with a `to_json()` and a checking `from_json()`: anything read
+from disk goes through `from_json`, which raises `RunStoreError` naming the field that is
+wrong (a reader never trusts a run file's shape). Dataclasses, not pydantic models: one
+stage record is built per stage and thousands are read on a resume, where a model's
+validation would cost more than the rest of the stage.
+
+Outcomes stay open strings: the standard ones are `Outcome` members, and workflows may
+route on their own (`yes`, `needs_review`, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+from delivery.errors import RunStoreError
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    PAUSED = "paused"
+
+
+class Outcome(StrEnum):
+    """The standard stage outcomes; a stage may also report a custom outcome string."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    PARTIAL_SUCCESS = "partial_success"
+    RETRY = "retry"
+    SKIPPED = "skipped"
+
+
+# -- checking what was read -------------------------------------------------------------
+def _fail(what: str, name: str, expected: str, found: Any) -> RunStoreError:
+    return RunStoreError(f"{what}: '{name}' should be {expected}, found {_show(found)}")
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class _Reader:
+    """Typed access to the members of one JSON object read from a run file."""
+
+    def __init__(self, data: Any, what: str) -> None:
+        if not isinstance(data, Mapping):
+            raise RunStoreError(f"{what}: expected a JSON object, found {_show(data)}")
+        self.data = data
+        self.what = what
+
+    def text(self, name: str, default: str | None = None) -> str:
+        value = self.data.get(name, default)
+        if not isinstance(value, str):
+            raise _fail(self.what, name, "a string", value)
+        return value
+
+    def optional_str(self, name: str) -> str | None:
+        value = self.data.get(name)
+        if value is not None and not isinstance(value, str):
+            raise _fail(self.what, name, "a string or null", value)
+        return value
+
+    def count(self, name: str, default: int | None = None) -> int:
+        value = self.data.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise _fail(self.what, name, "a whole number >= 0", value)
+        return value
+
+    def flag(self, name: str, default: bool = False) -> bool:
+        value = self.data.get(name, default)
+        if not isinstance(value, bool):
+            raise _fail(self.what, name, "true or false", value)
+        return value
+
+    def obj(self, name: str, default: Any = None) -> dict[str, Any]:
+        value = self.data.get(name, {} if default is None else default)
+        if not isinstance(value, dict):
+            raise _fail(self.what, name, "a JSON object", value)
+        return value
+
+    def optional_object(self, name: str) -> dict[str, Any] | None:
+        value = self.data.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise _fail(self.what, name, "a JSON object or null", value)
+        return value
+
+    def str_map(self, name: str) -> dict[str, str]:
+        value = self.obj(name)
+        if not all(isinstance(v, str) for v in value.values()):
+            raise _fail(self.what, name, "an object of strings", value)
+        return value
+
+    def int_map(self, name: str) -> dict[str, int]:
+        value = self.obj(name)
+        if not all(type(v) is int and v >= 0 for v in value.values()):
+            raise _fail(self.what, name, "an object of whole numbers", value)
+        return value
+
+    def str_list(self, name: str) -> list[str]:
+        value = self.data.get(name, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _fail(self.what, name, "a list of strings", value)
+        return value
+
+    def status(self, name: str) -> RunStatus:
+        value = self.data.get(name, RunStatus.RUNNING.value)
+        try:
+            return RunStatus(value)
+        except ValueError:
+            expected = "one of " + ", ".join(s.value for s in RunStatus)
+            raise _fail(self.what, name, expected, value) from None
+
+
+# -- run.json ------------------------------------------------------------------------------
+@dataclass
+class RunInfo:
+    """What was run: written once when the run starts (answers appended by `resume`)."""
+
+    run_id: str
+    workflow: str
+    workflow_sha256: str
+    workspace: str
+    started: str
+    agent: str = ""
+    forge: str = ""  # local | github
+    repos: dict[str, str] = field(default_factory=dict)  # folder -> repository location
+    folders: dict[str, str] = field(default_factory=dict)  # folder -> working directory
+    checks: dict[str, str] = field(default_factory=dict)  # folder -> local check command
+    required_approvals: int = 0  # reviews a PR needs before merge (the local forge)
+    branch: str = ""  # the run's branch in every folder
+    git_cache: str = ""  # the clone cache worktrees hang on ("": the default)
+    answers: dict[str, list[str]] = field(default_factory=dict)  # gate -> one per visit
+    gates: str = "deny"  # deny | pause | managed: what an unanswered gate does off a terminal
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "workflow": self.workflow,
+                "workflow_sha256": self.workflow_sha256, "agent": self.agent,
+                "workspace": self.workspace, "forge": self.forge, "repos": self.repos,
+                "folders": self.folders, "checks": self.checks,
+                "required_approvals": self.required_approvals, "branch": self.branch,
+                "git_cache": self.git_cache, "answers": self.answers, "gates": self.gates,
+                "started": self.started}
+
+    @classmethod
+    def from_json(cls, data: Any, what: str = "run.json") -> RunInfo:
+        read = _Reader(data, what)
+        answers = read.obj("answers")
+        if not all(isinstance(v, list) and all(isinstance(a, str) for a in v)
+                   for v in answers.values()):
+            raise _fail(what, "answers", "an object of lists of strings", answers)
+        gates = read.text("gates", "deny")
+        if gates not in ("deny", "pause", "managed"):
+            raise _fail(what, "gates", "'deny', 'pause' or 'managed'", gates)
+        return cls(run_id=read.text("run_id"), workflow=read.text("workflow"),
+                   workflow_sha256=read.text("workflow_sha256"),
+                   workspace=read.text("workspace"), started=read.text("started", ""),
+                   agent=read.text("agent", ""), forge=read.text("forge", ""),
+                   repos=read.str_map("repos"), folders=read.str_map("folders"),
+                   checks=read.str_map("checks"),
+                   required_approvals=read.count("required_approvals", 0),
+                   branch=read.text("branch", ""),
+                   git_cache=read.text("git_cache", ""), answers=answers, gates=gates)
+
+
+# -- the run state ---------------------------------------------------------------------------
+@dataclass
+class RunState:
+    """Where a run is: everything a resume needs. A snapshot is this, whole; after every
+    stage the engine records only what changed (`take_record`), so a stage's cost does not
+    grow with the run.
+
+    Write the maps through the methods (`set_outcome`, `next_attempt`, `cut_path`) or note
+    the change yourself: the record is built from what was noted, not by comparing.
+    """
+
+    run_id: str
+    next_node: str | None
+    context: dict[str, Any]  # stored values (large ones as artifact pointers)
+    initial: dict[str, Any]  # restored by a loop restart
+    path: list[str] = field(default_factory=list)
+    outcomes: dict[str, str] = field(default_factory=dict)  # last outcome per node
+    attempts: dict[str, int] = field(default_factory=dict)  # stage folders per node
+    answers_used: dict[str, int] = field(default_factory=dict)  # gate answers taken
+    steps: int = 0
+    status: RunStatus = RunStatus.RUNNING
+    failure_reason: str = ""
+    agent_state: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)  # agent tokens of the whole run
+    # the states of the agents named by profile (a node's agent=); few and small
+    agent_states: dict[str, Any] = field(default_factory=dict)
+    # not saved: set on resume, cleared by the first agent stage after it
+    resumed: bool = field(default=False, compare=False)
+    # what changed since the last record (see take_record)
+    _path_mark: int = field(default=0, init=False, repr=False, compare=False)
+    _outcomes_changed: set[str] = field(default_factory=set, init=False, repr=False,
+                                        compare=False)
+    _attempts_changed: set[str] = field(default_factory=set, init=False, repr=False,
+                                        compare=False)
+    _answers_seen: dict[str, int] = field(default_factory=dict, init=False, repr=False,
+                                          compare=False)
+    _usage_seen: dict[str, int] = field(default_factory=dict, init=False, repr=False,
+                                        compare=False)
+
+    def __post_init__(self) -> None:
+        self.mark_recorded()
+
+    # -- writes the record follows --------------------------------------------------------
+    def set_outcome(self, node_id: str, outcome: str) -> None:
+        self.outcomes[node_id] = outcome
+        self._outcomes_changed.add(node_id)
+
+    def next_attempt(self, node_id: str) -> int:
+        attempt = self.attempts.get(node_id, 0) + 1
+        self.attempts[node_id] = attempt
+        self._attempts_changed.add(node_id)
+        return attempt
+
+    def cut_path(self, length: int) -> None:
+        del self.path[length:]
+        self._path_mark = min(self._path_mark, length)
+
+    def mark_recorded(self) -> None:
+        """Everything so far is saved: the next record starts from here."""
+        self._path_mark = len(self.path)
+        self._outcomes_changed.clear()
+        self._attempts_changed.clear()
+        self._answers_seen = dict(self.answers_used)
+        self._usage_seen = dict(self.usage)
+
+    def take_record(self, context_set: dict[str, Any], context_deleted: list[str],
+                    agent_patch: dict[str, Any] | None,
+                    agent_state: dict[str, Any] | None,
+                    agent_states: dict[str, Any] | None = None) -> StageRecord:
+        """The changes since the last record (the context's and agent's given), and mark
+        them recorded. The gate answers map is compared whole: it has one entry per gate."""
+        mark = self._path_mark
+        answers = dict(self.answers_used) if self.answers_used != self._answers_seen else None
+        usage = dict(self.usage) if self.usage != self._usage_seen else None
+        record = StageRecord(
+            next_node=self.next_node, steps=self.steps, status=self.status,
+            failure_reason=self.failure_reason, path_from=mark, path_add=self.path[mark:],
+            outcomes={k: self.outcomes[k] for k in self._outcomes_changed},
+            attempts={k: self.attempts[k] for k in self._attempts_changed},
+            answers_used=answers, context_set=context_set, context_deleted=context_deleted,
+            agent_patch=agent_patch, agent_state=agent_state, usage=usage,
+            agent_states=agent_states if agent_states != self.agent_states else None)
+        if agent_states is not None:
+            self.agent_states = agent_states
+        self.mark_recorded()
+        return record
+
+    def apply(self, record: StageRecord) -> None:
+        """Bring the state forward by one record (on resume)."""
+        if record.path_from > len(self.path):
+            raise RunStoreError(f"a stage record continues the path at {record.path_from}, "
+                                f"but the state's path has {len(self.path)} nodes")
+        del self.path[record.path_from:]
+        self.path.extend(record.path_add)
+        self.next_node, self.steps = record.next_node, record.steps
+        self.status, self.failure_reason = record.status, record.failure_reason
+        self.outcomes.update(record.outcomes)
+        self.attempts.update(record.attempts)
+        if record.answers_used is not None:
+            self.answers_used = dict(record.answers_used)
+        if record.usage is not None:
+            self.usage = dict(record.usage)
+        if record.agent_states is not None:
+            self.agent_states = dict(record.agent_states)
+        for key in record.context_deleted:
+            self.context.pop(key, None)
+        self.context.update(record.context_set)
+        if record.agent_state is not None:
+            self.agent_state = record.agent_state
+        elif record.agent_patch is not None:
+            self.agent_state = merge_patch(self.agent_state, record.agent_patch)
+        self.mark_recorded()
+
+    # -- whole ---------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "next_node": self.next_node, "context": self.context,
+                "initial": self.initial, "path": self.path, "outcomes": self.outcomes,
+                "attempts": self.attempts, "answers_used": self.answers_used,
+                "steps": self.steps, "status": self.status.value,
+                "failure_reason": self.failure_reason, "agent_state": self.agent_state,
+                "usage": self.usage, "agent_states": self.agent_states}
+
+    @classmethod
+    def from_json(cls, data: Any, what: str = "checkpoint") -> RunState:
+        read = _Reader(data, what)
+        return cls(run_id=read.text("run_id"), next_node=read.optional_str("next_node"),
+                   context=dict(read.obj("context")), initial=dict(read.obj("initial")),
+                   path=list(read.str_list("path")), outcomes=dict(read.str_map("outcomes")),
+                   attempts=dict(read.int_map("attempts")),
+                   answers_used=dict(read.int_map("answers_used")), steps=read.count("steps", 0),
+                   status=read.status("status"),
+                   failure_reason=read.text("failure_reason", ""),
+                   agent_state=dict(read.obj("agent_state")),
+                   usage=dict(read.int_map("usage")),
+                   agent_states=dict(read.obj("agent_states")))
+
+
+# The event type a stage record is logged as (SPEC §11: records appended to the event log).
+RECORD_EVENT: Final = "state"
+
+
+@dataclass
+class StageRecord:
+    """One stage's changes to the run state; appended to the event log after the stage.
+
+    `path_from`/`path_add`: the path is cut to `path_from` nodes, then extended (a pause
+    cuts it back). `agent_state` replaces the agent's state; otherwise `agent_patch`, a JSON
+    merge patch (RFC 7396), is applied to it.
+    """
+
+    next_node: str | None
+    steps: int
+    status: RunStatus
+    failure_reason: str
+    path_from: int
+    path_add: list[str]
+    outcomes: dict[str, str]
+    attempts: dict[str, int]
+    answers_used: dict[str, int] | None
+    context_set: dict[str, Any]
+    context_deleted: list[str]
+    agent_patch: dict[str, Any] | None = None
+    agent_state: dict[str, Any] | None = None
+    usage: dict[str, int] | None = None  # the run's token counts, when they changed
+    agent_states: dict[str, Any] | None = None  # the named agents' states, when changed
+
+    def to_fields(self) -> dict[str, Any]:
+        """The event's fields; empty changes are left out."""
+        fields: dict[str, Any] = {"next_node": self.next_node, "steps": self.steps,
+                                  "status": self.status.value, "path_from": self.path_from}
+        optional = {"failure_reason": self.failure_reason, "path_add": self.path_add,
+                    "outcomes": self.outcomes, "attempts": self.attempts,
+                    "answers_used": self.answers_used, "context_set": self.context_set,
+                    "context_deleted": self.context_deleted, "agent_patch": self.agent_patch,
+                    "agent_state": self.agent_state, "usage": self.usage,
+                    "agent_states": self.agent_states}
+        fields.update((k, v) for k, v in optional.items() if v)
+        return fields
+
+    @classmethod
+    def from_fields(cls, data: Any, what: str) -> StageRecord:
+        read = _Reader(data, what)
+        answers = read.optional_object("answers_used")
+        if answers is not None:
+            answers = read.int_map("answers_used")
+        usage = read.int_map("usage") if read.optional_object("usage") is not None else None
+        return cls(next_node=read.optional_str("next_node"), steps=read.count("steps"),
+                   status=read.status("status"), failure_reason=read.text("failure_reason", ""),
+                   path_from=read.count("path_from"), path_add=read.str_list("path_add"),
+                   outcomes=read.str_map("outcomes"), attempts=read.int_map("attempts"),
+                   answers_used=answers, context_set=read.obj("context_set"),
+                   context_deleted=read.str_list("context_deleted"),
+                   agent_patch=read.optional_object("agent_patch"),
+                   agent_state=read.optional_object("agent_state"), usage=usage,
+                   agent_states=read.optional_object("agent_states"))
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7396 JSON merge patch: objects merge member by member, null deletes, anything
+    else replaces. Returns a new value (target is not changed)."""
+    if not isinstance(patch, dict):
+        return patch
+    merged = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged

@@ -1,0 +1,123 @@
+"""`events.tail`: the end of the event log that is not yet flushed, kept where flushing it
+is cheap.
+
+Flushing an append (`fdatasync` of a file that grew) commits the file system's journal,
+and with it the metadata of every file created since — on ext4 that made the one flush a
+stage needs cost several times a data write. So the log is appended without a flush, and
+the same bytes are written into this side file, whose blocks were written once when it was
+made: it is rewritten in place, never grows, and flushing it flushes data only.
+
+    <header line, padded>  {"tail":1,"count":n,"head":"<sha256>","offset":o}  — where the
+                           mirrored part of the log starts (it was flushed up to there)
+    <lines>                the log's lines after that point, byte for byte
+
+When the log itself is flushed (a snapshot, or the mirror is full) the header is rewritten
+and the mirror starts again; older bytes after the new lines are left, but they never
+continue the hash chain, so reading stops where the current lines end. After a power
+failure the log may lack lines the mirror holds: opening the log writes them back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from delivery.errors import RunStoreError
+from delivery.store.files import fdatasync, open_file, write_all
+
+SIZE: Final = 1 << 20  # room for the lines between two flushes of the log
+HEADER: Final = 256  # bytes, padded with spaces; the lines start after it
+
+
+class Tail:
+    """The mirror of one log (see the module docstring)."""
+
+    def __init__(self, path: Path, size: int | None = None) -> None:
+        self.path = path
+        self.size = size = size or SIZE
+        self._position = HEADER
+        try:
+            self._fd = open_file(path, os.O_RDWR | os.O_CREAT)
+            if os.fstat(self._fd).st_size < size:
+                # written, not just allocated: overwriting written blocks changes no metadata
+                os.lseek(self._fd, 0, os.SEEK_SET)
+                write_all(self._fd, b"\0" * size)
+                os.fsync(self._fd)
+        except OSError as error:
+            raise RunStoreError(f"{path}: cannot prepare the log's tail file: "
+                                f"{error.strerror or error}") from None
+
+    def restart(self, count: int, head: str, offset: int) -> None:
+        """The log is flushed up to `offset` (`count` lines, the last hashing to `head`):
+        mirror what comes after it."""
+        header = json.dumps({"tail": 1, "count": count, "head": head, "offset": offset},
+                            separators=(",", ":")).encode()
+        try:
+            os.pwrite(self._fd, header + b" " * (HEADER - 1 - len(header)) + b"\n", 0)
+            fdatasync(self._fd)
+        except OSError as error:
+            raise RunStoreError(f"{self.path}: cannot write: {error.strerror or error}") from None
+        self._position = HEADER
+
+    def add(self, data: bytes) -> bool:
+        """Mirror `data` (not flushed); False when there is no room left."""
+        if self._position + len(data) > self.size:
+            return False
+        try:
+            os.pwrite(self._fd, data, self._position)
+        except OSError as error:
+            raise RunStoreError(f"{self.path}: cannot write: {error.strerror or error}") from None
+        self._position += len(data)
+        return True
+
+    def flush(self) -> None:
+        try:
+            fdatasync(self._fd)
+        except OSError as error:
+            raise RunStoreError(f"{self.path}: cannot flush: {error.strerror or error}") from None
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def mirrored(path: Path) -> tuple[int, str, int, list[bytes]] | None:
+    """(count, head, offset, the lines after offset — complete ones, until they stop
+    continuing each other's seq) of a tail file; None when there is none or no header.
+    The caller checks the hash chain."""
+    try:
+        fd = open_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise RunStoreError(f"{path}: cannot read: {error.strerror or error}") from None
+    try:
+        data = os.pread(fd, max(os.fstat(fd).st_size, 0), 0)
+    finally:
+        os.close(fd)
+    try:
+        header = json.loads(data[:HEADER])
+        count, head, offset = header["count"], header["head"], header["offset"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+    if type(count) is not int or type(offset) is not int or not isinstance(head, str):
+        return None
+    return count, head, offset, list(_lines(data, HEADER, count))
+
+
+def _lines(data: bytes, start: int, count: int) -> Iterator[bytes]:
+    position, seq = start, count
+    while True:
+        newline = data.find(b"\n", position)
+        if newline < 0:
+            return
+        line = data[position:newline]
+        seq += 1
+        if not line.startswith(b'{"seq":%d,' % seq):
+            return
+        yield line
+        position = newline + 1

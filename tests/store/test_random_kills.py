@@ -1,0 +1,127 @@
+"""A 2,000-stage run SIGKILLed at random moments, resumed each time, ends as if never killed.
+
+The kills come from outside (`SIGKILL` after a random delay, seeded), so they land anywhere:
+inside a stage, while an event or a stage record is half written, between a record and a
+snapshot, during a resume's own start-up. Each resume is killed again until one finishes;
+the end (status, path, context, the replay backend's cursors) must equal an uninterrupted
+run's, and the event chain must verify.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from delivery.store.runstore import LocalRunStore
+from delivery.testing.cli import invoke
+
+DELIVERY = Path(sys.executable).with_name("delivery")
+ROUNDS = 667  # a, b and check per round: 2,001 stages
+KILLS = 6
+SEED = 20261201
+
+# `a` and `b` are agent stages answered by the replay backend; `check` loops until `b` has
+# reported the last round. Every stage changes the context (outputs, outcome, last_stage...).
+FLOW = f"""digraph Long {{
+    graph [goal="A long run"]
+    start [shape=Mdiamond]
+    exit  [shape=Msquare]
+    a [type=prompt, prompt="next round", outputs="note:text"]
+    b [type=prompt, prompt="after {{{{ note }}}}", outputs="round:text"]
+    check [shape=diamond]
+    start -> a -> b -> check
+    check -> a    [condition="round < {ROUNDS}"]
+    check -> exit [condition="round >= {ROUNDS}"]
+}}
+"""
+
+
+def _reply(updates: dict[str, Any]) -> str:
+    return "ok\n" + json.dumps({"context_updates": updates})
+
+
+REPLIES = {
+    "a": [_reply({"note": f"note {n}"}) for n in range(1, ROUNDS + 1)],
+    "b": [_reply({"round": str(n)}) for n in range(1, ROUNDS + 1)],
+}
+
+
+def _end(run: Path, report: dict[str, Any]) -> dict[str, Any]:
+    loaded = LocalRunStore.open_dir(run).load()
+    assert loaded is not None
+    context = {k: v for k, v in report["context"].items() if k != "internal.run_id"}
+    return {"status": report["status"], "failure_reason": report["failure_reason"],
+            "path": report["path"], "context": context,
+            "cursors": loaded.state.agent_state["cursors"]}
+
+
+def _wait_for_first_record(run: Path, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    log = run / "events.jsonl"
+    while time.monotonic() < deadline:
+        if log.is_file() and b'"type":"state"' in log.read_bytes():
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"the run ended (exit {proc.returncode}) before its first record")
+        time.sleep(0.01)
+    pytest.fail("no stage record within 60 s")
+
+
+def _killed_after(args: list[str], cwd: Path, delay: float, run: Path | None) -> int | None:
+    """Start `delivery ARGS`, SIGKILL it after `delay` s; its exit status if it ended first."""
+    proc = subprocess.Popen([str(DELIVERY), *args], cwd=cwd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        if run is not None:  # a new run: kill it only once there is something to resume
+            _wait_for_first_record(run, proc)
+        try:
+            return proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=60)
+            return None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_2000_stage_run_killed_at_random_moments_resumes_to_the_same_end(
+        tmp_path: Path) -> None:
+    (tmp_path / "long.dot").write_text(FLOW, encoding="utf-8")
+    (tmp_path / "replies.json").write_text(json.dumps(REPLIES), encoding="utf-8")
+    args = ["run", "long.dot", "--agent", "replay:replies.json", "--json"]
+
+    baseline_run = tmp_path / "baseline"
+    done = invoke(*args, "--run-dir", baseline_run, cwd=tmp_path)
+    assert done.code == 0, done.err
+    expected = _end(baseline_run, json.loads(done.out))
+    assert len(expected["path"]) == 3 * ROUNDS + 2 and expected["context"]["round"] == "667"
+
+    chance = random.Random(SEED)
+    run = tmp_path / "killed"
+    outcome = _killed_after([*args, "--run-dir", str(run)], tmp_path,
+                            chance.uniform(0.05, 1.5), run)
+    kills = 0 if outcome is not None else 1
+    while outcome is None and kills < KILLS:
+        outcome = _killed_after(["resume", str(run), "--json"], tmp_path,
+                                chance.uniform(0.3, 2.0), None)
+        kills += outcome is None
+    assert kills >= 3, "the run finished before it was killed often enough; lower the delays"
+    final = invoke("resume", run, "--json", cwd=tmp_path)
+    assert final.code == 0, final.err
+    assert _end(run, json.loads(final.out)) == expected
+    verified = invoke("verify", run)
+    assert verified.code == 0, verified.out
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    # some resumes were killed before they got going; at least two carried the run on
+    assert sum(e["type"] == "run_resumed" for e in events) >= 2
+    assert sum(e["type"] == "run_finished" for e in events) == 1
