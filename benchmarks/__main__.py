@@ -245,7 +245,7 @@ def machine_info() -> list[tuple[str, str]]:
             ("os", f"{platform.system()} {platform.release()}"),
             ("temporary directory", f"{os.environ.get('TMPDIR', '/tmp')} "
                                     f"({disk.total / 1e9:.0f} GB, {disk.free / 1e9:.0f} GB free)"),
-            ("load average at start", " ".join(f"{x:.2f}" for x in os.getloadavg()))]
+            ("load average at the end", " ".join(f"{x:.2f}" for x in os.getloadavg()))]
 
 
 def summary(results: list[Result]) -> list[tuple[str, str, str]]:

@@ -59,7 +59,7 @@ def run_replies(replies: int, reply_mb: float) -> None:
             raise SystemExit(f"run did not succeed: {outcome.status} {outcome.failure_reason}")
         run = outcome.run_dir
         checkpoint = sum(p.stat().st_size for p in run.glob("checkpoint*") if p.is_file())
-        events = sum(p.stat().st_size for p in run.glob("events*") if p.is_file())
+        events = (run / "events.jsonl").stat().st_size
         print(f"{replies} stages x {size / 1e6:g} MB replies in {seconds:.2f} s")
         print(f"checkpoint: {checkpoint} bytes")
         print(f"event log: {events} bytes")
