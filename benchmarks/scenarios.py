@@ -25,10 +25,10 @@ COUNT = 50
 
 
 def fifty_scenarios(folder: Path) -> Path:
-    source = (ROOT / "workflows" / "delivery.test.toml").read_text(encoding="utf-8")
+    source = (ROOT / "workflows" / "deliver.test.toml").read_text(encoding="utf-8")
     head, *blocks = re.split(r"(?m)^\[\[scenario\]\]\n", source)
-    head = head.replace('workflow = "delivery.dot"',
-                        f'workflow = "{(ROOT / "workflows" / "delivery.dot").as_posix()}"')
+    head = head.replace('workflow = "deliver.dot"',
+                        f'workflow = "{(ROOT / "workflows" / "deliver.dot").as_posix()}"')
     chosen = [blocks[i % len(blocks)] for i in range(COUNT)]
     path = folder / "fifty.test.toml"
     path.write_text(head + "".join("[[scenario]]\n" + block for block in chosen),

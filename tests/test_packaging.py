@@ -40,16 +40,16 @@ def test_wheel_contains_the_bundled_workflow_and_py_typed(tmp_path: Path) -> Non
     assert result.returncode == 0, result.stderr
     (wheel,) = out.glob("delivery-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "delivery/bundled/workflows/delivery.dot" in names
+    assert "delivery/bundled/workflows/deliver.dot" in names
     assert "delivery/py.typed" in names
     assert "delivery/lang/parser.py" in names and "delivery/validation/validator.py" in names
-    bundled = zipfile.ZipFile(wheel).read("delivery/bundled/workflows/delivery.dot")
-    assert bundled == (ROOT / "workflows" / "delivery.dot").read_bytes()
+    bundled = zipfile.ZipFile(wheel).read("delivery/bundled/workflows/deliver.dot")
+    assert bundled == (ROOT / "workflows" / "deliver.dot").read_bytes()
 
 
 def test_editable_install_finds_the_bundled_workflow() -> None:
     folder = importlib.resources.files("delivery.bundled.workflows")
-    workflow = folder.joinpath("delivery.dot")
+    workflow = folder.joinpath("deliver.dot")
     assert workflow.is_file()
     assert workflow.read_text(encoding="utf-8").startswith("// The bundled delivery workflow")
-    assert "delivery.dot" in {entry.name for entry in folder.iterdir()}
+    assert "deliver.dot" in {entry.name for entry in folder.iterdir()}

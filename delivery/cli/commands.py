@@ -49,11 +49,12 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run a command. Exit 2 is for what is wrong before a run's first stage (a fault
     during a run comes back as a failed outcome, exit 1): a workflow error, a refused
     setting, or a run that cannot be read or taken."""
+    from delivery.cli.demo import cmd_demo
     from delivery.cli.forge_commands import cmd_probe, cmd_review
 
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
                "verify": cmd_verify, "handlers": cmd_handlers, "graph": cmd_graph_run,
-               "probe": cmd_probe, "review": cmd_review}[args.command]
+               "probe": cmd_probe, "review": cmd_review, "demo": cmd_demo}[args.command]
     try:
         return handler(args, out, err)
     except WorkflowSyntaxError as problem:
@@ -121,6 +122,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         answers=parse_answers(args.answer),
         repos=parse_assignments(args.repo, "--repo"), gates=args.gates,
         forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
+        branch=args.branch,
     )
     outcome = start_run(request, World(git_cache=args.cache), options=_options(err),
                         observer=_observer(err))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from delivery.cli import graph, scenarios
+from delivery.cli.demo_args import add_parser as demo_parser
 from delivery.cli.model_json import workflow_json, workflow_text
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
 from delivery.redact import RedactingFilter, RedactingStream, Redactor
@@ -59,6 +60,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--check", action="append", default=[], metavar="F=COMMAND",
                      help="the local forge's check command for a folder (also "
                      "[forge.local.checks] in delivery.toml)")
+    run.add_argument("--branch", default="", metavar="NAME",
+                     help="the run's branch in every folder (default: delivery/<ticket slug "
+                     "or run id>); name an existing head branch to work on its PRs")
     run.add_argument("--cache", type=Path, metavar="DIR",
                      help="git clone cache (default: $XDG_CACHE_HOME/delivery)")
     run.add_argument("--workspace", type=Path,
@@ -159,6 +163,7 @@ def _build_parser() -> argparse.ArgumentParser:
     review.add_argument("--run", metavar="RUN", help="take the folders from this run")
     graph.add_parser(commands)
     scenarios.add_parser(commands)
+    demo_parser(commands)
     return parser
 
 

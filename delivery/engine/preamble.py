@@ -12,12 +12,14 @@ before it:
 * `full` — nothing: the stage continues its thread's session (after a resume, once,
   `summary:high` instead, because the session was lost).
 
-Context values exclude the engine's own keys (`internal.*`, `graph.*`, `response.*`, …);
+Context values are the 40 written first most recently, without the engine's own keys
+(`internal.*`, `graph.*`, `response.*`, …), so a preamble does not grow with the run;
 a value offloaded to the artifact store is shown as a reference to its file, never inlined.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -33,6 +35,9 @@ from delivery.engine.context import POINTER_PREFIX, ArtifactStore
 from delivery.lang.model import NodeType, Workflow
 
 RECENT_STAGES = 50
+# context values a preamble shows at most: the newest ones
+MAX_VALUES = 40
+SCAN_FACTOR = 10  # keys looked at per value shown, at most
 _SKIPPED = (NodeType.START, NodeType.CONDITIONAL, NodeType.EXIT)
 # engine keys a preamble never lists (the goal has its own line)
 HIDDEN_PREFIXES = ("internal.", "graph.", "response.", "inputs.", "thread.", "current_")
@@ -96,9 +101,21 @@ def shown_value(value: Any, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
-def visible_keys(context: Mapping[str, Any]) -> list[str]:
-    return sorted(key for key in context
-                  if key not in HIDDEN_KEYS and not key.startswith(HIDDEN_PREFIXES))
+def visible_keys(context: Mapping[str, Any], limit: int = MAX_VALUES) -> list[str]:
+    """The `limit` context keys first written last, sorted, without the engine's own.
+
+    Walking back from the newest key keeps a preamble's cost and size independent of how
+    long the run has been going (a run that wrote thousands of keys shows the latest).
+    """
+    found: list[str] = []
+    # dicts keep the order keys were first written in; the walk stops after a bounded
+    # number of keys even when most are the engine's own (response.<node> per stage)
+    for key in itertools.islice(reversed(context), limit * SCAN_FACTOR):
+        if key not in HIDDEN_KEYS and not key.startswith(HIDDEN_PREFIXES):
+            found.append(key)
+            if len(found) == limit:
+                break
+    return sorted(found)
 
 
 def render_preamble(fidelity: str, facts: RunFacts) -> str:

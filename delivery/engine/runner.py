@@ -36,7 +36,13 @@ from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
 from delivery.errors import RunRefused, RunStoreError
 from delivery.forges.base import Forge
-from delivery.forges.select import forge_kind, is_github_location, local_settings, open_forge
+from delivery.forges.select import (
+    forge_kind,
+    is_github_location,
+    local_settings,
+    open_forge,
+    require_settings,
+)
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.lang.model import LLM_TYPES, NodeType, Workflow
@@ -235,7 +241,8 @@ class _Run:
         self.handlers = {**default_handlers(), **(world.handlers or {})}
         self.forge = world.forge
         # Stand-in handlers (route scenarios) never touch the forge: open it only for the
-        # stages the real handlers run.
+        # stages the real handlers run. Opened before the log locks the run: a refusal
+        # (no token on a resume) leaves the run as it was.
         real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
         if self.forge is None and info.repos and workflow.nodes_of(*real):
             self.forge = open_forge(info.forge or "local", checks=info.checks,
@@ -313,6 +320,9 @@ def start_run(request: RunRequest, world: World | None = None, *,
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     agents = _agents(workflow, request.agent, workspace, world, request.gates)
     setup = folder_setup(request, workflow, workspace)
+    if world.forge is None and setup["repos"] and workflow.nodes_of(*FORGE_TYPES):
+        # refused before anything is written: the forge would fail its first stage
+        require_settings(setup["forge"], world.environ)
     run_id = new_run_id(world.clock.now())
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.

@@ -55,6 +55,16 @@ def open_forge(kind: str, *, checks: Mapping[str, str] | None = None,
     raise RunRefused(f"--forge {kind}", "is not a forge", f"use one of {', '.join(FORGES)}")
 
 
+def require_settings(kind: str, environ: Mapping[str, str]) -> None:
+    """RunRefused when the forge cannot work with this environment (GitHub: no token)."""
+    if kind == "github" and not environ.get("GITHUB_TOKEN", "").strip():
+        raise RunRefused("GITHUB_TOKEN", "is not set, and the GitHub forge needs a token to "
+                         "push, open and merge pull requests and to read them",
+                         "export GITHUB_TOKEN (in an Action: env: GITHUB_TOKEN: "
+                         "${{ secrets.GITHUB_TOKEN }}); a resume reads it from the "
+                         "environment again")
+
+
 class _LocalSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     checks: dict[str, str] = {}

@@ -6,4 +6,10 @@ Import what you need from the submodules (nothing is imported eagerly here, so i
     delivery.testing.clock    FakeClock: sleeps are recorded and return at once
     delivery.testing.runs     run a DOT string with scripted agent replies
     delivery.testing.cli      run the `delivery` command line in-process
+    delivery.testing.github   a fake GitHub on 127.0.0.1 (REST, GraphQL, git over HTTP)
+    ScriptedAgent             a scripted editing agent (`delivery demo` uses it)
 """
+
+from delivery.agents.scripted import ScriptedAgent, ScriptedSession, ScriptedTurn
+
+__all__ = ["ScriptedAgent", "ScriptedSession", "ScriptedTurn"]

@@ -109,7 +109,7 @@ def test_several_files_each_get_a_verdict_and_errors_win() -> None:
 
 
 def test_several_valid_files_exit_zero() -> None:
-    assert run(VALID, WARNS, ROOT / "workflows" / "delivery.dot")[0] == 0
+    assert run(VALID, WARNS, ROOT / "workflows" / "deliver.dot")[0] == 0
 
 
 def test_missing_file_exits_two_with_a_message_and_no_traceback(tmp_path: Path) -> None:

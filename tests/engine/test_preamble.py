@@ -1,4 +1,10 @@
-from delivery.engine.preamble import RECENT_STAGES, RunFacts, recent_stages, render_preamble
+from delivery.engine.preamble import (
+    MAX_VALUES,
+    RECENT_STAGES,
+    RunFacts,
+    recent_stages,
+    render_preamble,
+)
 from delivery.validation.loader import check_source
 
 STAGES = [("plan", "succeeded"), ("test", "failed")]
@@ -66,3 +72,11 @@ def test_recent_stages_keeps_only_the_latest_ones() -> None:
     stages = recent_stages(workflow, ids, {i: "succeeded" for i in ids})
     assert len(stages) == RECENT_STAGES
     assert stages[-1][0] == ids[-1] and stages[0][0] == ids[10]
+
+
+def test_a_preamble_shows_only_the_newest_context_values() -> None:
+    context = {f"key{i:04d}": f"value {i}" for i in range(3 * MAX_VALUES)}
+    context["response.plan"] = "hidden"
+    text = render_preamble("summary:medium", RunFacts(goal="Ship", context=context))
+    shown = [i for i in range(3 * MAX_VALUES) if f"key{i:04d}" in text]
+    assert shown == list(range(2 * MAX_VALUES, 3 * MAX_VALUES))

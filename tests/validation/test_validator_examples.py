@@ -20,7 +20,7 @@ from delivery.validation.loader import check_source
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = Path(__file__).resolve().parents[1] / "workflows"
-VALID = [*sorted((EXAMPLES / "valid").glob("*.dot")), ROOT / "workflows" / "delivery.dot"]
+VALID = [*sorted((EXAMPLES / "valid").glob("*.dot")), ROOT / "workflows" / "deliver.dot"]
 INVALID = sorted((EXAMPLES / "invalid").glob("*.dot"))
 EXPECT = re.compile(r"^//\s*expect:\s*([a-z_]+)\s+([0-9]+)\s*$")
 

@@ -9,6 +9,7 @@ merge passes the head SHA it saw and counts an already merged PR as done.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from delivery.engine.context import Context
@@ -20,9 +21,15 @@ from delivery.engine.handlers.folders import (
     need_forge,
     stage_folders,
 )
-from delivery.errors import DeliveryError
+from delivery.errors import DeliveryError, GitError
 from delivery.forges.base import PullRequestRef
-from delivery.git import commit_all, diff_against_base, push_branch, unpushed_commits
+from delivery.git import (
+    commit_all,
+    diff_against_base,
+    integrate_remote_branch,
+    push_branch,
+    unpushed_commits,
+)
 from delivery.lang.model import Node
 from probes.evidence import ProbeFailure, PrQuery
 from probes.worktree import worktree_state
@@ -82,7 +89,7 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
                 if diff_against_base(path, base).empty and not unpushed_commits(path):
                     continue  # nothing to deliver in this folder: no PR
                 commit_all(path, message)
-                push_branch(path, env.branch, forge.git_remote(repository).http_headers)
+                _push(path, env.branch, forge.git_remote(repository).http_headers)
                 published[folder] = forge.find_or_create_pull_request(
                     repository, head=env.branch, base=base, title=title,
                     body=sibling_block(run_id, ticket, published))
@@ -103,6 +110,19 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
         updates[f"{folder}.pr.number"] = ref.number
         updates[f"{folder}.pr.url"] = ref.url
     return StageResult("succeeded", updates=updates)
+
+
+def _push(path: Path, branch: str, headers: tuple[str, ...]) -> None:
+    """Push the run's branch; when someone else pushed to it meanwhile, merge their commits
+    in first (a conflict fails the stage, naming the files) and push again."""
+    try:
+        push_branch(path, branch, headers)
+    except GitError:
+        # refused: when the remote branch has commits we lack (non-fast-forward), merge
+        # them and push again; any other refusal (a protected branch) stands
+        if not integrate_remote_branch(path, branch, headers):
+            raise
+        push_branch(path, branch, headers)
 
 
 def merge_order(node: Node, folders: list[str]) -> list[str]:

@@ -131,6 +131,22 @@ def _run_redacted(script: str, cwd: Path, environment: dict[str, str], timeout: 
     return code, timed_out
 
 
+def _last_line(path: Path, limit: int = 300) -> str:
+    """The last non-empty line a script wrote to stderr (already redacted), cut to `limit`:
+    a failing script says why in the stage's failure_reason."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(handle.tell() - 4096, 0))
+            tail = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[-1] if len(lines[-1]) <= limit else lines[-1][: limit - 1] + "…"
+
+
 def run_script(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     failed_key = f"{node.id}.failed"
     try:
@@ -170,7 +186,8 @@ def run_script(node: Node, attempt: int, context: Context, env: StageEnv) -> Sta
         # a killed script fails, but what it reported before the kill is still recorded
         problems.append(f"script timed out after {node.attr('timeout')}")
     elif code != 0:
-        problems.append(f"script exited with code {code}")
+        said = _last_line(stage_dir / "stderr.txt")
+        problems.append(f"script exited with code {code}" + (f": {said}" if said else ""))
     missing = [name for name in declared if name not in written]
     if missing:
         problems.append(f"declared fact(s) not written: {', '.join(missing)}")

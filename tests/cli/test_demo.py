@@ -1,0 +1,50 @@
+"""`delivery demo`: the main job offline — both PRs merge, after a real CI failure was
+repaired and a person's review was answered; the worktrees are gone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine_helpers import cli
+from git_helpers import git
+
+
+def pulls(remote: Path) -> list[dict[str, object]]:
+    return list(json.loads((remote / "delivery" / "pulls.json").read_text())["pulls"])
+
+
+def test_the_demo_repairs_ci_answers_a_review_and_merges_both_prs(tmp_path: Path) -> None:
+    code, out, err = cli("demo", "--dir", tmp_path / "demo")
+    assert code == 0, out + err
+    root = tmp_path / "demo"
+    remotes = {name: root / "remotes" / f"{name}.git" for name in ("api", "web")}
+    for name, remote in remotes.items():
+        (pull,) = pulls(remote)
+        assert pull["state"] == "merged", name
+        assert f"  {name}     #1  MERGED  {remote}#1" in out
+    # api merged first (order of the folders), each a real merge commit on main
+    api_at = pulls(remotes["api"])[0]["merged_sha"]
+    web_at = pulls(remotes["web"])[0]["merged_sha"]
+    assert git(remotes["api"], "rev-parse", "main") == api_at
+    assert git(remotes["web"], "rev-parse", "main") == web_at
+    assert out.index("api MERGED") > out.index("Merge in order")
+    # the repairs were real: the fixed code and the reviewer's change are on main
+    assert 'f"Hello, {name}!"' in git(remotes["api"], "show", "main:greeting.py")
+    assert "html.escape(name)" in git(remotes["web"], "show", "main:page.py")
+    (review, approval) = pulls(remotes["web"])[0]["reviews"]  # type: ignore[misc]
+    assert (review["state"], approval["state"]) == ("CHANGES_REQUESTED", "APPROVED")
+    # the repair prompts carried the forge's evidence: the failing test, the review text
+    first, second = (root / "run" / "repair" / "1" / "prompt.md",
+                     root / "run" / "repair" / "2" / "prompt.md")
+    assert "AssertionError: 'Hello Ada' != 'Hello, Ada!'" in first.read_text()
+    assert "Please escape the name" in second.read_text()
+    assert "worktrees: api: removed; web: removed" in out
+    assert not (root / "workspace" / "api").exists()
+    assert not (root / "workspace" / "web").exists()
+
+
+def test_the_demo_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
+    (tmp_path / "something").write_text("x")
+    code, _, err = cli("demo", "--dir", tmp_path)
+    assert code == 2 and "is not empty" in err
