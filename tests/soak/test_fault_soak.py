@@ -6,6 +6,7 @@ run fails within its retry budget, naming the fault."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from github_helpers import CI
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.forges.github import GitHubForge
+from delivery.testing import two_repos
 from delivery.testing.github import FakeGitHub, faults
 from probes.retry import RetryBudget
 
@@ -116,3 +118,25 @@ def test_faults_that_never_stop_fail_the_run_within_its_retry_budget_naming_the_
     api = [r for r in fake.requests if r.path.startswith("/api/")]
     assert 0 < len(api) <= budget.attempts
     assert not any(fake.repository(n).pulls for n in REPOS.values())
+
+
+def test_the_bundled_deliver_workflow_through_faulty_answers_repairs_and_merges_once(
+        tmp_path: Path) -> None:
+    # deliver.dot itself: a CI failure repaired, a review answered, both merged in order
+    mix = faults.random_mix(seed=3, rate=0.2)
+    clock = FakeClock()
+    with FakeGitHub() as github:
+        repos = two_repos.create_repos(github)
+        meter = two_repos.RequestMeter(github, reviewer=two_repos.GitHubReviewer(github))
+        github.inject(mix)
+        forge = GitHubForge.from_environment(github.env(), sleep=clock.sleep,
+                                             clock=clock.monotonic)
+        world = World(agent=two_repos.demo_agent(), clock=clock, forge=forge,
+                      environ={**os.environ, **github.env()}, git_cache=tmp_path / "cache")
+        ran = start_run(two_repos.request(tmp_path, repos), world, observer=meter)
+        assert ran.status == "succeeded", (dict(mix.injected), ran.failure_reason)
+        assert sum(mix.injected.values()) > 0
+        assert ran.path.count("repair") == 2 and ran.path.count("land") == 1
+        assert all(len(github.repository(n).pulls) == 1 for n in repos.values())
+        assert applied_writes(github, "PUT", "/merge") == [
+            "/api/v3/repos/octo/api/pulls/1/merge", "/api/v3/repos/octo/web/pulls/1/merge"]
