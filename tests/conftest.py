@@ -44,3 +44,8 @@ def run(tmp_path: Path) -> Callable[..., Ran]:
         return run_dot(tmp_path, dot, **kwargs)
 
     return run_here
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--long", action="store_true", default=False,
+                     help="deeper soak and chaos runs (tests/soak; also DELIVERY_SOAK=long)")

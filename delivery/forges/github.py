@@ -139,7 +139,7 @@ class GitHubForge:
 
     def update_pull_request_body(self, repository: str, number: int, body: str) -> None:
         repo = self._repo(repository)
-        pr = self._retry(f"read PR #{number}", repository, lambda: repo.get_pull(number))
+        pr = self._read_pr(repo, repository, number)
         if (pr.body or "") == body:
             return
         # Setting a value is idempotent: repeating the PATCH is safe.
@@ -149,7 +149,7 @@ class GitHubForge:
     def merge_pull_request(self, repository: str, number: int, *,
                            expected_head_sha: str) -> MergeResult:
         repo = self._repo(repository)
-        pr = self._retry(f"read PR #{number}", repository, lambda: repo.get_pull(number))
+        pr = self._read_pr(repo, repository, number)
         verdict = _merge_verdict(repository, pr, expected_head_sha)
         if verdict is not None:
             return verdict
@@ -164,7 +164,7 @@ class GitHubForge:
                 lambda: pr.merge(sha=expected_head_sha, merge_method=self.merge_method),
                 find_effect=merged_meanwhile)
         except ForgeError as error:
-            again = self._retry(f"read PR #{number}", repository, lambda: repo.get_pull(number))
+            again = self._read_pr(repo, repository, number)
             if again.merged:
                 return MergeResult(repository, number, "already_merged",
                                    merge_sha=again.merge_commit_sha or "")
@@ -220,6 +220,11 @@ class GitHubForge:
         """A lazy handle: no request until one of its fields or methods is used."""
         owner, name = _split(repository)
         return self._github.get_repo(f"{owner}/{name}")
+
+    def _read_pr(self, repo: Repository, repository: str, number: int) -> PullRequest:
+        pr: PullRequest = self._retry(f"read PR #{number}", repository,
+                                      lambda: _loaded(repo.get_pull(number)))
+        return pr
 
     def _retry(self, operation: str, repository: str, call: Callable[[], T]) -> T:
         """A read or an idempotent write: retried as it is."""
@@ -278,6 +283,13 @@ class GitHubForge:
 
     def _rate_limit_wait(self, headers: Mapping[str, str], message: str) -> float | None:
         return rate_limit_wait(headers, message, now=self._clock(), budget=self.budget)
+
+
+def _loaded(pr: PullRequest) -> PullRequest:
+    """The PR with its fields fetched: a lazy handle would send its GET when a field is
+    first read, outside the retried call, where a 502 or a rate limit is not retried."""
+    pr.merged  # noqa: B018 - reading a field completes the object
+    return pr
 
 
 def _split(repository: str) -> tuple[str, str]:

@@ -140,6 +140,20 @@ def test_merge_passes_the_head_sha_and_merges_with_git(forge: GitHubForge,
     assert (again.outcome, again.merge_sha) == ("already_merged", result.merge_sha)
 
 
+def test_a_rate_limit_on_the_pr_read_before_a_merge_is_waited_out_and_retried(
+        forge: GitHubForge, fake: FakeGitHub, clock: ManualClock) -> None:
+    # found by the fault soak: the PR's GET used to be sent lazily, outside the retries
+    number = create(forge)
+    fake.inject(faults.secondary_rate_limit(7, method="GET",
+                                            path=f"/api/v3/repos/octo/web/pulls/{number}"),
+                faults.server_error(502, method="GET",
+                                    path=f"/api/v3/repos/octo/web/pulls/{number}"))
+    result = forge.merge_pull_request("octo/web", number,
+                                      expected_head_sha=head_sha(fake, number))
+    assert result.outcome == "merged", result.reason
+    assert fake.pull("octo/web", number).merged
+
+
 def test_merge_refuses_a_pr_whose_head_moved(forge: GitHubForge, fake: FakeGitHub) -> None:
     number = create(forge)
     seen = head_sha(fake, number)

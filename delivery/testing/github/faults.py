@@ -7,7 +7,9 @@ opened by someone else)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,6 +38,56 @@ class Fault:
 
     def matches(self, method: str, path: str) -> bool:
         return self.times > 0 and method == self.method and path.startswith(self.path)
+
+    def drawn(self, method: str, path: str) -> Fault:
+        """The fault that answers a request this fault matched (itself; a mix draws one)."""
+        return self
+
+
+# A GraphQL answer GitHub gives with HTTP 200 when a query timed out on its side.
+TRANSIENT_GRAPHQL_ERROR = [{"message": "Something went wrong while executing your query. "
+                                       "This may be the result of a timeout, or it could be "
+                                       "a GitHub bug."}]
+MIX_KINDS = ("502", "secondary_rate_limit_retry_after", "secondary_rate_limit",
+             "graphql_errors", "drop_after_apply")
+WRITES = ("POST", "PATCH", "PUT", "DELETE")
+
+
+@dataclass
+class FaultMix(Fault):
+    """Answers a random share (`rate`) of the API requests under `path` with a fault drawn
+    from `kinds` (seeded: the same requests get the same faults). A kind that cannot answer
+    a request is drawn again among those that can: GraphQL errors answer only GraphQL
+    queries, dropped connections only REST writes (the write is applied first). `injected`
+    counts what was answered."""
+
+    rate: float = 0.2
+    kinds: Sequence[str] = MIX_KINDS
+    rng: random.Random = field(default_factory=random.Random)
+    injected: Counter[str] = field(default_factory=Counter)
+
+    def matches(self, method: str, path: str) -> bool:
+        return (self.times > 0 and path.startswith(self.path) and bool(self._fitting(method, path))
+                and self.rng.random() < self.rate)
+
+    def _fitting(self, method: str, path: str) -> list[str]:
+        graphql = path == "/api/graphql"
+        return [kind for kind in self.kinds
+                if (kind != "graphql_errors" or graphql)
+                and (kind != "drop_after_apply" or (method in WRITES and not graphql))]
+
+    def drawn(self, method: str, path: str) -> Fault:
+        kind = self.rng.choice(self._fitting(method, path))
+        self.injected[kind] += 1
+        if kind == "502":
+            return server_error(502, method=method, path=path)
+        if kind == "secondary_rate_limit_retry_after":
+            return secondary_rate_limit(self.rng.randint(1, 30), method=method, path=path)
+        if kind == "secondary_rate_limit":
+            return secondary_rate_limit(None, method=method, path=path)
+        if kind == "graphql_errors":
+            return graphql_errors(TRANSIENT_GRAPHQL_ERROR)
+        return drop_after_apply(method=method, path=path)
 
 
 def server_error(status: int = 502, *, method: str = "POST", path: str = "/api/graphql",
@@ -91,3 +143,15 @@ def opened_meanwhile(repository: str, head: str, *, method: str = "GET",
     create, which GitHub then refuses with 422 "A pull request already exists"."""
     return Fault("race", method, path, after, repository=repository, action="open",
                  head=head)
+
+
+def random_mix(seed: int, rate: float = 0.2, *, kinds: Sequence[str] = MIX_KINDS,
+               path: str = "/api/", times: int = 1_000_000) -> FaultMix:
+    """`rate` of the API requests (REST and GraphQL, not git) answered by a random fault of
+    `kinds` — any of 502, secondary rate limits with and without `Retry-After`, GraphQL
+    200-with-errors and dropped connections after a write was applied."""
+    unknown = sorted(set(kinds) - set(MIX_KINDS))
+    if unknown:
+        raise ValueError(f"unknown fault kinds {unknown}; known: {', '.join(MIX_KINDS)}")
+    return FaultMix("status", "*", path, times, rate=rate, kinds=tuple(kinds),
+                    rng=random.Random(seed))

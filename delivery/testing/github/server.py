@@ -232,7 +232,7 @@ class FakeGitHub:
             for fault in self.faults:
                 if fault.kind not in ("race",) and fault.matches(method, path):
                     fault.times -= 1
-                    return fault
+                    return fault.drawn(method, path)
         return None
 
     def _races(self, method: str, path: str) -> list[Fault]:

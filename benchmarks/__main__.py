@@ -1,0 +1,316 @@
+"""Run every benchmark that exists, print a summary table and write benchmarks/results.md.
+
+    .venv/bin/python -m benchmarks [--quick] [--only NAME,...] [--out PATH]
+
+Each script runs in its own process (so peak memory is per benchmark and one script's heap
+does not slow the next) with the arguments below; a script that is not there (another
+branch adds it) or needs a missing extra (LangGraph: `pip install -e '.[bench]'`) is listed
+as skipped. The scripts stay runnable on their own: this only calls them. `--quick` uses
+small counts (seconds, for CI); the full run takes a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PEAK = "__peak_rss_kib__"
+# Runs a script as __main__ and reports the process's peak memory on stderr at exit.
+WRAPPER = (
+    "import resource, runpy, sys\n"
+    "script = sys.argv[1]\n"
+    "sys.argv = sys.argv[1:]\n"
+    "try:\n"
+    "    runpy.run_path(script, run_name='__main__')\n"
+    "finally:\n"
+    f"    print('{PEAK}', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+)
+
+Headline = list[tuple[str, str]]  # (figure, value) rows for the summary table
+
+
+@dataclass
+class Benchmark:
+    name: str
+    script: str
+    full: list[str]
+    quick: list[str]
+    headline: Callable[[str, float], Headline]  # (stdout, peak MiB) -> rows
+    title: str
+    needs: str = ""  # an importable module the script needs (an optional extra)
+    when: Callable[[], bool] = lambda: True
+
+
+@dataclass
+class Result:
+    bench: Benchmark
+    args: list[str]
+    status: str  # "ok", "skipped: why", "failed: why"
+    seconds: float = 0.0
+    output: str = ""
+    peak_mib: float = 0.0
+    rows: Headline = field(default_factory=list)
+
+
+def _find(pattern: str, text: str) -> str | None:
+    match = re.search(pattern, text, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def _rows(*pairs: tuple[str, str | None]) -> Headline:
+    return [(label, value) for label, value in pairs if value is not None]
+
+
+def engine_rows(out: str, _peak: float) -> Headline:
+    ratio = _find(r"LangGraph time / delivery time \(median\): ([\d.]+)", out)
+    ours = _find(r"^delivery\s+\d+\s+[\d.]+\s+[\d.]+\s+([\d.]+)", out)
+    return _rows(("LangGraph+SqliteSaver time / delivery time (median)",
+                  f"{ratio}x" if ratio else None),
+                 ("delivery ms/stage (best)", ours))
+
+
+def growth_rows(out: str, _peak: float) -> Headline:
+    return _rows(("per-stage cost, last window / first window",
+                  _find(r"last/first ([\d.]+)", out)),
+                 ("resume start-up, s to the first stage",
+                  _find(r"resume start-up: ([\d.]+) s", out)))
+
+
+def validation_rows(out: str, peak: float) -> Headline:
+    sizes = [(int(m.group(1)), float(m.group(2))) for m in re.finditer(
+        r"^\s*(\d+)\s+\d+\s+\d+\s+[\d.]+\s+([\d.]+)\s+[\d.]+$", out, re.MULTILINE)]
+    rows = [(f"check_source at {nodes} nodes, s", f"{check:.3f}") for nodes, check in sizes]
+    if len(sizes) >= 2:
+        (n1, t1), (n2, t2) = sizes[-2], sizes[-1]
+        rows.append((f"growth {n1} -> {n2} nodes (x{n2 / n1:.1f} nodes)",
+                     f"{t2 / t1:.2f}x time"))
+    rows.append(("peak memory of the validation process, MiB", f"{peak:.0f}"))
+    return rows
+
+
+def probe_rows(out: str, _peak: float) -> Headline:
+    rows = []
+    for m in re.finditer(r"^\s*(\d+) \|\s+(\d+)\s+([\d.]+)s \|\s+(\d+)\s+([\d.]+)s \|\s+([\d.]+)x",
+                         out, re.MULTILINE):
+        folders, g_req, g_time, r_req, r_time, ratio = m.groups()
+        rows.append((f"probe {folders} folders: requests GraphQL vs REST-only",
+                     f"{g_req} vs {r_req}"))
+        rows.append((f"probe {folders} folders: wall time GraphQL vs REST-only",
+                     f"{g_time} s vs {r_time} s ({ratio}x)"))
+    return rows
+
+
+def delivery_rows(out: str, _peak: float) -> Headline:
+    rows = [(f"delivery requests: {m.group(1)}", m.group(2)) for m in re.finditer(
+        r"^(publish|probe|merge|worktrees|other|total)\s*\|\s*(\d+)", out, re.MULTILINE)]
+    return rows + _rows(("delivery demo wall time, s",
+                         _find(r"delivery demo wall time.*: ([\d.]+) s", out)))
+
+
+def redaction_rows(out: str, _peak: float) -> Headline:
+    return [(f"redaction MB/s ({m.group(1)})", m.group(2)) for m in re.finditer(
+        r"^(code|prose|token-dense)\s+[\d.]+\s+(\d+)", out, re.MULTILINE)]
+
+
+def replies_rows(out: str, _peak: float) -> Headline:
+    shape = _find(r"^(\d+ stages x [\d.]+ MB) replies", out)
+    return _rows((f"checkpoint size after {shape} replies, bytes",
+                  _find(r"^checkpoint: (\d+) bytes", out)),
+                 ("event log size, bytes", _find(r"^event log: (\d+) bytes", out)))
+
+
+def stages_rows(out: str, peak: float) -> Headline:
+    count = _find(r"^(\d+)-stage run", out)
+    return _rows((f"peak memory of a {count}-stage run process, MiB", f"{peak:.0f}"),
+                 ("of which the run itself, MiB", _find(r"the run's share: ([\d.]+) MiB", out)))
+
+
+def store_rows(out: str, _peak: float) -> Headline:
+    return [(f"{label.strip()} mean, ms", value) for label, value in re.findall(
+        r"^([^\n:]{3,40}?)[^\n]*?: mean ([\d.]+) ms", out, re.MULTILINE)][:3]
+
+
+def _tmpfs() -> bool:
+    return Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK)
+
+
+BENCHMARKS = [
+    Benchmark("engine", "engine_overhead.py", ["--stages", "1000", "--reps", "3"],
+              ["--stages", "100", "--reps", "1"], engine_rows,
+              "Engine overhead vs LangGraph + SqliteSaver (durability=sync), on disk",
+              needs="langgraph.checkpoint.sqlite"),
+    Benchmark("engine-tmpfs", "engine_overhead.py",
+              ["--stages", "1000", "--reps", "3", "--dir", "/dev/shm"],
+              ["--stages", "100", "--reps", "1", "--dir", "/dev/shm"], engine_rows,
+              "Engine overhead vs LangGraph on tmpfs (CPU only, flushes cost nothing)",
+              needs="langgraph.checkpoint.sqlite", when=_tmpfs),
+    Benchmark("growth", "run_growth.py", ["--stages", "5000", "--window", "500", "--reps", "1"],
+              ["--stages", "200", "--window", "50", "--reps", "1"], growth_rows,
+              "Per-stage cost at the start vs the end of a long run; resume start-up"),
+    Benchmark("store", "store_cost.py", ["--calls", "1000"], ["--calls", "50"], store_rows,
+              "Run store costs per stage"),
+    Benchmark("validation", "validate_scaling.py", ["1000", "5000", "20000"], ["250", "1000"],
+              validation_rows, "Parse + validate at growing workflow sizes"),
+    Benchmark("probe", "probe_requests.py", ["--latency", "0.05", "--folders", "1,10,50"],
+              ["--latency", "0.005", "--folders", "1,5", "--repeats", "1"], probe_rows,
+              "Probe round: one GraphQL query vs REST-only, with injected latency per request"),
+    Benchmark("delivery", "delivery_requests.py", ["--repeats", "1"],
+              ["--repeats", "1", "--no-demo"], delivery_rows,
+              "Requests per phase of the two-repository delivery; `delivery demo` wall time"),
+    Benchmark("redaction", "redaction.py", ["--mb", "1", "--repeat", "9"],
+              ["--mb", "0.1", "--repeat", "3"], redaction_rows, "Redaction throughput"),
+    Benchmark("replies", "run_footprint.py", ["replies", "--replies", "100", "--reply-mb", "1"],
+              ["replies", "--replies", "10", "--reply-mb", "0.1"], replies_rows,
+              "Checkpoint size with large agent replies"),
+    Benchmark("stages", "run_footprint.py", ["stages", "--stages", "1000"],
+              ["stages", "--stages", "100"], stages_rows, "Peak memory of a long run"),
+]
+
+
+def _missing(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is None
+    except ModuleNotFoundError:
+        return True
+
+
+def run_one(bench: Benchmark, quick: bool, timeout: float) -> Result:
+    args = bench.quick if quick else bench.full
+    result = Result(bench, args, "ok")
+    if not (HERE / bench.script).is_file():
+        result.status = f"skipped: benchmarks/{bench.script} is not on this branch"
+        return result
+    if bench.needs and _missing(bench.needs):
+        result.status = (f"skipped: {bench.needs.split('.')[0]} is not installed "
+                         "(pip install -e '.[bench]')")
+        return result
+    if not bench.when():
+        result.status = "skipped: no writable /dev/shm"
+        return result
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    started = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, "-c", WRAPPER, str(HERE / bench.script), *args],
+                              capture_output=True, text=True, cwd=ROOT, env=env,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        result.status = f"failed: still running after {timeout:.0f} s"
+        return result
+    result.seconds = time.perf_counter() - started
+    result.output = done.stdout
+    peak = _find(rf"^{PEAK} (\d+)$", done.stderr)
+    result.peak_mib = int(peak) / 1024 if peak else 0.0
+    if done.returncode != 0:
+        tail = [line for line in done.stderr.splitlines() if not line.startswith(PEAK)][-5:]
+        result.status = f"failed: exit {done.returncode}: " + " / ".join(tail)
+        return result
+    result.rows = bench.headline(done.stdout, result.peak_mib)
+    return result
+
+
+def machine_info() -> list[tuple[str, str]]:
+    memory = "unknown"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    disk = shutil.disk_usage(Path(os.environ.get("TMPDIR", "/tmp")))
+    return [("date", datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")),
+            ("cores", str(os.cpu_count())), ("cpu", cpu), ("memory", memory),
+            ("python", platform.python_version()),
+            ("os", f"{platform.system()} {platform.release()}"),
+            ("temporary directory", f"{os.environ.get('TMPDIR', '/tmp')} "
+                                    f"({disk.total / 1e9:.0f} GB, {disk.free / 1e9:.0f} GB free)"),
+            ("load average at the end", " ".join(f"{x:.2f}" for x in os.getloadavg()))]
+
+
+def summary(results: list[Result]) -> list[tuple[str, str, str]]:
+    table = []
+    for result in results:
+        if result.status != "ok":
+            table.append((result.bench.name, "-", result.status))
+        for label, value in result.rows:
+            table.append((result.bench.name, label, value))
+    return table
+
+
+def render_markdown(results: list[Result], quick: bool, note: str) -> str:
+    lines = ["# Benchmark results", "",
+             "Written by `python -m benchmarks" + (" --quick" if quick else "") + "`; "
+             "each benchmark's own output follows the summary.", ""]
+    if note:
+        lines += [note, ""]
+    lines += ["| machine | |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in machine_info()]
+    lines += ["", "## Summary", "", "| benchmark | figure | value |", "|---|---|---|"]
+    lines += [f"| {b} | {f} | {v} |" for b, f, v in summary(results)]
+    for result in results:
+        lines += ["", f"## {result.bench.title}", "",
+                  f"`python benchmarks/{result.bench.script} {' '.join(result.args)}`"
+                  + (f" — {result.seconds:.1f} s, peak memory {result.peak_mib:.0f} MiB"
+                     if result.status == "ok" else f" — {result.status}")]
+        if result.output:
+            lines += ["", "```", result.output.rstrip(), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small counts (seconds)")
+    parser.add_argument("--only", default="",
+                        help="comma-separated names: " + ",".join(b.name for b in BENCHMARKS))
+    parser.add_argument("--out", type=Path, default=HERE / "results.md")
+    parser.add_argument("--note", default="", help="a sentence to put above the results")
+    parser.add_argument("--timeout", type=float, default=900.0,
+                        help="seconds one benchmark may take")
+    args = parser.parse_args(argv)
+    chosen = [n for n in args.only.split(",") if n]
+    unknown = sorted(set(chosen) - {b.name for b in BENCHMARKS})
+    if unknown:
+        parser.error(f"unknown benchmark {', '.join(unknown)}; known: "
+                     + ", ".join(b.name for b in BENCHMARKS))
+    results = []
+    for bench in BENCHMARKS:
+        if chosen and bench.name not in chosen:
+            continue
+        print(f"-- {bench.name}: {bench.title}", flush=True)
+        result = run_one(bench, args.quick, args.timeout)
+        print(f"   {result.status} ({result.seconds:.1f} s)", flush=True)
+        results.append(result)
+    table = summary(results)
+    width = max((len(f) for _, f, _ in table), default=10)
+    print()
+    for name, figure, value in table:
+        print(f"{name:<13} {figure:<{width}}  {value}")
+    args.out.write_text(render_markdown(results, args.quick, args.note), encoding="utf-8")
+    print(f"\nwritten: {args.out}")
+    return 1 if any(r.status.startswith("failed") for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""Soak and chaos suites: small counts by default (CI), deeper with `--long` or
+DELIVERY_SOAK=long. A test taking `soak_seed` runs once per seed."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+SEEDS = {"short": 2, "long": 30}
+
+
+def is_long(config: pytest.Config) -> bool:
+    return bool(config.getoption("--long")) or os.environ.get("DELIVERY_SOAK") == "long"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "soak_seed" in metafunc.fixturenames:
+        count = SEEDS["long" if is_long(metafunc.config) else "short"]
+        metafunc.parametrize("soak_seed", range(count))
+    if "chaos_point" in metafunc.fixturenames:
+        count = 20 if is_long(metafunc.config) else 5
+        metafunc.parametrize("chaos_point", range(count))
