@@ -6,9 +6,9 @@ file) and whose parent is the previous save; the ref moves only by compare-and-s
 one wins and the other learns it lost (`push` returns False) and changes nothing.
 
 The remote is a URL (`https://github.com/o/n.git`, a token reaching git only as an
-`http.extraHeader` on the command line) or a local path (a bare repository), so the whole
-protocol runs offline in tests. A scratch bare repository (one per state remote, in the
-clone cache) holds the objects.
+`http.extraHeader` in the environment of the one git process, never on its command line)
+or a local path (a bare repository), so the whole protocol runs offline in tests. A
+scratch bare repository (one per state remote, in the clone cache) holds the objects.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from delivery.errors import GitError
+from delivery.git.worktrees import header_environment
 
 REF_PREFIX = "refs/delivery/runs/"
 POINTER_SUFFIX = ".delivery-pointer"
@@ -57,12 +58,11 @@ class RunRef:
     def _git(self, operation: str, *args: str, cwd: Path | None = None,
              stdin: bytes | None = None, env: Mapping[str, str] | None = None,
              network: bool = False, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-        options: list[str] = []
-        if network:
-            for header in self.headers:  # the command line only: never a config or a file
-                options += ["-c", f"http.extraHeader={header}"]
-        command = ["git", *options, *args]
+        command = ["git", *args]
         run_env = {**self.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
+        if network and self.headers:
+            # the environment only: a command line (`-c`) is readable by other users
+            run_env.update(header_environment(self.headers, base=run_env))
         if cwd is None:
             run_env["GIT_DIR"] = str(self.scratch)
         done = subprocess.run(command, cwd=cwd or self.scratch, input=stdin,

@@ -1,0 +1,37 @@
+"""The state remote's token (an `http.extraHeader`) reaches git through the environment of
+the one git process, never on its command line where other users could read it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from delivery.git.runref import RunRef
+
+SECRET = "c2VjcmV0LXRva2VuLXZhbHVl"
+
+
+def test_a_state_remote_token_never_reaches_git_argv(tmp_path: Path) -> None:
+    state = tmp_path / "state.git"
+    subprocess.run(["git", "init", "--quiet", "--bare", str(state)], check=True)
+    real_git = shutil.which("git")
+    assert real_git is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    argv_log, env_log = tmp_path / "argv.log", tmp_path / "env.log"
+    wrapper = bin_dir / "git"
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" >> "{argv_log}"\n'
+                       f'env | grep "^GIT_CONFIG_VALUE" >> "{env_log}"\n'
+                       f'exec "{real_git}" "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    environ = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    ref = RunRef(str(state), tmp_path / "scratch.git",
+                 headers=(f"Authorization: Basic {SECRET}",), environ=environ)
+
+    assert ref.list_runs() == {}
+
+    assert argv_log.read_text(encoding="utf-8")  # the wrapper did run
+    assert SECRET not in argv_log.read_text(encoding="utf-8")
+    assert f"Authorization: Basic {SECRET}" in env_log.read_text(encoding="utf-8")
