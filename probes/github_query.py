@@ -10,7 +10,7 @@ a PR once more when it changed state while being read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from probes.evidence import (
@@ -152,26 +152,28 @@ def reobserve_query(targets: Sequence[tuple[str, int]]) -> tuple[str, dict[str, 
 def threads_query(targets: Sequence[tuple[str, int, str]]) -> tuple[str, dict[str, Any]]:
     """The next page of review threads of PRs (`owner/name`, number, cursor), aliases
     `t0`, `t1`, …; each also reads the PR's state to notice a merge or close meanwhile."""
-    decls: list[str] = []
-    fields: list[str] = []
-    variables: dict[str, Any] = {}
-    for i, (repository, number, cursor) in enumerate(targets):
-        owner, name = split_repository(repository)
-        decls += [f"$o{i}: String!", f"$n{i}: String!", f"$p{i}: Int!", f"$c{i}: String!"]
-        variables.update({f"o{i}": owner, f"n{i}": name, f"p{i}": number, f"c{i}": cursor})
-        fields.append(
-            f"  t{i}: repository(owner: $o{i}, name: $n{i}) {{ pr: pullRequest(number: $p{i}) "
-            f"{{ state reviewThreads(first: {PAGE}, after: $c{i}) "
-            "{ pageInfo { hasNextPage endCursor } nodes { ...ProbeThread } } } }")
-    text = (f"query Threads{_variables_decl(decls)} {{\n" + "\n".join(fields) + "\n}\n"
-            + THREAD_FIELDS)
-    return text, variables
+    return _paged_query(
+        "Threads", "t", targets,
+        lambda i: (f"{{ state reviewThreads(first: {PAGE}, after: $c{i}) "
+                   "{ pageInfo { hasNextPage endCursor } nodes { ...ProbeThread } } }"),
+        THREAD_FIELDS)
 
 
 def contexts_query(targets: Sequence[tuple[str, int, str]]) -> tuple[str, dict[str, Any]]:
     """The next page of status contexts (checks) of PRs' head commits (`owner/name`,
     number, cursor), aliases `c0`, `c1`, …; the commit's `oid` tells whether the head moved
     between pages."""
+    return _paged_query(
+        "Contexts", "c", targets,
+        lambda i: ("{ commits(last: 1) { nodes { commit { oid statusCheckRollup { "
+                   f"contexts(first: {PAGE}, after: $c{i}) {{ ...ProbeContexts }} }} }} }} }} }}"),
+        CONTEXT_FIELDS)
+
+
+def _paged_query(operation: str, alias: str, targets: Sequence[tuple[str, int, str]],
+                 selection: Callable[[int], str], fragments: str) -> tuple[str, dict[str, Any]]:
+    """One query reading a next page for each PR (`owner/name`, number, cursor): alias
+    `<alias><i>` selects `selection(i)` on the PR, whose cursor variable is `$c<i>`."""
     decls: list[str] = []
     fields: list[str] = []
     variables: dict[str, Any] = {}
@@ -179,12 +181,10 @@ def contexts_query(targets: Sequence[tuple[str, int, str]]) -> tuple[str, dict[s
         owner, name = split_repository(repository)
         decls += [f"$o{i}: String!", f"$n{i}: String!", f"$p{i}: Int!", f"$c{i}: String!"]
         variables.update({f"o{i}": owner, f"n{i}": name, f"p{i}": number, f"c{i}": cursor})
-        fields.append(
-            f"  c{i}: repository(owner: $o{i}, name: $n{i}) {{ pr: pullRequest(number: $p{i}) "
-            "{ commits(last: 1) { nodes { commit { oid statusCheckRollup { "
-            f"contexts(first: {PAGE}, after: $c{i}) {{ ...ProbeContexts }} }} }} }} }} }} }}")
-    text = (f"query Contexts{_variables_decl(decls)} {{\n" + "\n".join(fields) + "\n}\n"
-            + CONTEXT_FIELDS)
+        fields.append(f"  {alias}{i}: repository(owner: $o{i}, name: $n{i}) "
+                      f"{{ pr: pullRequest(number: $p{i}) {selection(i)} }}")
+    text = (f"query {operation}{_variables_decl(decls)} {{\n" + "\n".join(fields) + "\n}\n"
+            + fragments)
     return text, variables
 
 
