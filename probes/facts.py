@@ -47,14 +47,16 @@ def snapshot_facts(folder: str, pr: PullRequestSnapshot) -> dict[str, FactValue]
 def roll_up_facts(per_folder: Mapping[str, Any],
                   folders: list[str]) -> dict[str, FactValue]:
     """Roll-ups from per-folder facts (`<f>.pr.state`, `<f>.pr.ready`,
-    `<f>.threads.unresolved`); folders without a PR are left out of `pr.ready`."""
+    `<f>.threads.unresolved`); folders without a PR are left out of `pr.ready`, and so
+    are merged PRs: the merge stage counts them as done, and counting them as not ready
+    would keep the rest of a partly merged delivery from ever being merged."""
     states: list[PrState] = []
     ready: list[bool] = []
     threads = 0
     for folder in folders:
         state = PrState(str(per_folder.get(f"{folder}.pr.state", PrState.NONE.value)))
         states.append(state)
-        if state is not PrState.NONE:
+        if state not in (PrState.NONE, PrState.MERGED):
             ready.append(per_folder.get(f"{folder}.pr.ready") in (True, "true"))
         threads += int(per_folder.get(f"{folder}.threads.unresolved", 0) or 0)
     return {

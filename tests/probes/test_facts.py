@@ -41,6 +41,21 @@ def test_ready_only_when_every_observed_pr_is_ready() -> None:
     assert json.loads(str(facts["web.pr.raw"]))["number"] == 1
 
 
+def test_a_merged_pr_does_not_keep_the_rest_from_being_ready() -> None:
+    # a merge stage that stopped after the first PR: the second, once ready, can be merged
+    facts = pr_facts({"web": snapshot(1, merged=True), "api": snapshot(2)},
+                     ["web", "api"]).facts
+    assert facts["web.pr.ready"] is False
+    assert facts["pr.state"] == "WAITING"
+    assert facts["pr.ready"] is True
+
+
+def test_a_merged_pr_beside_an_unready_one_is_not_ready() -> None:
+    facts = pr_facts({"web": snapshot(1, merged=True), "api": snapshot(2, checks="PENDING")},
+                     ["web", "api"]).facts
+    assert facts["pr.ready"] is False
+
+
 def test_merged_only_when_every_pr_merged() -> None:
     one = pr_facts({"web": snapshot(1, merged=True), "api": snapshot(2)}, ["web", "api"])
     both = pr_facts({"web": snapshot(1, merged=True), "api": snapshot(2, merged=True)},
