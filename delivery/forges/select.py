@@ -94,6 +94,9 @@ def local_settings(workspace: Path) -> tuple[dict[str, str], int]:
         return {}, 0
     except OSError as err:
         raise RunRefused(str(path), f"cannot be read: {err}", "fix its permissions") from None
+    except UnicodeDecodeError as err:
+        raise RunRefused(str(path), f"is not UTF-8 text ({err.reason} at byte {err.start})",
+                         "save the file as UTF-8") from None
     try:
         settings = _Settings.model_validate(tomllib.loads(text))
     except tomllib.TOMLDecodeError as err:

@@ -61,3 +61,9 @@ def test_a_wrong_delivery_toml_is_refused_naming_the_setting(tmp_path: Path, tex
     (tmp_path / "delivery.toml").write_text(text)
     with pytest.raises(RunRefused, match=problem):
         configured_checks(tmp_path)
+
+
+def test_a_delivery_toml_that_is_not_utf8_is_refused_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "delivery.toml").write_bytes(b"[forge.local.checks]\nweb = '\xff'\n")
+    with pytest.raises(RunRefused, match=r"delivery\.toml.*not UTF-8"):
+        configured_checks(tmp_path)
