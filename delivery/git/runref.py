@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from delivery.errors import GitError
-from delivery.git.worktrees import header_environment
+from delivery.git.worktrees import header_environment, mask_headers
 
 REF_PREFIX = "refs/delivery/runs/"
 POINTER_SUFFIX = ".delivery-pointer"
@@ -74,12 +74,7 @@ class RunRef:
         return done
 
     def _problem(self, stderr: bytes) -> str:
-        text = stderr.decode(errors="replace")
-        for header in self.headers:
-            _, _, value = header.partition(":")
-            for secret in (header, value.strip(), value.strip().rpartition(" ")[2]):
-                if secret:
-                    text = text.replace(secret, "***")
+        text = mask_headers(stderr.decode(errors="replace"), self.headers)
         lines = [line for line in text.splitlines() if line.strip()]
         return " / ".join(lines[-4:]) or "git failed"
 

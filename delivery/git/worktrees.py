@@ -36,15 +36,20 @@ def _problem(err: GitCommandError, headers: Sequence[str]) -> str:
     text = text.strip()
     if text.startswith("stderr:"):
         text = text[len("stderr:"):].strip()
-    text = text.strip("'").strip()
+    text = mask_headers(text.strip("'").strip(), headers)
+    lines = [line for line in text.splitlines() if line.strip()]
+    return " / ".join(lines[-4:]) or f"git exited with status {err.status}"
+
+
+def mask_headers(text: str, headers: Sequence[str]) -> str:
+    """`text` with every header blanked: the whole header, its value, and the credential
+    after a scheme (`Basic …`)."""
     for header in headers:
         _, _, value = header.partition(":")
-        # the whole header, its value, and the credential after a scheme (`Basic …`)
         for secret in (header, value.strip(), value.strip().rpartition(" ")[2]):
             if secret:
                 text = text.replace(secret, "***")
-    lines = [line for line in text.splitlines() if line.strip()]
-    return " / ".join(lines[-4:]) or f"git exited with status {err.status}"
+    return text
 
 
 def header_environment(headers: Sequence[str],

@@ -8,6 +8,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
+from delivery.errors import GitError
 from delivery.git.runref import RunRef
 
 SECRET = "c2VjcmV0LXRva2VuLXZhbHVl"
@@ -35,3 +38,28 @@ def test_a_state_remote_token_never_reaches_git_argv(tmp_path: Path) -> None:
     assert argv_log.read_text(encoding="utf-8")  # the wrapper did run
     assert SECRET not in argv_log.read_text(encoding="utf-8")
     assert f"Authorization: Basic {SECRET}" in env_log.read_text(encoding="utf-8")
+
+
+def test_a_failing_git_that_echoes_the_header_leaves_no_token_in_the_error(
+        tmp_path: Path) -> None:
+    real_git = shutil.which("git")
+    assert real_git is not None
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "git"
+    # `init` (no header) works; any network call fails, printing what it was given
+    wrapper.write_text('#!/bin/sh\nif [ -n "$GIT_CONFIG_VALUE_0" ]; then\n'
+                       '  echo "fatal: refused $GIT_CONFIG_VALUE_0" >&2; exit 128\nfi\n'
+                       f'exec "{real_git}" "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    environ = {key: value for key, value in os.environ.items()
+               if not key.startswith("GIT_CONFIG")}
+    environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    ref = RunRef(str(tmp_path / "state.git"), tmp_path / "scratch.git",
+                 headers=(f"Authorization: Basic {SECRET}",), environ=environ)
+
+    with pytest.raises(GitError) as caught:
+        ref.list_runs()
+
+    assert "fatal: refused" in str(caught.value)
+    assert SECRET not in str(caught.value)
