@@ -22,7 +22,7 @@ from pathlib import Path
 
 from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
 
-FactValue = str | int | bool
+from probes.facts import FactValue
 
 
 @dataclass(frozen=True)
