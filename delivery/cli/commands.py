@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from delivery.cli import graph
+from delivery.cli.diagnostics import print_invalid
 from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
 from delivery.cli.routes import print_routes
@@ -71,11 +72,8 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"delivery {args.command}: {problem}", file=err)
         return EXIT_REFUSED
     except WorkflowInvalid as invalid:
-        for diagnostic in invalid.diagnostics:
-            if diagnostic.severity == "error":
-                print(diagnostic.format_text(), file=err)
-        print(f"delivery {args.command}: {invalid.file} has validation errors; nothing ran",
-              file=err)
+        print_invalid(invalid, f"delivery {args.command}: {invalid.file} has validation "
+                      "errors; nothing ran", err)
         return EXIT_REFUSED
     except RunRefused as refused:
         print(f"delivery {args.command}: refused: {_one_line(str(refused))}", file=err)
