@@ -90,7 +90,7 @@ def _one_line(text: str) -> str:
 
 def cmd_graph_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`delivery graph --run RUN`: the workflow drawn with the run's path highlighted."""
-    loaded = LocalRunStore.open_dir(find_run(args.run)).load()
+    loaded = LocalRunStore.open_dir(find_run(str(args.run))).load()
     taken = list(loaded.state.path) if loaded is not None else []
     return graph.cmd_graph(args, out, err, taken)
 

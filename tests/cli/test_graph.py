@@ -103,3 +103,9 @@ def test_workflow_that_is_not_utf8_is_refused_without_a_traceback(tmp_path: Path
     assert code == 2
     assert "flow.dot: cannot read" in err
     assert "Traceback" not in err
+
+
+def test_run_that_is_not_found_is_refused_naming_it(tmp_path: Path) -> None:
+    code, _, err = cli("graph", write_flow(tmp_path, FLOW), "--run", "no-such-run")
+    assert code == 2
+    assert "run 'no-such-run': is neither a run directory nor a run id" in err
