@@ -178,7 +178,12 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
     workflow = Path(inputs["workflow"]) if inputs["workflow"] else bundled_workflow()
     if not workflow.is_absolute():
         workflow = Path(env.get("GITHUB_WORKSPACE") or Path.cwd()) / workflow
-    loaded, diagnostics = check_file(workflow)
+    try:
+        loaded, diagnostics = check_file(workflow)
+    except (OSError, UnicodeDecodeError) as err:
+        raise RunRefused(f"workflow {workflow}", f"cannot be read: {err}",
+                         "name a UTF-8 workflow file in the repository (input workflow)"
+                         ) from None
     for diagnostic in diagnostics:  # annotations on the workflow file's lines
         print(diagnostic.format_github(), file=out)
     if loaded is None or has_errors(diagnostics):

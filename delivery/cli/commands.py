@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from delivery.cli import graph
+from delivery.cli.diagnostics import print_invalid
 from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
 from delivery.cli.routes import print_routes
@@ -71,11 +72,8 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"delivery {args.command}: {problem}", file=err)
         return EXIT_REFUSED
     except WorkflowInvalid as invalid:
-        for diagnostic in invalid.diagnostics:
-            if diagnostic.severity == "error":
-                print(diagnostic.format_text(), file=err)
-        print(f"delivery {args.command}: {invalid.file} has validation errors; nothing ran",
-              file=err)
+        print_invalid(invalid, f"delivery {args.command}: {invalid.file} has validation "
+                      "errors; nothing ran", err)
         return EXIT_REFUSED
     except RunRefused as refused:
         print(f"delivery {args.command}: refused: {_one_line(str(refused))}", file=err)
@@ -92,7 +90,7 @@ def _one_line(text: str) -> str:
 
 def cmd_graph_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """`delivery graph --run RUN`: the workflow drawn with the run's path highlighted."""
-    loaded = LocalRunStore.open_dir(find_run(args.run)).load()
+    loaded = LocalRunStore.open_dir(find_run(str(args.run))).load()
     taken = list(loaded.state.path) if loaded is not None else []
     return graph.cmd_graph(args, out, err, taken)
 

@@ -39,7 +39,11 @@ def cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO,
     if not workflow_file.is_file():
         print(f"delivery graph: {workflow_file}: no such file", file=err)
         return EXIT_USAGE
-    workflow, diagnostics = check_file(workflow_file)
+    try:
+        workflow, diagnostics = check_file(workflow_file)
+    except (OSError, UnicodeDecodeError) as problem:
+        print(f"delivery graph: {workflow_file}: cannot read: {problem}", file=err)
+        return EXIT_USAGE
     if workflow is None:
         for diagnostic in diagnostics:
             print(diagnostic.format_text(), file=err)

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import TextIO
 
+from delivery.cli.diagnostics import print_invalid
 from delivery.errors import ScenarioFileError, WorkflowError, WorkflowInvalid
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -40,10 +41,8 @@ def cmd_test(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"delivery test: {problem}", file=err)
         return EXIT_FAILED
     except WorkflowInvalid as invalid:
-        for diagnostic in invalid.diagnostics:
-            if diagnostic.severity == "error":
-                print(diagnostic.format_text(), file=err)
-        print(f"delivery test: the workflow {invalid.file} has validation errors", file=err)
+        print_invalid(invalid, f"delivery test: the workflow {invalid.file} has validation "
+                      "errors", err)
         return EXIT_FAILED
     except (WorkflowError, OSError) as unusable:
         print(f"delivery test: {unusable}", file=err)

@@ -17,7 +17,6 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from delivery.agents.base import AgentBackend, AgentSession, SessionRequest, Usage
 from delivery.agents.registry import Agents
@@ -188,10 +187,3 @@ def _git_status(where: Path) -> list[str]:
         if len(line) > 3 and not line[3:].startswith(".delivery/"):
             lines.append(f"{line[3:]} ({line[:2].strip() or 'changed'})")
     return lines
-
-
-def usage_json(usage: Mapping[str, Any]) -> dict[str, int]:
-    """A usage mapping with the three counters, as ints."""
-    inp = int(usage.get("input_tokens", 0))
-    out = int(usage.get("output_tokens", 0))
-    return {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out}

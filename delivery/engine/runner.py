@@ -498,11 +498,6 @@ def offloaded(values: Mapping[str, Any], store: ArtifactStore) -> dict[str, tupl
             if ArtifactStore.is_pointer(value)}
 
 
-def relocate_artifacts(value: Any, store: ArtifactStore) -> Any:
-    """`value` with pointers into a moved run's artifact store re-pointed at `store`."""
-    return store.relocate(value)
-
-
 def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> dict[str, Any]:
     """What run.json records about the folders: their repositories on the forge (`repos`),
     their working directories (`folders`), the forge and the local check commands.

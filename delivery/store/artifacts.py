@@ -15,13 +15,12 @@ import hashlib
 import json
 import os
 import re
-import secrets
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Final
 
 from delivery.errors import ArtifactError, RunStoreError
-from delivery.store.files import make_dir, open_file, read_file, write_all
+from delivery.store.files import make_dir, read_file, write_replacing
 
 POINTER_PREFIX: Final = "file://"
 # What offload() returns: file://<absolute dir>/values/<name>-<16 hex>.json
@@ -73,19 +72,8 @@ class ArtifactStore:
                 self._made = True
             # escaped where UTF-8 cannot hold it (a lone surrogate from a reply)
             data = (_ASCII.encode(value) if _has_surrogate(text) else text).encode()
-            tmp = self.values_dir / f".tmp-{secrets.token_hex(8)}.json"
-            try:
-                fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-                try:
-                    write_all(fd, data)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.replace(tmp, path)
-            except OSError as error:
-                tmp.unlink(missing_ok=True)
-                raise RunStoreError(f"{path}: cannot write artifact: "
-                                    f"{error.strerror or error}") from None
+            # content-addressed: a rename lost to a power failure is rewritten next time
+            write_replacing(path, data, sync_dir=False)
         return POINTER_PREFIX + str(path)
 
     def load(self, pointer: str) -> Any:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Final
 
 from delivery.errors import RunStoreError
-from delivery.store.files import fdatasync, open_file, write_all
+from delivery.store.files import fdatasync, open_file, read_file, write_all
 
 SIZE: Final = 1 << 20  # room for the lines between two flushes of the log
 HEADER: Final = 256  # bytes, padded with spaces; the lines start after it
@@ -89,16 +89,9 @@ def mirrored(path: Path) -> tuple[int, str, int, list[bytes]] | None:
     """(count, head, offset, the lines after offset — complete ones, until they stop
     continuing each other's seq) of a tail file; None when there is none or no header.
     The caller checks the hash chain."""
-    try:
-        fd = open_file(path, os.O_RDONLY)
-    except FileNotFoundError:
+    data = read_file(path, "tail file")
+    if data is None:
         return None
-    except OSError as error:
-        raise RunStoreError(f"{path}: cannot read: {error.strerror or error}") from None
-    try:
-        data = os.pread(fd, max(os.fstat(fd).st_size, 0), 0)
-    finally:
-        os.close(fd)
     try:
         header = json.loads(data[:HEADER])
         count, head, offset = header["count"], header["head"], header["offset"]

@@ -71,6 +71,15 @@ def _syntax_diagnostic(err: WorkflowSyntaxError) -> Diagnostic:
                       pos.file, pos.line, pos.column, fix=err.fix)
 
 
+def _not_utf8(path: Path, error: UnicodeDecodeError) -> WorkflowSyntaxError:
+    before = bytes(error.object[:error.start])
+    line = before.count(b"\n") + 1
+    column = error.start - (before.rfind(b"\n") + 1) + 1
+    bad = bytes(error.object[error.start:error.start + 1])
+    return WorkflowSyntaxError(Position(str(path), line, column), "UTF-8 text",
+                               f"the byte 0x{bad.hex()}", "save the workflow file as UTF-8")
+
+
 def check_file(path: str | Path) -> tuple[Workflow | None, list[Diagnostic]]:
     path = Path(path)
     try:
@@ -83,7 +92,10 @@ def check_file(path: str | Path) -> tuple[Workflow | None, list[Diagnostic]]:
 def load_workflow(path: str | Path) -> Workflow:
     """A workflow that is safe to run, or WorkflowSyntaxError / WorkflowInvalid."""
     path = Path(path)
-    source = read_workflow_text(path)
+    try:
+        source = read_workflow_text(path)
+    except UnicodeDecodeError as error:
+        raise _not_utf8(path, error) from None
     with _collector_paused():
         workflow, diagnostics = _check(parse_dot(source, str(path)))
     if has_errors(diagnostics):

@@ -227,3 +227,11 @@ def test_resume_for_a_pr_without_a_delivery_marker_is_refused(
                  "--workspace", str(tmp_path)])
     assert code == 2
     assert "carries no delivery marker" in capsys.readouterr().err
+
+
+def test_a_workflow_input_that_does_not_exist_is_refused_without_a_traceback(
+        actions: Actions, fake: FakeGitHub) -> None:
+    job = actions.job("issues", labeled(), {**inputs(fake), "workflow": "missing.dot"})
+    assert job.code == 2 and job.outputs["status"] == "refused"
+    assert "missing.dot" in job.stdout and "Traceback" not in job.stdout + job.stderr
+    assert refs(fake) == []

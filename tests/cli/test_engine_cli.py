@@ -230,3 +230,12 @@ def test_the_delivery_executable_refuses_a_missing_input_with_exit_2(tmp_path: P
     assert "ticket" in ran.stderr
     assert "Traceback" not in ran.stderr + ran.stdout
     assert ran.stdout == ""
+
+
+def test_run_of_a_workflow_that_is_not_utf8_is_refused_with_its_position(tmp_path: Path) -> None:
+    flow = tmp_path / "flow.dot"
+    flow.write_bytes(b"digraph g {\n  a \xff\n}\n")
+    code, out, err = cli("run", flow)
+    assert code == 2
+    assert "flow.dot:2:5: expected UTF-8 text, found the byte 0xff" in err
+    assert "Traceback" not in out + err

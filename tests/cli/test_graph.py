@@ -94,3 +94,18 @@ def test_unparsable_workflow_reports_its_position(tmp_path: Path) -> None:
     code, _, err = cli("graph", write_flow(tmp_path, "digraph g { a -> }"))
     assert code == 1
     assert "flow.dot:1:" in err
+
+
+def test_workflow_that_is_not_utf8_is_refused_without_a_traceback(tmp_path: Path) -> None:
+    flow = tmp_path / "flow.dot"
+    flow.write_bytes(b"digraph g { a \xff }")
+    code, _, err = cli("graph", flow)
+    assert code == 2
+    assert "flow.dot: cannot read" in err
+    assert "Traceback" not in err
+
+
+def test_run_that_is_not_found_is_refused_naming_it(tmp_path: Path) -> None:
+    code, _, err = cli("graph", write_flow(tmp_path, FLOW), "--run", "no-such-run")
+    assert code == 2
+    assert "run 'no-such-run': is neither a run directory nor a run id" in err
