@@ -17,28 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from github_helpers import CI
+from github_helpers import CI, TWO_REPO_FLOW, TWO_REPOS
 
 from delivery.testing.github import FakeGitHub, faults
 
 TICKET = "https://tracker.example/browse/T-11"
-REPOS = {"web": "octo/web", "api": "octo/api"}
-FLOW = """
-digraph D {
-  graph [goal="Say hello", inputs="ticket", folders="web,api"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  change [shape=parallelogram,
-          script="printf 'print(1)\\\\n' > web/app.py; printf 'print(2)\\\\n' > api/app.py"]
-  ship [type=publish]
-  look [type=probe, probe="pr,threads"]
-  land [type=merge, order="api,web"]
-  after [type=probe, probe="pr"]
-  remove [type=worktree_remove]
-  start -> add -> change -> ship -> look -> land -> after -> remove -> exit
-}
-"""
+REPOS = TWO_REPOS
+FLOW = TWO_REPO_FLOW
 DELIVERY = str(Path(sys.executable).with_name("delivery"))
 POINTS = {"short": 5, "long": 20}
 

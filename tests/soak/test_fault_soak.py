@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import FakeClock, write_flow
-from github_helpers import CI
+from github_helpers import CI, TWO_REPO_FLOW, TWO_REPO_PATH, TWO_REPOS
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
@@ -22,24 +22,9 @@ from delivery.testing.github import FakeGitHub, faults
 from probes.retry import RetryBudget
 
 TICKET = "https://tracker.example/browse/T-9"
-REPOS = {"web": "octo/web", "api": "octo/api"}
-DELIVERY = """
-digraph D {
-  graph [goal="Say hello", inputs="ticket", folders="web,api"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  change [shape=parallelogram,
-          script="printf 'print(1)\\n' > web/app.py; printf 'print(2)\\n' > api/app.py"]
-  ship [type=publish]
-  look [type=probe, probe="pr,threads"]
-  land [type=merge, order="api,web"]
-  after [type=probe, probe="pr"]
-  remove [type=worktree_remove]
-  start -> add -> change -> ship -> look -> land -> after -> remove -> exit
-}
-"""
-PATH = ["start", "add", "change", "ship", "look", "land", "after", "remove", "exit"]
+REPOS = TWO_REPOS
+DELIVERY = TWO_REPO_FLOW
+PATH = TWO_REPO_PATH
 
 
 def deliver(fake: FakeGitHub, tmp_path: Path, clock: FakeClock) -> RunOutcome:
