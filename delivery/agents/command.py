@@ -148,6 +148,12 @@ class CommandSession:
                 timed_out = True
                 _kill(process)
                 process.wait()
+            except BaseException:
+                # Ctrl-C or SIGTERM reached delivery, not the agent (its own session): end
+                # its group too, or a resume would run a second agent in the same worktree.
+                _kill(process)
+                process.wait()
+                raise
             limit = self.backend.profile.max_output
             out, out_size = _head(out_file, limit)
             err_text = _tail(err_file, MAX_STDERR)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from delivery.cli import graph
-from delivery.cli.diagnostics import print_invalid
+from delivery.cli.diagnostics import file_problem, print_invalid
 from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
 from delivery.cli.routes import print_routes
@@ -120,8 +120,9 @@ def _report(outcome: RunOutcome, as_json: bool, out: TextIO, full: bool = False)
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    if not args.workflow.is_file():
-        print(f"delivery run: {args.workflow}: no such file", file=err)
+    problem = file_problem(args.workflow)
+    if problem:
+        print(f"delivery run: {args.workflow}: {problem}", file=err)
         return EXIT_REFUSED
     request = RunRequest(
         workflow=args.workflow, goal=args.goal,

@@ -35,7 +35,7 @@ from delivery.engine.redacting import RedactingAgent
 from delivery.engine.remote_state import StateRunStore
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused, RunStoreError
+from delivery.errors import RunInterrupted, RunRefused, RunStoreError, Terminated
 from delivery.forges.base import Forge
 from delivery.forges.select import (
     forge_kind,
@@ -309,6 +309,14 @@ class _Run:
             final = engine.run(state, context)
             if remote is not None:  # nothing ran (the run had ended): give the claim back
                 remote.release(final.status)
+        except RunInterrupted:
+            raise
+        except KeyboardInterrupt as stop:
+            # The stage's processes were ended where they ran; the last save stands, so the
+            # run resumes at the interrupted stage. Said once, with how to resume.
+            raise RunInterrupted(state.run_id, str(self.store.path),
+                                 "SIGTERM" if isinstance(stop, Terminated)
+                                 else "SIGINT") from None
         finally:
             self.store.close()
         return RunOutcome(final.run_id, final.status.value, final.failure_reason,

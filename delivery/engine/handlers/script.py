@@ -10,6 +10,7 @@ are still recorded, so a failing test run can report its counts.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
 import signal
 import subprocess
@@ -120,6 +121,13 @@ def _run_redacted(script: str, cwd: Path, environment: dict[str, str], timeout: 
         os.killpg(process.pid, signal.SIGKILL)
         code = process.wait()
         timed_out = True
+    except BaseException:
+        # Ctrl-C or SIGTERM reached delivery, not the script (its own session): no orphan
+        # may go on working while the run is resumed.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
     deadline = time.monotonic() + _BACKGROUND_WAIT
     for copier in copiers:
         # A background child (`server &`) may hold the pipe open after the script ended:
