@@ -1,0 +1,155 @@
+"""Ctrl-C and SIGTERM on a real `delivery run` (SPEC §12): no traceback, one line saying how
+to resume, the stage's process group ended (checked through /proc), and `resume` finishes.
+
+The stage under the signal is a `command:` agent or a script that starts a background child
+and sleeps; each writes its process group id (its own pid: both run in a new session) to a
+file, which tells the test the stage is running and which group must be gone afterwards.
+The second visit (after the resume) finishes at once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+STAGE_STARTS_WITHIN = 60.0  # seconds; start-up of a `delivery` process on a loaded machine
+
+AGENT = """#!/bin/sh
+cat >/dev/null
+if [ -e "$1/agent.pid" ]; then
+    echo 'Done. {"context_updates": {"summary": "done"}}'
+    exit 0
+fi
+sleep 300 &
+echo $$ > "$1/agent.pid.tmp" && mv "$1/agent.pid.tmp" "$1/agent.pid"
+sleep 300
+"""
+
+AGENT_FLOW = """digraph g {
+    graph [goal="Fix the bug"]
+    start [shape=Mdiamond]
+    exit  [shape=Msquare]
+    work  [prompt="Fix it", outputs="summary:text"]
+    start -> work -> exit
+}
+"""
+
+SCRIPT_FLOW = """digraph g {
+    graph [goal="Check"]
+    start [shape=Mdiamond]
+    exit  [shape=Msquare]
+    check [shape=parallelogram, script="sh %s/check.sh %s"]
+    start -> check -> exit
+}
+"""
+
+SCRIPT = """if [ -e "$1/script.pid" ]; then exit 0; fi
+sleep 300 &
+echo $$ > "$1/script.pid.tmp" && mv "$1/script.pid.tmp" "$1/script.pid"
+sleep 300
+"""
+
+STOPPED = re.compile(r"delivery run: stopped by (Ctrl-C \(SIGINT\)|SIGTERM); run (\S+) is "
+                     r"resumable: delivery resume (\S+)")
+
+
+def _delivery(*argv: str | Path, cwd: Path) -> subprocess.Popen[str]:
+    # the console script's own entry point, in a process of its own
+    entry = "from delivery.cli.main import entry; entry()"
+    return subprocess.Popen([sys.executable, "-c", entry, *map(str, argv)],
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)
+
+
+def _wait_for(path: Path, process: subprocess.Popen[str]) -> int:
+    deadline = time.monotonic() + STAGE_STARTS_WITHIN
+    while not path.exists():
+        if process.poll() is not None:
+            out, err = process.communicate()
+            pytest.fail(f"delivery ended before the stage started: {out}{err}")
+        if time.monotonic() > deadline:
+            process.kill()
+            pytest.fail("the stage did not start in time")
+        time.sleep(0.05)
+    return int(path.read_text())
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Processes still in process group `pgid`, read from /proc (zombies are gone: dead)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def _setup(tmp_path: Path, stage: str) -> tuple[Path, list[str], Path]:
+    """The workflow, the extra `run` options and the pid file of `stage` (agent|script)."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    flow = tmp_path / "flow.dot"
+    if stage == "agent":
+        (tmp_path / "agent.sh").write_text(AGENT)
+        flow.write_text(AGENT_FLOW)
+        return flow, ["--agent", f"command:sh {tmp_path / 'agent.sh'} {marks}"], \
+            marks / "agent.pid"
+    (tmp_path / "check.sh").write_text(SCRIPT)
+    flow.write_text(SCRIPT_FLOW % (tmp_path, marks))
+    return flow, [], marks / "script.pid"
+
+
+@pytest.mark.parametrize("stage", ["agent", "script"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_during_a_stage_ends_its_group_and_the_run_resumes(
+        tmp_path: Path, stage: str, signum: signal.Signals) -> None:
+    flow, options, pid_file = _setup(tmp_path, stage)
+    run_dir = tmp_path / "run"
+    process = _delivery("run", flow, "--run-dir", run_dir, *options, cwd=tmp_path)
+    pgid = _wait_for(pid_file, process)
+    assert _group_members(pgid)  # the stage's processes are there before the signal
+    os.kill(process.pid, signum)
+    out, err = process.communicate(timeout=60)
+
+    assert process.returncode == (130 if signum == signal.SIGINT else 143)
+    assert "Traceback" not in err and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    said = STOPPED.fullmatch(lines[0])
+    assert said is not None, lines[0]
+    assert said.group(1) == ("SIGTERM" if signum == signal.SIGTERM else "Ctrl-C (SIGINT)")
+    assert Path(said.group(3)) == run_dir.resolve()
+    assert _group_members(pgid) == []  # the agent or script, and its background child
+
+    resumed = _delivery("resume", said.group(3), cwd=tmp_path)
+    out, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    assert f"run {said.group(2)}: succeeded" in out
+
+
+def test_a_second_ctrl_c_while_stopping_ends_at_once_without_a_traceback(
+        tmp_path: Path) -> None:
+    flow, options, pid_file = _setup(tmp_path, "agent")
+    process = _delivery("run", flow, "--run-dir", tmp_path / "run", *options, cwd=tmp_path)
+    pgid = _wait_for(pid_file, process)
+    os.kill(process.pid, signal.SIGINT)
+    os.kill(process.pid, signal.SIGINT)  # whether it lands while stopping or after, the same
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert _group_members(pgid) == []
