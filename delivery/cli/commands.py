@@ -39,9 +39,11 @@ from delivery.errors import (
     WorkflowInvalid,
     WorkflowSyntaxError,
 )
-from delivery.lang.model import NodeType
+from delivery.lang.diagnostics import has_errors
+from delivery.lang.model import NodeType, Workflow
 from delivery.store.files import read_file
-from delivery.store.runstore import LocalRunStore, verify_run
+from delivery.store.runstore import WORKFLOW_COPY, LocalRunStore, verify_run
+from delivery.validation.loader import check_file
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED, EXIT_PAUSED = 0, 1, 2, 3
 STATUS_EXIT = {"succeeded": EXIT_SUCCEEDED, "failed": EXIT_FAILED, "paused": EXIT_PAUSED}
@@ -125,7 +127,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"delivery run: {args.workflow}: {problem}", file=err)
         return EXIT_REFUSED
     request = RunRequest(
-        workflow=args.workflow, goal=args.goal,
+        workflow=args.workflow, goal=args.goal, model=print_warnings(args.workflow, err),
         inputs=parse_assignments(args.input, "--input"), agent=args.agent,
         workspace=args.workspace, run_dir=args.run_dir,
         answers=parse_answers(args.answer),
@@ -140,6 +142,21 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         state_world(world, args.state, args.cache)
     outcome = start_run(request, world, options=_options(err), observer=_observer(err))
     return _report(outcome, args.json, out, args.full)
+
+
+def print_warnings(workflow: Path, err: TextIO) -> Workflow | None:
+    """The validator's warnings on `err` before the first stage (a typo'd attribute is never
+    silent, SPEC §12; stdout stays for --json). Returns the model when it validates, so the
+    run does not read the file twice; None leaves the reading, and any refusal, to the run."""
+    try:
+        model, diagnostics = check_file(workflow)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if model is None or has_errors(diagnostics):
+        return None  # the run refuses it, printing the errors
+    for diagnostic in diagnostics:
+        print(diagnostic.format_text(), file=err)
+    return model
 
 
 def find_run(reference: str | None, *, last: bool = False,
@@ -188,7 +205,9 @@ def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.for_pr or args.take_over:
         raise RunRefused("--for-pr/--take-over", "only apply to runs kept with --state",
                          "add --state git:OWNER/NAME (or the state repository's path)")
-    outcome = resume_run(_run_of(args), answers=parse_answers(args.answer),
+    run_path = _run_of(args)
+    print_warnings(run_path / WORKFLOW_COPY, err)
+    outcome = resume_run(run_path, answers=parse_answers(args.answer),
                          options=_options(err), observer=_observer(err))
     return _report(outcome, args.json, out, args.full)
 

@@ -361,6 +361,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     agents = _agents(workflow, request.agent, workspace, world, request.gates)
     setup = folder_setup(request, workflow, workspace)
+    refuse_folder_problems(workflow, setup, world)
     if world.forge is None and setup["repos"] and workflow.nodes_of(*FORGE_TYPES):
         # refused before anything is written: the forge would fail its first stage
         require_settings(setup["forge"], world.environ)
@@ -543,6 +544,55 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> di
                          f"the folders are: {', '.join(repos)}")
     return {"forge": kind, "repos": repos, "folders": folders, "checks": checks,
             "required_approvals": approvals}
+
+
+def refuse_folder_problems(workflow: Workflow, setup: Mapping[str, Any], world: World) -> None:
+    """RunRefused for what would otherwise fail a folder stage after the agent has worked
+    (SPEC §12): folder stages and no folder, a node's folder= that is not a run folder, a
+    local repository that is a plain directory, one whose base branch is checked out in a
+    working tree that a merge stage would have to write into."""
+    real = {t for t in FORGE_TYPES if t not in (world.handlers or {})}
+    stages = [node for node in workflow.nodes.values() if node.type in real]
+    repos: Mapping[str, str] = setup["repos"]
+    # A probe without folders sees no PR and removing no worktree is nothing: only these
+    # cannot do their work without a folder.
+    needing = [node for node in stages if node.type in (NodeType.WORKTREE_ADD,
+                                                        NodeType.PUBLISH, NodeType.MERGE)]
+    if needing and not repos:
+        listed = ", ".join(f"{n.type.value if n.type else '?'} '{n.id}'" for n in needing[:3])
+        raise RunRefused("--repo", f"no folder was given, and the workflow has folder "
+                         f"stages ({listed})", "pass --repo NAME=LOCATION for each repository "
+                         "(a local path, or owner/name on GitHub)")
+    for node in stages:
+        if node.folder and node.folder not in repos:
+            raise RunRefused(f"node '{node.id}'", f"works on folder '{node.folder}', which "
+                             f"is not one of the run's folders ({', '.join(repos)})",
+                             f"pass --repo {node.folder}=LOCATION")
+    if not stages or setup["forge"] != "local" or world.forge is not None:
+        return  # scripts and agents may work in any directory; a forge brought is its own
+    merges = any(node.type is NodeType.MERGE for node in stages)
+    for name, location in repos.items():
+        path = Path(location)
+        if (path / "HEAD").is_file() and (path / "objects").is_dir():
+            continue  # a bare repository: what the local forge is made for
+        if not (path / ".git" / "HEAD").is_file():
+            raise RunRefused(f"--repo {name}={location}", "is a plain directory, not a git "
+                             "repository", "give the path of a git repository (a bare one, "
+                             "git init --bare, for the local forge to merge into)")
+        checked_out = _checked_out_branch(path)
+        if merges and checked_out:
+            raise RunRefused(f"--repo {name}={location}", f"is a repository with a working "
+                             f"tree whose base branch {checked_out!r} is checked out, so the "
+                             "merge stage could not write into it (a person's files are never "
+                             "overwritten)", f"give a bare clone: git clone --bare {location} "
+                             f"{location.rstrip('/')}.git, then --repo {name}="
+                             f"{location.rstrip('/')}.git")
+
+
+def _checked_out_branch(path: Path) -> str:
+    """The branch checked out in a working tree ("" when HEAD is detached)."""
+    head = (path / ".git" / "HEAD").read_text(encoding="utf-8", errors="replace").strip()
+    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else ""
 
 
 def run_branch(values: Mapping[str, Any], run_id: str) -> str:

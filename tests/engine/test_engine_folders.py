@@ -132,7 +132,7 @@ def test_a_probe_of_one_folder_still_rolls_up_every_folder(
     assert ran.context["pr.state"] == "CHANGES_REQUIRED"  # web, as last observed
 
 
-def test_a_folder_the_forge_cannot_read_fails_the_probe_naming_it(
+def test_a_folder_that_is_a_plain_directory_is_refused_before_the_first_stage(
         tmp_path: Path, remotes: dict[str, Path]) -> None:
     not_git = tmp_path / "plain"
     not_git.mkdir()
@@ -145,11 +145,11 @@ def test_a_folder_the_forge_cannot_read_fails_the_probe_naming_it(
       start -> look -> exit
     }
     """
-    ran = start(tmp_path, dot, {"web": remotes["web"], "api": not_git})
-    assert ran.status == "failed"
-    assert "folder 'api'" in ran.failure_reason
-    assert "not a git repository" in ran.failure_reason
-    assert "web.pr.state" not in ran.context
+    with pytest.raises(RunRefused) as refused:
+        start(tmp_path, dot, {"web": remotes["web"], "api": not_git})
+    assert refused.value.subject == f"--repo api={not_git}"
+    assert "is a plain directory, not a git repository" in str(refused.value)
+    assert not (tmp_path / "ws" / ".delivery").exists()  # nothing was written
 
 
 def test_a_resume_reuses_the_runs_folders_forge_branch_and_worktrees(
