@@ -42,6 +42,7 @@ Exit 2 ("refused to start") is only for what goes wrong before the first stage r
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -275,12 +276,15 @@ class RunInterrupted(KeyboardInterrupt):
 
     A KeyboardInterrupt, so that code that lets Ctrl-C through lets this through too."""
 
-    def __init__(self, run_id: str, run_dir: str, signal_name: str = "SIGINT") -> None:
+    def __init__(self, run_id: str, run_dir: str, signal_name: str = "SIGINT", *,
+                 hint: str = "") -> None:
         self.run_id = run_id
         self.run_dir = run_dir
         self.signal_name = signal_name
+        # the command that continues it (the demo's is its own)
+        self.hint = hint or f"delivery resume {shlex.quote(run_dir)}"
         super().__init__(f"run {run_id} stopped by {signal_name}; it is resumable: "
-                         f"delivery resume {run_dir}")
+                         f"{self.hint}")
 
 
 class Terminated(KeyboardInterrupt):

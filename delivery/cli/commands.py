@@ -207,9 +207,19 @@ def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                          "add --state git:OWNER/NAME (or the state repository's path)")
     run_path = _run_of(args)
     print_warnings(run_path / WORKFLOW_COPY, err)
-    outcome = resume_run(run_path, answers=parse_answers(args.answer),
+    outcome = resume_run(run_path, _resume_world(run_path), answers=parse_answers(args.answer),
                          options=_options(err), observer=_observer(err))
     return _report(outcome, args.json, out, args.full)
+
+
+def _resume_world(run_path: Path) -> World:
+    """The world a local resume runs in: `delivery demo`'s scripted agent for a demo's run
+    (its profile name is in run.json, its turns are code), else the one run.json names."""
+    from delivery.cli.demo import DEMO_AGENT, demo_agent
+
+    if LocalRunStore.open_dir(run_path).read_run_info().agent == DEMO_AGENT:
+        return World(agents={DEMO_AGENT: demo_agent()})
+    return World()
 
 
 def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -8,7 +8,6 @@ import difflib
 import json
 import logging
 import os
-import shlex
 import signal
 import sys
 import textwrap
@@ -412,7 +411,7 @@ def _stopped(command: str, stop: KeyboardInterrupt, err: TextIO) -> int:
     how = "Ctrl-C (SIGINT)" if name == "SIGINT" else "SIGTERM"
     if isinstance(stop, RunInterrupted):
         print(f"delivery {command}: stopped by {how}; run {stop.run_id} is resumable: "
-              f"delivery resume {shlex.quote(stop.run_dir)}", file=err, flush=True)
+              f"{stop.hint}", file=err, flush=True)
     else:
         print(f"delivery {command}: stopped by {how} before any run continued; nothing "
               "to resume", file=err, flush=True)

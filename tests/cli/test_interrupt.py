@@ -13,13 +13,10 @@ import os
 import re
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-
-STAGE_STARTS_WITHIN = 60.0  # seconds; start-up of a `delivery` process on a loaded machine
+from signal_helpers import group_members, start_delivery, wait_until
 
 AGENT = """#!/bin/sh
 cat >/dev/null
@@ -60,42 +57,9 @@ STOPPED = re.compile(r"delivery run: stopped by (Ctrl-C \(SIGINT\)|SIGTERM); run
                      r"resumable: delivery resume (\S+)")
 
 
-def _delivery(*argv: str | Path, cwd: Path) -> subprocess.Popen[str]:
-    # the console script's own entry point, in a process of its own
-    entry = "from delivery.cli.main import entry; entry()"
-    return subprocess.Popen([sys.executable, "-c", entry, *map(str, argv)],
-                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True)
-
-
 def _wait_for(path: Path, process: subprocess.Popen[str]) -> int:
-    deadline = time.monotonic() + STAGE_STARTS_WITHIN
-    while not path.exists():
-        if process.poll() is not None:
-            out, err = process.communicate()
-            pytest.fail(f"delivery ended before the stage started: {out}{err}")
-        if time.monotonic() > deadline:
-            process.kill()
-            pytest.fail("the stage did not start in time")
-        time.sleep(0.05)
+    wait_until(path.exists, process, f"the stage wrote {path.name}")
     return int(path.read_text())
-
-
-def _group_members(pgid: int) -> list[int]:
-    """Processes still in process group `pgid`, read from /proc (zombies are gone: dead)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state != "Z":
-            members.append(int(entry.name))
-    return members
 
 
 def _setup(tmp_path: Path, stage: str) -> tuple[Path, list[str], Path]:
@@ -119,9 +83,9 @@ def test_a_signal_during_a_stage_ends_its_group_and_the_run_resumes(
         tmp_path: Path, stage: str, signum: signal.Signals) -> None:
     flow, options, pid_file = _setup(tmp_path, stage)
     run_dir = tmp_path / "run"
-    process = _delivery("run", flow, "--run-dir", run_dir, *options, cwd=tmp_path)
+    process = start_delivery("run", flow, "--run-dir", run_dir, *options, cwd=tmp_path)
     pgid = _wait_for(pid_file, process)
-    assert _group_members(pgid)  # the stage's processes are there before the signal
+    assert group_members(pgid)  # the stage's processes are there before the signal
     os.kill(process.pid, signum)
     out, err = process.communicate(timeout=60)
 
@@ -133,9 +97,9 @@ def test_a_signal_during_a_stage_ends_its_group_and_the_run_resumes(
     assert said is not None, lines[0]
     assert said.group(1) == ("SIGTERM" if signum == signal.SIGTERM else "Ctrl-C (SIGINT)")
     assert Path(said.group(3)) == run_dir.resolve()
-    assert _group_members(pgid) == []  # the agent or script, and its background child
+    assert group_members(pgid) == []  # the agent or script, and its background child
 
-    resumed = _delivery("resume", said.group(3), cwd=tmp_path)
+    resumed = start_delivery("resume", said.group(3), cwd=tmp_path)
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err
     assert f"run {said.group(2)}: succeeded" in out
@@ -144,7 +108,7 @@ def test_a_signal_during_a_stage_ends_its_group_and_the_run_resumes(
 def test_a_second_ctrl_c_while_stopping_ends_at_once_without_a_traceback(
         tmp_path: Path) -> None:
     flow, options, pid_file = _setup(tmp_path, "agent")
-    process = _delivery("run", flow, "--run-dir", tmp_path / "run", *options, cwd=tmp_path)
+    process = start_delivery("run", flow, "--run-dir", tmp_path / "run", *options, cwd=tmp_path)
     pgid = _wait_for(pid_file, process)
     os.kill(process.pid, signal.SIGINT)
     os.kill(process.pid, signal.SIGINT)  # whether it lands while stopping or after, the same
@@ -152,4 +116,4 @@ def test_a_second_ctrl_c_while_stopping_ends_at_once_without_a_traceback(
     assert process.returncode == 130
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, err
-    assert _group_members(pgid) == []
+    assert group_members(pgid) == []
