@@ -33,6 +33,8 @@
                                        answer yet and the run stops as `paused` (exit 3)
     RunInterrupted (KeyboardInterrupt) Ctrl-C or SIGTERM stopped a run between saves: it is
                                        left resumable, and the message says how to resume
+    Terminated (KeyboardInterrupt)     SIGTERM, raised by the command line's handler: stops
+                                       like Ctrl-C (exit 143 instead of 130)
 
 Each error carries the thing it is about as fields, and its message says what was
 expected, what was found and what to do. Definition errors and run-time errors are

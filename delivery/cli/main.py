@@ -11,8 +11,10 @@ import os
 import signal
 import sys
 import textwrap
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import NoReturn, TextIO, cast
 
 from delivery import __version__
@@ -29,7 +31,7 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
-class UsageError(Exception):
+class _UsageError(Exception):
     """An argparse error, raised instead of exiting so that `main` prints it (on its own
     `err`) with the usage of the command that was wrong, not the top-level one."""
 
@@ -41,7 +43,7 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        raise UsageError(self, message)
+        raise _UsageError(self, message)
 
 
 # One example per command, shown under its --help (and checked by the tests to parse).
@@ -368,7 +370,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         if extra:  # what the command's own parser did not take: its usage, not the top's
             command = _subparsers(parser).get(getattr(args, "command", "") or "", parser)
             command.error(_unrecognized(command, extra))
-    except UsageError as wrong:
+    except _UsageError as wrong:
         print(wrong.parser.format_usage().rstrip(), file=err)
         print(f"{wrong.parser.prog}: error: {wrong.message} (see {wrong.parser.prog} --help)",
               file=err)
@@ -440,16 +442,29 @@ def _stop_on_signals() -> None:
 
     stopping = False
 
-    def stop(signum: int, frame: object) -> None:
+    def stop(signum: int, frame: FrameType | None) -> None:
         nonlocal stopping
         if stopping:
             os.write(2, b"delivery: stopped at once (second signal while stopping)\n")
             os._exit(128 + signum)
+        if _in_finalizer(frame):
+            # Raised in a __del__ (GitPython's objects have some), the exception would be
+            # printed as "ignored" and the run would go on: ask again a moment later.
+            threading.Timer(0.02, os.kill, (os.getpid(), signum)).start()
+            return
         stopping = True
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+
+
+def _in_finalizer(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def entry() -> None:

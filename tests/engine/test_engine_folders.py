@@ -147,7 +147,7 @@ def test_a_folder_that_is_a_plain_directory_is_refused_before_the_first_stage(
     """
     with pytest.raises(RunRefused) as refused:
         start(tmp_path, dot, {"web": remotes["web"], "api": not_git})
-    assert refused.value.subject == f"--repo api={not_git}"
+    assert refused.value.subject == f"repos['api']='{not_git}'"  # a library caller's words
     assert "is a plain directory, not a git repository" in str(refused.value)
     assert not (tmp_path / "ws" / ".delivery").exists()  # nothing was written
 
@@ -192,10 +192,10 @@ def test_a_run_mixing_paths_and_github_repositories_is_refused(
     request = RunRequest(workflow=write_flow(tmp_path, LIFECYCLE), inputs={"ticket": TICKET},
                          workspace=workspace,
                          repos={"web": str(remotes["web"]), "api": "octo/api"})
-    with pytest.raises(RunRefused, match=r"--repo web=.*one forge"):
+    with pytest.raises(RunRefused, match=r"repos\['web'\]=.*one forge"):
         start_run(request, world(tmp_path))
     request.forge = "local"
-    with pytest.raises(RunRefused, match="--repo api=octo/api: is not a local directory"):
+    with pytest.raises(RunRefused, match=r"repos\['api'\]='octo/api': is not a local directory"):
         start_run(request, world(tmp_path))
 
 
