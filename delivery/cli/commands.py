@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -14,6 +15,7 @@ from delivery.cli import graph
 from delivery.cli.diagnostics import file_problem, print_invalid
 from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
+from delivery.cli.prs import pr_rows, print_table
 from delivery.cli.routes import print_routes
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
@@ -117,7 +119,15 @@ def _report(outcome: RunOutcome, as_json: bool, out: TextIO, full: bool = False)
             label = "waiting" if outcome.status == "paused" else "failure"
             print(f"  {label}: {outcome.failure_reason}", file=out)
         print(f"  path: {' -> '.join(outcome.path)}", file=out)
+        rows = pr_rows(outcome.context)
+        if rows:
+            print_table(rows, out)
         print(f"  run directory: {outcome.run_dir}", file=out)
+        if outcome.status == "failed":
+            where = shlex.quote(str(outcome.run_dir))
+            print(f"  next: delivery inspect {where} shows each stage and why it failed; "
+                  "once the cause is fixed, the same delivery run again goes on from the "
+                  "run's branch, worktrees and pull requests", file=out)
     return STATUS_EXIT.get(outcome.status, EXIT_FAILED)
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from delivery.agents.scripted import ScriptedAgent, ScriptedTurn
+from delivery.cli.prs import print_table
 from delivery.engine.handlers.base import StageResult
 from delivery.engine.run_loop import Progress
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
@@ -320,14 +321,6 @@ def _rows(forge: LocalForge, remotes: dict[str, Path]) -> list[tuple[str, str, s
         else:
             rows.append((folder, "-", "NONE" if pr is None else "UNREADABLE", ""))
     return rows
-
-
-def print_table(rows: list[tuple[str, str, str, str]], out: TextIO) -> None:
-    header = ("folder", "PR", "state", "link")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
-    for row in [header, *rows]:
-        cells = [cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)]
-        print("  " + "  ".join([*cells, row[3]]).rstrip(), file=out)
 
 
 def cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
