@@ -34,6 +34,7 @@ from typing import IO, Any
 
 from delivery.agents.base import AgentError, SessionRequest, TurnSink, Usage
 from delivery.agents.profiles import CommandProfile
+from delivery.processes import running
 
 _NO_SINK = TurnSink()
 STDERR_TAIL = 300  # characters of stderr quoted in a failure reason
@@ -143,7 +144,8 @@ class CommandSession:
                                  f"{err.strerror or err}") from None
             timed_out = False
             try:
-                process.wait(timeout=timeout)
+                with running(process.pid):  # Ctrl-C ends it from any thread (parallel)
+                    process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _kill(process)

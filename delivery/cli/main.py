@@ -439,6 +439,7 @@ def _stop_on_signals() -> None:
     ends its processes, the run stays resumable and `main` says how to resume. A second
     signal while stopping ends the process at once, with a line and no traceback."""
     from delivery.errors import Terminated
+    from delivery.processes import end_all
 
     stopping = False
 
@@ -453,6 +454,7 @@ def _stop_on_signals() -> None:
             threading.Timer(0.02, os.kill, (os.getpid(), signum)).start()
             return
         stopping = True
+        end_all()  # stages of parallel branches run in threads the interrupt never reaches
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
     signal.signal(signal.SIGINT, stop)

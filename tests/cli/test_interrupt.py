@@ -117,3 +117,41 @@ def test_a_second_ctrl_c_while_stopping_ends_at_once_without_a_traceback(
     assert "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, err
     assert group_members(pgid) == []
+
+
+PARALLEL_FLOW = """digraph g {
+    graph [goal="Check"]
+    start [shape=Mdiamond]
+    exit  [shape=Msquare]
+    split [shape=component]
+    left  [shape=parallelogram, script="sh %(dir)s/check.sh %(marks)s/left"]
+    right [shape=parallelogram, script="sh %(dir)s/check.sh %(marks)s/right"]
+    join  [shape=tripleoctagon]
+    start -> split
+    split -> left
+    split -> right
+    left -> join
+    right -> join
+    join -> exit
+}
+"""
+
+
+def test_ctrl_c_ends_the_stages_of_parallel_branches_too(tmp_path: Path) -> None:
+    """Branch stages run in threads the interrupt does not reach: without ending their
+    groups the process would wait for them (here 300 s) before it could stop."""
+    marks = tmp_path / "marks"
+    for branch in ("left", "right"):
+        (marks / branch).mkdir(parents=True)
+    (tmp_path / "check.sh").write_text(SCRIPT)
+    flow = tmp_path / "flow.dot"
+    flow.write_text(PARALLEL_FLOW % {"dir": tmp_path, "marks": marks})
+    process = start_delivery("run", flow, "--run-dir", tmp_path / "run", cwd=tmp_path)
+    groups = [_wait_for(marks / branch / "script.pid", process) for branch in ("left",
+                                                                              "right")]
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    assert STOPPED.fullmatch(err.strip().splitlines()[-1])
+    assert [group_members(pgid) for pgid in groups] == [[], []]

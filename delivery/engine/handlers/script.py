@@ -26,6 +26,7 @@ from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.errors import FactsFormatError as FactsFormatError
 from delivery.errors import TemplateRenderError
 from delivery.lang.model import Node
+from delivery.processes import running
 
 DEFAULT_TIMEOUT = 3600.0
 TOOL_OUTPUT = "tool.output"
@@ -116,7 +117,8 @@ def _run_redacted(script: str, cwd: Path, environment: dict[str, str], timeout: 
         copier.start()
     timed_out = False
     try:
-        code = process.wait(timeout=timeout)
+        with running(process.pid):  # Ctrl-C ends it from any thread (parallel branches)
+            code = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         code = process.wait()
