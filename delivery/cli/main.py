@@ -89,7 +89,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="delivery",
         description="Run DOT-graph workflows that carry a ticket through pull requests.",
-        epilog="example:\n  delivery demo\n  delivery validate workflows/\n"
+        epilog="examples:\n  delivery demo\n  delivery validate workflows/\n"
                "  delivery COMMAND --help",
         formatter_class=_Formatter,
     )
