@@ -298,11 +298,6 @@ class LocalForge:
     def resolve_thread(self, repository: str, number: int, thread_id: int) -> None:
         self.resolve_review_thread(repository, number, str(thread_id))
 
-    def reopen_thread(self, repository: str, number: int, thread_id: int) -> None:
-        """A reviewer unresolves a thread (it counts as unresolved again)."""
-        with self._pull(repository, number) as pull:
-            _thread(pull, str(thread_id), repository, "reopen")["resolved"] = False
-
     # -- review threads (`respond`): the same find-or-create as on GitHub -------------
     def reply_to_review_thread(self, repository: str, number: int, thread_id: str, *,
                                body: str, marker: str) -> ThreadReply:

@@ -37,6 +37,7 @@ digraph R {{
 }}
 """
 REPLY = "Renamed to `greeting`, as asked."
+TOKEN = "ghp_" + "A1b2" * 9  # token-shaped: masked wherever it would be written
 
 
 def flow(tmp_path: Path, *, dirty: bool = False) -> Path:
@@ -103,12 +104,15 @@ def test_the_answers_are_posted_in_their_threads_and_the_threads_resolved_on_the
     forge, number = open_local_pr(remote)
     thread = str(forge.comment(str(remote), number, "rename hello", path="app.txt", line=1))
     other = str(forge.comment(str(remote), number, "and add a test"))
+    replies = answers(f"web:{thread}")
+    replies["fix"] = [replies["fix"][0].replace("as asked.", f"as asked. {TOKEN}")]
     ran = start_run(request(tmp_path, {"web": str(remote)}, flow(tmp_path), "local"),
-                    local_world(tmp_path, answers(f"web:{thread}")))
+                    local_world(tmp_path, replies))
     assert ran.status == "succeeded", ran.failure_reason
     posted = forge.thread_replies(str(remote), number, thread)
     assert len(posted) == 1 and posted[0].startswith(REPLY)
     assert "only the agent sees this" not in posted[0]  # hidden parts are not posted
+    assert TOKEN not in posted[0] and "***" in posted[0]  # nor secrets
     assert forge.thread_replies(str(remote), number, other) == []  # not answered: untouched
     assert _unresolved(remote) == [other]  # only the answered one was resolved
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,9 +68,9 @@ def reply_marker(thread_id: str, reply: str) -> str:
     return f"<!-- delivery:reply thread={thread_id} key={key} -->"
 
 
-def reply_body(reply: str, redact: Any) -> str:
+def reply_body(reply: str, redact: Callable[[str], str]) -> str:
     """The text posted: visible, masked, bounded; the marker goes after it."""
-    text = str(redact(strip_hidden(reply))).strip()
+    text = redact(strip_hidden(reply)).strip()
     if len(text) > MAX_REPLY_CHARS:
         text = text[:MAX_REPLY_CHARS] + "\n\n(reply cut at 20,000 characters)"
     return text
