@@ -29,7 +29,7 @@ def test_no_repo_where_the_workflow_needs_folders_is_refused(tmp_path: Path) -> 
     assert code == 2
     assert err.startswith("delivery run: refused: --repo: no folder was given, and the "
                           "workflow has folder stages (worktree_add 'setup', publish "
-                          "'publish', merge 'land')")
+                          "'publish'")  # the first three stages that need a folder
     assert "pass --repo NAME=LOCATION" in err
 
 
