@@ -407,6 +407,11 @@ class Engine:
                 self._event("failure_jump", source=node.id, target=target)
                 return target
             reason = str(context.get("failure_reason") or f"stage '{node.id}' failed")
+            if node.goal_gate:
+                # Attractor would follow the unconditional edge to the exit and stop there on
+                # the unmet gate: the message says so, not only what the stage reported
+                reason = (f"goal gate '{node.id}' did not succeed and there is no retry "
+                          f"target: {reason}")
             return _Walk("failed", node.id, reason)
         return _Walk("failed", node.id, f"no outgoing edge of '{node.id}' matched after it "
                      "succeeded; add an unconditional edge or cover every case")

@@ -80,6 +80,8 @@ def test_corpus_file_runs_its_expected_path(case: dict[str, Any], index: int,
         outcome.failure_reason
     if "outcome" in run:
         assert outcome.context["outcome"] == run["outcome"]
+    for text in run.get("failure", []):
+        assert text in outcome.failure_reason, outcome.failure_reason
     for node, text in run.get("prompts", {}).items():
         assert any(text in message for node_id, message in backend.prompts
                    if node_id == node), text
