@@ -30,6 +30,7 @@ from tenacity import (
 from delivery.agents.base import AgentBackend, IncrementalState
 from delivery.engine.agent_runtime import ENTRY_EDGE, edge_matters
 from delivery.engine.context import Context
+from delivery.engine.failures import failure_class, failure_signature
 from delivery.engine.handlers.base import (
     FAILED,
     GATE_UNMET,
@@ -368,7 +369,14 @@ class Engine:
             return
         context.update(result.updates)
         context.set("outcome", result.outcome)
-        context.set("failure_reason", result.failure_reason if result.outcome == FAILED else "")
+        failed = result.outcome == FAILED
+        context.set("failure_reason", result.failure_reason if failed else "")
+        # Attractor's keys for routing on the kind of failure; empty again after a success,
+        # as failure_reason is, so a stale class never routes a later stage
+        klass = (result.failure_class or failure_class(result.failure_reason)) if failed else ""
+        context.set("failure_class", klass)
+        context.set("failure_signature",
+                    failure_signature(node.id, klass, result.failure_reason) if failed else "")
         context.set("last_stage", node.id)
         context.set("preferred_label", result.preferred_label)
         with self._lock:

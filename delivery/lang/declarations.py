@@ -21,6 +21,8 @@ ENGINE_KEYS = frozenset(
         "goal",
         "outcome",
         "failure_reason",
+        "failure_class",
+        "failure_signature",
         "preferred_label",
         "last_stage",
         "last_response",

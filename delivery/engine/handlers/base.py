@@ -40,6 +40,9 @@ class StageResult:
     outcome: Outcome
     failure_reason: str = ""
     updates: dict[str, Any] = field(default_factory=dict)
+    # Attractor's failure_class when the handler knows it (else the engine classifies the
+    # reason: delivery.engine.failures)
+    failure_class: str = ""
     preferred_label: str = ""
     keep_outcome: bool = False  # conditional nodes: the previous stage's outcome stands
     suggested_next_ids: tuple[str, ...] = ()  # routing step 3 (SPEC §1.3)
