@@ -29,6 +29,7 @@ DRAWN_AS: dict[NodeType, str] = {
     NodeType.CONDITIONAL: "diamond",
     NodeType.PARALLEL: "component",
     NodeType.FAN_IN: "tripleoctagon",
+    NodeType.MANAGER_LOOP: "house",
 }
 
 # Mermaid has fewer shapes: (opening, closing) per type.
@@ -47,6 +48,7 @@ _MERMAID_SHAPES: dict[NodeType, tuple[str, str]] = {
     NodeType.CONDITIONAL: ("{", "}"),
     NodeType.PARALLEL: ("[[", "]]"),
     NodeType.FAN_IN: ("[[", "]]"),
+    NodeType.MANAGER_LOOP: ("[/", "\\]"),
 }
 
 VISITED_FILL = "#d9f2d9"

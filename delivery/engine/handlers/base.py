@@ -17,6 +17,7 @@ from typing import Any, Final, Protocol
 
 from delivery.agents.base import AgentBackend
 from delivery.engine.agent_runtime import AgentRuntime
+from delivery.engine.child import ChildRunner
 from delivery.engine.context import Context
 from delivery.engine.interviewer import Interviewer
 from delivery.engine.templating import Renderer
@@ -114,6 +115,9 @@ class StageEnv:
     # timeout by the wall clock (a resume runs on another machine, with another monotonic)
     event_mode: bool = False
     wall_clock: Callable[[], float] = field(default=time.time)
+    # runs a manager loop's child pipeline through the engine (set by the runner, which
+    # handlers cannot import: it imports them); None where no child can run
+    run_child: ChildRunner | None = None
 
 
 class Handler(Protocol):

@@ -1,0 +1,47 @@
+"""The manager loop is resumable like any stage: the process killed while the child runs,
+`delivery resume` resumes that child from its own checkpoint and never starts a second
+one (corpus files manager_loop_resumable.dot and manager_child_killed.dot)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+DELIVERY = str(Path(sys.executable).parent / "delivery")
+
+
+def _delivery(workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([DELIVERY, *args], cwd=workspace, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def _event_types(run_dir: Path) -> list[str]:
+    lines = (run_dir / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line)["type"] for line in lines if line.strip()]
+
+
+def test_a_killed_manager_resumes_its_child_and_never_starts_a_second(tmp_path: Path) -> None:
+    shutil.copyfile(HERE / "manager_child_killed.dot", tmp_path / "manager_child_killed.dot")
+    run_dir = tmp_path / "run"
+    killed = _delivery(tmp_path, "run", str(HERE / "manager_loop_resumable.dot"),
+                       "--run-dir", str(run_dir))
+    assert killed.returncode == -9, killed.stderr  # the child's stage killed the process
+    assert (tmp_path / "trace").read_text(encoding="utf-8") == "one\n"
+
+    resumed = _delivery(tmp_path, "resume", str(run_dir), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["status"] == "succeeded" and result["path"] == ["start", "supervise", "exit"]
+    assert result["context"]["stack.child.status"] == "completed"
+    # the interrupted child stage ran again; the finished one did not
+    assert (tmp_path / "trace").read_text(encoding="utf-8") == "one\ntwo\n"
+    children = sorted(p.parent.relative_to(run_dir) for p in run_dir.rglob("run.json")
+                      if p.parent != run_dir)
+    assert children == [Path("supervise/1/child")]
+    child_events = _event_types(run_dir / "supervise" / "1" / "child")
+    assert child_events.count("run_started") == 1 and child_events.count("run_resumed") == 1
+    assert result["context"]["stack.child.run_dir"] == str(run_dir / "supervise/1/child")
