@@ -100,6 +100,7 @@ class Engine:
         observer: Progress | None = None,
         options: EngineOptions | None = None,
         agent_states: Callable[[], dict[str, Any]] = dict,
+        on_saved: Callable[[RunState, Context], None] | None = None,
     ) -> None:
         self.workflow = workflow
         self.handlers = handlers
@@ -112,6 +113,7 @@ class Engine:
         self._incremental = isinstance(self._state_source, IncrementalState)
         self.progress = observer or Progress()
         self._agent_states = agent_states  # the named agents' states (a few, small)
+        self._on_saved = on_saved  # an observer of every save (the --logs view), if asked
         self.options = options or EngineOptions()
         self.sections = parallel_sections(workflow)
         # an agent stage reads the edge it was entered by only when edges set fidelity or
@@ -276,6 +278,8 @@ class Engine:
                                        agent_state=self.agent.save_state())
 
         self.store.save_stage(record, full)
+        if self._on_saved is not None:
+            self._on_saved(state, context)
 
     def _event(self, event_type: str, **fields: Any) -> None:
         with self._lock:

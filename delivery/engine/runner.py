@@ -24,6 +24,7 @@ from delivery.agents.base import AgentBackend
 from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.agent_runtime import AgentRuntime
+from delivery.engine.attractor_logs import AttractorLogs
 from delivery.engine.child import ChildEnd, ChildRequest
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
@@ -96,6 +97,8 @@ class RunRequest:
     # `workflow` already loaded and validated (route scenarios run one file many times);
     # None: read and validated here
     model: Workflow | None = None
+    # `--logs DIR`: write the Attractor view of the run there as it goes (and on resumes)
+    logs: Path | None = None
 
 
 @dataclass
@@ -305,9 +308,17 @@ class _Run:
             if env.gates == "deny":  # a gate nobody answers pauses in event mode (§9.1)
                 env.gates = "pause"
             self._recreate_worktrees(state, env)
+        observer, on_saved = self.observer, None
+        if self.info.logs:  # the Attractor view: an observer only when asked
+            view = AttractorLogs(Path(self.info.logs), self.workflow, self.store.path,
+                                 self.world.clock, self.redactor.value, self.observer)
+            view.start(self.info.run_id, str(context.get("goal") or ""), self.info.workflow,
+                       self.info.started)
+            view.saved(state, context)  # the checkpoint a resume starts from, at once
+            observer, on_saved = view, view.saved
         engine = Engine(self.workflow, self.handlers, env, self.store,
-                        observer=self.observer, options=self.options,
-                        agent_states=self.agents.save_state)
+                        observer=observer, options=self.options,
+                        agent_states=self.agents.save_state, on_saved=on_saved)
         try:
             final = engine.run(state, context)
             if remote is not None:  # nothing ran (the run had ended): give the claim back
@@ -395,6 +406,8 @@ def start_run(request: RunRequest, world: World | None = None, *,
         require_settings(setup["forge"], world.environ)
     run_id = new_run_id(world.clock.now())
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
+    if request.logs is not None:
+        _check_logs(request.logs, run_path)
     # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
     try:
         source = _workflow_source(workflow_path)
@@ -415,7 +428,8 @@ def start_run(request: RunRequest, world: World | None = None, *,
         required_approvals=int(setup.get("required_approvals") or 0),
         branch=request.branch or run_branch(values, run_id),
         git_cache=str(world.git_cache or ""), answers=_answer_lists(request.answers),
-        gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
+        gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        logs=str(request.logs.resolve()) if request.logs is not None else "")
     store.create_run(_redacted_info(info, redactor), source.encode())
     start = workflow.start
     assert start is not None  # validated
@@ -434,6 +448,18 @@ def start_run(request: RunRequest, world: World | None = None, *,
                        goal=values["goal"], inputs=shown_inputs)
     store.save_whole(state)
     return run.execute(state)
+
+
+def _check_logs(logs: Path, run_path: Path) -> None:
+    """`--logs DIR` must be a folder of its own (RunRefused otherwise)."""
+    if logs.is_symlink() or (logs.exists() and not logs.is_dir()):
+        raise RunRefused(f"--logs {logs}", "is not a folder (or is a symlink)",
+                         "give a folder for the Attractor view (it is created if missing)")
+    if logs.resolve() == run_path:
+        raise RunRefused(f"--logs {logs}", "is the run's own directory, whose checkpoint.json "
+                         "the view would overwrite",
+                         "give another folder; --run-dir may be inside it (--logs out "
+                         "--run-dir out/run)")
 
 
 def _redacted_info(info: RunInfo, redactor: Redactor) -> RunInfo:

@@ -20,7 +20,8 @@ from delivery.lang.model import Node, NodeType, Workflow
 # Written before the first stage or by every stage: reading them is always fine.
 ALWAYS_AVAILABLE = frozenset(
     {"goal", "outcome", "failure_reason", "failure_class", "failure_signature", "last_stage",
-     "current_node", "preferred_label", "graph.goal", "context", "folders", "inputs", "parallel", "graph", "internal"}
+     "current_node", "preferred_label", "graph.goal", "context", "folders", "inputs",
+     "parallel", "graph", "internal"}
 )
 ALWAYS_AVAILABLE_PREFIXES = ("internal.",)
 HUMAN_GATE_KEYS = ("human.gate.selected", "human.gate.label", "human.gate.text")
