@@ -39,7 +39,7 @@ from delivery.engine.handlers.base import (
     StageResult,
 )
 from delivery.engine.run_loop import Progress
-from delivery.errors import RunStoreError
+from delivery.errors import RunRefused, RunStoreError
 from delivery.lang.model import Node, NodeType, Workflow
 from delivery.store.files import make_dir, read_file, write_file
 from delivery.store.records import RunState
@@ -161,6 +161,18 @@ class AttractorLogs(Progress):
         tmp = path.with_name(f".{path.name}.tmp")
         write_file(tmp, (json.dumps(data, indent=2, default=str) + "\n").encode())
         os.replace(tmp, path)
+
+
+def check_logs_folder(logs: Path, run_path: Path) -> None:
+    """`--logs DIR` must be a folder of its own (RunRefused otherwise)."""
+    if logs.is_symlink() or (logs.exists() and not logs.is_dir()):
+        raise RunRefused(f"--logs {logs}", "is not a folder (or is a symlink)",
+                         "give a folder for the Attractor view (it is created if missing)")
+    if logs.resolve() == run_path:
+        raise RunRefused(f"--logs {logs}", "is the run's own directory, whose checkpoint.json "
+                         "the view would overwrite",
+                         "give another folder; --run-dir may be inside it (--logs out "
+                         "--run-dir out/run)")
 
 
 def _notes(node: Node, result: StageResult) -> str:

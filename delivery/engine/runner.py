@@ -24,7 +24,7 @@ from delivery.agents.base import AgentBackend
 from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.agent_runtime import AgentRuntime
-from delivery.engine.attractor_logs import AttractorLogs
+from delivery.engine.attractor_logs import AttractorLogs, check_logs_folder
 from delivery.engine.child import ChildEnd, ChildRequest
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
@@ -407,7 +407,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
     run_id = new_run_id(world.clock.now())
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     if request.logs is not None:
-        _check_logs(request.logs, run_path)
+        check_logs_folder(request.logs, run_path)
     # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
     try:
         source = _workflow_source(workflow_path)
@@ -448,18 +448,6 @@ def start_run(request: RunRequest, world: World | None = None, *,
                        goal=values["goal"], inputs=shown_inputs)
     store.save_whole(state)
     return run.execute(state)
-
-
-def _check_logs(logs: Path, run_path: Path) -> None:
-    """`--logs DIR` must be a folder of its own (RunRefused otherwise)."""
-    if logs.is_symlink() or (logs.exists() and not logs.is_dir()):
-        raise RunRefused(f"--logs {logs}", "is not a folder (or is a symlink)",
-                         "give a folder for the Attractor view (it is created if missing)")
-    if logs.resolve() == run_path:
-        raise RunRefused(f"--logs {logs}", "is the run's own directory, whose checkpoint.json "
-                         "the view would overwrite",
-                         "give another folder; --run-dir may be inside it (--logs out "
-                         "--run-dir out/run)")
 
 
 def _redacted_info(info: RunInfo, redactor: Redactor) -> RunInfo:
