@@ -38,7 +38,7 @@ from delivery.engine.redacting import RedactingAgent
 from delivery.engine.remote_state import StateRunStore
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused, RunStoreError
+from delivery.errors import RunRefused, RunStoreError, WorkflowError
 from delivery.forges.base import Forge
 from delivery.forges.select import (
     forge_kind,
@@ -399,6 +399,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
         raise RunRefused("--workspace", f"{workspace} is not a directory",
                          "create it or point --workspace at an existing directory")
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
+    check_children(workflow, workspace)
     agents = _agents(workflow, request.agent, workspace, world, request.gates)
     setup = folder_setup(request, workflow, workspace)
     if world.forge is None and setup["repos"] and workflow.nodes_of(*FORGE_TYPES):
@@ -448,6 +449,25 @@ def start_run(request: RunRequest, world: World | None = None, *,
                        goal=values["goal"], inputs=shown_inputs)
     store.save_whole(state)
     return run.execute(state)
+
+
+def check_children(workflow: Workflow, workspace: Path) -> None:
+    """A manager loop's child pipeline that is there before the run starts must validate
+    (RunRefused naming the node and the first error); one an earlier stage writes is
+    checked when the manager starts it."""
+    for node in workflow.nodes_of(NodeType.MANAGER_LOOP):
+        assert node.manager is not None  # typed by the builder
+        child = Path(node.manager.child_dotfile).expanduser()
+        child = child if child.is_absolute() else workspace / child
+        if not child.is_file():
+            continue
+        try:
+            load_workflow(child)
+        except WorkflowError as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise RunRefused(f"manager loop '{node.id}'", f"its child pipeline {child} does "
+                             f"not validate: {first}",
+                             f"run delivery validate {child} and fix it") from None
 
 
 def _redacted_info(info: RunInfo, redactor: Redactor) -> RunInfo:

@@ -45,3 +45,14 @@ def test_a_killed_manager_resumes_its_child_and_never_starts_a_second(tmp_path: 
     child_events = _event_types(run_dir / "supervise" / "1" / "child")
     assert child_events.count("run_started") == 1 and child_events.count("run_resumed") == 1
     assert result["context"]["stack.child.run_dir"] == str(run_dir / "supervise/1/child")
+
+
+def test_a_child_pipeline_that_does_not_validate_refuses_the_run(tmp_path: Path) -> None:
+    (tmp_path / "manager_child_killed.dot").write_text(
+        "digraph Broken { start [shape=Mdiamond]  start -> nowhere }\n", encoding="utf-8")
+    refused = _delivery(tmp_path, "run", str(HERE / "manager_loop_resumable.dot"),
+                        "--run-dir", str(tmp_path / "run"))
+    assert refused.returncode == 2, refused.stderr
+    assert "manager loop 'supervise'" in refused.stderr and "does not validate" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not (tmp_path / "run").exists()
