@@ -70,6 +70,9 @@ class AttractorLogs(Progress):
         self.node_retries: dict[str, int] = {}
         self._attempts: dict[str, int] = {}
         self._made: set[str] = set()
+        self._exits = frozenset(n.id for n in workflow.nodes_of(NodeType.EXIT))
+        self._completed: list[str] = []  # state.path without exits, kept up to date
+        self._seen = 0  # how much of state.path `_completed` covers
         root.mkdir(parents=True, exist_ok=True)
         if root.is_symlink():
             raise RunStoreError(f"{root}: the --logs folder is a symlink; give a real folder")
@@ -131,8 +134,12 @@ class AttractorLogs(Progress):
 
     # -- after every save of the run -------------------------------------------------------
     def saved(self, state: RunState, context: Context) -> None:
-        exits = {n.id for n in self.workflow.nodes_of(NodeType.EXIT)}
-        completed = [node_id for node_id in state.path if node_id not in exits]
+        path = state.path
+        if len(path) < self._seen:  # a pause cut the path back: count again
+            self._completed, self._seen = [], 0
+        self._completed += [n for n in path[self._seen:] if n not in self._exits]
+        self._seen = len(path)
+        completed = self._completed
         with self._lock:
             retries = dict(self.node_retries)
         self._write(self.root / "checkpoint.json", {
@@ -144,7 +151,7 @@ class AttractorLogs(Progress):
             "context": dict(context.stored()),
             # delivery's run log is its event log (manifest.json's `events`), not copied
             "logs": [],
-        })
+        }, atomic=True)
 
     # -- files -----------------------------------------------------------------------------
     def _node_dir(self, node_id: str) -> Path:
@@ -155,11 +162,17 @@ class AttractorLogs(Progress):
         return folder
 
     @staticmethod
-    def _write(path: Path, data: Mapping[str, Any]) -> None:
-        # a temporary file and a rename: a reader never sees half a file (no fsync: the
-        # view is rebuilt from the run, which is the durable record)
+    def _write(path: Path, data: Mapping[str, Any], *, atomic: bool = False) -> None:
+        # Compact JSON: json's C encoder (indent= would run the pure-Python one, which costs
+        # more than the write). No fsync: the view is rebuilt from the run, the durable
+        # record. `atomic`: through a temporary file and a rename, so that a reader never
+        # sees half of a file rewritten while it reads (the checkpoint)
+        text = (json.dumps(data, default=str, ensure_ascii=False) + "\n").encode()
+        if not atomic:
+            write_file(path, text)
+            return
         tmp = path.with_name(f".{path.name}.tmp")
-        write_file(tmp, (json.dumps(data, indent=2, default=str) + "\n").encode())
+        write_file(tmp, text)
         os.replace(tmp, path)
 
 
@@ -186,6 +199,4 @@ def _notes(node: Node, result: StageResult) -> str:
 def _copy(source: Path, target: Path) -> None:
     data = read_file(source, source.name)
     if data is not None:
-        tmp = target.with_name(f".{target.name}.tmp")
-        write_file(tmp, data)  # never through a symlink (O_NOFOLLOW)
-        os.replace(tmp, target)
+        write_file(target, data)  # never through a symlink (O_NOFOLLOW)
