@@ -63,6 +63,7 @@ NODE = frozenset({
     # the manager loop (Attractor §4.11)
     "manager.poll_interval", "manager.max_cycles", "manager.stop_condition",
     "manager.actions", "stack.child_dotfile", "stack.child_workdir", "stack.child_autostart",
+    "threads",
 }) | AGENT_NODE
 EDGE = frozenset({"condition", "label", "weight", "loop_restart", "fidelity", "thread_id"})
 

@@ -9,6 +9,7 @@ from delivery.engine.handlers.folders import run_probe, run_worktree_add, run_wo
 from delivery.engine.handlers.human import run_human
 from delivery.engine.handlers.manager import run_manager_loop
 from delivery.engine.handlers.publishing import run_merge, run_publish
+from delivery.engine.handlers.respond import run_respond
 from delivery.engine.handlers.script import run_script
 from delivery.lang.model import NodeType
 
@@ -30,4 +31,5 @@ def default_handlers() -> dict[NodeType, Handler]:
         NodeType.PUBLISH: run_publish,
         NodeType.MERGE: run_merge,
         NodeType.MANAGER_LOOP: run_manager_loop,
+        NodeType.RESPOND: run_respond,
     }
