@@ -8,7 +8,6 @@ and embedders replace the world instead of patching it.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import os
@@ -25,10 +24,10 @@ from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.agent_runtime import AgentRuntime
 from delivery.engine.attractor_logs import AttractorLogs, check_logs_folder
-from delivery.engine.child import ChildEnd, ChildRequest
+from delivery.engine.child_runs import check_children, run_child
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
-from delivery.engine.handlers.base import Clock, Handler, StageEnv, StageResult
+from delivery.engine.handlers.base import Clock, Handler, StageEnv
 from delivery.engine.interviewer import (
     ConsoleInterviewer,
     Interviewer,
@@ -38,7 +37,7 @@ from delivery.engine.redacting import RedactingAgent
 from delivery.engine.remote_state import StateRunStore
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused, RunStoreError, WorkflowError
+from delivery.errors import RunRefused, RunStoreError
 from delivery.forges.base import Forge
 from delivery.forges.select import (
     forge_kind,
@@ -49,7 +48,7 @@ from delivery.forges.select import (
 )
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
-from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
+from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.base import RunStore, RunStores
@@ -300,7 +299,8 @@ class _Run:
             git_cache=self.world.git_cache or (Path(self.info.git_cache)
                                                if self.info.git_cache
                                                else cache_root(self.world.environ)),
-            run_child=self._run_child,
+            run_child=lambda request: run_child(request, self.world, self.options,
+                                                self.info),
         )
         remote = self.store if isinstance(self.store, StateRunStore) else None
         if remote is not None:  # event mode (SPEC §13)
@@ -331,27 +331,6 @@ class _Run:
                           offloaded=offloaded(context.stored(), self.store.artifacts))
 
 
-    def _run_child(self, request: ChildRequest) -> ChildEnd:
-        """A manager loop's child: a run of its own in `request.run_dir`, started there the
-        first time and resumed from there after the parent was interrupted."""
-        world = dataclasses.replace(self.world, stores=LocalRunStores())
-        observer = _ChildProgress(request)
-        resumed = (request.run_dir / "run.json").is_file()
-        if resumed:
-            outcome = resume_run(request.run_dir, world, options=self.options,
-                                 observer=observer)
-        else:
-            child = load_workflow(request.workflow)
-            inputs = {d.name: str(request.values[d.name]) for d in child.inputs
-                      if d.name in request.values}
-            outcome = start_run(RunRequest(
-                workflow=request.workflow, goal=request.goal or None, inputs=inputs,
-                agent=self.info.agent, workspace=request.workspace, run_dir=request.run_dir,
-                answers=self.info.answers, model=child), world, options=self.options,
-                observer=observer)
-        return ChildEnd(outcome.run_id, outcome.status, outcome.failure_reason,
-                        list(outcome.path), resumed)
-
     def _recreate_worktrees(self, state: RunState, env: StageEnv) -> None:
         """A resume on a fresh machine: the folders' worktrees the run had made come back
         from the run's pushed branch (SPEC §13) before any stage needs them."""
@@ -370,19 +349,6 @@ class _Run:
         result = self.handlers[NodeType.WORKTREE_ADD](node, 0, scratch, env)
         self.store.append_event("worktrees_recreated", folders=missing, outcome=result.outcome,
                                 failure_reason=result.failure_reason)
-
-
-class _ChildProgress(Progress):
-    """Tells a manager loop about its child's stages (it may stop the child there)."""
-
-    def __init__(self, request: ChildRequest) -> None:
-        self.request = request
-
-    def stage_started(self, node: Node, attempt: int) -> None:
-        self.request.before_stage(node.id)
-
-    def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
-        self.request.after_stage(node.id, result.outcome)
 
 
 def start_run(request: RunRequest, world: World | None = None, *,
@@ -449,25 +415,6 @@ def start_run(request: RunRequest, world: World | None = None, *,
                        goal=values["goal"], inputs=shown_inputs)
     store.save_whole(state)
     return run.execute(state)
-
-
-def check_children(workflow: Workflow, workspace: Path) -> None:
-    """A manager loop's child pipeline that is there before the run starts must validate
-    (RunRefused naming the node and the first error); one an earlier stage writes is
-    checked when the manager starts it."""
-    for node in workflow.nodes_of(NodeType.MANAGER_LOOP):
-        assert node.manager is not None  # typed by the builder
-        child = Path(node.manager.child_dotfile).expanduser()
-        child = child if child.is_absolute() else workspace / child
-        if not child.is_file():
-            continue
-        try:
-            load_workflow(child)
-        except WorkflowError as err:
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise RunRefused(f"manager loop '{node.id}'", f"its child pipeline {child} does "
-                             f"not validate: {first}",
-                             f"run delivery validate {child} and fix it") from None
 
 
 def _redacted_info(info: RunInfo, redactor: Redactor) -> RunInfo:
