@@ -1,6 +1,7 @@
-"""The manager loop is resumable like any stage: the process killed while the child runs,
-`delivery resume` resumes that child from its own checkpoint and never starts a second
-one (corpus files manager_loop_resumable.dot and manager_child_killed.dot)."""
+"""The manager loop beyond the corpus runs: resumable like any stage (the process killed
+while the child runs, `delivery resume` resumes that child and never starts a second one —
+manager_loop_resumable.dot, manager_child_killed.dot); an invalid child refuses the run; the
+child's workdir and inputs; a missing child file."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from engine_helpers import run_flow
 
 HERE = Path(__file__).parent
 DELIVERY = str(Path(sys.executable).parent / "delivery")
@@ -56,3 +59,42 @@ def test_a_child_pipeline_that_does_not_validate_refuses_the_run(tmp_path: Path)
     assert "manager loop 'supervise'" in refused.stderr and "does not validate" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert not (tmp_path / "run").exists()
+
+
+MANAGER = """
+digraph M {
+  graph [goal="g", stack.child_dotfile="CHILD", stack.child_workdir="WORKDIR"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  boss [shape=house, manager.actions="observe"]
+  start -> boss -> exit
+}
+"""
+CHILD = """digraph C {
+  graph [inputs="ticket"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  note [shape=parallelogram, script="pwd > where; echo {{ ticket }} >> where"]
+  start -> note -> exit
+}
+"""
+
+
+def test_the_child_runs_in_its_workdir_with_the_inputs_it_declares(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "child.dot").write_text(CHILD, encoding="utf-8")
+    dot = MANAGER.replace("CHILD", "child.dot").replace("WORKDIR", "sub") \
+        .replace('goal="g"', 'goal="g", inputs="ticket"')
+    ran = run_flow(tmp_path, dot, inputs={"ticket": "T-7"})
+    assert ran.status == "succeeded", ran.outcome.failure_reason
+    where = (tmp_path / "sub" / "where").read_text(encoding="utf-8").split()
+    assert where == [str((tmp_path / "sub").resolve()), "T-7"]
+    # without `wait`, every child stage boundary is an observation: start and note
+    assert ran.context["stack.child.cycles"] == 2
+
+
+def test_a_missing_child_pipeline_fails_the_stage_naming_the_path(tmp_path: Path) -> None:
+    ran = run_flow(tmp_path, MANAGER.replace("CHILD", "later.dot").replace("WORKDIR", "."))
+    assert ran.status == "failed"
+    assert "later.dot does not exist" in ran.outcome.failure_reason
+    assert ran.context["failure_class"] == "deterministic"
