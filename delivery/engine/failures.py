@@ -27,7 +27,7 @@ FAILURE_CLASSES: Final = (TRANSIENT_INFRA, DETERMINISTIC, BUDGET_EXHAUSTED, CANC
 _TRANSIENT = re.compile(
     r"timed out|timeout|temporar|connection (?:reset|refused|aborted|closed)|"
     r"too many requests|rate.?limit|\b(?:429|502|503|504)\b|service unavailable|"
-    r"econnreset|econnrefused|try again|network",
+    r"econnreset|econnrefused|try again|network (?:is )?unreachable|network error",
     re.IGNORECASE)
 _BUDGET = re.compile(r"max retries|retries \(\d+\) exceeded|max(?:imum)? cycles|"
                      r"the cap on|exceeded \d+ steps|budget", re.IGNORECASE)
