@@ -143,7 +143,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         answers=parse_answers(args.answer),
         repos=parse_assignments(args.repo, "--repo"), gates=args.gates,
         forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
-        branch=args.branch, cli=True,
+        branch=args.branch, cli=True, logs=args.logs,
     )
     world = World(git_cache=args.cache)
     if args.state:

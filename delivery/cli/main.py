@@ -138,6 +138,10 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="directory the stages work in (default: the current directory)")
     run.add_argument("--run-dir", type=Path,
                      help="this run's directory (default: WORKSPACE/.delivery/runs/RUN_ID)")
+    run.add_argument("--logs", type=Path, metavar="DIR",
+                     help="also write the run in the Attractor spec's logs layout into DIR "
+                     "(manifest.json, checkpoint.json, NODE/status.json, prompt.md, "
+                     "response.md) as it goes; resume keeps writing it")
     run.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                      help="answer a human gate (scripted runs)")
     run.add_argument("--gates", choices=("deny", "pause", "managed"), default="deny",

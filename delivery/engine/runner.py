@@ -23,6 +23,8 @@ from delivery.agents.base import AgentBackend
 from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.agent_runtime import AgentRuntime
+from delivery.engine.attractor_logs import AttractorLogs, check_logs_folder
+from delivery.engine.child_runs import check_children, run_child
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
 from delivery.engine.handlers.base import Clock, Handler, StageEnv
@@ -99,6 +101,8 @@ class RunRequest:
     model: Workflow | None = None
     # refusals name the command line's options (--input, --repo) instead of these fields
     cli: bool = False
+    # `--logs DIR`: write the Attractor view of the run there as it goes (and on resumes)
+    logs: Path | None = None
 
 
 @dataclass
@@ -262,6 +266,8 @@ class _Run:
             git_cache=self.world.git_cache or (Path(self.info.git_cache)
                                                if self.info.git_cache
                                                else cache_root(self.world.environ)),
+            run_child=lambda request: run_child(request, self.world, self.options,
+                                                self.info),
         )
         remote = self.store if isinstance(self.store, StateRunStore) else None
         if remote is not None:  # event mode (SPEC §13)
@@ -269,9 +275,17 @@ class _Run:
             if env.gates == "deny":  # a gate nobody answers pauses in event mode (§9.1)
                 env.gates = "pause"
             self._recreate_worktrees(state, env)
+        observer, on_saved = self.observer, None
+        if self.info.logs:  # the Attractor view: an observer only when asked
+            view = AttractorLogs(Path(self.info.logs), self.workflow, self.store.path,
+                                 self.world.clock, self.redactor.value, self.observer)
+            view.start(self.info.run_id, str(context.get("goal") or ""), self.info.workflow,
+                       self.info.started)
+            view.saved(state, context)  # the checkpoint a resume starts from, at once
+            observer, on_saved = view, view.saved
         engine = Engine(self.workflow, self.handlers, env, self.store,
-                        observer=self.observer, options=self.options,
-                        agent_states=self.agents.save_state)
+                        observer=observer, options=self.options,
+                        agent_states=self.agents.save_state, on_saved=on_saved)
         try:
             final = engine.run(state, context)
             if remote is not None:  # nothing ran (the run had ended): give the claim back
@@ -328,6 +342,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
         raise RunRefused(where, f"{workspace} is not a directory",
                          f"create it or point {where} at an existing directory")
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
+    check_children(workflow, workspace)
     agents = _agents(workflow, request.agent, workspace, world, request.gates)
     setup = folder_setup(request, workflow, workspace)
     refuse_folder_problems(workflow, setup, world, spelling)
@@ -336,6 +351,8 @@ def start_run(request: RunRequest, world: World | None = None, *,
         require_settings(setup["forge"], world.environ)
     run_id = new_run_id(world.clock.now())
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
+    if request.logs is not None:
+        check_logs_folder(request.logs, run_path)
     # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
     try:
         source = _workflow_source(workflow_path)
@@ -356,7 +373,8 @@ def start_run(request: RunRequest, world: World | None = None, *,
         required_approvals=int(setup.get("required_approvals") or 0),
         branch=request.branch or run_branch(values, run_id),
         git_cache=str(world.git_cache or ""), answers=_answer_lists(request.answers),
-        gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
+        gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        logs=str(request.logs.resolve()) if request.logs is not None else "")
     store.create_run(_redacted_info(info, redactor), source.encode())
     start = workflow.start
     assert start is not None  # validated
