@@ -28,11 +28,13 @@ cut at its first remaining `<` (hiding too much is safe, too little is not).
 from __future__ import annotations
 
 import unicodedata
+from bisect import bisect_right
 from collections.abc import Iterable
 from html.parser import HTMLParser
 from typing import Any, Final
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore
 from markdown_it.rules_inline import StateInline, backtick
 from markdown_it.token import Token
 
@@ -83,9 +85,22 @@ def _recording_backticks(state: StateInline, silent: bool) -> bool:
     return matched
 
 
+def _inline_noting_spans(state: StateCore) -> None:
+    """markdown-it's core inline rule, keeping each inline token's code spans (offsets
+    in its content) in its `meta`."""
+    for token in state.tokens:
+        if token.type == "inline":
+            spans: list[tuple[int, int]] = []
+            token.meta["code_spans"] = spans
+            token.children = token.children or []
+            state.md.inline.parse(token.content, state.md, {**state.env, _SPANS_KEY: spans},
+                                  token.children)
+
+
 def _parser() -> MarkdownIt:
     md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
     md.inline.ruler.at("backticks", _recording_backticks)
+    md.core.ruler.at("inline", _inline_noting_spans)
     return md
 
 
@@ -104,15 +119,18 @@ def _line_starts(text: str) -> list[int]:
 class _Layout:
     """Where code is and which lines render nothing, in one markdown parse of `text`."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, parse: bool = True) -> None:
         # markdown-it normalizes CR LF and NUL first; the same-length substitutes keep
         # every offset of the parse an offset of `text`
         self.source = text.replace("\r", " ").replace("\x00", "\ufffd")
         self.lines = self.source.split("\n")
         self.starts = _line_starts(self.source)
         self.references = _UsedReferences()
-        tokens = _MARKDOWN.parse(self.source, {"references": self.references})
+        # without code or definitions to find, every line is as good as rendered
+        tokens = _MARKDOWN.parse(self.source, {"references": self.references}) if parse \
+            else []
         self.code: list[tuple[int, int]] = []
+        self._code_starts: list[int] = []
         rendered = [False] * len(self.lines)
         for token in tokens:
             if token.map is None or (token.type not in _RENDERED and token.type != "inline"):
@@ -125,7 +143,7 @@ class _Layout:
             elif token.type == "inline":
                 self.code.extend(self._code_spans(token))
         self.silent_lines = [index for index, line in enumerate(self.lines)
-                             if not rendered[index] and line.strip()]
+                             if parse and not rendered[index] and line.strip()]
 
     def _end_of_line(self, index: int) -> int:
         index = min(index, len(self.lines) - 1)
@@ -135,10 +153,7 @@ class _Layout:
         """The code spans of an inline token, as offsets of the source: each line of the
         token's content is found in its source line (it is that line less container
         markers, indentation or a heading's `#`s)."""
-        spans: list[tuple[int, int]] = []
-        # the document's definitions too, so that brackets parse as they did
-        _MARKDOWN.inline.parse(token.content, _MARKDOWN,
-                               {_SPANS_KEY: spans, "references": dict(self.references)}, [])
+        spans: list[tuple[int, int]] = token.meta.get("code_spans", [])
         if not spans or token.map is None:
             return []
         content_lines = token.content.split("\n")
@@ -153,13 +168,18 @@ class _Layout:
             origin.append(self.starts[index] + column)
 
         def offset(at: int) -> int:
-            number = max(n for n, start in enumerate(content_starts) if start <= at)
+            number = bisect_right(content_starts, at) - 1
             return origin[number] + at - content_starts[number]
 
         return [(offset(start), offset(end - 1) + 1) for start, end in spans]
 
     def in_code(self, at: int) -> bool:
-        return any(start <= at < end for start, end in self.code)
+        if not self._code_starts and self.code:
+            self.code.sort()
+            self._code_starts = [start for start, _ in self.code]
+        index = bisect_right(self._code_starts, at) - 1
+        # code spans and blocks never overlap: only the last one starting before counts
+        return index >= 0 and at < self.code[index][1]
 
 
 def _comment_spans(text: str, layout: _Layout) -> list[tuple[int, int]]:
@@ -244,24 +264,49 @@ def _blanked(text: str, spans: Iterable[tuple[int, int]]) -> str:
     return "".join(chars)
 
 
+def _labels(text: str) -> dict[str, Any]:
+    """The link reference definitions in `text`, parsed alone."""
+    found = _UsedReferences()
+    _MARKDOWN.parse(text, {"references": found})
+    return found
+
+
 def _reference_lines(layout: _Layout) -> list[tuple[int, int]]:
     """The lines of unused link reference definitions (`[//]: # (…)`) and the lines that
-    continue them (a title on the next line)."""
+    continue them (a title on the next line). Lines that render nothing come in runs; a
+    run defining no used label goes whole (one parse), else line by line."""
     spans: list[tuple[int, int]] = []
-    removing, previous = False, -2
-    for index in layout.silent_lines:
-        line = layout.lines[index]
-        alone = _UsedReferences()
-        _MARKDOWN.parse(line, {"references": alone})
-        if alone:
-            removing = not any(label in layout.references.used for label in alone)
-        elif index != previous + 1:
-            removing = False  # not a definition, nor the line after one
-        if removing:
-            end = layout.starts[index] + len(line)
+    used = layout.references.used
+    for run in _runs(layout.silent_lines):
+        text = "\n".join(layout.lines[index] for index in run)
+        labels = _labels(text)
+        if not labels:
+            continue  # container markers only (an empty list item, a bare `>`)
+        if not used.intersection(labels):
+            removed = list(run)
+        else:
+            removed, removing = [], False
+            for index in run:
+                alone = _labels(layout.lines[index])
+                if alone:  # a definition starts here; else it continues the last one
+                    removing = not used.intersection(alone)
+                if removing:
+                    removed.append(index)
+        for index in removed:
+            end = layout.starts[index] + len(layout.lines[index])
             spans.append((layout.starts[index], min(end + 1, len(layout.source))))
-        previous = index
     return spans
+
+
+def _runs(indexes: list[int]) -> list[list[int]]:
+    """`indexes` (ascending) cut into runs of consecutive numbers."""
+    runs: list[list[int]] = []
+    for index in indexes:
+        if runs and runs[-1][-1] == index - 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return runs
 
 
 def _cut(text: str, spans: list[tuple[int, int]]) -> str:
@@ -275,10 +320,16 @@ def _cut(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(pieces)
 
 
+def _may_hold_code(text: str) -> bool:
+    """False when `text` cannot hold a code span or block: no backtick, no `~~~` fence,
+    no indentation deep enough for an indented block. Saves the markdown parse."""
+    return "`" in text or "~~~" in text or "    " in text or "\t" in text
+
+
 def _strip_once(text: str) -> str:
     if "<" not in text and "]:" not in text:
         return text  # nothing that could hide: no tag, comment or definition
-    layout = _Layout(text)
+    layout = _Layout(text, parse="]:" in text or _may_hold_code(text))
     comments = _comment_spans(text, layout)
     spans = comments + _reference_lines(layout)
     if "<" in text:
