@@ -131,6 +131,7 @@ class _Layout:
             else []
         self.code: list[tuple[int, int]] = []
         self._code_starts: list[int] = []
+        self._cursor: dict[int, int] = {}  # line -> where its next inline content is sought
         rendered = [False] * len(self.lines)
         for token in tokens:
             if token.map is None or (token.type not in _RENDERED and token.type != "inline"):
@@ -162,9 +163,13 @@ class _Layout:
         for number, piece in enumerate(content_lines):
             index = min(token.map[0] + number, len(self.lines) - 1)
             line = self.lines[index]
-            column = (len(line) - len(piece) if line.endswith(piece)
-                      else len(line.rstrip()) - len(piece) if line.rstrip().endswith(piece)
-                      else max(line.find(piece), 0))
+            if line.endswith(piece):
+                column = len(line) - len(piece)
+            elif line.rstrip().endswith(piece):
+                column = len(line.rstrip()) - len(piece)
+            else:  # a table cell: the next one on its line (cells come left to right)
+                column = max(line.find(piece, self._cursor.get(index, 0)), 0)
+            self._cursor[index] = column + len(piece)
             origin.append(self.starts[index] + column)
 
         def offset(at: int) -> int:

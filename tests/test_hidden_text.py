@@ -86,6 +86,7 @@ def test_a_used_reference_definition_is_kept() -> None:
     "``a ` <details> b``",
     "# Heading `<details>` ##",
     "| a | `<details>` |\n|---|---|\n| `</details>` | b |",
+    "| `<details>` | `<details>` |\n|---|---|\n| `<!--` | `<!--` |",
     "- item `code <details>`\n  more `</details>` text",
     "> quoted `<!-- kept -->`",
     "```html\n<details>\n<!-- kept -->\n```\nafter",
