@@ -176,7 +176,16 @@ class _Layout:
             number = bisect_right(content_starts, at) - 1
             return origin[number] + at - content_starts[number]
 
-        return [(offset(start), offset(end - 1) + 1) for start, end in spans]
+        found: list[tuple[int, int]] = []
+        for start, end in spans:
+            first, last = offset(start), offset(end - 1) + 1
+            pieces = token.content[start:end].split("\n")
+            # kept as code only where the source really holds the span (a line whose tabs
+            # markdown-it expanded is not found): text wrongly taken for code could hide
+            if self.source.startswith(pieces[0], first) and \
+                    self.source.endswith(pieces[-1], 0, last):
+                found.append((first, last))
+        return found
 
     def in_code(self, at: int) -> bool:
         if not self._code_starts and self.code:
