@@ -16,7 +16,9 @@ of the workflow, `--json`/`inspect` output and logs. It replaces two kinds of te
   or a YAML parser drops the padding. Where the runner masks any non-empty value, here
   each of these values (the trimmed value or a line) shorter than 6 characters is ignored
   (`MIN_SECRET_LENGTH`): masking `abc` or a line of a key that is only `}` everywhere
-  would garble ordinary text while hiding at most five characters of the secret;
+  would garble ordinary text while hiding at most five characters of the secret. (The
+  runner's ancestor, the Azure Pipelines agent, lets a minimum be set and caps it at 6,
+  `LoggedSecretMasker.MinSecretLengthLimit`: this is that cap.)
 * text shaped like a credential whatever its source: GitHub tokens (`ghp_`, `gho_`,
   `ghu_`, `ghs_`, `ghr_` + 36 alphanumerics, `github_pat_...`), OpenAI and Anthropic
   style keys (`sk-...`), Slack tokens (`xoxb-...`), AWS access key ids (`AKIA...`,
