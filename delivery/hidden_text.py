@@ -3,7 +3,10 @@ sees it (SPEC §14): instructions for an agent could hide where a person does no
 
 Removed:
 
-* HTML comments (`<!-- … -->`, an unterminated one to the end, as a browser does);
+* HTML comments (`<!-- … -->`, an unterminated one to the end, as a browser does) and
+  what a browser's tokenizer reads as a comment too (`<?php … ?>`, `<!DOCTYPE …>`,
+  `<![CDATA[…]]>`, `</ x>`): GitHub shows some of those as text when its markdown does
+  not take them for HTML, but hiding too much is safe, too little is not;
 * `<details>` elements not marked open, whole (their `<summary>` too: the block is what
   hides). The HTML is parsed (`html.parser`), nesting honoured: an inner `<details open>`
   does not reveal an outer closed one, and only the `open` *attribute* opens one
@@ -197,21 +200,37 @@ class _Layout:
 
 
 def _comment_spans(text: str, layout: _Layout) -> list[tuple[int, int]]:
-    """HTML comments outside code: `<!--` to the next `-->` (`<!-->` and `<!--->` close at
-    once, as in a browser), or to the end when none closes it."""
+    """HTML comments outside code, as a browser's tokenizer finds them: `<!--` to the next
+    `-->` (`<!-->` and `<!--->` close at once), and the "bogus comments" a browser hides
+    just as well: `<?…>` (`<?php … ?>`), `<!…>` (a doctype, CDATA) and `</` followed by
+    neither a letter nor the end (`</ details>` is no end tag), each to the next `>`.
+    Unterminated, any of them runs to the end."""
     spans: list[tuple[int, int]] = []
-    at = text.find("<!--")
+    at = text.find("<")
     while at != -1:
-        if layout.in_code(at):
-            at = text.find("<!--", at + 1)
-            continue
-        if text.startswith(">", at + 4) or text.startswith("->", at + 4):
-            end = text.find(">", at + 4) + 1
+        after = text[at + 1:at + 3]
+        end = -1
+        if layout.in_code(at) or not after:
+            pass
+        elif after == "!-" and text.startswith("<!--", at):
+            if text.startswith(">", at + 4) or text.startswith("->", at + 4):
+                end = text.find(">", at + 4) + 1
+            else:
+                close = text.find("-->", at + 4)
+                end = len(text) if close == -1 else close + 3
+        elif after[0] in "!?" or (after[0] == "/" and len(after) == 2
+                                   and not (after[1].isascii() and after[1].isalpha())):
+            close = text.find(">", at + 2)
+            end = len(text) if close == -1 else close + 1
+            if text.find("<!--", at + 1, end) != -1:
+                # `<!-<!-- x -->`: the comment inside goes first (as GitHub's markdown
+                # reads it), and the next pass sees what it leaves
+                end = -1
+        if end == -1:
+            at = text.find("<", at + 1)
         else:
-            close = text.find("-->", at + 4)
-            end = len(text) if close == -1 else close + 3
-        spans.append((at, end))
-        at = text.find("<!--", end)
+            spans.append((at, end))
+            at = text.find("<", end)
     return spans
 
 

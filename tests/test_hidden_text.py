@@ -3,6 +3,8 @@ agent, and what a reader sees is passed on as written."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -111,6 +113,23 @@ def test_crlf_text_keeps_its_line_ends() -> None:
     assert strip_hidden(text) == "one\r\n`<details>`\r\ntwo\r\n"
 
 
+@pytest.mark.parametrize("bogus", ["<?php HIDDEN ?>", "<!DOCTYPE HIDDEN>",
+                                   "<![CDATA[HIDDEN]]>", "</ HIDDEN>", "<!HIDDEN",
+                                   "<? HIDDEN"])
+def test_what_a_browser_reads_as_a_bogus_comment_is_removed(bogus: str) -> None:
+    assert strip_hidden(f"a {bogus} b") in ("a  b", "a ")
+
+
+def test_an_end_tag_with_a_space_does_not_close_a_details() -> None:
+    # `</ details>` is a bogus comment to a browser: the details runs on to the end
+    assert strip_hidden("<details>x</ details>HIDDEN") == ""
+
+
+def test_end_tags_and_a_lone_angle_bracket_stay() -> None:
+    text = "a < b, <b>bold</b>, x </"
+    assert strip_hidden(text) == text
+
+
 def test_removing_one_part_cannot_assemble_another() -> None:
     assert "evil" not in strip_hidden("<!-<!-- x -->- evil -->ok")
     assert "evil" not in strip_hidden("<deta<!-- x -->ils>evil</details>")
@@ -121,14 +140,16 @@ def test_hiding_nested_past_the_pass_limit_is_cut_off() -> None:
     assert "evil" not in strip_hidden(f"ok {deep}")
 
 
-# Text with no hidden construct: visible characters only, no comment, no closed details,
-# no link reference definition.
+# Text with no hidden construct: visible characters only, no comment (nor bogus comment:
+# `<!`, `<?`, `</` not followed by a letter), no closed details, no link reference
+# definition.
 _VISIBLE_CHARS = st.characters(
     exclude_categories=("Cf", "Cs"),
     exclude_characters="".join(map(chr, range(0xFE00, 0xFE10))),
 ).filter(lambda c: not 0xE0000 <= ord(c) <= 0xE01EF)
 _PLAIN = st.text(_VISIBLE_CHARS, max_size=200).filter(
-    lambda t: "<!--" not in t and "<details" not in t.lower() and "]:" not in t)
+    lambda t: "<!" not in t and "<?" not in t and "<details" not in t.lower()
+    and "]:" not in t and not re.search("</(?![A-Za-z])", t))
 # markdown that looks like hiding but is code, open or used
 _LOOKALIKE = st.sampled_from([
     "`<details>`", "`<!-- not a comment -->`", "```\n<details>\n[//]: # (x)\n```\n",
@@ -151,7 +172,7 @@ def test_markdown_without_hidden_content_comes_out_unchanged(parts: list[str]) -
     assert strip_hidden(text) == text
 
 
-_MARKUP = st.lists(st.sampled_from(["<", ">", "!", "-", "/", "`", "[", "]", ":", "#", "(", ")",
+_MARKUP = st.lists(st.sampled_from(["<", ">", "!", "?", "-", "/", "`", "[", "]", ":", "#", "(", ")",
                                    "\n", " ", "a", "details", "open", "=", '"', "<![CDATA[",
                                    "<script>", "\u200b", "\r", "\x00", "    ", "> ", "- "]),
                    max_size=40).map("".join)
