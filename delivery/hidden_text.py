@@ -100,14 +100,20 @@ def _inline_noting_spans(state: StateCore) -> None:
                                   token.children)
 
 
-def _parser() -> MarkdownIt:
+def _parser(*, links: bool = True) -> MarkdownIt:
     md = MarkdownIt("commonmark").enable(["table", "strikethrough"])
     md.inline.ruler.at("backticks", _recording_backticks)
     md.core.ruler.at("inline", _inline_noting_spans)
-    return md
+    return md if links else md.disable(["link", "image"])
 
 
 _MARKDOWN: Final = _parser()
+# markdown-it's link rule rescans for a label's end at every `[`: seconds for a comment of
+# 64 KiB of brackets, which anyone may post on a PR. Past _BRACKETS of them the text is
+# parsed without links (code is found the same: code spans bind tighter than brackets),
+# so no definition counts as used and all of them go: too much hidden, never too little.
+_MARKDOWN_FLAT: Final = _parser(links=False)
+_BRACKETS: Final = 1000
 
 
 def _line_starts(text: str) -> list[int]:
@@ -130,7 +136,8 @@ class _Layout:
         self.starts = _line_starts(self.source)
         self.references = _UsedReferences()
         # without code or definitions to find, every line is as good as rendered
-        tokens = _MARKDOWN.parse(self.source, {"references": self.references}) if parse \
+        markdown = _MARKDOWN if self.source.count("[") <= _BRACKETS else _MARKDOWN_FLAT
+        tokens = markdown.parse(self.source, {"references": self.references}) if parse \
             else []
         self.code: list[tuple[int, int]] = []
         self._code_starts: list[int] = []
@@ -300,7 +307,7 @@ def _blanked(text: str, spans: Iterable[tuple[int, int]]) -> str:
 def _labels(text: str) -> dict[str, Any]:
     """The link reference definitions in `text`, parsed alone."""
     found = _UsedReferences()
-    _MARKDOWN.parse(text, {"references": found})
+    _MARKDOWN_FLAT.parse(text, {"references": found})  # definitions are blocks: no links
     return found
 
 
