@@ -35,7 +35,7 @@ class CliTurn:
     reply: str | None = None
     session_id: str = ""
     usage: Usage | None = None
-    usage_is_running_total: bool = False  # Codex on resume: the session's total so far
+    usage_is_running_total: bool = False  # Codex: the session's total so far
     cost_is_running_total: bool = False  # Claude: total_cost_usd is per session
     error: str = ""  # the CLI's own error text
     refused: list[str] = field(default_factory=list)  # tool calls the CLI refused
@@ -49,6 +49,18 @@ class CliOutputError(ValueError):
 def _quote(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT - 3] + "..."
+
+
+def _codex_message(message: Any) -> str:
+    """Codex passes the server's error body on as the message: quote its own message."""
+    text = str(message or "the turn failed")
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text
+    error = body.get("error") if isinstance(body, dict) else None
+    inner = error.get("message") if isinstance(error, dict) else None
+    return inner if isinstance(inner, str) and inner.strip() else text
 
 
 def _count(data: Any, key: str) -> int:
@@ -116,9 +128,10 @@ def read_claude(out: str) -> CliTurn:
     return turn
 
 
-def read_codex(out: str, *, resumed: bool) -> CliTurn:
-    """Codex CLI's `exec --json` lines."""
-    turn = CliTurn(usage_is_running_total=resumed)
+def read_codex(out: str) -> CliTurn:
+    """Codex CLI's `exec --json` lines. Its usage is the session's total so far (on the
+    first turn that is the turn's own)."""
+    turn = CliTurn(usage_is_running_total=True)
     messages: list[str] = []
     for number, line in enumerate(out.splitlines(), start=1):
         if not line.strip():
@@ -139,9 +152,9 @@ def read_codex(out: str, *, resumed: bool) -> CliTurn:
         elif kind == "turn.failed":
             error = event.get("error")
             message = error.get("message") if isinstance(error, dict) else error
-            turn.error = _quote(str(message or "the turn failed"))
+            turn.error = _quote(_codex_message(message))
         elif kind == "error" and not turn.error:
-            turn.error = _quote(str(event.get("message") or "an error"))
+            turn.error = _quote(_codex_message(event.get("message")))
         elif kind == "item.completed" and isinstance(event.get("item"), dict):
             item = event["item"]
             item_type = item.get("type")

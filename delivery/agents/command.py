@@ -230,8 +230,7 @@ class CommandSession:
         name = self.backend.label
         output = self.backend.profile.output
         try:
-            turn = read_claude(out) if output == "claude" else \
-                read_codex(out, resumed=how == "resume")
+            turn = read_claude(out) if output == "claude" else read_codex(out)
         except CliOutputError as err:
             if failed:
                 return ""

@@ -87,8 +87,9 @@ def tool(name: str, usage: Tokens | None = None, **arguments: Any) -> Step:
 
 
 def api_error(message: str, status: int = 400) -> Step:
-    """An error answer. 400 by default: the CLIs retry 429 and 5xx, which a test that
-    wants the error reported does not want to wait for."""
+    """An error answer. 400 by default: the CLIs retry 429 and 5xx longer, which a test
+    that wants the error reported does not want to wait for. An error that is the last
+    step of the script answers every later request as well (the CLIs retry)."""
     return Step(error=(status, message))
 
 
@@ -167,7 +168,13 @@ class _ModelServer:
 
     def _next(self, body: dict[str, Any]) -> Step:
         with self._lock:
-            source = self._steps.pop(0) if self._steps else None
+            source = self._steps[0] if self._steps else None
+            # an error that ends the script answers every later request too: the CLIs
+            # retry an error, and each retry must see the same one
+            last_error = len(self._steps) == 1 and isinstance(source, Step) \
+                and source.error is not None
+            if self._steps and not last_error:
+                self._steps.pop(0)
         if source is None:
             return api_error("the scripted model server has no more steps")
         step = source(body) if callable(source) else source
