@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from engine_helpers import reply, write_flow
+from engine_helpers import cli as invoke
 from real_cli_helpers import PINNED, RealCli, find_cli, version_of
 
 from delivery.cli.demo import (
@@ -262,3 +263,52 @@ def test_an_api_error_reported_by_the_cli_is_the_failure_reason(
     assert outcome.status == "failed"
     assert "Scripted outage: credit balance too low" in outcome.failure_reason
     assert "(no stderr)" not in outcome.failure_reason
+
+
+def test_claude_cost_is_recorded_per_stage_as_increases_and_summed_by_inspect(
+        cli: RealCli, tmp_path: Path) -> None:
+    if cli.name != "claude":
+        pytest.skip("Codex reports no cost")
+    cli.server.script(cli.say(reply({"summary": "remembered"}), SERVED),
+                      cli.write("word.txt", "PELICAN", SERVED),
+                      cli.say(reply({"summary": "written"}), SERVED))
+    outcome = run_flow(cli, tmp_path, THREAD)
+    assert outcome.status == "succeeded", outcome.failure_reason
+    costs = [e["cost_usd"] for e in stage_events(outcome.run_dir) if "cost_usd" in e]
+    assert len(costs) == 2 and all(cost > 0 for cost in costs)
+    last_turn = (outcome.run_dir / "two" / "1" / "stdout.txt").read_text().splitlines()[-1]
+    session_total = json.loads(last_turn)["total_cost_usd"]  # Claude: per session
+    assert sum(costs) == pytest.approx(session_total)
+    code, out, err = invoke("inspect", outcome.run_dir, "--json")
+    assert code == 0, err
+    assert json.loads(out)["cost_usd"] == pytest.approx(session_total)
+
+
+# Narrowed profiles, and a write each refuses: Claude without Bash (acceptEdits itself
+# lets it run `echo … > file`, so the command is a program); Codex in workspace-write
+# without /tmp, writing beside the workspace. (Codex's read-only sandbox prints no
+# command items at all, so a refusal there cannot be seen; see docs/agents.md.)
+NARROW = {
+    "claude": ('claude -p --output-format stream-json --verbose --permission-mode acceptEdits'
+               ' --allowedTools "Edit Write Read"', "refused.txt"),
+    "codex": ('codex exec --json --skip-git-repo-check -c sandbox_mode="workspace-write"'
+              ' -c sandbox_workspace_write.exclude_slash_tmp=true'
+              ' -c sandbox_workspace_write.exclude_tmpdir_env_var=true'
+              ' -c approval_policy="never" -', "../refused.txt"),
+}
+
+
+def test_a_write_the_narrowed_profile_refuses_fails_the_stage_naming_it(
+        cli: RealCli, tmp_path: Path) -> None:
+    command, target = NARROW[cli.name]
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "delivery.toml").write_text(
+        f"[profiles.{cli.name}]\nbackend = \"command\"\ncommand = {json.dumps(command)}\n"
+        f"output = \"{cli.name}\"\n", encoding="utf-8")
+    write = f"python3 -c \"open('{target}', 'w').write('x')\""
+    cli.server.script(cli.run(write), cli.say(reply({"summary": "all done"})))
+    outcome = run_flow(cli, tmp_path, CORRECTED)
+    assert outcome.status == "failed"
+    assert "refused" in outcome.failure_reason and "python3 -c" in outcome.failure_reason
+    assert not (workspace / target).exists()
