@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import reply, write_flow
 from engine_helpers import cli as invoke
+from engine_helpers import reply, write_flow
 from real_cli_helpers import PINNED, RealCli, find_cli, version_of
 
 from delivery.cli.demo import (
