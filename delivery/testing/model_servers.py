@@ -323,8 +323,8 @@ class AnthropicServer(_ModelServer):
 
 class ResponsesServer(_ModelServer):
     """The OpenAI Responses API (`POST /v1/responses`, streaming), as Codex CLI uses it.
-    A tool step becomes a `function_call` item (Codex's `exec_command`, …) — or, for
-    `apply_patch`, a `custom_tool_call` whose input is the patch text (`patch=`)."""
+    A tool step becomes a `function_call` item (Codex's `exec_command`, …). Codex 0.171
+    offers a custom model no `apply_patch` tool: its edits are commands."""
 
     endpoint = "/v1/responses"
 
@@ -363,14 +363,9 @@ class ResponsesServer(_ModelServer):
                           "content": [{"type": "output_text", "text": step.text,
                                        "annotations": []}]})
         for call in step.tools:
-            if call.name == "apply_patch" and set(call.input) == {"patch"}:
-                items.append({"type": "custom_tool_call", "id": self._new_id("ctc"),
-                              "call_id": self._new_id("call"), "name": call.name,
-                              "input": call.input["patch"], "status": "completed"})
-            else:
-                items.append({"type": "function_call", "id": self._new_id("fc"),
-                              "call_id": self._new_id("call"), "name": call.name,
-                              "arguments": json.dumps(call.input), "status": "completed"})
+            items.append({"type": "function_call", "id": self._new_id("fc"),
+                          "call_id": self._new_id("call"), "name": call.name,
+                          "arguments": json.dumps(call.input), "status": "completed"})
         for index, item in enumerate(items):
             yield "response.output_item.added", {"type": "response.output_item.added",
                                                  "output_index": index, "item": item}
