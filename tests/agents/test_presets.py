@@ -5,11 +5,13 @@ of the same name does, `command+json:`."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
 
 import pytest
+import real_cli_helpers
 from engine_helpers import cli, reply, write_flow
 from test_command_agent import ONE_STAGE, agent_command, calls, run, script
 
@@ -82,3 +84,16 @@ def test_the_presets_keep_their_permissions_on_resumed_turns() -> None:
     for command in (codex.command, codex.resume_command):
         assert 'sandbox_mode="workspace-write"' in command
         assert 'approval_policy="never"' in command and "--skip-git-repo-check" in command
+
+
+@pytest.mark.parametrize(("ci", "outcome"), [("", pytest.skip.Exception),
+                                             ("true", pytest.fail.Exception)])
+def test_real_cli_tests_skip_without_the_cli_but_fail_in_ci(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ci: str,
+        outcome: type[BaseException]) -> None:
+    monkeypatch.setattr(real_cli_helpers, "NODE_BIN", tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CI", ci)
+    install = re.escape("npm install --prefix .ci/node @openai/codex@0.171.0")
+    with pytest.raises(outcome, match=install):
+        real_cli_helpers.find_cli("codex")
