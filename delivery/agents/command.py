@@ -15,6 +15,11 @@ A session continues in one of two ways, chosen by the profile:
 
 With `resume_command`, the session id of each `full` thread is saved in the checkpoint, so
 that after `delivery resume` the thread continues where it was (`resume_thread`).
+
+`output = "claude"` / `"codex"` (the built-in presets, delivery/agents/presets.py) read
+those CLIs' own JSON (delivery/agents/cli_output.py): the CLI's error text and the tool
+calls it refused fail the stage, and running totals are recorded as increases, with the
+last total per session kept here (and, for threads, in the checkpoint).
 """
 
 from __future__ import annotations
@@ -220,7 +225,6 @@ class CommandSession:
                              f"reply text at '{profile.reply_key}'; set reply_key in the "
                              "profile")
         return reply
-
 
     def _cli_reply(self, out: str, node: str, sink: TurnSink, how: str, *,
                    failed: bool = False) -> str:
