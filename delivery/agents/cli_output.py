@@ -40,10 +40,7 @@ class CliTurn:
     error: str = ""  # the CLI's own error text
     refused: list[str] = field(default_factory=list)  # tool calls the CLI refused
     model: str = ""  # the model the CLI says it used, when it says
-
-
-class CliOutputError(ValueError):
-    """The output is not what this CLI prints."""
+    unreadable: str = ""  # why the output is not what this CLI prints ("" when it is)
 
 
 def _quote(text: str) -> str:
@@ -73,7 +70,7 @@ def read_claude(out: str) -> CliTurn:
     `result` holds the same fields)."""
     text = out.strip()
     if not text:
-        raise CliOutputError("Claude Code printed nothing")
+        return CliTurn(unreadable="Claude Code printed nothing")
     objects: list[Any]
     try:
         objects = [json.loads(text)]
@@ -81,14 +78,14 @@ def read_claude(out: str) -> CliTurn:
         try:
             objects = [json.loads(line) for line in text.splitlines() if line.strip()]
         except ValueError as err:
-            raise CliOutputError(f"not JSON nor JSON lines ({err})") from None
+            return CliTurn(unreadable=f"not JSON nor JSON lines ({err})")
     results = [o for o in objects if isinstance(o, dict) and o.get("type") == "result"]
     if not results:
         if len(objects) == 1 and isinstance(objects[0], dict) and "result" in objects[0]:
             results = objects  # an older `json` format without "type"
         else:
-            raise CliOutputError("no object of type \"result\" (run it with --output-format "
-                                 "json or stream-json --verbose)")
+            return CliTurn(unreadable="no object of type \"result\" (run it with "
+                                      "--output-format json or stream-json --verbose)")
     result = results[-1]
     turn = CliTurn(cost_is_running_total=True)
     for obj in objects:  # stream-json: the init line has the session id and model
@@ -139,8 +136,8 @@ def read_codex(out: str) -> CliTurn:
         try:
             event = json.loads(line)
         except ValueError:
-            raise CliOutputError(f"line {number} is not JSON (run codex exec with "
-                                 "--json)") from None
+            return CliTurn(unreadable=f"line {number} is not JSON (run codex exec with "
+                                      "--json)")
         if not isinstance(event, dict):
             continue
         kind = event.get("type")

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from delivery.agents.base import AgentError, SessionRequest, TurnSink, Usage
-from delivery.agents.cli_output import CliOutputError, CliTurn, read_claude, read_codex
+from delivery.agents.cli_output import CliTurn, read_claude, read_codex
 from delivery.agents.profiles import CommandProfile
 
 _NO_SINK = TurnSink()
@@ -233,13 +233,12 @@ class CommandSession:
         only raise for an error the output states; the caller reports the exit status."""
         name = self.backend.label
         output = self.backend.profile.output
-        try:
-            turn = read_claude(out) if output == "claude" else read_codex(out)
-        except CliOutputError as err:
+        turn = read_claude(out) if output == "claude" else read_codex(out)
+        if turn.unreadable:
             if failed:
                 return ""
             raise AgentError(f"{name}: the output of the agent for node '{node}' is not "
-                             f"what {output} prints: {err}") from None
+                             f"what {output} prints: {turn.unreadable}")
         if turn.session_id:
             self.session_id = turn.session_id
         if turn.usage is not None:
