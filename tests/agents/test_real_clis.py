@@ -74,6 +74,14 @@ def cli(request: pytest.FixtureRequest, anthropic_server: AnthropicServer,
     server.reset()
 
 
+@pytest.fixture
+def claude(anthropic_server: AnthropicServer) -> Iterator[RealCli]:
+    """Claude Code alone (what only it reports: cost)."""
+    anthropic_server.reset()
+    yield RealCli("claude", find_cli("claude"), anthropic_server)
+    anthropic_server.reset()
+
+
 def stage_events(outcome_dir: Path) -> list[dict[str, Any]]:
     lines = (outcome_dir / "events.jsonl").read_text().splitlines()
     return [e for e in map(json.loads, lines) if e["type"] == "stage_finished"]
@@ -266,9 +274,8 @@ def test_an_api_error_reported_by_the_cli_is_the_failure_reason(
 
 
 def test_claude_cost_is_recorded_per_stage_as_increases_and_summed_by_inspect(
-        cli: RealCli, tmp_path: Path) -> None:
-    if cli.name != "claude":
-        pytest.skip("Codex reports no cost")
+        claude: RealCli, tmp_path: Path) -> None:
+    cli = claude
     cli.server.script(cli.say(reply({"summary": "remembered"}), SERVED),
                       cli.write("word.txt", "PELICAN", SERVED),
                       cli.say(reply({"summary": "written"}), SERVED))
