@@ -110,8 +110,8 @@ def test_deliver_dot_repairs_ci_with_an_edit_of_the_cli_and_merges_both(
         cli: RealCli, tmp_path: Path) -> None:
     scope = {"type": "leaf", "ticket": TICKET, "parent": None}
 
-    def summary(text: str) -> str:
-        return reply({"summary": text})
+    def summary(text: str, **more: Any) -> str:
+        return reply({"summary": text, **more})
 
     cli.server.script(
         cli.say(json.dumps({"context_updates": {"scope": scope}}), SERVED),  # scope
@@ -123,10 +123,10 @@ def test_deliver_dot_repairs_ci_with_an_edit_of_the_cli_and_merges_both(
         cli.say(summary("greetings in api and web"), SERVED),
         cli.run(f"{shlex.quote(sys.executable)} -m unittest -q 2>&1 | tail -3", SERVED),
         cli.write("api/greeting.py", API_FIXED, SERVED),  # repair: api's CI failed
-        cli.say(summary("api: comma and exclamation mark"), SERVED),
+        cli.say(summary("api: comma and exclamation mark", answers={}), SERVED),
         cli.write("web/page.py", WEB_ESCAPED, SERVED),  # repair: the review on web
         cli.write("web/test_page.py", WEB_TEST_ESCAPED, SERVED),
-        cli.say(summary("web: the name is escaped"), SERVED))
+        cli.say(summary("web: the name is escaped", answers={}), SERVED))
     remotes = make_samples(tmp_path)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
