@@ -285,6 +285,7 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "outcomes": state.outcomes if state else {}, "stages": stages,
         "context": values, "artifacts": artifacts, "run_dir": str(run.path),
         "usage": _total_usage(stages),
+        "cost_usd": round(sum(stage.get("cost_usd", 0.0) for stage in stages), 9),
     }
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True, default=str), file=out)
@@ -297,11 +298,15 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for stage in stages:
         reason = f" — {stage['failure_reason']}" if stage.get("failure_reason") else ""
         tokens = f" ({_tokens(stage['usage'])})" if stage.get("usage") else ""
+        if stage.get("cost_usd"):
+            tokens += f" ${stage['cost_usd']:.4f}"
         print(f"    {stage['node']}#{stage['attempt']}: {stage['outcome']}{tokens}{reason}",
               file=out)
     if report["usage"]:
         print(f"  tokens: {_tokens(report['usage'])} (total {report['usage']['total_tokens']})",
               file=out)
+    if report["cost_usd"]:
+        print(f"  cost: ${report['cost_usd']:.4f} (as the agents reported it)", file=out)
     print("  context:", file=out)
     for key, value in sorted(values.items()):
         if key in large:
@@ -337,6 +342,9 @@ def _finished_stages(run: LocalRunStore) -> list[dict[str, Any]]:
                      ("node", "attempt", "outcome", "failure_reason", "seconds")}
             if isinstance(event.get("usage"), dict):
                 stage["usage"] = event["usage"]
+            cost = event.get("cost_usd")
+            if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
+                stage["cost_usd"] = cost
             stages.append(stage)
     return stages
 

@@ -120,8 +120,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="folder F of the run lives at LOC: a local repository path (local "
                      "forge) or owner/name (GitHub); repeat per folder")
     run.add_argument("--agent", default="", metavar="PROFILE",
-                     help="the default agent profile: a name from delivery.toml (or "
-                     "[tool.delivery] in pyproject.toml), command:<cmd>, openai:<model> or "
+                     help="the default agent profile: claude or codex (built in), a name "
+                     "from delivery.toml (or [tool.delivery] in pyproject.toml), "
+                     "command:<cmd> (command+json:<cmd> etc.), openai:<model> or "
                      "replay:<file.json>; a node's agent= picks another")
     run.add_argument("--forge", choices=("github", "local"), default=None,
                      help="where the repositories and PRs live (default: local when every "

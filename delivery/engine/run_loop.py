@@ -348,9 +348,12 @@ class Engine:
             "outcome": result.outcome, "failure_reason": result.failure_reason,
             "preferred_label": result.preferred_label, "seconds": round(seconds, 6),
             "updates": sorted(result.updates)}
-        usage = {"usage": result.usage} if result.usage else {}
-        if result.usage:
+        usage: dict[str, Any] = {"usage": result.usage} if result.usage else {}
+        if result.cost_usd:
+            usage["cost_usd"] = result.cost_usd
+        if usage:
             status.update(usage)
+        if result.usage:
             self._add_usage(result.usage)
         self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
         self._event("stage_finished", node=node.id, attempt=attempt, outcome=result.outcome,

@@ -57,6 +57,7 @@ class StageResult:
     pause_seconds: float = 0.0
     # tokens the stage's agent turns cost ({input_tokens, output_tokens, total_tokens})
     usage: dict[str, int] | None = None
+    cost_usd: float | None = None  # what they cost, when the backend reports it
 
     @classmethod
     def ok(cls, **updates: Any) -> StageResult:
