@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -31,8 +32,8 @@ from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.validation.loader import check_file
 
-INPUTS = ("workflow", "ticket", "goal", "repos", "agent", "github-token", "state-repo",
-          "mode", "label", "run-id", "bot-login", "max-repairs")
+INPUTS = ("workflow", "ticket", "goal", "repos", "inputs", "agent", "github-token",
+          "state-repo", "mode", "label", "run-id", "bot-login", "max-repairs")
 DEFAULT_MAX_REPAIRS = 6
 WRITERS = frozenset({"admin", "maintain", "write"})
 EXIT = {"succeeded": 0, "failed": 1, "paused": 3, "superseded": 0, "ignored": 0,
@@ -56,7 +57,7 @@ def read_inputs(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def bundled_workflow() -> Path:
-    return Path(str(resources.files("delivery.bundled.workflows") / "delivery.dot"))
+    return Path(str(resources.files("delivery.bundled.workflows") / "deliver.dot"))
 
 
 def parse_repos(text: str) -> dict[str, str]:
@@ -72,6 +73,22 @@ def parse_repos(text: str) -> dict[str, str]:
                              "write one folder per line: api=octo/api")
         repos[name.strip()] = location.strip()
     return repos
+
+
+def parse_inputs(text: str) -> dict[str, str]:
+    """The `inputs` input: `name=value` per line (blank lines and `#` comments skipped);
+    the value is everything after the first `=`, so it may hold `=` itself."""
+    given: dict[str, str] = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        name, sep, value = stripped.partition("=")
+        if not sep or not name.strip():
+            raise RunRefused(f"inputs line {stripped!r}", "is not NAME=VALUE",
+                             "write one workflow input per line: check_command=make test")
+        given[name.strip()] = value.strip()
+    return given
 
 
 def main(environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
@@ -122,7 +139,7 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: TextIO) -> list[Re
     spec = inputs["state-repo"] or repository
     if not Path(spec).is_absolute():
         spec = "git:" + spec
-    base = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / "delivery"
+    base = _workspace(env)
     cache = cache_root(env)
     state = open_state(spec, cache, env)
     if decided.kind == "start":
@@ -130,7 +147,32 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: TextIO) -> list[Re
     run_ids = _runs_to_resume(env, decided, state)
     if not run_ids:
         return [Result("", "ignored", "no paused run to resume for this event")]
-    return [_resume(env, inputs, decided, state, run_id, base, cache) for run_id in run_ids]
+    return [_resume(env, inputs, decided, state, run_id,
+                    base if index == 0 else _side_workspace(env, base, run_id), cache)
+            for index, run_id in enumerate(run_ids)]
+
+
+def _workspace(env: Mapping[str, str]) -> Path:
+    """The checkout of the repository running the Action (GITHUB_WORKSPACE): its
+    delivery.toml (profiles, checks) is the run's. Without one, a fresh directory."""
+    checkout = env.get("GITHUB_WORKSPACE", "")
+    if checkout and Path(checkout).is_dir():
+        return Path(checkout)
+    base = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / "delivery"
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="run-", dir=base))
+
+
+def _side_workspace(env: Mapping[str, str], checkout: Path, run_id: str) -> Path:
+    """A second run resumed by the same job (the schedule) cannot share the checkout: its
+    folders' worktrees would land where the first run's are. It works beside it, with the
+    checkout's profile files copied so that its agents and checks are the same."""
+    side = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / "delivery" / run_id
+    side.mkdir(parents=True, exist_ok=True)
+    for name in ("delivery.toml", "pyproject.toml"):
+        if (checkout / name).is_file():
+            shutil.copyfile(checkout / name, side / name)
+    return side
 
 
 def _payload(env: Mapping[str, str]) -> dict[str, Any]:
@@ -139,10 +181,17 @@ def _payload(env: Mapping[str, str]) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except RecursionError:
+        raise RunRefused(f"event payload {path}", "nests arrays or objects too deeply to be "
+                         "an event GitHub sends", "run the Action from a workflow event"
+                         ) from None
     except (OSError, ValueError) as err:
         raise RunRefused(f"event payload {path}", f"cannot be read: {err}",
                          "run the Action from a workflow event") from None
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        raise RunRefused(f"event payload {path}", f"holds a {type(data).__name__}, not an "
+                         "object", "run the Action from a workflow event")
+    return data
 
 
 def _may_steer(env: Mapping[str, str], repository: str, user: str) -> bool:
@@ -191,9 +240,10 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
     declared = {decl.name for decl in loaded.inputs}
     given = {"ticket": decided.ticket, "notes": decided.notes}
     run_inputs = {name: value for name, value in given.items() if value and name in declared}
+    # the `inputs` input is the user's: an undeclared name is refused by the run, not dropped
+    run_inputs.update(parse_inputs(inputs["inputs"]))
     repos = parse_repos(inputs["repos"])
-    base.mkdir(parents=True, exist_ok=True)
-    workspace = Path(tempfile.mkdtemp(prefix="run-", dir=base))
+    workspace = base
     request = RunRequest(workflow=workflow, goal=decided.goal or None, inputs=run_inputs,
                          agent=inputs["agent"], workspace=workspace, repos=repos,
                          gates="pause")
@@ -210,12 +260,13 @@ def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState) -
     if decided.kind == "resume" and decided.run_id:
         return [decided.run_id]
     found: list[str] = []
-    for pr in decided.prs:
+    prs = [*decided.prs, *_open_prs_of_heads(env, decided.heads)]
+    for pr in prs:
         try:
             found.append(run_for_pr(pr, env))
         except RunRefused:
             continue  # a PR no delivery run opened
-    if found or decided.prs:
+    if found or prs or decided.heads:
         return list(dict.fromkeys(found))
     paused = [run for run in state.runs() if run.status == "paused"]
     if decided.answers:  # an answer on the ticket: the paused runs of that ticket
@@ -223,10 +274,28 @@ def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState) -
     return [run.run_id for run in paused]
 
 
+def _open_prs_of_heads(env: Mapping[str, str], heads: list[str]) -> list[str]:
+    """`owner/name#N` of the open PRs whose head is one of `owner/name:branch` (a commit
+    status names branches, not PRs)."""
+    if not heads:
+        return []
+    from delivery.forges.github import GitHubForge
+
+    forge = GitHubForge.from_environment(env)
+    try:
+        found = []
+        for head in heads:
+            repository, _, branch = head.partition(":")
+            found += [f"{repository}#{number}"
+                      for number in forge.open_pull_requests(repository, branch)]
+        return found
+    finally:
+        forge.close()
+
+
 def _resume(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
             state: RemoteState, run_id: str, base: Path, cache: Path) -> Result:
-    workspace = base / run_id
-    workspace.mkdir(parents=True, exist_ok=True)
+    workspace = base
     world = _world(env, state, run_id, cache, workspace)
     try:
         outcome = resume_run(workspace / ".delivery" / "runs" / run_id, world,

@@ -109,6 +109,14 @@ class GitHubForge:
         return self._retry("read a pull request", repository,
                            lambda: str(self._repo(repository).get_pull(number).body or ""))
 
+    def open_pull_requests(self, repository: str, branch: str) -> list[int]:
+        """The numbers of the open PRs whose head is `branch` of `repository` (a commit
+        status event names branches, not PRs)."""
+        owner, _ = _split(repository)
+        return self._retry("list pull requests", repository, lambda: [
+            int(pr.number) for pr in self._repo(repository).get_pulls(
+                state="open", head=f"{owner}:{branch}")])
+
     # -- writes ---------------------------------------------------------------------------
     def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
                                     title: str, body: str) -> PullRequestRef:

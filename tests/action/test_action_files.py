@@ -51,7 +51,7 @@ def test_every_step_is_a_uses_or_a_run_with_a_shell() -> None:
         if "run" in step:
             assert step.get("shell") == "bash", step
         else:
-            assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", step["uses"]), step
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step
 
 
 def test_every_input_reference_is_declared_and_every_input_reaches_the_entry_point() -> None:
