@@ -266,8 +266,13 @@ def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState) -
             found.append(run_for_pr(pr, env))
         except RunRefused:
             continue  # a PR no delivery run opened
-    if found or prs or decided.heads:
-        return list(dict.fromkeys(found))
+    if found:
+        # a late event on a PR of a delivered run (its merge, a last review) wakes nothing:
+        # the run's history stays as it ended
+        done = {run.run_id for run in state.runs() if run.status == "succeeded"}
+        return [run_id for run_id in dict.fromkeys(found) if run_id not in done]
+    if prs or decided.heads:
+        return []
     paused = [run for run in state.runs() if run.status == "paused"]
     if decided.answers:  # an answer on the ticket: the paused runs of that ticket
         paused = [run for run in paused if decided.ticket and run.ticket == decided.ticket]
