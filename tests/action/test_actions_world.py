@@ -75,6 +75,8 @@ def test_a_labelled_issue_is_delivered_on_events_alone(github: FakeGitHub,
     assert {"workflow_run", "pull_request_review"} <= events, describe(jobs)
     assert any("app token" in step and '"repositories": "control,api,web"' in step
                for step in jobs[0].steps)
+    for part in ("home", "workspace", "cache"):  # every job on a fresh runner
+        assert len({job.runner[part] for job in jobs}) == len(jobs)
 
 
 def test_a_labelled_issue_is_delivered_on_schedule_ticks_alone(github: FakeGitHub,
@@ -103,6 +105,6 @@ def test_a_self_hosted_runner_keeps_its_clone_cache_and_still_delivers(
     world.label_issue(CONTROL, 1, title="Greet people by name", body="In api and web.")
     world.settle()
     assert_delivered(world)
-    workspaces = {job.number for job in world.delivery_jobs()}
-    assert len(workspaces) == len(world.delivery_jobs())
-    assert (tmp_path / "self-hosted" / "cache").is_dir()  # one cache, kept across jobs
+    jobs = world.delivery_jobs()
+    assert len({job.runner["workspace"] for job in jobs}) == len(jobs)
+    assert len({job.runner["cache"] for job in jobs}) == 1  # one cache, kept across jobs

@@ -73,6 +73,7 @@ class Job:
     waited_for: int | None = None  # the job of the same group it had to wait for
     caused_by: int | None = None  # the job whose change raised its event
     token: str = ""  # "app" or "default": the token the delivery step was given
+    runner: dict[str, Path] = field(default_factory=dict)  # home, workspace, cache
     contexts: dict[str, Any] = field(default_factory=dict, repr=False)
     definition: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -262,6 +263,7 @@ class ActionsWorld:
 
     def _run(self, job: Job) -> None:
         home, workspace, cache = self._runner(job)
+        job.runner = {"home": home, "workspace": workspace, "cache": cache}
         contexts = job.contexts
         job.state = "completed"
         for index, step in enumerate(job.definition.get("steps") or []):
