@@ -171,3 +171,9 @@ def test_inputs_are_one_name_value_per_line_and_a_bad_line_is_refused() -> None:
     with pytest.raises(RunRefused, match="NAME=VALUE"):
         parse_inputs("just words")
 
+
+
+def test_the_default_workflow_is_the_bundled_deliver_dot() -> None:
+    from delivery.action.main import bundled_workflow
+
+    assert bundled_workflow().name == "deliver.dot" and bundled_workflow().is_file()
