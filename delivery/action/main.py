@@ -22,11 +22,11 @@ from typing import Any, TextIO
 
 from delivery.action.events import Plan, plan
 from delivery.action.report import write_outputs, write_summary
-from delivery.cli.state_commands import open_state, run_for_pr
+from delivery.cli.state_commands import NotOwner, open_state, run_for_pr
 from delivery.engine.remote_state import RemoteState, StateRunStores, job_id
 from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
-from delivery.errors import DeliveryError, RunRefused, StateSaveFailed, Superseded
+from delivery.errors import DeliveryError, ResumeStopped, RunRefused, StateSaveFailed, Superseded
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.validation.loader import check_file
@@ -85,7 +85,7 @@ def main(environ: Mapping[str, str] | None = None, out: TextIO | None = None) ->
     os.environ["GITHUB_TOKEN"] = token  # the redactor masks the token wherever a run writes
     try:
         results = _act(env, inputs, out)
-    except StateSaveFailed as fault:  # mid-run: failed, resumable from the last save
+    except (StateSaveFailed, ResumeStopped) as fault:  # failed, resumable from the last save
         print(f"::error::delivery: {fault}", file=out)
         results = [Result(fault.run_id, "failed", str(fault))]
     except DeliveryError as err:
@@ -127,7 +127,7 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: TextIO) -> list[Re
     state = open_state(spec, cache, env)
     if decided.kind == "start":
         return [_start(env, inputs, decided, state, base, cache, out)]
-    run_ids = _runs_to_resume(env, decided, state)
+    run_ids = _runs_to_resume(env, decided, state, out)
     if not run_ids:
         return [Result("", "ignored", "no paused run to resume for this event")]
     return [_resume(env, inputs, decided, state, run_id, base, cache) for run_id in run_ids]
@@ -206,18 +206,23 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
                   repos)
 
 
-def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState) -> list[str]:
+def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState,
+                    out: TextIO) -> list[str]:
     if decided.kind == "resume" and decided.run_id:
         return [decided.run_id]
     found: list[str] = []
     for pr in decided.prs:
         try:
-            found.append(run_for_pr(pr, env))
+            found.append(run_for_pr(pr, env, state))
+        except NotOwner as stranger:  # a copied marker: ignored, logged, nothing claimed
+            print(f"delivery: ignored: {stranger}", file=out)
         except RunRefused:
             continue  # a PR no delivery run opened
     if found or decided.prs:
         return list(dict.fromkeys(found))
-    paused = [run for run in state.runs() if run.status == "paused"]
+    # paused runs, and running ones: a run whose job was killed is taken over once its
+    # claim is dead (a live claim answers `superseded`)
+    paused = [run for run in state.runs() if run.status in ("paused", "running")]
     if decided.answers:  # an answer on the ticket: the paused runs of that ticket
         paused = [run for run in paused if decided.ticket and run.ticket == decided.ticket]
     return [run.run_id for run in paused]

@@ -32,6 +32,10 @@ class Claim(BaseModel):
 
     job: str = Field(min_length=1, max_length=500)
     at: float
+    # where the claiming process runs: on this machine, a claim whose process is gone
+    # belongs to a job that ended (killed), whatever its age
+    host: str = Field(default="", max_length=300)
+    pid: int = Field(default=0, ge=0, le=1 << 31)
 
     @field_validator("at", mode="before")
     @classmethod
@@ -43,7 +47,12 @@ class Claim(BaseModel):
         return value
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"job": self.job, "at": self.at}).encode()
+        return json.dumps({"job": self.job, "at": self.at, "host": self.host,
+                           "pid": self.pid}).encode()
+
+    @classmethod
+    def here(cls, job: str, at: float) -> Claim:
+        return cls(job=job, at=at, host=os.uname().nodename, pid=os.getpid())
 
 
 def _first_problem(error: ValidationError) -> str:
@@ -72,11 +81,11 @@ def parse_claim(data: bytes | None, *, run_id: str, now: float) -> Claim | None:
     return claim
 
 
-def parse_status(data: bytes | None) -> dict[str, Any]:
+def parse_status(data: bytes | None, limit: int = SMALL_FILE_LIMIT) -> dict[str, Any]:
     """`status.json` (or a checkpoint read for its status): a JSON object of bounded size,
     else empty — it only labels `delivery runs`; the checkpoint itself is checked when
     the run is loaded."""
-    if not data or len(data) > SMALL_FILE_LIMIT:
+    if not data or len(data) > limit:
         return {}
     try:
         value = json.loads(data)
@@ -85,21 +94,19 @@ def parse_status(data: bytes | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def ended(job: str, this_job: str, environ: Mapping[str, str]) -> bool:
-    """Whether the job named in a claim is known to have ended."""
-    if job == this_job:
+def ended(claim: Claim, this_job: str) -> bool:
+    """Whether the job that made `claim` is known to have ended."""
+    if claim.job == this_job:
         return False  # our own claim, held right now
-    host, _, pid = job.rpartition(":")
-    if host == os.uname().nodename and pid.isdigit():
+    if claim.host == os.uname().nodename and claim.pid and claim.pid != os.getpid():
         try:
-            os.kill(int(pid), 0)
+            os.kill(claim.pid, 0)
         except ProcessLookupError:
-            return True  # that process is gone
+            return True  # that process is gone: the job was killed or exited
         except (PermissionError, OverflowError):
             return False
-        return False
     mine = _actions_run(this_job)
-    theirs = _actions_run(job)
+    theirs = _actions_run(claim.job)
     if mine is not None and theirs is not None and mine[0] == theirs[0]:
         return theirs[1] < mine[1]  # an earlier attempt of this workflow run
     return False

@@ -98,7 +98,6 @@ class RemoteState:
     spec: str
     # wall-clock seconds (claims are compared across machines)
     now: Callable[[], float] = time.time
-    environ: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def open(cls, spec: str, cache: Path, environ: Mapping[str, str],
@@ -106,7 +105,7 @@ class RemoteState:
         remote, headers = state_remote(spec, environ)
         digest = hashlib.sha256(remote.encode()).hexdigest()[:12]
         scratch = cache / "state" / f"{digest}.git"
-        return cls(RunRef(remote, scratch, headers, environ), spec, now, dict(environ))
+        return cls(RunRef(remote, scratch, headers, environ), spec, now)
 
     def session(self, run_id: str, job: str) -> StateSession:
         return StateSession(self, run_id, job)
@@ -158,7 +157,7 @@ class StateSession:
         return self.state.ref
 
     def _claim_file(self) -> dict[str, bytes]:
-        return {CLAIM_FILE: Claim(job=self.job, at=self.claim_at).to_bytes(),
+        return {CLAIM_FILE: Claim.here(self.job, self.claim_at).to_bytes(),
                 **self._status_file()}
 
     def _status_file(self) -> dict[str, bytes]:
@@ -223,8 +222,7 @@ class StateSession:
         if self.ended:
             return  # an ended run is reported as it is; nothing to claim or run
         held = self._held
-        if held is not None and not take_over and not claim_ended(held.job, self.job,
-                                                                  self.state.environ):
+        if held is not None and not take_over and not claim_ended(held, self.job):
             age = self.state.now() - held.at
             if age < stale_after(run_dir):
                 raise Superseded(self.run_id, f"job {held.job} claimed it "

@@ -13,8 +13,8 @@ commits and pushes them as it would have.
 
 A self-hosted runner's clone cache may still register the branch in another job's worktree
 (`'delivery/t-7' is already checked out at …`): a registration whose directory is gone is
-pruned; one whose directory still exists is left alone (it may hold a person's files) and
-this worktree is added with `--force` beside it.
+pruned; one whose directory still exists is detached (HEAD on the same commit, every file
+and change left as it is, since it may hold a person's work) so the branch is free.
 """
 
 from __future__ import annotations
@@ -142,10 +142,14 @@ def registered_elsewhere(clone: Path, branch: str, path: Path) -> Path | None:
     return None
 
 
-def add_args(clone: Path, branch: str, path: Path) -> list[str]:
-    """Extra `git worktree add` options for `branch` at `path`: `--force` when another
-    job's worktree (whose files are left untouched) still has the branch checked out."""
-    return ["--force"] if registered_elsewhere(clone, branch, path) is not None else []
+def free_branch(clone: Path, branch: str, path: Path) -> Path | None:
+    """Let `branch` be checked out at `path`: another job's worktree that still has it
+    checked out is detached (its HEAD stays on the same commit; its files, index and
+    changes are not touched); that worktree, or None."""
+    other = registered_elsewhere(clone, branch, path)
+    if other is not None:
+        _git(other, "checkout --detach", "checkout", "--quiet", "--detach")
+    return other
 
 
 def restore_worktree(clone: Path, path: Path, saved: SavedWorktree) -> None:
@@ -159,11 +163,11 @@ def restore_worktree(clone: Path, path: Path, saved: SavedWorktree) -> None:
         raise GitError("restore worktree", str(path), f"the commit {saved.base[:12]} the "
                        "saved worktree was based on is not on the remote any more",
                        "push it back, or restart the run")
-    options = add_args(clone, saved.branch, path)
+    free_branch(clone, saved.branch, path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # -B: a branch left in this cache by another job is moved to the saved commit (its
     # commits stay reachable from that job's worktree and the reflog)
-    _git(clone, "worktree add", "worktree", "add", "--quiet", *options, "-B", saved.branch,
+    _git(clone, "worktree add", "worktree", "add", "--quiet", "-B", saved.branch,
          str(path), saved.base)
     if saved.patch:
         _git(path, "apply", "apply", "--binary", "--whitespace=nowarn", "-", stdin=saved.patch)

@@ -190,8 +190,8 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
                            "push the base branch or name the repository's default branch")
         path.parent.mkdir(parents=True, exist_ok=True)
         # another job's worktree may still hold the branch (a self-hosted runner's cache)
-        git(clone, "worktree add", "worktree", "add", "--quiet",
-            *restore.add_args(clone, branch, path), *args)
+        restore.free_branch(clone, branch, path)
+        git(clone, "worktree add", "worktree", "add", "--quiet", *args)
     return WorktreeResult(path, branch, worktree_state(path).head, reused=False)
 
 
