@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator

@@ -115,9 +115,10 @@ class RemoteState:
         heads = self.ref.fetch_all()
         listed = []
         for run_id, sha in sorted(heads.items()):
-            checkpoint = (parse_status(self.ref.read_file(sha, STATUS_FILE))
-                          or parse_status(self.ref.read_file(sha, "checkpoint.json")))
-            claim = parse_status(self.ref.read_file(sha, CLAIM_FILE))
+            checkpoint = (parse_status(self._small(sha, STATUS_FILE))
+                          or parse_status(self._small(sha, "checkpoint.json"),
+                                          limit=LARGE_ARTIFACT))
+            claim = parse_status(self._small(sha, CLAIM_FILE))
             context = checkpoint.get("context")
             ticket = context.get("ticket") if isinstance(context, dict) else ""
             listed.append(RunSummary(run_id, _text(checkpoint.get("status")) or "unknown",
@@ -125,6 +126,14 @@ class RemoteState:
                                      _text(claim.get("job")),
                                      ticket if isinstance(ticket, str) else ""))
         return listed
+
+    def _small(self, sha: str, name: str) -> bytes | None:
+        """A small file of a saved run, or None when it is missing or too large: one
+        tampered run is listed as `unknown`, it does not stop the listing."""
+        try:
+            return self.ref.read_file(sha, name, limit=LARGE_ARTIFACT)
+        except GitError:
+            return None
 
 
 def _text(value: Any, limit: int = 200) -> str:
