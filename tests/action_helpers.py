@@ -105,3 +105,24 @@ class Actions:
                               capture_output=True, text=True, timeout=120, check=False)
         return Job(done.returncode, done.stdout, done.stderr, read_outputs(output),
                    summary.read_text(encoding="utf-8") if summary.exists() else "")
+
+
+def runner_commands(stdout: str) -> list[str]:
+    """The workflow commands a runner would act on in `stdout`, as GitHub's runner reads
+    them: `::name…::data` lines (leading blanks ignored) and the older `##[name…]data`
+    anywhere in a line, none between `::stop-commands::TOKEN` and `::TOKEN::`."""
+    stopped = ""
+    found: list[str] = []
+    for line in stdout.replace("\r", "\n").split("\n"):
+        text = line.strip()
+        if stopped:
+            if text == f"::{stopped}::":
+                stopped = ""
+            continue
+        if text.startswith("::stop-commands::"):
+            stopped = text[len("::stop-commands::"):]
+        elif text.startswith("::") and "::" in text[2:]:
+            found.append(text)
+        elif "##[" in line:
+            found.append(line)
+    return found

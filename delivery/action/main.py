@@ -11,10 +11,12 @@ running the Action), each in its own workspace under `RUNNER_TEMP`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any, TextIO
 from delivery.action.events import Plan, plan
 from delivery.action.report import write_outputs, write_summary
 from delivery.cli.state_commands import NotOwner, open_state, run_for_pr
+from delivery.cli.workflow_commands import ActionOutput, format_command
 from delivery.engine.remote_state import RemoteState, StateRunStores, job_id
 from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
@@ -76,26 +79,29 @@ def parse_repos(text: str) -> dict[str, str]:
 
 def main(environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     env = dict(os.environ if environ is None else environ)
-    out = out or sys.stdout
+    stream = out or sys.stdout
     inputs = read_inputs(env)
     token = inputs["github-token"] or env.get("GITHUB_TOKEN", "")
     if token:
-        print(f"::add-mask::{token}", file=out)  # before anything could print it
+        # before anything could print it (and before commands stop: masks must be read)
+        stream.write(format_command("add-mask", token) + "\n")
         env["GITHUB_TOKEN"] = token
     os.environ["GITHUB_TOKEN"] = token  # the redactor masks the token wherever a run writes
-    try:
-        results = _act(env, inputs, out)
-    except (StateSaveFailed, ResumeStopped) as fault:  # failed, resumable from the last save
-        print(f"::error::delivery: {fault}", file=out)
-        results = [Result(fault.run_id, "failed", str(fault))]
-    except DeliveryError as err:
-        print(f"::error::delivery: {err}", file=out)
-        results = [Result("", "refused", str(err))]
-    write_outputs(env, results)
-    write_summary(env, results)
-    for result in results:
-        line = f"delivery: run {result.run_id or '-'}: {result.status}"
-        print(line + (f" ({result.reason})" if result.reason else ""), file=out)
+    # from here on no text printed or logged can become a workflow command (SPEC §13)
+    with ActionOutput(stream) as output, _logging_to(output):
+        try:
+            results = _act(env, inputs, output)
+        except (StateSaveFailed, ResumeStopped) as fault:  # failed, resumable
+            output.command("error", f"delivery: {fault}")
+            results = [Result(fault.run_id, "failed", str(fault))]
+        except DeliveryError as err:
+            output.command("error", f"delivery: {err}")
+            results = [Result("", "refused", str(err))]
+        write_outputs(env, results)
+        write_summary(env, results)
+        for result in results:
+            line = f"delivery: run {result.run_id or '-'}: {result.status}"
+            print(line + (f" ({result.reason})" if result.reason else ""), file=output)
     codes = [EXIT.get(result.status, 1) for result in results] or [0]
     for wanted in (1, 2, 3):
         if wanted in codes:
@@ -103,7 +109,20 @@ def main(environ: Mapping[str, str] | None = None, out: TextIO | None = None) ->
     return 0
 
 
-def _act(env: dict[str, str], inputs: Mapping[str, str], out: TextIO) -> list[Result]:
+@contextmanager
+def _logging_to(output: ActionOutput) -> Iterator[None]:
+    """delivery's log lines go through `output` too (stderr is read for commands alike)."""
+    logger = logging.getLogger("delivery")
+    handler = logging.StreamHandler(output)
+    handler.setFormatter(logging.Formatter("delivery: %(levelname)s: %(message)s"))
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+def _act(env: dict[str, str], inputs: Mapping[str, str], out: ActionOutput) -> list[Result]:
     repository = env.get("GITHUB_REPOSITORY", "")
     payload = _payload(env)
     mode = inputs["mode"] or "auto"
@@ -116,8 +135,8 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: TextIO) -> list[Re
     if decided.kind == "ignore":
         return [Result("", "ignored", decided.reason)]
     if decided.needs_permission and not _may_steer(env, repository, decided.actor):
-        print(f"::warning::delivery: {decided.actor or 'an unknown user'} has no write "
-              f"permission on {repository}; the event is ignored", file=out)
+        out.command("warning", f"delivery: {decided.actor or 'an unknown user'} has no "
+                    f"write permission on {repository}; the event is ignored")
         return [Result("", "ignored", f"{decided.actor} may not start or steer runs")]
     spec = inputs["state-repo"] or repository
     if not Path(spec).is_absolute():
@@ -174,7 +193,7 @@ def _options(inputs: Mapping[str, str]) -> EngineOptions:
 
 
 def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
-           state: RemoteState, base: Path, cache: Path, out: TextIO) -> Result:
+           state: RemoteState, base: Path, cache: Path, out: ActionOutput) -> Result:
     workflow = Path(inputs["workflow"]) if inputs["workflow"] else bundled_workflow()
     if not workflow.is_absolute():
         workflow = Path(env.get("GITHUB_WORKSPACE") or Path.cwd()) / workflow
@@ -185,7 +204,7 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
                          "name a UTF-8 workflow file in the repository (input workflow)"
                          ) from None
     for diagnostic in diagnostics:  # annotations on the workflow file's lines
-        print(diagnostic.format_github(), file=out)
+        out.raw_command(diagnostic.format_github())
     if loaded is None or has_errors(diagnostics):
         return Result("", "invalid", f"{workflow} has validation errors", workflow=workflow)
     declared = {decl.name for decl in loaded.inputs}
@@ -207,7 +226,7 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
 
 
 def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState,
-                    out: TextIO) -> list[str]:
+                    out: ActionOutput) -> list[str]:
     if decided.kind == "resume" and decided.run_id:
         return [decided.run_id]
     found: list[str] = []
