@@ -181,6 +181,17 @@ class StateSaveFailed(RunStoreError):
                          "is reachable (the stage after the last save runs again)")
 
 
+class ResumeStopped(RunError):
+    """A resume stopped before its first stage because what the run needs on this machine
+    (its worktrees) could not be re-created: exit 1, nothing ran, the run stays resumable."""
+
+    def __init__(self, run_id: str, problem: str) -> None:
+        self.run_id = run_id
+        self.problem = problem
+        super().__init__(f"run {run_id}: its worktrees could not be re-created: {problem} "
+                         "— nothing ran; fix that and resume (the run is unchanged)")
+
+
 class ArtifactError(RunError):
     """An artifact pointer cannot be read: outside the store, missing or not JSON."""
 

@@ -74,7 +74,9 @@ class Actions:
         self.workspace.mkdir(parents=True, exist_ok=True)
 
     def job(self, event_name: str, payload: dict[str, Any], inputs: dict[str, str],
-            *, actor: str = "alice") -> Job:
+            *, actor: str = "alice", cache: Path | None = None) -> Job:
+        """One job on a fresh runner; `cache`: a self-hosted runner's clone cache, kept
+        from job to job (the workspace and HOME are still new)."""
         number = next(_jobs)
         home = self.root / f"job-{number}"
         home.mkdir()
@@ -93,7 +95,8 @@ class Actions:
                "GITHUB_WORKSPACE": str(self.workspace), "GITHUB_RUN_ID": str(1000 + number),
                "GITHUB_RUN_ATTEMPT": "1", "GITHUB_ACTOR": actor,
                "GITHUB_ACTION_PATH": str(ROOT), "RUNNER_TEMP": str(home / "tmp"),
-               "XDG_CACHE_HOME": str(home / "cache"), "DELIVERY_PYTHON": sys.executable}
+               "XDG_CACHE_HOME": str(cache or home / "cache"),
+               "DELIVERY_PYTHON": sys.executable}
         env.pop("GITHUB_TOKEN", None)  # the token comes in through the input only
         for name, template in deliver["env"].items():
             env[name] = _EXPR.sub(lambda m: values[m.group(1)], str(template))
@@ -102,3 +105,24 @@ class Actions:
                               capture_output=True, text=True, timeout=120, check=False)
         return Job(done.returncode, done.stdout, done.stderr, read_outputs(output),
                    summary.read_text(encoding="utf-8") if summary.exists() else "")
+
+
+def runner_commands(stdout: str) -> list[str]:
+    """The workflow commands a runner would act on in `stdout`, as GitHub's runner reads
+    them: `::name…::data` lines (leading blanks ignored) and the older `##[name…]data`
+    anywhere in a line, none between `::stop-commands::TOKEN` and `::TOKEN::`."""
+    stopped = ""
+    found: list[str] = []
+    for line in stdout.replace("\r", "\n").split("\n"):
+        text = line.strip()
+        if stopped:
+            if text == f"::{stopped}::":
+                stopped = ""
+            continue
+        if text.startswith("::stop-commands::"):
+            stopped = text[len("::stop-commands::"):]
+        elif text.startswith("::") and "::" in text[2:]:
+            found.append(text)
+        elif "##[" in line:
+            found.append(line)
+    return found

@@ -11,11 +11,13 @@ running the Action), each in its own workspace under `RUNNER_TEMP`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -23,11 +25,12 @@ from typing import Any, TextIO
 
 from delivery.action.events import Plan, plan
 from delivery.action.report import write_outputs, write_summary
-from delivery.cli.state_commands import open_state, run_for_pr
+from delivery.cli.state_commands import NotOwner, open_state, run_for_pr
+from delivery.cli.workflow_commands import ActionOutput, format_command
 from delivery.engine.remote_state import RemoteState, StateRunStores, job_id
 from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
-from delivery.errors import DeliveryError, RunRefused, StateSaveFailed, Superseded
+from delivery.errors import DeliveryError, ResumeStopped, RunRefused, StateSaveFailed, Superseded
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.validation.loader import check_file
@@ -93,26 +96,29 @@ def parse_inputs(text: str) -> dict[str, str]:
 
 def main(environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     env = dict(os.environ if environ is None else environ)
-    out = out or sys.stdout
+    stream = out or sys.stdout
     inputs = read_inputs(env)
     token = inputs["github-token"] or env.get("GITHUB_TOKEN", "")
     if token:
-        print(f"::add-mask::{token}", file=out)  # before anything could print it
+        # before anything could print it (and before commands stop: masks must be read)
+        stream.write(format_command("add-mask", token) + "\n")
         env["GITHUB_TOKEN"] = token
     os.environ["GITHUB_TOKEN"] = token  # the redactor masks the token wherever a run writes
-    try:
-        results = _act(env, inputs, out)
-    except StateSaveFailed as fault:  # mid-run: failed, resumable from the last save
-        print(f"::error::delivery: {fault}", file=out)
-        results = [Result(fault.run_id, "failed", str(fault))]
-    except DeliveryError as err:
-        print(f"::error::delivery: {err}", file=out)
-        results = [Result("", "refused", str(err))]
-    write_outputs(env, results)
-    write_summary(env, results)
-    for result in results:
-        line = f"delivery: run {result.run_id or '-'}: {result.status}"
-        print(line + (f" ({result.reason})" if result.reason else ""), file=out)
+    # from here on no text printed or logged can become a workflow command (SPEC §13)
+    with ActionOutput(stream) as output, _logging_to(output):
+        try:
+            results = _act(env, inputs, output)
+        except (StateSaveFailed, ResumeStopped) as fault:  # failed, resumable
+            output.command("error", f"delivery: {fault}")
+            results = [Result(fault.run_id, "failed", str(fault))]
+        except DeliveryError as err:
+            output.command("error", f"delivery: {err}")
+            results = [Result("", "refused", str(err))]
+        write_outputs(env, results)
+        write_summary(env, results)
+        for result in results:
+            line = f"delivery: run {result.run_id or '-'}: {result.status}"
+            print(line + (f" ({result.reason})" if result.reason else ""), file=output)
     codes = [EXIT.get(result.status, 1) for result in results] or [0]
     for wanted in (1, 2, 3):
         if wanted in codes:
@@ -120,7 +126,20 @@ def main(environ: Mapping[str, str] | None = None, out: TextIO | None = None) ->
     return 0
 
 
-def _act(env: dict[str, str], inputs: Mapping[str, str], out: TextIO) -> list[Result]:
+@contextmanager
+def _logging_to(output: ActionOutput) -> Iterator[None]:
+    """delivery's log lines go through `output` too (stderr is read for commands alike)."""
+    logger = logging.getLogger("delivery")
+    handler = logging.StreamHandler(output)
+    handler.setFormatter(logging.Formatter("delivery: %(levelname)s: %(message)s"))
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+def _act(env: dict[str, str], inputs: Mapping[str, str], out: ActionOutput) -> list[Result]:
     repository = env.get("GITHUB_REPOSITORY", "")
     payload = _payload(env)
     mode = inputs["mode"] or "auto"
@@ -133,8 +152,8 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: TextIO) -> list[Re
     if decided.kind == "ignore":
         return [Result("", "ignored", decided.reason)]
     if decided.needs_permission and not _may_steer(env, repository, decided.actor):
-        print(f"::warning::delivery: {decided.actor or 'an unknown user'} has no write "
-              f"permission on {repository}; the event is ignored", file=out)
+        out.command("warning", f"delivery: {decided.actor or 'an unknown user'} has no "
+                    f"write permission on {repository}; the event is ignored")
         return [Result("", "ignored", f"{decided.actor} may not start or steer runs")]
     spec = inputs["state-repo"] or repository
     if not Path(spec).is_absolute():
@@ -144,7 +163,7 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: TextIO) -> list[Re
     state = open_state(spec, cache, env)
     if decided.kind == "start":
         return [_start(env, inputs, decided, state, base, cache, out)]
-    run_ids = _runs_to_resume(env, decided, state)
+    run_ids = _runs_to_resume(env, decided, state, out)
     if not run_ids:
         return [Result("", "ignored", "no paused run to resume for this event")]
     return [_resume(env, inputs, decided, state, run_id,
@@ -223,7 +242,7 @@ def _options(inputs: Mapping[str, str]) -> EngineOptions:
 
 
 def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
-           state: RemoteState, base: Path, cache: Path, out: TextIO) -> Result:
+           state: RemoteState, base: Path, cache: Path, out: ActionOutput) -> Result:
     workflow = Path(inputs["workflow"]) if inputs["workflow"] else bundled_workflow()
     if not workflow.is_absolute():
         workflow = Path(env.get("GITHUB_WORKSPACE") or Path.cwd()) / workflow
@@ -234,7 +253,7 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
                          "name a UTF-8 workflow file in the repository (input workflow)"
                          ) from None
     for diagnostic in diagnostics:  # annotations on the workflow file's lines
-        print(diagnostic.format_github(), file=out)
+        out.raw_command(diagnostic.format_github())
     if loaded is None or has_errors(diagnostics):
         return Result("", "invalid", f"{workflow} has validation errors", workflow=workflow)
     declared = {decl.name for decl in loaded.inputs}
@@ -256,14 +275,17 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
                   repos)
 
 
-def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState) -> list[str]:
+def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState,
+                    out: ActionOutput) -> list[str]:
     if decided.kind == "resume" and decided.run_id:
         return [decided.run_id]
     found: list[str] = []
     prs = [*decided.prs, *_open_prs_of_heads(env, decided.heads)]
     for pr in prs:
         try:
-            found.append(run_for_pr(pr, env))
+            found.append(run_for_pr(pr, env, state))
+        except NotOwner as stranger:  # a copied marker: ignored, logged, nothing claimed
+            print(f"delivery: ignored: {stranger}", file=out)
         except RunRefused:
             continue  # a PR no delivery run opened
     if found:
@@ -273,7 +295,9 @@ def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState) -
         return [run_id for run_id in dict.fromkeys(found) if run_id not in done]
     if prs or decided.heads:
         return []
-    paused = [run for run in state.runs() if run.status == "paused"]
+    # paused runs, and running ones: a run whose job was killed is taken over once its
+    # claim is dead (a live claim answers `superseded`)
+    paused = [run for run in state.runs() if run.status in ("paused", "running")]
     if decided.answers:  # an answer on the ticket: the paused runs of that ticket
         paused = [run for run in paused if decided.ticket and run.ticket == decided.ticket]
     return [run.run_id for run in paused]

@@ -96,9 +96,6 @@ def test_a_labelled_issue_is_delivered_on_schedule_ticks_alone(github: FakeGitHu
     assert [job.event for job in jobs[1:]] == ["schedule"] * (len(jobs) - 1)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 18 item 3 (branch action-state): a clone cache "
-                   "holding an earlier job's worktree registrations cannot re-create them "
-                   "('no worktree at …'); this passes once worktrees are restored")
 def test_a_self_hosted_runner_keeps_its_clone_cache_and_still_delivers(
         github: FakeGitHub, tmp_path: Path) -> None:
     world = build_world(github, tmp_path, self_hosted=True)
