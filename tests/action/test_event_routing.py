@@ -177,3 +177,17 @@ def test_the_default_workflow_is_the_bundled_deliver_dot() -> None:
     from delivery.action.main import bundled_workflow
 
     assert bundled_workflow().name == "deliver.dot" and bundled_workflow().is_file()
+
+
+def test_a_status_events_branches_are_mapped_to_their_open_pull_requests() -> None:
+    from delivery.action.main import _open_prs_of_heads
+    from delivery.testing.github import FakeGitHub
+
+    with FakeGitHub() as github:
+        github.create_repo(HERE, files={"README.md": "# web\n"})
+        github.push_files(HERE, "delivery/t-1", {"a.txt": "a\n"})
+        github.push_files(HERE, "other", {"b.txt": "b\n"})
+        number = github.open_pull(HERE, "delivery/t-1")
+        github.open_pull(HERE, "other")
+        found = _open_prs_of_heads(github.env(), [f"{HERE}:delivery/t-1"])
+    assert found == [f"{HERE}#{number}"]
