@@ -13,6 +13,7 @@
     │                                  signal, reported as status `superseded`, exit 0
     └── RunError                       something went wrong while running (run-time)
         ├── RunRefused                 the run cannot start: a bad input, goal or setting (exit 2)
+        │   └── MalformedEvent         an Actions event payload whose fields are not GitHub's types
         ├── RunStoreError              the run's store (directory, checkpoint, event log) is
         │   │                          unusable or cannot be written; mid-run it stops the run
         │   │                          (exit 1) and the run stays resumable
@@ -163,6 +164,11 @@ class RunRefused(RunError):
         self.problem = problem
         self.fix = fix
         super().__init__(f"{subject}: {problem} — {fix}")
+
+
+class MalformedEvent(RunRefused):
+    """An Actions event payload whose fields do not have GitHub's types (`subject` names the
+    field), refused in one line instead of a traceback (SPEC §14)."""
 
 
 class RunStoreError(RunError):

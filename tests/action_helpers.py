@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -80,6 +81,10 @@ class Actions:
         number = next(_jobs)
         home = self.root / f"job-{number}"
         home.mkdir()
+        # a runner checks the repository out anew for every job: the run works in that
+        # checkout (SPEC §13), so nothing an earlier job left there is seen by the next
+        checkout = home / "workspace"
+        shutil.copytree(self.workspace, checkout)
         event_path = home / "event.json"
         event_path.write_text(json.dumps(payload), encoding="utf-8")
         output, summary = home / "output", home / "summary.md"
@@ -92,7 +97,7 @@ class Actions:
                "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_REPOSITORY": self.repository,
                "GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(event_path),
                "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary),
-               "GITHUB_WORKSPACE": str(self.workspace), "GITHUB_RUN_ID": str(1000 + number),
+               "GITHUB_WORKSPACE": str(checkout), "GITHUB_RUN_ID": str(1000 + number),
                "GITHUB_RUN_ATTEMPT": "1", "GITHUB_ACTOR": actor,
                "GITHUB_ACTION_PATH": str(ROOT), "RUNNER_TEMP": str(home / "tmp"),
                "XDG_CACHE_HOME": str(cache or home / "cache"),
@@ -101,7 +106,7 @@ class Actions:
         for name, template in deliver["env"].items():
             env[name] = _EXPR.sub(lambda m: values[m.group(1)], str(template))
         done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
-                               deliver["run"]], env=env, cwd=self.workspace,
+                               deliver["run"]], env=env, cwd=checkout,
                               capture_output=True, text=True, timeout=120, check=False)
         return Job(done.returncode, done.stdout, done.stderr, read_outputs(output),
                    summary.read_text(encoding="utf-8") if summary.exists() else "")

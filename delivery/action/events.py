@@ -32,7 +32,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-from delivery.errors import RunRefused
+from delivery.errors import MalformedEvent
 from delivery.hidden_text import strip_hidden
 
 ANSWER = re.compile(r"^/delivery\s+answer\s+(\S+)\s+(.+?)\s*$", re.MULTILINE)
@@ -43,10 +43,6 @@ RELAYED = ("workflow_run", "pull_request_review", "pull_request_review_comment",
 CI_EVENTS = frozenset({"workflow_run", "status", "check_suite"})
 PR_ACTIONS = frozenset({"closed", "labeled"})
 FINAL_STATUS = frozenset({"success", "failure", "error"})
-
-
-class MalformedEvent(RunRefused):
-    """An event payload whose fields do not have GitHub's types."""
 
 
 @dataclass

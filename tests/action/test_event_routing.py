@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from delivery.action.events import RELAYED, MalformedEvent, plan
+from delivery.action.events import RELAYED, plan
 from delivery.action.main import main, parse_inputs
-from delivery.errors import RunRefused
+from delivery.errors import MalformedEvent, RunRefused
 
 HERE = "octo/web"
 BOT = {"login": "delivery[bot]", "type": "Bot"}

@@ -127,7 +127,7 @@ def test_a_self_hosted_cache_holding_another_jobs_worktree_is_used_and_its_files
     inputs = given(actions, fake, edit_then_gate())
     paused = actions.job("issues", labeled(), inputs, cache=cache)
     assert paused.outputs["status"] == "paused", paused.stdout + paused.stderr
-    [earlier] = [path for path in actions.root.glob("job-*/tmp/delivery/*/app")]
+    [earlier] = [path for path in actions.root.glob("job-*/workspace/app")]
     (earlier / "notes.txt").write_text("a person's notes\n", encoding="utf-8")
 
     answered = actions.job("issue_comment", answer_on_ticket("/delivery answer approve yes"),
