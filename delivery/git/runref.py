@@ -19,6 +19,8 @@ import shutil
 import stat
 import subprocess
 import tarfile
+import time
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,18 @@ _TAMPERED = "the state ref was tampered with; restart the run or restore the ref
 
 def run_ref(run_id: str) -> str:
     return REF_PREFIX + run_id
+
+
+# the run's index split in two: a write rewrites only the entries that changed, not the
+# whole index, however many stages the run has
+_SPLIT = ("-c", "core.splitIndex=true", "-c", "splitIndex.maxPercentChange=50")
+_IDENTITY = "delivery[bot] <delivery-bot@users.noreply.github.com>"
+
+
+def _skipped(rel: str, skip: Sequence[str]) -> bool:
+    """Not saved: a lock file, a name in `skip`, or a file under a `skip` directory."""
+    return rel.endswith(".lock") or rel in skip or any(
+        name.endswith("/") and rel.startswith(name) for name in skip)
 
 
 @dataclass(frozen=True)
@@ -203,78 +217,82 @@ class RunRef:
             index.unlink(missing_ok=True)
             self._indexes.add(key)
         env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(run_dir)}
-        large = self._large_files(run_dir, skip)
-        excludes = [f":(exclude,top){name.rstrip('/')}" for name in skip]
-        excludes += [":(exclude,glob)**/*.lock"]
-        excludes += [f":(exclude,top,literal){rel}" for rel in large]
-        self._git("add", "add", "--all", "--", ".", *excludes, env=env)
+        # git compares every file's stat with the index (in C): only new, modified and
+        # deleted files come back, so the cost does not grow with the run
+        listed = self._git("ls-files", "ls-files", "-z", "--others", "--modified",
+                           "--deleted", env=env).stdout.decode(errors="surrogateescape")
+        managed = self._extras.get(key, set())  # extras and pointers: not files on disk
+        changed: list[str] = []
+        large: dict[str, bytes] = {}
+        for rel in dict.fromkeys(name for name in listed.split("\0") if name):
+            if rel in managed or _skipped(rel, skip):
+                continue
+            pointer = self._pointer(run_dir, rel)
+            if pointer is not None:
+                large[rel] = pointer
+            else:
+                changed.append(rel)
+        if changed:  # hashed and recorded with their stat: unchanged next time
+            self._git("update-index", *_SPLIT, "update-index", "--add", "--remove", "-z",
+                      "--stdin",
+                      stdin="".join(f"{rel}\0" for rel in changed).encode(
+                          errors="surrogateescape"), env=env)
         blobs = {rel + POINTER_SUFFIX: pointer for rel, pointer in large.items()}
         blobs.update(extra or {})
-        lines = [f"0 {'0' * 40}\t{rel}\n" for rel in self._extras.get(key, ())
+        lines = [f"0 {'0' * 40}\t{rel}\n" for rel in managed
                  if rel not in blobs]  # extras of the last save that are gone now
-        spill = self.scratch / f"blobs-{os.getpid()}-{key}"
-        try:
-            if blobs:  # one git process for every extra file
-                spill.mkdir(exist_ok=True)
-                paths = []
-                for number, data in enumerate(blobs.values()):
-                    paths.append(spill / str(number))
-                    paths[-1].write_bytes(data)
-                names = "".join(f"{path}\n" for path in paths).encode()
-                shas = self._git("hash-object", "hash-object", "-w", "--no-filters",
-                                 "--stdin-paths", stdin=names).stdout.decode().split()
-                lines += [f"100644 {sha}\t{rel}\n"
-                          for rel, sha in zip(blobs, shas, strict=True)]
-        finally:
-            shutil.rmtree(spill, ignore_errors=True)
+        # the extras are small: written as objects here, not by another git process
+        lines += [f"100644 {self._write_object('blob', data)}\t{rel}\n"
+                  for rel, data in blobs.items()]
         if lines:
-            self._git("update-index", "update-index", "--index-info",
+            self._git("update-index", *_SPLIT, "update-index", "--index-info",
                       stdin="".join(lines).encode(), env=env)
         self._extras[key] = set(blobs)
         tree = self._git("write-tree", "write-tree", env=env).stdout.decode().strip()
-        args = ["commit-tree", tree, "-m", message]
-        if parent:
-            args += ["-p", parent]
-        identity = {"GIT_AUTHOR_NAME": "delivery[bot]",
-                    "GIT_AUTHOR_EMAIL": "delivery-bot@users.noreply.github.com",
-                    "GIT_COMMITTER_NAME": "delivery[bot]",
-                    "GIT_COMMITTER_EMAIL": "delivery-bot@users.noreply.github.com"}
-        return self._git("commit-tree", *args, env=identity).stdout.decode().strip()
+        stamp = f"{int(time.time())} +0000"
+        body = f"tree {tree}\n" + (f"parent {parent}\n" if parent else "")
+        body += f"author {_IDENTITY} {stamp}\ncommitter {_IDENTITY} {stamp}\n\n{message}\n"
+        return self._write_object("commit", body.encode())
 
-    def _large_files(self, run_dir: Path, skip: Sequence[str]) -> dict[str, bytes]:
-        """rel path -> its pointer file, for the files saved as a pointer: artifacts over
-        LARGE_ARTIFACT and any other file over FILE_LIMIT (the run's own records over it
-        are refused: the run could not be resumed without them). Digests are cached by
-        stat, so a large file is read once (streamed), not at every save."""
-        found: dict[str, bytes] = {}
-        for folder, dirs, names in os.walk(run_dir):
-            here = Path(folder)
-            dirs[:] = [d for d in dirs if not (here / d).is_symlink()]
-            for name in names:
-                path = here / name
-                try:
-                    info = path.lstat()
-                except OSError:
-                    continue
-                rel = path.relative_to(run_dir).as_posix()
-                limit = LARGE_ARTIFACT if rel.startswith("artifacts/") else FILE_LIMIT
-                if info.st_size <= limit or not stat.S_ISREG(info.st_mode) \
-                        or rel in skip or rel.split("/", 1)[0] + "/" in skip:
-                    continue
-                if "/" not in rel:
-                    raise GitError("save", self.location, f"the run's {rel} is "
-                                   f"{info.st_size} bytes, over the state limit of "
-                                   f"{FILE_LIMIT}", "the run is too large for event mode")
-                stamp = (rel, info.st_size, info.st_mtime_ns, info.st_ino)
-                pointer = self._pointers.get(stamp)
-                if pointer is None:
-                    with path.open("rb") as handle:
-                        digest = hashlib.file_digest(handle, "sha256").hexdigest()
-                    pointer = (f"sha256 {digest}\nsize {info.st_size}\n"
-                               "not saved: larger than the state limit\n").encode()
-                    self._pointers[stamp] = pointer
-                found[rel] = pointer
-        return found
+    def _write_object(self, kind: str, data: bytes) -> str:
+        """A loose object in the scratch repository (git's own format: zlib of
+        `<kind> <size>\\0<data>`, named by its SHA-1); its name."""
+        raw = f"{kind} {len(data)}\0".encode() + data
+        sha = hashlib.sha1(raw, usedforsecurity=False).hexdigest()
+        path = self.scratch / "objects" / sha[:2] / sha[2:]
+        if not path.exists():
+            path.parent.mkdir(exist_ok=True)
+            spare = path.with_name(f"tmp-{os.getpid()}-{sha[2:]}")
+            spare.write_bytes(zlib.compress(raw, 1))
+            os.replace(spare, path)  # whole or not at all
+        return sha
+
+    def _pointer(self, run_dir: Path, rel: str) -> bytes | None:
+        """The pointer file saved instead of `rel` when it is large (artifacts over
+        LARGE_ARTIFACT, any other file over FILE_LIMIT; the run's own records over it are
+        refused: the run could not be resumed without them); None for a file saved as it
+        is. Digests are cached by stat: a large file is read once, streamed."""
+        path = run_dir / rel
+        try:
+            info = path.lstat()
+        except OSError:
+            return None  # deleted: `update-index --remove` drops it
+        limit = LARGE_ARTIFACT if rel.startswith("artifacts/") else FILE_LIMIT
+        if info.st_size <= limit or not stat.S_ISREG(info.st_mode):
+            return None
+        if "/" not in rel:
+            raise GitError("save", self.location, f"the run's {rel} is {info.st_size} "
+                           f"bytes, over the state limit of {FILE_LIMIT}",
+                           "the run is too large for event mode")
+        stamp = (rel, info.st_size, info.st_mtime_ns, info.st_ino)
+        pointer = self._pointers.get(stamp)
+        if pointer is None:
+            with path.open("rb") as handle:
+                digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            pointer = (f"sha256 {digest}\nsize {info.st_size}\n"
+                       "not saved: larger than the state limit\n").encode()
+            self._pointers[stamp] = pointer
+        return pointer
 
     def push(self, run_id: str, sha: str, expected: str | None) -> bool:
         """Move the run's ref to `sha` if it still points at `expected` (None: it must not
