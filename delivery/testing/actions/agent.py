@@ -57,8 +57,8 @@ def stage_of(prompt: str) -> str:
     return stage if at >= 0 else ""
 
 
-def _summary(text: str) -> str:
-    return f"{text}\n\n" + json.dumps({"context_updates": {"summary": text}})
+def _summary(text: str, **updates: object) -> str:
+    return f"{text}\n\n" + json.dumps({"context_updates": {"summary": text, **updates}})
 
 
 def _write(workspace: Path, files: dict[str, str]) -> None:
@@ -88,11 +88,14 @@ def turn(prompt: str, workspace: Path) -> str:
                            "web/page.py": WEB_FIRST, "web/test_page.py": WEB_TEST})
         return _summary("Added hello(name) to api and greeting(name) to web, with tests.")
     if stage in ("repair", "fix"):
+        # the repair also answers review threads (`answers`); the demo's reviewer writes a
+        # review, not threads, so there is none to answer
+        extra = {"answers": {}} if stage == "repair" else {}
         for text, files in REPAIRS:
             if not _in_place(workspace, files):
                 _write(workspace, files)
-                return _summary(text)
-        return _summary("Nothing left to repair: both changes are in place.")
+                return _summary(text, **extra)
+        return _summary("Nothing left to repair: both changes are in place.", **extra)
     return _summary("This scripted agent knows only the stages of deliver.dot.")
 
 
