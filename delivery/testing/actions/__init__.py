@@ -20,6 +20,21 @@ workspace. `world.py` describes GitHub's delivery rules the world applies; `agen
 the demo's scripted agent as a command a job can run.
 """
 
-from delivery.testing.actions.world import ActionsWorld, Job, WorldError
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from delivery.testing.actions.world import ActionsWorld, Job, WorldError
 
 __all__ = ["ActionsWorld", "Job", "WorldError"]
+
+
+def __getattr__(name: str) -> Any:
+    # loaded on first use: a job's agent (`python -m delivery.testing.actions.agent`) runs
+    # once per turn and needs none of the world, the fake GitHub or YAML
+    if name in __all__:
+        from delivery.testing.actions import world
+
+        return getattr(world, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
