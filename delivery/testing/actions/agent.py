@@ -90,7 +90,7 @@ def turn(prompt: str, workspace: Path) -> str:
     if stage in ("repair", "fix"):
         # the repair also answers review threads (`answers`); the demo's reviewer writes a
         # review, not threads, so there is none to answer
-        extra = {"answers": {}} if stage == "repair" else {}
+        extra: dict[str, object] = {"answers": {}} if stage == "repair" else {}
         for text, files in REPAIRS:
             if not _in_place(workspace, files):
                 _write(workspace, files)
