@@ -166,6 +166,16 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
     branch as it was pushed (a resume elsewhere) or, new, from `origin/<base>`."""
     state = worktree_state(path)
     if state.exists:
+        if _common_dir(path) == clone.resolve() and state.branch != branch:
+            # Another run's worktree (another ticket) in the same workspace: say how to
+            # free it without losing what may be uncommitted in it.
+            raise GitError("worktree add", str(path),
+                           f"the folder is another run's worktree (on "
+                           f"{state.branch or 'a detached HEAD'}), not this run's on {branch}",
+                           f"when that run is finished, check nothing is left uncommitted "
+                           f"(git -C {path} status) and free the folder with git -C {path} "
+                           f"worktree remove {path}; or run this ticket in its own "
+                           "--workspace")
         if _common_dir(path) != clone.resolve() or state.branch != branch:
             raise GitError("worktree add", str(path),
                            f"the folder is already a git working tree (on "

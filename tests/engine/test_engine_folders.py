@@ -132,7 +132,7 @@ def test_a_probe_of_one_folder_still_rolls_up_every_folder(
     assert ran.context["pr.state"] == "CHANGES_REQUIRED"  # web, as last observed
 
 
-def test_a_folder_the_forge_cannot_read_fails_the_probe_naming_it(
+def test_a_folder_that_is_a_plain_directory_is_refused_before_the_first_stage(
         tmp_path: Path, remotes: dict[str, Path]) -> None:
     not_git = tmp_path / "plain"
     not_git.mkdir()
@@ -145,11 +145,11 @@ def test_a_folder_the_forge_cannot_read_fails_the_probe_naming_it(
       start -> look -> exit
     }
     """
-    ran = start(tmp_path, dot, {"web": remotes["web"], "api": not_git})
-    assert ran.status == "failed"
-    assert "folder 'api'" in ran.failure_reason
-    assert "not a git repository" in ran.failure_reason
-    assert "web.pr.state" not in ran.context
+    with pytest.raises(RunRefused) as refused:
+        start(tmp_path, dot, {"web": remotes["web"], "api": not_git})
+    assert refused.value.subject == f"repos['api']='{not_git}'"  # a library caller's words
+    assert "is a plain directory, not a git repository" in str(refused.value)
+    assert not (tmp_path / "ws" / ".delivery").exists()  # nothing was written
 
 
 def test_a_resume_reuses_the_runs_folders_forge_branch_and_worktrees(
@@ -192,10 +192,10 @@ def test_a_run_mixing_paths_and_github_repositories_is_refused(
     request = RunRequest(workflow=write_flow(tmp_path, LIFECYCLE), inputs={"ticket": TICKET},
                          workspace=workspace,
                          repos={"web": str(remotes["web"]), "api": "octo/api"})
-    with pytest.raises(RunRefused, match=r"--repo web=.*one forge"):
+    with pytest.raises(RunRefused, match=r"repos\['web'\]=.*one forge"):
         start_run(request, world(tmp_path))
     request.forge = "local"
-    with pytest.raises(RunRefused, match="--repo api=octo/api: is not a local directory"):
+    with pytest.raises(RunRefused, match=r"repos\['api'\]='octo/api': is not a local directory"):
         start_run(request, world(tmp_path))
 
 
