@@ -77,6 +77,39 @@ def test_worktrees_are_made_probed_and_removed_keeping_unfinished_work(
     assert info["folders"] == {name: str(tmp_path / "ws" / name) for name in remotes}
 
 
+KEEPERS = """
+digraph K {
+  graph [goal="g", inputs="ticket", folders="web,api,docs"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  add [type=worktree_add]
+  person [shape=parallelogram, script="printf 'TOKEN=mine\\n' > web/.env; \\
+mkdir -p api/build && echo cached > api/build/out.bin; \\
+mv docs ../outside-docs && ln -s ../outside-docs docs"]
+  remove [type=worktree_remove]
+  start -> add -> person -> remove -> exit
+}
+"""
+
+
+def test_worktree_remove_keeps_ignored_files_and_never_follows_a_symlink(
+        tmp_path: Path) -> None:
+    root = tmp_path / "remotes"
+    root.mkdir()
+    remotes = {name: make_remote(root, name, {"app.txt": f"{name}\n",
+                                              ".gitignore": ".env\nbuild/\n"})
+               for name in ("web", "api", "docs")}
+    ran = start(tmp_path, KEEPERS, remotes)
+    assert ran.status == "succeeded", ran.failure_reason
+    assert ran.context["worktree.clean"] is False
+    assert ran.context["worktree.status"] == (
+        "web: kept: git-ignored files: .env; api: kept: git-ignored files: build/; "
+        "docs: kept: a symlink to ../outside-docs; not followed, left as it is")
+    assert (tmp_path / "ws" / "web" / ".env").read_text() == "TOKEN=mine\n"
+    assert (tmp_path / "ws" / "api" / "build" / "out.bin").read_text() == "cached\n"
+    assert (tmp_path / "outside-docs" / "app.txt").read_text() == "docs\n"
+
+
 def test_the_probe_reads_the_prs_of_the_runs_branch_and_routes_on_them(
         tmp_path: Path, remotes: dict[str, Path]) -> None:
     forge = LocalForge()
