@@ -13,6 +13,7 @@
     │                                  signal, reported as status `superseded`, exit 0
     └── RunError                       something went wrong while running (run-time)
         ├── RunRefused                 the run cannot start: a bad input, goal or setting (exit 2)
+        │   └── MalformedEvent         an Actions event payload whose fields are not GitHub's types
         ├── RunStoreError              the run's store (directory, checkpoint, event log) is
         │   │                          unusable or cannot be written; mid-run it stops the run
         │   │                          (exit 1) and the run stays resumable
@@ -170,6 +171,11 @@ class RunRefused(RunError):
         super().__init__(f"{subject}: {problem} — {fix}")
 
 
+class MalformedEvent(RunRefused):
+    """An Actions event payload whose fields do not have GitHub's types (`subject` names the
+    field), refused in one line instead of a traceback (SPEC §14)."""
+
+
 class RunStoreError(RunError):
     """A run directory, checkpoint or event log cannot be used; the message names the path."""
 
@@ -184,6 +190,17 @@ class StateSaveFailed(RunStoreError):
         super().__init__(f"run {run_id}: its state could not be saved to the state ref: "
                          f"{problem} — the run stopped; resume it once the state repository "
                          "is reachable (the stage after the last save runs again)")
+
+
+class ResumeStopped(RunError):
+    """A resume stopped before its first stage because what the run needs on this machine
+    (its worktrees) could not be re-created: exit 1, nothing ran, the run stays resumable."""
+
+    def __init__(self, run_id: str, problem: str) -> None:
+        self.run_id = run_id
+        self.problem = problem
+        super().__init__(f"run {run_id}: its worktrees could not be re-created: {problem} "
+                         "— nothing ran; fix that and resume (the run is unchanged)")
 
 
 class ArtifactError(RunError):

@@ -33,6 +33,7 @@ from delivery.engine.runner import (
 )
 from delivery.errors import (
     ArtifactError,
+    ResumeStopped,
     RunError,
     RunRefused,
     StateSaveFailed,
@@ -69,7 +70,7 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return handler(args, out, err)
     except Superseded as lost:  # another job holds or advanced the run: not a failure
         return superseded(lost, bool(getattr(args, "json", False)), out)
-    except StateSaveFailed as fault:  # mid-run: the run failed and stays resumable
+    except (StateSaveFailed, ResumeStopped) as fault:  # the run stays resumable
         print(f"delivery {args.command}: {fault}", file=err)
         return EXIT_FAILED
     except WorkflowSyntaxError as problem:
@@ -233,9 +234,13 @@ def _resume_world(run_path: Path) -> World:
 
 
 def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from delivery.cli.state_commands import run_for_pr, state_world
+    from delivery.cli.state_commands import NotOwner, open_state, run_for_pr, state_world
 
-    run_id = run_for_pr(args.for_pr) if args.for_pr else args.run
+    try:
+        run_id = run_for_pr(args.for_pr, state=open_state(args.state, args.cache)) \
+            if args.for_pr else args.run
+    except NotOwner as stranger:  # ignored and said so; nothing claimed (SPEC §13)
+        return _ignored(str(stranger), args.json, out)
     if not run_id:
         raise RunRefused("resume --state", "names no run", "pass RUN_ID or --for-pr O/N#N")
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*", run_id):
@@ -248,6 +253,16 @@ def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
                          answers=parse_answers(args.answer), options=_options(err),
                          observer=_observer(err))
     return _report(outcome, args.json, out, args.full)
+
+
+def _ignored(reason: str, as_json: bool, out: TextIO) -> int:
+    if as_json:
+        print(json.dumps({"run_id": "", "status": "ignored", "failure_reason": reason,
+                          "path": [], "context": {}, "run_dir": ""}, indent=2,
+                         sort_keys=True), file=out)
+    else:
+        print(f"ignored: {_one_line(reason)}", file=out)
+    return EXIT_SUCCEEDED
 
 
 def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -22,6 +22,7 @@ from delivery.cli import graph, scenarios
 from delivery.cli.demo_args import add_parser as demo_parser
 from delivery.cli.diagnostics import file_problem
 from delivery.cli.model_json import workflow_json, workflow_text
+from delivery.cli.workflow_commands import ActionOutput, Neutralising, in_action
 from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
 from delivery.redact import RedactingFilter, RedactingStream, Redactor
 from delivery.validation.loader import check_file
@@ -382,6 +383,15 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return EXIT_USAGE
     except SystemExit as exit_:
         return int(exit_.code or 0)
+    if args.command not in ("validate", "parse") and in_action(os.environ):
+        # a run's text (replies, PR text, failure reasons) never becomes a workflow
+        # command on the runner (SPEC §13); validate's annotations are meant as commands
+        with ActionOutput(out) as inert:
+            return _dispatch(args, cast(TextIO, inert), cast(TextIO, Neutralising(err)))
+    return _dispatch(args, out, err)
+
+
+def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         return _command(args, out, err)
     except KeyboardInterrupt as stop:

@@ -44,7 +44,8 @@ from delivery.engine.run_setup import (
     refuse_folder_problems,
 )
 from delivery.engine.templating import Renderer
-from delivery.errors import RunInterrupted, RunRefused, RunStoreError, Terminated
+from delivery.engine.worktree_restore import folders_to_recreate, recreate
+from delivery.errors import ResumeStopped, RunInterrupted, RunRefused, RunStoreError, Terminated
 from delivery.forges.base import Forge
 from delivery.forges.select import (
     open_forge,
@@ -274,7 +275,7 @@ class _Run:
             env.event_mode = True
             if env.gates == "deny":  # a gate nobody answers pauses in event mode (§9.1)
                 env.gates = "pause"
-            self._recreate_worktrees(state, env)
+            self._recreate_worktrees(state, env, remote)
         observer, on_saved = self.observer, None
         if self.info.logs:  # the Attractor view: an observer only when asked
             view = AttractorLogs(Path(self.info.logs), self.workflow, self.store.path,
@@ -306,24 +307,22 @@ class _Run:
                           offloaded=offloaded(context.stored(), self.store.artifacts))
 
 
-    def _recreate_worktrees(self, state: RunState, env: StageEnv) -> None:
+    def _recreate_worktrees(self, state: RunState, env: StageEnv,
+                            remote: StateRunStore) -> None:
         """A resume on a fresh machine: the folders' worktrees the run had made come back
-        from the run's pushed branch (SPEC §13) before any stage needs them."""
-        adds = {n.id for n in self.workflow.nodes_of(NodeType.WORKTREE_ADD)}
-        removes = {n.id for n in self.workflow.nodes_of(NodeType.WORKTREE_REMOVE)}
-        last_add = max((i for i, n in enumerate(state.path) if n in adds), default=-1)
-        last_remove = max((i for i, n in enumerate(state.path) if n in removes), default=-1)
-        if last_add < 0 or last_remove > last_add or state.status not in (RunStatus.RUNNING,
-                                                                          RunStatus.PAUSED):
-            return
-        missing = [name for name, path in env.folders.items() if not path.exists()]
+        as they were saved (SPEC §13) before any stage needs them; if they cannot, the
+        resume stops here (ResumeStopped, exit 1) and gives its claim back unchanged."""
+        missing = folders_to_recreate(self.workflow, state, env.folders)
         if not missing:
             return
-        node = self.workflow.nodes[state.path[last_add]]
-        scratch = Context({}, self.store.artifacts, redactor=self.redactor)
-        result = self.handlers[NodeType.WORKTREE_ADD](node, 0, scratch, env)
-        self.store.append_event("worktrees_recreated", folders=missing, outcome=result.outcome,
-                                failure_reason=result.failure_reason)
+        done, problem = recreate(env, missing, remote.saved_worktrees())
+        self.store.append_event("worktrees_recreated", folders=missing, how=done,
+                                outcome="failed" if problem else "succeeded",
+                                failure_reason=self.redactor.text(problem))
+        if problem:
+            self.store.close()
+            remote.release_unchanged(f"not resumed: {problem}")
+            raise ResumeStopped(state.run_id, self.redactor.text(problem))
 
 
 def start_run(request: RunRequest, world: World | None = None, *,
@@ -469,6 +468,12 @@ def resume_run(run_path: Path, world: World | None = None,
     except BaseException:
         store.close()
         raise
+    if isinstance(store, StateRunStore):  # only now: every refusal above left no claim
+        try:
+            store.claim()
+        except BaseException:
+            store.close()
+            raise
     state.resumed = True
     if state.status is RunStatus.PAUSED:  # waiting at a human gate: try it again
         state.status, state.failure_reason = RunStatus.RUNNING, ""

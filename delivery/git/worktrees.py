@@ -14,6 +14,7 @@ from pathlib import Path
 from git import GitCommandError, Repo
 
 from delivery.errors import GitError
+from delivery.git import restore
 from probes.worktree import DiffStats, diff_stats, worktree_state
 
 BOT_NAME = "delivery[bot]"
@@ -198,6 +199,8 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
                            "exist in the remote repository",
                            "push the base branch or name the repository's default branch")
         path.parent.mkdir(parents=True, exist_ok=True)
+        # another job's worktree may still hold the branch (a self-hosted runner's cache)
+        restore.free_branch(clone, branch, path)
         git(clone, "worktree add", "worktree", "add", "--quiet", *args)
     return WorktreeResult(path, branch, worktree_state(path).head, reused=False)
 

@@ -10,6 +10,8 @@ Import what you need from the submodules (nothing is imported eagerly here, so i
     delivery.testing.model_servers
                               scripted Anthropic Messages / OpenAI Responses servers on
                               127.0.0.1, for the real Claude Code and Codex CLIs offline
+    delivery.testing.actions  a simulated GitHub Actions world over it (workflow files,
+                              events, runners) that runs the Action's step
     ScriptedAgent             a scripted editing agent (`delivery demo` uses it)
 """
 
