@@ -282,6 +282,7 @@ class ScriptedPerson(Progress):
     base_lines: dict[str, list[str]] = field(default_factory=dict)  # repo -> lines on base
     closed_for_good: set[str] = field(default_factory=set)
     merge_snapshots: list[tuple[str, PullView]] = field(default_factory=list)
+    blocked_merges: list[str] = field(default_factory=list)  # merged while blocked
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -296,9 +297,22 @@ class ScriptedPerson(Progress):
                         self.merge_snapshots.append((repository, view))
 
     def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
+        if node.type is NodeType.MERGE:
+            self._check_merges()
         self.answer()
         if len(self.actions) < self.max_actions and self.rng.random() < self.chance:
             self.act()
+
+    def _check_merges(self) -> None:
+        """Every PR merged by the stage that just ended was mergeable as a person sees it:
+        no unresolved thread, no changes requested (else named in `blocked_merges`)."""
+        for repository, before in self.merge_snapshots:
+            now = [v for v in self.people.pulls(repository, self.branch)
+                   if v.number == before.number]
+            if now and now[0].state == "merged" and (before.unresolved
+                                                      or before.changes_requested):
+                self.blocked_merges.append(f"{repository}#{before.number}: {before}")
+        self.merge_snapshots.clear()
 
     # -- what the person does -------------------------------------------------------------
     def _open(self, repository: str) -> PullView | None:
@@ -327,7 +341,8 @@ class ScriptedPerson(Progress):
         action = self.rng.choices(ACTIONS, WEIGHTS)[0]
         done = getattr(self, f"_{action}")(repository)
         if done:
-            self.actions.append(f"{action} {repository}: {done}")
+            folder = next(f for f, r in self.repos.items() if r == repository)
+            self.actions.append(f"{action} {folder}: {done}")
         return str(done)
 
     def _push(self, repository: str) -> str:

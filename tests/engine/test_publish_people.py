@@ -133,3 +133,27 @@ def test_a_pr_a_person_closed_is_neither_reopened_nor_replaced(place: Place) -> 
     again = place.run(flow(WRITE_APP, NOTES))  # a second run on the same ticket
     assert again.status == "failed" and "PR #1" in again.failure_reason
     assert place.pulls("web") == [(1, "closed")]
+
+
+MERGE_FLOW = """
+digraph D {
+  graph [goal="Say hello", inputs="ticket", folders="web"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  add [type=worktree_add]
+  change [shape=parallelogram, script="printf 'print(1)\\\\n' > web/app.py"]
+  ship [type=publish]
+  land [type=merge]
+  start -> add -> change -> ship -> land -> exit
+}
+"""
+
+
+def test_a_pr_with_an_unresolved_thread_is_not_merged(place: Place) -> None:
+    def reviewer() -> None:
+        place.people.open_thread(place.repos["web"], 1, "Do not merge yet.")
+
+    ran = place.run(MERGE_FLOW, observer=Between({"ship": reviewer}))
+    assert ran.status == "failed"
+    assert "PR #1 has 1 unresolved review thread" in ran.failure_reason
+    assert place.pulls("web") == [(1, "open")]

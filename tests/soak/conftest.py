@@ -8,6 +8,7 @@ import os
 import pytest
 
 SEEDS = {"short": 2, "long": 30}
+PEOPLE_SEEDS = {"short": 20, "long": 100}  # the people soak (tests/soak/test_people_soak.py)
 
 
 def is_long(config: pytest.Config) -> bool:
@@ -18,6 +19,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "soak_seed" in metafunc.fixturenames:
         count = SEEDS["long" if is_long(metafunc.config) else "short"]
         metafunc.parametrize("soak_seed", range(count))
+    if "people_seed" in metafunc.fixturenames:
+        count = PEOPLE_SEEDS["long" if is_long(metafunc.config) else "short"]
+        metafunc.parametrize("people_seed", range(count))
     if "chaos_point" in metafunc.fixturenames:
         count = 20 if is_long(metafunc.config) else 5
         metafunc.parametrize("chaos_point", range(count))
+

@@ -220,6 +220,13 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
             if not seen.ready:
                 raise StageProblem(f"folder '{folder}': PR #{seen.number} is not ready to "
                                     f"merge ({seen.state.value}); left open with the rest")
+            if seen.unresolved_threads:
+                # a reviewer's open question blocks the merge whatever the workflow routed
+                # (as GitHub's "require conversation resolution" would)
+                raise StageProblem(f"folder '{folder}': PR #{seen.number} has "
+                                   f"{seen.unresolved_threads} unresolved review thread(s); "
+                                   "not merged while a thread is open, left open with the "
+                                   "rest")
             try:
                 result = forge.merge_pull_request(repository, seen.number,
                                                   expected_head_sha=seen.head_sha)
