@@ -131,10 +131,12 @@ def _publish_folder(forge: Forge, repository: str, path: Path, branch: str, base
     headers = _headers(forge, repository)
     known = remote_head(path, branch)  # what the run knew of the branch before this fetch
     fetch_remote(path, headers)
-    if not remote_head(path, branch) and diff_against_base(path, base).empty \
-            and not unpushed_commits(path):
+    pushed = bool(remote_head(path, branch))
+    if not pushed and diff_against_base(path, base).empty and not unpushed_commits(path):
         return None
-    found = forge.find_pull_request(repository, head=branch)
+    # a branch never pushed has no open PR (a closed one is caught after the push, by the
+    # find-or-create): no look-up request for a first publish
+    found = forge.find_pull_request(repository, head=branch) if pushed else None
     if found is not None and found.state == "closed":
         raise StageProblem(_closed(found))
     for round_ in range(PUSH_ROUNDS):
