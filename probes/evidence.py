@@ -40,6 +40,9 @@ class ReviewNote:
     author: str
     state: str
     body: str
+    # the forge's id of the review (GitHub's node id; the local forge's number): a new
+    # review is new feedback even when the count of reviews stays the same
+    id: str = ""
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class ThreadNote:
     line: int | None
     author: str
     body: str
+    # the forge's id of the thread (GitHub's node id, what `respond` replies to and resolves)
+    id: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,8 @@ class PullRequestSnapshot:
     # True when not every check could be read (past the probe's page bound, or the head
     # moved between pages): `failing_checks` may then miss some; the state does not.
     checks_truncated: bool = False
+    # the ids of every unresolved thread read (`<f>.threads.ids`), quoted or not
+    thread_ids: tuple[str, ...] = ()
 
     @property
     def state(self) -> PrState:
@@ -97,13 +104,15 @@ class PullRequestSnapshot:
                 for c in self.failing_checks
             ],
             "reviews": [
-                {"author": r.author, "state": r.state, "body": r.body} for r in self.reviews
+                {"id": r.id, "author": r.author, "state": r.state, "body": r.body}
+                for r in self.reviews
             ],
             "checks_truncated": self.checks_truncated,
             "conflict": self.conflict,
             "unresolved_threads": self.unresolved_threads,
             "threads": [
-                {"path": t.path, "line": t.line, "author": t.author, "body": t.body}
+                {"id": t.id, "path": t.path, "line": t.line, "author": t.author,
+                 "body": t.body}
                 for t in self.threads
             ],
         }

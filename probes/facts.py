@@ -30,6 +30,7 @@ def neutral_pr_facts(folder: str) -> dict[str, FactValue]:
         f"{folder}.pr.url": "",
         f"{folder}.pr.raw": "{}",
         f"{folder}.threads.unresolved": 0,
+        f"{folder}.threads.ids": "[]",
     }
 
 
@@ -41,6 +42,7 @@ def snapshot_facts(folder: str, pr: PullRequestSnapshot) -> dict[str, FactValue]
         f"{folder}.pr.url": pr.url,
         f"{folder}.pr.raw": json.dumps(pr.raw(), sort_keys=True, ensure_ascii=False),
         f"{folder}.threads.unresolved": pr.unresolved_threads,
+        f"{folder}.threads.ids": json.dumps(list(pr.thread_ids)),
     }
 
 

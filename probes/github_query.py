@@ -41,6 +41,7 @@ fragment ProbeContexts on StatusCheckRollupContextConnection {
 
 THREAD_FIELDS = """
 fragment ProbeThread on PullRequestReviewThread {
+  id
   isResolved
   path
   line
@@ -73,7 +74,7 @@ fragment ProbePullRequest on PullRequest {
       }
     }
   }
-  latestOpinionatedReviews(first: 30) { nodes { state body author { login } } }
+  latestOpinionatedReviews(first: 30) { nodes { id state body author { login } } }
   reviewThreads(first: 100) {
     totalCount
     pageInfo { hasNextPage endCursor }
@@ -276,7 +277,7 @@ def thread_notes(nodes: Sequence[Mapping[str, Any] | None]) -> tuple[int, list[T
             path=str(thread.get("path") or ""),
             line=thread.get("line") if isinstance(thread.get("line"), int) else None,
             author=str((first.get("author") or {}).get("login") or ""),
-            body=str(first.get("body") or "")))
+            body=str(first.get("body") or ""), id=str(thread.get("id") or "")))
     return unresolved, notes
 
 
@@ -291,7 +292,8 @@ def snapshot(node: Mapping[str, Any], *, unresolved: int, threads: Sequence[Thre
     checks, failing, pending = _checks(commit.get("statusCheckRollup"))
     reviews = [
         ReviewNote(author=str((r.get("author") or {}).get("login") or ""),
-                   state=str(r.get("state") or ""), body=str(r.get("body") or ""))
+                   state=str(r.get("state") or ""), body=str(r.get("body") or ""),
+                   id=str(r.get("id") or ""))
         for r in ((node.get("latestOpinionatedReviews") or {}).get("nodes") or []) if r
     ]
     mergeable_raw = node.get("mergeable")
@@ -316,5 +318,5 @@ def snapshot(node: Mapping[str, Any], *, unresolved: int, threads: Sequence[Thre
         base_ref=base, evidence=evidence, unresolved_threads=unresolved,
         failing_checks=tuple(failing), reviews=tuple(reviews), conflict=conflict,
         extra=extra, threads=tuple(threads[:THREAD_NOTES]),
-        checks_truncated=checks_truncated,
+        checks_truncated=checks_truncated, thread_ids=tuple(t.id for t in threads if t.id),
     )

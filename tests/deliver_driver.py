@@ -13,6 +13,7 @@ POINT is where the process kills itself, at the K-th time in this process:
     body-after     right after a PR body was rewritten
     merge-before   before a PR is merged
     merge-after    right after a PR was merged, before the stage records it
+    reply-after    right after a reply was posted in a review thread, before any resolve
 
 Without POINT the run goes to its end; exit 0 when it succeeded, 1 otherwise.
 """
@@ -30,13 +31,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from delivery.cli.demo import demo_agent
 from delivery.engine.runner import World, resume_run, start_run
-from delivery.forges.base import Forge, GitRemote, MergeResult, PullRequestRef
+from delivery.forges.base import Forge, GitRemote, MergeResult, PullRequestRef, ThreadReply
 from delivery.forges.select import open_forge
 from delivery.testing.two_repos import request
 from probes.evidence import PrObservation, PrQuery
 
 POINTS = ("push", "create-before", "create-after", "body-after", "merge-before",
-          "merge-after")
+          "merge-after", "reply-after")
 
 
 def checks() -> dict[str, str]:
@@ -91,6 +92,16 @@ class KillingForge:
                                                expected_head_sha=expected_head_sha)
         self._at("merge-after")
         return result
+
+    def reply_to_review_thread(self, repository: str, number: int, thread_id: str, *,
+                               body: str, marker: str) -> ThreadReply:
+        reply = self.inner.reply_to_review_thread(repository, number, thread_id, body=body,
+                                                  marker=marker)
+        self._at("reply-after")
+        return reply
+
+    def resolve_review_thread(self, repository: str, number: int, thread_id: str) -> None:
+        self.inner.resolve_review_thread(repository, number, thread_id)
 
     def pull_requests(self, queries: list[PrQuery]) -> dict[str, PrObservation]:
         return dict(self.inner.pull_requests(queries))

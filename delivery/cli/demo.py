@@ -110,9 +110,12 @@ def demo_agent() -> ScriptedAgent:
             files={"api/greeting.py": API_BUGGY, "api/test_greeting.py": API_TEST,
                    "web/page.py": WEB_FIRST, "web/test_page.py": WEB_TEST})],
         "repair": [
-            ScriptedTurn(_reply("api: hello() now puts a comma and an exclamation mark."),
+            # the review asks for changes in a review, not in a thread: no thread to answer
+            ScriptedTurn(_reply("api: hello() now puts a comma and an exclamation mark.",
+                                answers={}),
                          files={"api/greeting.py": API_FIXED}),
-            ScriptedTurn(_reply("web: the name is escaped with html.escape, with a test."),
+            ScriptedTurn(_reply("web: the name is escaped with html.escape, with a test.",
+                                answers={}),
                          files={"web/page.py": WEB_ESCAPED, "web/test_page.py": WEB_TEST_ESCAPED}),
         ],
     })

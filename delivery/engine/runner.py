@@ -143,7 +143,7 @@ class World:
 
 
 # Stages that reach the forge or the folders' git repositories.
-FORGE_TYPES = frozenset({NodeType.PROBE, NodeType.PUBLISH, NodeType.MERGE,
+FORGE_TYPES = frozenset({NodeType.PROBE, NodeType.PUBLISH, NodeType.MERGE, NodeType.RESPOND,
                          NodeType.WORKTREE_ADD, NodeType.WORKTREE_REMOVE})
 
 

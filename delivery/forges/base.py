@@ -2,8 +2,10 @@
 observes every folder); the write side opens, updates and merges pull requests.
 
 Every write is idempotent by construction: a PR is found by its head branch before one is
-created, a merge names the head SHA it expects and treats an already merged PR as done, so
-a stage killed half-way and run again never duplicates an effect.
+created, a merge names the head SHA it expects and treats an already merged PR as done, a
+reply in a review thread is found by its marker before one is posted, and resolving a
+resolved thread changes nothing — so a stage killed half-way and run again never duplicates
+an effect.
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ class MergeResult:
     outcome: Literal["merged", "already_merged", "refused"]
     reason: str = ""  # why a merge was refused (head moved, conflicts, closed, …)
     merge_sha: str = ""
+
+
+@dataclass(frozen=True)
+class ThreadReply:
+    thread_id: str
+    comment_id: str
+    created: bool  # False when a reply holding the marker was already in the thread
 
 
 @dataclass(frozen=True)
@@ -80,3 +89,13 @@ class Forge(PullRequestSource, Protocol):
 
     def merge_pull_request(self, repository: str, number: int, *,
                            expected_head_sha: str) -> MergeResult: ...
+
+    def reply_to_review_thread(self, repository: str, number: int, thread_id: str, *,
+                               body: str, marker: str) -> ThreadReply:
+        """A reply `body` (holding `marker`) in the thread of PR `number`, unless a reply
+        holding `marker` is already there."""
+        ...
+
+    def resolve_review_thread(self, repository: str, number: int, thread_id: str) -> None:
+        """Resolve the thread of PR `number` (resolved already: nothing changes)."""
+        ...

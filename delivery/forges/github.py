@@ -22,7 +22,8 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from delivery.errors import ForgeError
-from delivery.forges.base import GitRemote, MergeResult, PullRequestRef
+from delivery.forges import github_threads as gt
+from delivery.forges.base import GitRemote, MergeResult, PullRequestRef, ThreadReply
 from probes.evidence import PrObservation, PrQuery
 from probes.github import (
     DEFAULT_API_URL,
@@ -62,9 +63,10 @@ class GitHubForge:
             retry=None,  # no blind retries of writes; ours look for the effect first
             seconds_between_requests=None, seconds_between_writes=None,
             lazy=True)  # objects are fetched when a field is read, inside our retries
+        self.graphql_url = graphql_url or graphql_url_from_environment(
+            {"GITHUB_API_URL": self.api_url})
         self._probe = GitHubPullRequestSource(
-            token, graphql_url=graphql_url or graphql_url_from_environment(
-                {"GITHUB_API_URL": self.api_url}),
+            token, graphql_url=self.graphql_url,
             budget=self.budget, sleep=sleep, clock=clock, timeout=timeout)
 
     @classmethod
@@ -209,6 +211,81 @@ class GitHubForge:
         created = self._write(f"comment on PR #{number}", repository,
                               lambda: issue.create_comment(body), find_effect=find)
         return int(created.id)
+
+    # -- review threads (SPEC §7.1 `respond`), through GraphQL ---------------------------
+    def reply_to_review_thread(self, repository: str, number: int, thread_id: str, *,
+                               body: str, marker: str) -> ThreadReply:
+        if marker not in body:
+            raise ValueError("the reply must contain its marker")
+        operation = f"reply in review thread {thread_id} of PR #{number}"
+
+        def find() -> ThreadReply | None:
+            return self._find_reply(repository, number, thread_id, marker)
+
+        existing = self._retry(operation, repository, find)
+        if existing is not None:
+            return existing
+        answer = self._write(operation, repository,
+                             lambda: self._graphql(operation, repository, gt.REPLY_MUTATION,
+                                                   {"thread": thread_id, "body": body}),
+                             find_effect=find)
+        if isinstance(answer, ThreadReply):  # the lost answer's reply was found
+            return answer
+        return ThreadReply(thread_id, gt.reply_id(answer), created=True)
+
+    def resolve_review_thread(self, repository: str, number: int, thread_id: str) -> None:
+        operation = f"resolve review thread {thread_id} of PR #{number}"
+        # the thread is checked first: it must be one of this PR's (never another's)
+        page = self._thread_page(repository, number, thread_id, None)
+        if page.resolved:
+            return
+        # resolving is idempotent: repeating the mutation is safe
+        self._retry(operation, repository,
+                    lambda: self._graphql(operation, repository, gt.RESOLVE_MUTATION,
+                                          {"thread": thread_id}))
+
+    def _find_reply(self, repository: str, number: int, thread_id: str,
+                    marker: str) -> ThreadReply | None:
+        before: str | None = None
+        for _ in range(gt.MAX_COMMENT_PAGES):
+            page = self._thread_page(repository, number, thread_id, before)
+            for comment_id, text in reversed(page.comments):
+                if marker in text:
+                    return ThreadReply(thread_id, comment_id, created=False)
+            if page.before is None:
+                return None
+            before = page.before
+        return None
+
+    def _thread_page(self, repository: str, number: int, thread_id: str,
+                     before: str | None) -> gt.ThreadPage:
+        operation = f"read review thread {thread_id} of PR #{number}"
+        data = self._retry(operation, repository,
+                           lambda: self._graphql(operation, repository,
+                                                 gt.THREAD_COMMENTS_QUERY,
+                                                 {"thread": thread_id, "before": before}))
+        page = gt.thread_page(data)
+        owner, name = _split(repository)
+        if page is None or page.number != number or \
+                page.repository.lower() != f"{owner}/{name}".lower():
+            raise ForgeError("github", repository, operation,
+                             f"{thread_id} is not a review thread of PR #{number}",
+                             "answer only the threads the probe listed in <folder>.threads.ids")
+        return page
+
+    def _graphql(self, operation: str, repository: str, query: str,
+                 variables: Mapping[str, Any]) -> dict[str, Any]:
+        """One GraphQL request; GitHub answers errors with HTTP 200, read here."""
+        _, data = self._github.requester.requestJsonAndCheck(
+            "POST", self.graphql_url, input={"query": query, "variables": dict(variables)})
+        if not isinstance(data, dict):
+            raise Transient("GraphQL answered no JSON object")
+        if gt.rate_limited(data):
+            raise Transient(f"rate limited ({gt.error_text(data)})")
+        if data.get("errors"):
+            raise ForgeError("github", repository, operation, gt.error_text(data),
+                             "check that the token may write to the repository's PRs")
+        return data
 
     def delete_branch(self, repository: str, branch: str) -> bool:
         """True when the branch was deleted, False when it was already gone."""

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from git import Repo
 
 from delivery.errors import ForgeError
-from delivery.forges.base import GitRemote, MergeResult, PullRequestRef
+from delivery.forges.base import GitRemote, MergeResult, PullRequestRef, ThreadReply
 from delivery.git import BOT_EMAIL, BOT_NAME
 from delivery.redact import Redactor
 from probes.evidence import (
@@ -302,14 +302,36 @@ class LocalForge:
             return thread_id
 
     def resolve_thread(self, repository: str, number: int, thread_id: int) -> None:
+        self.resolve_review_thread(repository, number, str(thread_id))
+
+    # -- review threads (`respond`): the same find-or-create as on GitHub -------------
+    def reply_to_review_thread(self, repository: str, number: int, thread_id: str, *,
+                               body: str, marker: str) -> ThreadReply:
+        if marker not in body:
+            raise ValueError("the reply must contain its marker")
+        # looked for and added under one lock: two writers cannot both post it
         with self._pull(repository, number) as pull:
-            for thread in pull["threads"]:
-                if thread["id"] == thread_id:
-                    thread["resolved"] = True
-                    return
-            raise _error(repository, f"resolve thread {thread_id} of PR #{number}",
-                         "there is no such thread",
-                         "name a thread listed by delivery probe --json")
+            thread = _thread(pull, thread_id, repository, "reply in")
+            replies = thread.setdefault("replies", [])
+            for index, reply in enumerate(replies, start=1):
+                if isinstance(reply, dict) and marker in str(reply.get("body", "")):
+                    return ThreadReply(thread_id, f"{thread_id}.{index}", created=False)
+            replies.append({"author": BOT_NAME, "body": body, "at": _now()})
+            return ThreadReply(thread_id, f"{thread_id}.{len(replies)}", created=True)
+
+    def resolve_review_thread(self, repository: str, number: int, thread_id: str) -> None:
+        with self._pull(repository, number) as pull:
+            _thread(pull, thread_id, repository, "resolve")["resolved"] = True
+
+    def thread_replies(self, repository: str, number: int, thread_id: str) -> list[str]:
+        """The bodies of the replies in a thread, oldest first."""
+        pulls = _Records(git_dir_of(repository)).load()["pulls"]
+        pull = next((p for p in pulls if p["number"] == number), None)
+        if pull is None:
+            raise _error(repository, f"find PR #{number}",
+                         f"there is no pull request #{number}", "check the number")
+        return [str(r.get("body", "")) for r in _thread(pull, thread_id, repository,
+                                                        "read").get("replies", [])]
 
     def set_draft(self, repository: str, number: int, draft: bool = True) -> None:
         """Make a PR a draft (never ready, never merged) or ready for review again."""
@@ -409,7 +431,10 @@ class LocalForge:
                     failing = (FailingCheck(name=f"{folder}: {command}",
                                             conclusion="FAILURE", details_url=result.log,
                                             summary=result.summary),)
-        notes = tuple(ReviewNote(r["author"], r["state"], r["body"]) for r in pull["reviews"])
+        # a review's id is its place in the record (reviews are only ever appended)
+        notes = tuple(ReviewNote(r["author"], r["state"], r["body"], id=str(index))
+                      for index, r in enumerate(pull["reviews"], start=1))
+        open_threads = [t for t in pull["threads"] if not t["resolved"]]
         return PullRequestSnapshot(
             number=pull["number"], url=_url(git_dir, pull["number"]), head_ref=pull["head"],
             head_sha=head_sha, base_ref=pull["base"],
@@ -418,11 +443,12 @@ class LocalForge:
                                 review=_review_state(pull["reviews"],
                                                      self.required_approvals),
                                 draft=bool(pull.get("draft", False))),
-            unresolved_threads=sum(1 for t in pull["threads"] if not t["resolved"]),
+            unresolved_threads=len(open_threads),
             failing_checks=failing, reviews=notes, conflict=conflict,
             threads=tuple(ThreadNote(path=t["path"], line=t["line"] or None,
-                                     author=t["author"], body=t["body"])
-                          for t in pull["threads"] if not t["resolved"]),
+                                     author=t["author"], body=t["body"], id=str(t["id"]))
+                          for t in open_threads),
+            thread_ids=tuple(str(t["id"]) for t in open_threads),
         )
 
     # -- checks -----------------------------------------------------------------------
@@ -480,6 +506,17 @@ def _of_head(pulls: Sequence[Mapping[str, Any]], head: str) -> dict[str, Any] | 
     open_ = [pull for pull in of_head if pull["state"] == "open"]
     chosen = open_ or of_head
     return dict(chosen[-1]) if chosen else None
+
+
+def _thread(pull: Mapping[str, Any], thread_id: str, repository: str,
+            doing: str) -> dict[str, Any]:
+    """The record of a PR's review thread (its id as text: `respond` gets ids from facts)."""
+    for thread in pull["threads"]:
+        if isinstance(thread, dict) and str(thread.get("id")) == str(thread_id):
+            return thread
+    raise _error(repository, f"{doing} thread {thread_id} of PR #{pull['number']}",
+                 "there is no such thread",
+                 "name a thread listed in <folder>.threads.ids (delivery probe --json)")
 
 
 def _review_state(reviews: Sequence[Mapping[str, Any]], required: int = 0) -> Review:

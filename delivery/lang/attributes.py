@@ -59,6 +59,7 @@ NODE = frozenset({
     "retry_target", "fallback_retry_target", "goal_gate", "folder", "script", "tool_command",
     "probe", "order", "title", "interval", "backoff", "max_interval", "delegatable",
     "join_policy", "join", "max_parallel", "allow_partial", "auto_status", "template",
+    "threads",
 }) | AGENT_NODE
 EDGE = frozenset({"condition", "label", "weight", "loop_restart", "fidelity", "thread_id"})
 

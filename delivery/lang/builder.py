@@ -477,6 +477,8 @@ class _Builder:
                     self.declaration_error(err, attrs["probe"], node.id)
             else:
                 node.probe_kinds = ("pr", "threads", "diff", "worktree")
+        if "threads" in attrs:
+            node.threads_key = attrs["threads"].text.strip()
 
     def edge_condition(self, edge: Edge) -> None:
         attr = edge.attrs.get("condition")
@@ -498,7 +500,7 @@ _ATTRACTOR_TYPES = frozenset({"start", "exit", "codergen", "tool", "wait.human",
                               "parallel", "parallel.fan_in", "stack.manager_loop"})
 _DELIVERY_GRAPH_ATTRS = ("inputs", "defaults", "folders")
 _DELIVERY_NODE_ATTRS = ("outputs", "facts", "probe", "folder", "script", "order",
-                        "delegatable", "interval")
+                        "delegatable", "interval", "threads")
 
 
 _FILE_ITEM = re.compile(r"[\w.~-]*[./][\w./~-]*\Z")

@@ -35,7 +35,7 @@ PROBE_KINDS = ("pr", "threads", "diff", "worktree")
 # Facts a probe of each kind writes per folder (`<folder>.<fact>`).
 PROBE_FOLDER_FACTS: dict[str, tuple[str, ...]] = {
     "pr": ("pr.state", "pr.ready", "pr.number", "pr.url", "pr.raw"),
-    "threads": ("threads.unresolved",),
+    "threads": ("threads.unresolved", "threads.ids"),
     "diff": ("diff.files", "diff.insertions", "diff.deletions", "diff.empty"),
     "worktree": ("worktree.exists", "worktree.dirty", "worktree.branch", "worktree.head"),
 }

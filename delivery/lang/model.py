@@ -26,6 +26,7 @@ class NodeType(StrEnum):
     PROBE = "probe"
     PUBLISH = "publish"
     MERGE = "merge"
+    RESPOND = "respond"
     WAIT = "wait"
     WORKTREE_ADD = "worktree_add"
     WORKTREE_REMOVE = "worktree_remove"
@@ -135,6 +136,8 @@ class Node:
     join_policy: JoinPolicy = "wait_all"
     max_parallel: int = DEFAULT_MAX_PARALLEL
     template: TemplateMode = "jinja"  # how prompt/script are rendered (SPEC §4)
+    # respond nodes (SPEC §7.1): the json context key holding {thread id: {reply, resolve}}
+    threads_key: str = ""
 
     def attr(self, name: str, default: str = "") -> str:
         return _text(self.attrs, name, default)

@@ -24,10 +24,11 @@ from probes.pr_state import PR_STATES
 # Per-folder facts a probe visit may give (SPEC §7); roll-ups are computed, never given.
 PER_FOLDER_FACTS = frozenset({
     "pr.state", "pr.ready", "pr.number", "pr.url", "pr.raw", "threads.unresolved",
+    "threads.ids",
     "diff.files", "diff.insertions", "diff.deletions", "diff.empty",
     "worktree.exists", "worktree.dirty", "worktree.branch", "worktree.head",
 })
-EFFECT_TYPES = frozenset({NodeType.PUBLISH, NodeType.MERGE, NodeType.WAIT,
+EFFECT_TYPES = frozenset({NodeType.PUBLISH, NodeType.MERGE, NodeType.RESPOND, NodeType.WAIT,
                           NodeType.WORKTREE_ADD, NodeType.WORKTREE_REMOVE})
 ANY_NODES = "..."
 
@@ -197,7 +198,7 @@ def check_scenarios(loaded: LoadedScenarios, workflow: Workflow, text: str) -> N
                              value=str(value))
         for node_id in scenario.stages:
             node_of(node_id, "stages", EFFECT_TYPES,
-                    "a publish, merge, wait or worktree node")
+                    "a publish, merge, respond, wait or worktree node")
         for node_id in scenario.answers:
             node_of(node_id, "answers", frozenset({NodeType.HUMAN}), "a human gate")
         for node_id in scenario.expect.visits:

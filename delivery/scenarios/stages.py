@@ -2,7 +2,7 @@
 
 Scripts give an exit code and facts (the command is not run); probes give per-folder facts,
 with neutral values for what they leave out and roll-ups computed by `probes.facts` — the
-same code a real probe uses; publish, merge, wait and worktree stages succeed without
+same code a real probe uses; publish, merge, respond, wait and worktree stages succeed without
 effect unless scripted. A node visited more often than its script allows fails its stage,
 and the scenario reports the node as having run out of scripted visits.
 """
@@ -50,7 +50,7 @@ class ScenarioPlayer:
             NodeType.SCRIPT: self.run_script,
             NodeType.PROBE: self.run_probe,
         }
-        for kind in (NodeType.PUBLISH, NodeType.MERGE, NodeType.WAIT,
+        for kind in (NodeType.PUBLISH, NodeType.MERGE, NodeType.RESPOND, NodeType.WAIT,
                      NodeType.WORKTREE_ADD, NodeType.WORKTREE_REMOVE):
             table[kind] = self.run_effect
         return table

@@ -41,6 +41,7 @@ GOAL = "Greet people by name in the API and on the web page"
 PHASES: Mapping[NodeType, str] = {
     NodeType.WORKTREE_ADD: "worktrees", NodeType.WORKTREE_REMOVE: "worktrees",
     NodeType.PUBLISH: "publish", NodeType.PROBE: "probe", NodeType.MERGE: "merge",
+    NodeType.RESPOND: "respond",
 }
 
 

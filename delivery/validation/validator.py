@@ -9,6 +9,7 @@ declarations, choices, literals, templates, parallel sections and availability.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 
 from delivery.lang.builder import value_position
@@ -31,6 +32,8 @@ from probes.pr_state import PR_STATES
 OUTCOMES = ("succeeded", "failed", "partial_success", "retry", "skipped", *OUTCOME_ALIASES)
 BOOLEANS = ("true", "false")
 _CONNECTIVES = frozenset({"and", "or", "not", "AND", "OR", "NOT"})
+# a context key as `threads=` names it: dotted words (`threads`, `review.answers`)
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
 
 class _Checker:
@@ -133,6 +136,7 @@ class _Checker:
                              "the script never runs",
                              "add type=script (or shape=parallelogram)", node=node.id,
                              severity="warning")
+            self.respond_threads(node)
             if kind is NodeType.HUMAN and not w.outgoing[node.id]:
                 self.at_node("human_choices", node, f"human gate '{node.id}' offers no choice",
                              "add outgoing edges; their labels are the choices")
@@ -152,6 +156,38 @@ class _Checker:
                              "in the graph's folders", f"use one of {', '.join(w.folders)}",
                              node=node.id)
             self.declared_names(node)
+
+    def respond_threads(self, node: Node) -> None:
+        """A respond node names its answers (a json value); `threads=` elsewhere does
+        nothing."""
+        attr = node.attrs.get("threads")
+        if node.type is NodeType.RESPOND and (attr is None or not node.threads_key):
+            self.at_node("respond_threads", node, f"respond node '{node.id}' does not say "
+                         "which context value holds its answers",
+                         "add threads=\"threads\" naming a json output of the repair, e.g. "
+                         "outputs=\"summary:text,threads:json\"")
+            return
+        if attr is None:
+            return
+        if node.type is not NodeType.RESPOND:
+            self.at_attr("threads_on_non_respond_node", attr, f"'{node.id}' has threads= "
+                         f"but runs as {node.type.value if node.type else 'unknown'}, so no "
+                         "thread is answered", "add type=respond", node=node.id,
+                         severity="warning")
+            return
+        if not _KEY.match(node.threads_key):
+            self.at_attr("respond_threads", attr, f"threads={node.threads_key!r} is not a "
+                         "context key", "name one key, e.g. threads=\"threads\"",
+                         node=node.id)
+            return
+        for other in self.w.nodes.values():
+            for out in other.outputs:
+                if out.name == node.threads_key and out.kind is not OutputKind.JSON:
+                    self.at_attr("respond_threads", attr, f"threads={out.name} is declared "
+                                 f"{out.kind.value} by '{other.id}', not json (a map of "
+                                 "thread ids to {reply, resolve})",
+                                 f"declare it as {out.name}:json on '{other.id}'",
+                                 node=node.id)
 
     def declared_names(self, node: Node) -> None:
         w = self.w
@@ -285,6 +321,11 @@ class _Checker:
                     line = attr.value.line + read.lineno - 1
                     column = attr.value.column if read.lineno == 1 else 1
                     reads.append(Read(read.key, node.id, None, line, column))
+        for node in self.w.nodes_of(NodeType.RESPOND):
+            attr = node.attrs.get("threads")
+            if attr is not None and _KEY.match(node.threads_key):
+                reads.append(Read(node.threads_key, node.id, None, attr.value.line,
+                                  attr.value.column))
         for edge, atom in self._condition_atoms():
             if is_always_available(atom.key):
                 continue

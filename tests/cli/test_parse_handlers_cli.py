@@ -56,3 +56,11 @@ def test_handlers_json_lists_runnable_types_with_attributes_and_aliases() -> Non
     assert "prompt" in table["agent"]["attributes"]
     assert "join_policy" in table["parallel"]["attributes"]
     assert table["script"]["aliases"] == ["tool"]
+
+
+def test_handlers_json_lists_the_respond_type_with_its_threads_attribute() -> None:
+    code, out, _ = cli("handlers", "--json")
+    respond = {entry["type"]: entry for entry in json.loads(out)["types"]}["respond"]
+    assert code == 0
+    assert {"threads", "folder"} <= set(respond["attributes"])
+    assert respond["aliases"] == [] and respond["attractor_shape"] is None

@@ -1,8 +1,9 @@
 """Flat PR facts and roll-ups from observations, the same for every forge."""
 
 import json
+from dataclasses import replace
 
-from probes.evidence import ProbeFailure, PullRequestSnapshot
+from probes.evidence import ProbeFailure, PullRequestSnapshot, ThreadNote
 from probes.facts import pr_facts, roll_up_facts
 from probes.pr_state import PrEvidence
 
@@ -21,6 +22,7 @@ def test_folder_without_pr_has_neutral_facts_and_rollup_none() -> None:
     assert facts["web.pr.state"] == "NONE"
     assert facts["web.pr.ready"] is False
     assert facts["web.pr.raw"] == "{}"
+    assert facts["web.threads.ids"] == "[]"
     assert facts["pr.state"] == "NONE"
     assert facts["pr.ready"] is False
 
@@ -76,3 +78,11 @@ def test_threads_roll_up_as_a_sum() -> None:
     rolled = roll_up_facts({"a.pr.state": "WAITING", "a.threads.unresolved": 2,
                             "b.pr.state": "WAITING", "b.threads.unresolved": 3}, ["a", "b"])
     assert rolled["threads.unresolved"] == 5
+
+
+def test_thread_ids_are_a_json_list_of_every_unresolved_thread_quoted_or_not() -> None:
+    quoted = (ThreadNote("a.py", 1, "ada", "rename", id="T1"),)
+    pr = replace(snapshot(1), unresolved_threads=2, threads=quoted, thread_ids=("T1", "T2"))
+    facts = pr_facts({"web": pr}, ["web"]).facts
+    assert json.loads(str(facts["web.threads.ids"])) == ["T1", "T2"]
+    assert [t["id"] for t in json.loads(str(facts["web.pr.raw"]))["threads"]] == ["T1"]

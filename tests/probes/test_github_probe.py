@@ -111,8 +111,10 @@ def test_changes_requested_review_is_changes_required_with_body(
     fake.add_review("octo/web", number, "alice", "CHANGES_REQUESTED", "rename the flag")
     pr = one(fake, clock, "octo/web", number)
     assert pr.state.value == "CHANGES_REQUIRED"
+    review = fake.pull("octo/web", number).reviews[0]
     assert pr.raw()["reviews"] == [
-        {"author": "alice", "state": "CHANGES_REQUESTED", "body": "rename the flag"}]
+        {"id": fake.review_node_id(review), "author": "alice", "state": "CHANGES_REQUESTED",
+         "body": "rename the flag"}]
 
 
 def test_change_request_blocks_when_no_review_is_required(
@@ -218,15 +220,19 @@ def test_unresolved_threads_are_counted_across_all_pages(fake: FakeGitHub,
     busy, quiet = open_pr(fake, "octo/web"), open_pr(fake, "octo/api")
     for i in range(250):
         fake.add_thread("octo/web", busy, body=f"thread {i}", resolved=i % 5 == 0)
-    fake.add_thread("octo/api", quiet, path="api.py", line=3, body="why?")
+    why = fake.add_thread("octo/api", quiet, path="api.py", line=3, body="why?")
     fake.clear_requests()
     seen = observe(fake, clock, PrQuery("web", "octo/web", number=busy),
                    PrQuery("api", "octo/api", number=quiet))
     web, api = seen["web"], seen["api"]
     assert isinstance(web, PullRequestSnapshot) and isinstance(api, PullRequestSnapshot)
     assert web.unresolved_threads == 200 and api.unresolved_threads == 1
-    assert api.raw()["threads"] == [{"path": "api.py", "line": 3, "author": "reviewer",
-                                     "body": "why?"}]
+    assert api.raw()["threads"] == [{"id": fake.thread_node_id(why), "path": "api.py",
+                                     "line": 3, "author": "reviewer", "body": "why?"}]
+    # every unresolved thread's id is reported, over every page, quoted or not
+    unresolved = [t for t in fake.pull("octo/web", busy).threads if not t.resolved]
+    assert web.thread_ids == tuple(fake.thread_node_id(t) for t in unresolved)
+    assert len(web.raw()["threads"]) < len(web.thread_ids) == 200
     # One probe request, then two follow-ups for the one PR with more pages (250 = 3 pages).
     assert fake.count("POST", "/api/graphql") == 3
     follow_ups = [json.loads(r.body)["query"] for r in fake.requests[1:]]

@@ -34,7 +34,7 @@ from probes.facts import roll_up_facts
 from probes.worktree import diff_facts, worktree_facts, worktree_state
 
 PR_KEYS = ("pr.state", "pr.ready", "pr.number", "pr.url", "pr.raw")
-THREAD_KEYS = ("threads.unresolved",)
+THREAD_KEYS = ("threads.unresolved", "threads.ids")
 
 
 def stage_folders(node: Node, env: StageEnv) -> list[str]:

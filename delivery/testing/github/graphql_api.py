@@ -1,7 +1,9 @@
 """`POST /graphql` of the fake GitHub: queries are executed with graphql-core against
 GitHub's published schema (bundled as `schema.graphql.gz`), so a query GitHub would reject
 — an unknown field, a wrong argument type, a connection without `first`/`last` or over 100
-— is rejected here too. Resolvers read the in-memory state (`state.State`)."""
+— is rejected here too. Resolvers read the in-memory state (`state.State`); `node(id:)`
+answers review threads, and the two thread mutations a delivery sends
+(`addPullRequestReviewThreadReply`, `resolveReviewThread`) change it."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from delivery.testing.github.state import (
     ReviewThread,
     State,
     StatusContext,
+    ThreadComment,
 )
 
 MAX_PAGE = 100
@@ -106,8 +109,11 @@ def connection(info: Any, items: Sequence[Any], node: Callable[[Any], Any], *,
     }
 
 
-def _node_id(kind: str, *parts: object) -> str:
+def node_id(kind: str, *parts: object) -> str:
     return base64.b64encode(f"{kind}:{':'.join(map(str, parts))}".encode()).decode()
+
+
+_node_id = node_id  # the resolvers' spelling
 
 
 def _actor(login: str) -> dict[str, Any]:
@@ -119,18 +125,48 @@ class Resolvers:
     when a PR's `state` is read, so a test can make it merge or close mid-query."""
 
     def __init__(self, state: State,
-                 on_pr_state_read: Callable[[Repository, Pull], None] | None = None) -> None:
+                 on_pr_state_read: Callable[[Repository, Pull], None] | None = None,
+                 login: str = "fake-user") -> None:
         self.state = state
         self.on_pr_state_read = on_pr_state_read
+        self.login = login  # the token's user: the author of the replies it posts
 
     def root(self) -> dict[str, Any]:
         return {
             "repository": self._repository,
-            "viewer": _actor("fake-user"),
+            "node": self._node,
+            "addPullRequestReviewThreadReply": self._add_reply,
+            "resolveReviewThread": self._resolve_thread,
+            "viewer": _actor(self.login),
             "rateLimit": lambda info, **_: {
                 "cost": 1, "limit": 5000, "remaining": 4999, "used": 1, "nodeCount": 0,
                 "resetAt": "2030-01-01T00:00:00Z"},
         }
+
+    def _find_thread(self, node_id: str) -> tuple[Repository, Pull, ReviewThread]:
+        for repo in self.state.repos.values():
+            for pr in repo.pulls.values():
+                for thread in pr.threads:
+                    if _node_id("PullRequestReviewThread", thread.id) == node_id:
+                        return repo, pr, thread
+        raise NotFound(f"Could not resolve to a node with the global id of '{node_id}'")
+
+    def _node(self, info: Any, id: str) -> dict[str, Any]:
+        repo, pr, thread = self._find_thread(id)
+        return self.thread_obj(thread, repo, pr)
+
+    def _add_reply(self, info: Any, input: dict[str, Any]) -> dict[str, Any]:
+        _, _, thread = self._find_thread(str(input["pullRequestReviewThreadId"]))
+        comment = ThreadComment(self.state.next_id(), self.login, str(input["body"]))
+        thread.comments.append(comment)
+        return {"clientMutationId": input.get("clientMutationId"),
+                "comment": self.comment_obj(comment, thread)}
+
+    def _resolve_thread(self, info: Any, input: dict[str, Any]) -> dict[str, Any]:
+        repo, pr, thread = self._find_thread(str(input["threadId"]))
+        thread.resolved = True
+        return {"clientMutationId": input.get("clientMutationId"),
+                "thread": self.thread_obj(thread, repo, pr)}
 
     def _repository(self, info: Any, owner: str, name: str, **_: Any) -> dict[str, Any]:
         repo = self.state.repo(f"{owner}/{name}")
@@ -236,7 +272,7 @@ class Resolvers:
             "latestOpinionatedReviews": lambda info, writersOnly=False, **page: connection(
                 info, state.latest_opinions(pr), self.review_obj, **page),
             "reviewThreads": lambda info, **page: connection(
-                info, pr.threads, self.thread_obj, **page),
+                info, pr.threads, lambda t: self.thread_obj(t, repo, pr), **page),
             "repository": lambda info: self.repo_obj(repo),
         }
 
@@ -277,7 +313,7 @@ class Resolvers:
             "url": f"{self.state.base_url}/review/{review.id}",
         }
 
-    def thread_obj(self, thread: ReviewThread) -> dict[str, Any]:
+    def thread_obj(self, thread: ReviewThread, repo: Repository, pr: Pull) -> dict[str, Any]:
         return {
             "__typename": "PullRequestReviewThread",
             "id": _node_id("PullRequestReviewThread", thread.id),
@@ -287,12 +323,17 @@ class Resolvers:
             "path": thread.path,
             "line": thread.line,
             "comments": lambda info, **page: connection(
-                info, thread.comments,
-                lambda c: {"__typename": "PullRequestReviewComment",
-                           "id": _node_id("PullRequestReviewComment", c.id),
-                           "author": _actor(c.author), "body": c.body, "path": thread.path},
-                **page),
+                info, thread.comments, lambda c: self.comment_obj(c, thread), **page),
+            "pullRequest": lambda info: self.pr_obj(repo, pr),
+            "repository": lambda info: self.repo_obj(repo),
         }
+
+    @staticmethod
+    def comment_obj(comment: ThreadComment, thread: ReviewThread) -> dict[str, Any]:
+        return {"__typename": "PullRequestReviewComment",
+                "id": _node_id("PullRequestReviewComment", comment.id),
+                "databaseId": comment.id, "author": _actor(comment.author),
+                "body": comment.body, "path": thread.path}
 
 
 def _pr_state(pr: Pull) -> str:

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from delivery.testing.github import graphql_api, rest
 from delivery.testing.github.faults import Fault
-from delivery.testing.github.state import CheckRule, Pull, Repository, ReviewThread, State
+from delivery.testing.github.state import CheckRule, Pull, Repository, Review, ReviewThread, State
 
 
 @dataclass
@@ -183,6 +183,15 @@ class FakeGitHub:
             return rest.add_thread(self.state, self.pull(full_name, number), author, path,
                                    line, body, resolved)
 
+    @staticmethod
+    def thread_node_id(thread: ReviewThread) -> str:
+        """The thread's GraphQL node id: what the probe reports in `<f>.threads.ids`."""
+        return graphql_api.node_id("PullRequestReviewThread", thread.id)
+
+    @staticmethod
+    def review_node_id(review: Review) -> str:
+        return graphql_api.node_id("PullRequestReview", review.id)
+
     def resolve_thread(self, full_name: str, number: int, thread_id: int) -> None:
         with self.state.lock:
             for thread in self.pull(full_name, number).threads:
@@ -282,7 +291,7 @@ class FakeGitHub:
                     fault.times = 0
                     self._apply_race(fault)
 
-        resolvers = graphql_api.Resolvers(self.state, on_state_read)
+        resolvers = graphql_api.Resolvers(self.state, on_state_read, self.login)
         with self.state.lock:
             return graphql_api.execute(resolvers, body["query"], body.get("variables"))
 

@@ -1,0 +1,96 @@
+"""Review-thread writes on GitHub (SPEC §7.1 `respond`): the GraphQL texts and how their
+answers are read. REST has no way to resolve a thread, and replying through REST needs the
+comment's numeric id, so both go through GraphQL: `addPullRequestReviewThreadReply` and
+`resolveReviewThread`, with the thread's node id (what the probe reports in
+`<f>.threads.ids`). Values travel as variables, never spliced into the text; the texts are
+validated against GitHub's published schema in the tests.
+
+Replying is find-or-create: the thread's comments are read (newest first, page by page)
+for the reply's marker before anything is posted, and again before a retry whose answer
+was lost, so a resumed or retried stage never posts twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+COMMENTS_PAGE = 100
+MAX_COMMENT_PAGES = 20  # 2,000 comments in one thread: further back is not searched
+
+THREAD_COMMENTS_QUERY = """
+query ThreadComments($thread: ID!, $before: String) {
+  node(id: $thread) {
+    __typename
+    ... on PullRequestReviewThread {
+      id
+      isResolved
+      pullRequest { number repository { nameWithOwner } }
+      comments(last: 100, before: $before) {
+        pageInfo { hasPreviousPage startCursor }
+        nodes { id body }
+      }
+    }
+  }
+}
+"""
+
+REPLY_MUTATION = """
+mutation ReplyInThread($thread: ID!, $body: String!) {
+  addPullRequestReviewThreadReply(input: {pullRequestReviewThreadId: $thread, body: $body}) {
+    comment { id }
+  }
+}
+"""
+
+RESOLVE_MUTATION = """
+mutation ResolveThread($thread: ID!) {
+  resolveReviewThread(input: {threadId: $thread}) {
+    thread { id isResolved }
+  }
+}
+"""
+
+
+@dataclass(frozen=True)
+class ThreadPage:
+    """One page of a thread's comments, as `THREAD_COMMENTS_QUERY` answered it."""
+
+    repository: str  # owner/name of the thread's PR
+    number: int
+    resolved: bool
+    comments: tuple[tuple[str, str], ...]  # (comment id, body), oldest first
+    before: str | None  # the cursor of the page before this one, None at the first
+
+
+def thread_page(data: Mapping[str, Any]) -> ThreadPage | None:
+    """The page in a `THREAD_COMMENTS_QUERY` answer; None when the id is not a thread."""
+    node = (data.get("data") or {}).get("node")
+    if not isinstance(node, dict) or node.get("__typename") != "PullRequestReviewThread":
+        return None
+    pr = node.get("pullRequest") or {}
+    connection = node.get("comments") or {}
+    info = connection.get("pageInfo") or {}
+    comments = tuple((str(c.get("id") or ""), str(c.get("body") or ""))
+                     for c in connection.get("nodes") or [] if isinstance(c, dict))
+    before = info.get("startCursor") if info.get("hasPreviousPage") else None
+    return ThreadPage(repository=str((pr.get("repository") or {}).get("nameWithOwner") or ""),
+                      number=int(pr.get("number") or 0), resolved=bool(node.get("isResolved")),
+                      comments=comments, before=str(before) if before else None)
+
+
+def reply_id(data: Mapping[str, Any]) -> str:
+    payload = (data.get("data") or {}).get("addPullRequestReviewThreadReply") or {}
+    return str((payload.get("comment") or {}).get("id") or "")
+
+
+def error_text(data: Mapping[str, Any]) -> str:
+    """GitHub's GraphQL errors (answered with HTTP 200), joined; empty when there are none."""
+    errors = data.get("errors") or []
+    return "; ".join(str(e.get("message") or e) for e in errors if isinstance(e, dict))
+
+
+def rate_limited(data: Mapping[str, Any]) -> bool:
+    return any(isinstance(e, dict) and e.get("type") == "RATE_LIMITED"
+               for e in data.get("errors") or [])
