@@ -167,6 +167,26 @@ def _reply(summary: str, **updates: object) -> str:
     return f"{summary}\n\n" + json.dumps({"context_updates": {"summary": summary, **updates}})
 
 
+def thread_answers(prompt: str, repair: int) -> dict[str, dict[str, object]]:
+    """An answer, resolving it, to every thread in deliver.dot's repair prompt: each
+    `## <folder>: …` heading is followed by that folder's `pr.raw` (JSON)."""
+    answers: dict[str, dict[str, object]] = {}
+    lines = prompt.splitlines()
+    for index, line in enumerate(lines[:-1]):
+        if not line.startswith("## ") or ":" not in line:
+            continue
+        folder = line[3:].split(":", 1)[0].strip()
+        try:
+            raw = json.loads(lines[index + 1])
+        except ValueError:
+            continue
+        for thread in raw.get("threads", []) if isinstance(raw, dict) else []:
+            if isinstance(thread, dict) and thread.get("id"):
+                answers[f"{folder}:{thread['id']}"] = {
+                    "reply": f"Answered in answers.txt (repair {repair}).", "resolve": True}
+    return answers
+
+
 @dataclass
 class RepairingAgent:
     """An editing agent for deliver.dot that never runs out of turns: implement changes
@@ -211,7 +231,8 @@ class RepairingAgent:
                 merge_base_in(folder)
                 with (folder / "answers.txt").open("a", encoding="utf-8") as out:
                     out.write(f"answer {self.repairs}\n")
-            return _reply(f"Repair {self.repairs}: merged the base, answered the review.")
+            return _reply(f"Repair {self.repairs}: merged the base, answered the review.",
+                          answers=thread_answers(prompt, self.repairs))
         return _reply(f"{node_id}: nothing to do.")
 
 

@@ -21,7 +21,7 @@ def test_a_conflicting_commit_on_the_base_is_repaired_and_the_pr_merged(place: P
                     inputs={"ticket": TICKET}, observer=Between({"publish": move_base}))
     assert ran.status == "succeeded", ran.failure_reason
     routes = [node for node in ran.path if node in ("repair", "land", "clean")]
-    assert routes == ["repair", "land", "clean"]
+    assert routes == ["repair", "land", "clean"]  # one repair, then merged
     repair_prompt = next(prompt for node, prompt in agent.prompts if node == "repair")
     assert "CONFLICTS" in repair_prompt
     assert '"conflicting_files": ["shared.txt"]' in repair_prompt
