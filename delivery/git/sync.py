@@ -30,7 +30,7 @@ from pathlib import Path
 
 from git import Repo
 
-from delivery.errors import GitError
+from delivery.errors import BranchConflict, GitError
 from delivery.git.worktrees import REMOTE, _identity, _succeeds, commit_all, git
 
 PUBLISHED = "refs/delivery/published/"
@@ -43,26 +43,6 @@ def published_ref(branch: str) -> str:
 
 def backup_ref(branch: str) -> str:
     return BACKUP + branch
-
-
-class BranchConflict(GitError):
-    """The run's work does not replay on the PR branch as people left it."""
-
-    def __init__(self, location: str, branch: str, files: Sequence[str], *,
-                 rewritten: bool, backup: str) -> None:
-        self.files = tuple(files)
-        self.rewritten = rewritten
-        self.backup = backup
-        what = (f"the PR branch {branch} was rewritten (force-pushed) since the run last "
-                f"pushed it, and re-applying the run's unpublished work on it conflicts"
-                if rewritten else
-                f"the PR branch {branch} has commits a person pushed that conflict with the "
-                f"run's new work")
-        where = f" in {', '.join(self.files)}" if self.files else ""
-        super().__init__("publish", location, f"{what}{where}; nothing was pushed, the run's "
-                         f"work is kept on {backup}",
-                         f"bring the run's work onto {REMOTE}/{branch} by hand in {location} "
-                         f"(git rebase {REMOTE}/{branch}), then resume")
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,10 @@ from delivery.engine.handlers.folders import (
     need_forge,
     stage_folders,
 )
-from delivery.errors import DeliveryError, GitError
+from delivery.errors import BranchConflict, DeliveryError, GitError
 from delivery.forges.base import Forge, PullRequestRef
 from delivery.git import diff_against_base, unpushed_commits
 from delivery.git.sync import (
-    BranchConflict,
     fetch_remote,
     mark_published,
     push_backup,
