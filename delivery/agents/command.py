@@ -34,6 +34,7 @@ from typing import IO, Any
 
 from delivery.agents.base import AgentError, SessionRequest, TurnSink, Usage
 from delivery.agents.profiles import CommandProfile
+from delivery.processes import running
 
 _NO_SINK = TurnSink()
 STDERR_TAIL = 300  # characters of stderr quoted in a failure reason
@@ -143,11 +144,18 @@ class CommandSession:
                                  f"{err.strerror or err}") from None
             timed_out = False
             try:
-                process.wait(timeout=timeout)
+                with running(process.pid):  # Ctrl-C ends it from any thread (parallel)
+                    process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _kill(process)
                 process.wait()
+            except BaseException:
+                # Ctrl-C or SIGTERM reached delivery, not the agent (its own session): end
+                # its group too, or a resume would run a second agent in the same worktree.
+                _kill(process)
+                process.wait()
+                raise
             limit = self.backend.profile.max_output
             out, out_size = _head(out_file, limit)
             err_text = _tail(err_file, MAX_STDERR)
