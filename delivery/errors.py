@@ -13,11 +13,15 @@
     │                                  signal, reported as status `superseded`, exit 0
     └── RunError                       something went wrong while running (run-time)
         ├── RunRefused                 the run cannot start: a bad input, goal or setting (exit 2)
-        │   └── MalformedEvent         an Actions event payload whose fields are not GitHub's types
+        │   ├── MalformedEvent         an Actions event payload whose fields are not GitHub's types
+        │   └── NotOwner               a PR carries a run's marker but is not that run's PR
+        │                              (another repository or branch): ignored, nothing claimed
         ├── RunStoreError              the run's store (directory, checkpoint, event log) is
         │   │                          unusable or cannot be written; mid-run it stops the run
         │   │                          (exit 1) and the run stays resumable
         │   └── StateSaveFailed        a stage's state could not reach the state ref (§13)
+        ├── ResumeStopped              a resume could not re-create the run's worktrees: it
+        │                              stops before any stage (exit 1), the run resumable
         ├── ArtifactError              an artifact pointer cannot be read
         ├── GitError                   a git operation on a folder failed (clone, worktree, push)
         │   └── BranchConflict         the run's work does not replay on the PR branch as
@@ -192,6 +196,11 @@ class StateSaveFailed(RunStoreError):
         super().__init__(f"run {run_id}: its state could not be saved to the state ref: "
                          f"{problem} — the run stopped; resume it once the state repository "
                          "is reachable (the stage after the last save runs again)")
+
+
+class NotOwner(RunRefused):
+    """A PR carries a run's marker but is not a PR that run opened (another repository,
+    another branch, a fork): its events are ignored (SPEC §13), nothing is claimed."""
 
 
 class ResumeStopped(RunError):
