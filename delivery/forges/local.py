@@ -314,7 +314,9 @@ class LocalForge:
             thread = _thread(pull, thread_id, repository, "reply in")
             replies = thread.setdefault("replies", [])
             for index, reply in enumerate(replies, start=1):
-                if isinstance(reply, dict) and marker in str(reply.get("body", "")):
+                # only the bot's own replies: a person's copying the marker is no reply
+                if isinstance(reply, dict) and reply.get("author") == BOT_NAME \
+                        and marker in str(reply.get("body", "")):
                     return ThreadReply(thread_id, f"{thread_id}.{index}", created=False)
             replies.append({"author": BOT_NAME, "body": body, "at": _now()})
             return ThreadReply(thread_id, f"{thread_id}.{len(replies)}", created=True)

@@ -328,11 +328,11 @@ class Resolvers:
             "repository": lambda info: self.repo_obj(repo),
         }
 
-    @staticmethod
-    def comment_obj(comment: ThreadComment, thread: ReviewThread) -> dict[str, Any]:
+    def comment_obj(self, comment: ThreadComment, thread: ReviewThread) -> dict[str, Any]:
         return {"__typename": "PullRequestReviewComment",
                 "id": _node_id("PullRequestReviewComment", comment.id),
                 "databaseId": comment.id, "author": _actor(comment.author),
+                "viewerDidAuthor": comment.author == self.login,
                 "body": comment.body, "path": thread.path}
 
 
