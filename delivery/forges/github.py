@@ -202,6 +202,21 @@ class GitHubForge:
                               lambda: issue.create_comment(body), find_effect=find)
         return int(created.id)
 
+    def set_commit_status(self, repository: str, sha: str, *, context: str, state: str,
+                          description: str, target_url: str = "") -> None:
+        """The commit status `context` of `sha` becomes `state` (the change set's, SPEC
+        §7.1). Setting a value is idempotent (the latest status of a context wins), so a
+        lost answer is simply repeated."""
+        owner, name = _split(repository)
+        payload: dict[str, Any] = {"state": state, "context": context,
+                                   "description": description}
+        if target_url:
+            payload["target_url"] = target_url
+        self._retry(f"set the {context} status of {sha[:12]}", repository,
+                    lambda: self._github.requester.requestJsonAndCheck(
+                        "POST", f"{self.api_url}/repos/{owner}/{name}/statuses/{sha}",
+                        input=payload))
+
     # -- review threads (SPEC §7.1 `respond`), through GraphQL ---------------------------
     def reply_to_review_thread(self, repository: str, number: int, thread_id: str, *,
                                body: str, marker: str) -> ThreadReply:

@@ -53,13 +53,15 @@ GRAPH = frozenset({
     "model_stylesheet", "template", "extra_attributes",
     # the agent profile side (model choice applies to every node)
     "llm_model", "llm_provider", "reasoning_effort", "thread_id", "agent",
+    # the change set (SPEC §7.1): `change_set=false` writes no delivery/change-set status
+    "change_set",
 })
 NODE = frozenset({
     "label", "shape", "type", "prompt", "llm_prompt", "outputs", "facts", "max_retries",
     "retry_target", "fallback_retry_target", "goal_gate", "folder", "script", "tool_command",
     "probe", "order", "title", "interval", "backoff", "max_interval", "delegatable",
     "join_policy", "join", "max_parallel", "allow_partial", "auto_status", "template",
-    "threads",
+    "threads", "rollback",
 }) | AGENT_NODE
 EDGE = frozenset({"condition", "label", "weight", "loop_restart", "fidelity", "thread_id"})
 

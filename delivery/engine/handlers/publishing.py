@@ -14,6 +14,7 @@ from typing import Any
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
+from delivery.engine.handlers.change_set import change_set_enabled, observe_set, sync_status
 from delivery.engine.handlers.folders import (
     StageProblem,
     base_branch,
@@ -105,8 +106,13 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
                     forge.update_pull_request_body(folder_repository(env, folder), ref.number, body)
                 except DeliveryError as err:
                     raise StageProblem(f"folder '{folder}': {err}") from None
+        # the new heads carry no change-set status yet: observe the set once and set it
+        events = sync_status(env, observe_set(env)) if published and \
+            change_set_enabled(env) else []
     except StageProblem as problem:
         return StageResult.fail(str(problem))
+    except DeliveryError as err:
+        return StageResult.fail(f"reading the pull requests after publishing: {err}")
     updates: dict[str, Any] = {}
     for folder, ref in published.items():
         updates[f"{folder}.pr.number"] = ref.number
@@ -117,7 +123,7 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
         for fact in ("pr.number", "pr.url"):
             if context.get(f"{folder}.{fact}") is None:
                 updates[f"{folder}.{fact}"] = ""
-    return StageResult("succeeded", updates=updates)
+    return StageResult("succeeded", updates=updates, events=events)
 
 
 def _push(path: Path, branch: str, headers: tuple[str, ...]) -> None:

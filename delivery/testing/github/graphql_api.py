@@ -225,6 +225,8 @@ class Resolvers:
                 return "DIRTY" if mergeable == "CONFLICTING" else "UNKNOWN"
             if state.review_decision(repo, pr) not in (None, "APPROVED"):
                 return "BLOCKED"
+            if state.unmet_required_contexts(repo, state.head_sha(repo, pr)):
+                return "BLOCKED"
             rollup = state.rollup(repo, state.head_sha(repo, pr))
             if rollup == "FAILURE":
                 return "BLOCKED" if repo.require_checks else "UNSTABLE"
