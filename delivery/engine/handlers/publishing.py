@@ -22,6 +22,7 @@ from delivery.engine.handlers.folders import (
     need_forge,
     stage_folders,
 )
+from delivery.engine.handlers.merge_checks import recheck, rollback
 from delivery.errors import DeliveryError, GitError
 from delivery.forges.base import PullRequestRef
 from delivery.git import (
@@ -147,6 +148,9 @@ def merge_order(node: Node, folders: list[str]) -> list[str]:
 
 def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     done: list[str] = []
+    merged: list[tuple[str, str, int]] = []  # (folder, repository, number) of the set
+    events: list[tuple[str, dict[str, Any]]] = []
+    current = ""  # the folder being merged when the stage stops
     try:
         forge = need_forge(env, "merging")
         folders = stage_folders(node, env)
@@ -159,7 +163,10 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         observed = forge.pull_requests([PrQuery(folder, folder_repository(env, folder),
                                                 head_branch=env.branch)
                                         for folder in ordered])
+        if len(folders) == len(env.folders):
+            events += sync_status(env, observed)  # the set's status as the stage found it
         for folder in ordered:
+            current = folder
             repository = folder_repository(env, folder)
             seen = observed.get(folder)
             if isinstance(seen, ProbeFailure):
@@ -168,6 +175,7 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                 continue  # no PR (a folder without changes): nothing to merge
             if seen.state.value == "MERGED":
                 done.append(folder)
+                merged.append((folder, repository, seen.number))
                 continue
             if seen.evidence.draft:  # classified WAITING, but waiting does not help
                 raise StageProblem(f"folder '{folder}': PR #{seen.number} is a draft; mark "
@@ -176,6 +184,15 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
             if not seen.ready:
                 raise StageProblem(f"folder '{folder}': PR #{seen.number} is not ready to "
                                     f"merge ({seen.state.value}); left open with the rest")
+            # right before the merge: read it again, and merge only what did not change
+            again = recheck(env, folder, repository, seen)
+            if again.changed:
+                raise StageProblem(f"folder '{folder}': PR #{seen.number} was not merged: "
+                                   f"{again.changed}; left open with the rest")
+            if again.fresh is not None and again.fresh.state.value == "MERGED":
+                done.append(folder)
+                merged.append((folder, repository, seen.number))
+                continue
             try:
                 result = forge.merge_pull_request(repository, seen.number,
                                                   expected_head_sha=seen.head_sha)
@@ -185,7 +202,12 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                 raise StageProblem(f"folder '{folder}': PR #{seen.number} was not merged: "
                                     f"{result.reason}")
             done.append(folder)
+            merged.append((folder, repository, seen.number))
     except (StageProblem, DeliveryError) as problem:
-        merged = f" (merged before it: {', '.join(done)})" if done else ""
-        return StageResult.fail(f"{problem}{merged}")
-    return StageResult("succeeded")
+        said, reverts = rollback(env, merged, current,
+                                 revert=node.attr("rollback").strip() == "revert")
+        merged_before = f" (merged before it: {', '.join(done)})" if done else ""
+        failed = StageResult.fail(f"{problem}{merged_before}{said}")
+        failed.events = events + reverts
+        return failed
+    return StageResult("succeeded", events=events)
