@@ -37,7 +37,7 @@ digraph D {{
 
 
 def land_flow(merge_attrs: str = "") -> str:
-    """A probe, then the merge (api before web)."""
+    """A probe, the merge (api before web), a probe (its table is the final one)."""
     return f"""
 digraph D {{
   graph [goal="Say hello", inputs="ticket", folders="api,web"]
@@ -45,7 +45,8 @@ digraph D {{
   exit [shape=Msquare]
   look [type=probe, probe="pr,threads"]
   land [type=merge, order="api,web"{merge_attrs}]
-  start -> look -> land -> exit
+  after [type=probe, probe="pr,threads"]
+  start -> look -> land -> after -> exit
 }}
 """
 
@@ -74,3 +75,9 @@ def status(github: FakeGitHub, repository: str, number: int = 1) -> tuple[str, s
     """The change-set status on the head of PR `number`."""
     pr = github.pull(repository, number)
     return github.status_of(repository, pr.last_head_sha, CHANGE_SET_CONTEXT)
+
+
+def sticky_comments(github: FakeGitHub, repository: str) -> list[str]:
+    """The bodies of the change set's sticky comments on the repository's PRs."""
+    return [c.body for c in github.repository(repository).comments.values()
+            if "<!-- delivery:change-set" in c.body]

@@ -12,6 +12,7 @@ that nothing changed costs no request at all.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
@@ -117,3 +118,47 @@ def _carried(pr: PullRequestSnapshot) -> tuple[str, str] | None:
 
 def _clip(text: str) -> str:
     return text if len(text) <= DESCRIPTION_CHARS else text[: DESCRIPTION_CHARS - 1] + "…"
+
+
+# -- the sticky comment: one per PR, the set's table, edited in place ---------------------
+@runtime_checkable
+class CommentingForge(Protocol):
+    """A forge that keeps one comment per PR by marker (GitHub)."""
+
+    def upsert_comment(self, repository: str, number: int, marker: str, body: str) -> int: ...
+
+
+def comment_marker(branch: str) -> str:
+    """Keyed by the run's branch (a PR is its head branch), so one PR has one comment
+    whichever run or job writes it; a digest, since a branch name may hold `-->`."""
+    key = hashlib.sha256(branch.encode()).hexdigest()[:16]
+    return f"<!-- delivery:change-set branch={key} -->"
+
+
+def _cell(text: str) -> str:
+    """A table cell: no pipe or line break of the text can break the table."""
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def comment_body(run_id: str, branch: str, observed: Mapping[str, PrObservation],
+                 order: Sequence[str], *, notes: Sequence[str] = ()) -> str | None:
+    """The sticky comment every PR of the set carries (None when no folder has a PR)."""
+    wanted = verdict(observed, order)
+    if wanted is None:
+        return None
+    rows = ["| folder | pull request | state | checks | unresolved threads |",
+            "|---|---|---|---|---|"]
+    for folder in order:
+        pr = observed.get(folder)
+        if not isinstance(pr, PullRequestSnapshot):
+            continue
+        rows.append(f"| {_cell(folder)} | [#{pr.number}]({_cell(pr.url)}) | "
+                    f"{pr.state.value} | {pr.evidence.checks} | {pr.unresolved_threads} |")
+    merged = all(isinstance(pr, PullRequestSnapshot) and pr.state is PrState.MERGED
+                 for pr in (observed.get(f) for f in order) if pr is not None)
+    run_status = ("done: every pull request of the set is merged" if merged else
+                  f"{wanted.state}: {wanted.description}")
+    lines = [comment_marker(branch), "**delivery: the change set of this run**", "",
+             *rows, "", f"Run `{_cell(run_id)}` — {_cell(run_status)}"]
+    lines += [f"- {_cell(note)}" for note in notes]
+    return "\n".join(lines) + "\n"

@@ -117,7 +117,8 @@ class RequestMeter(Progress):
         new = self.github.requests[self._before:]
         # the change set's writes (statuses, sticky comments) are counted apart, so that a
         # probe round still reads as its one GraphQL request
-        statuses = sum(1 for r in new if r.method == "POST" and "/statuses/" in r.path)
+        statuses = sum(1 for r in new if (r.method == "POST" and "/statuses/" in r.path)
+                       or ("/issues/" in r.path and "/comments" in r.path))
         sent = len(new) - statuses
         phase = PHASES.get(node.type, "other") if node.type else "other"
         self.phases[phase] += sent

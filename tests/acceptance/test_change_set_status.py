@@ -16,6 +16,7 @@ from change_set_helpers import (
     publish_flow,
     run_on,
     status,
+    sticky_comments,
 )
 
 from delivery.testing.github import FakeGitHub
@@ -50,7 +51,7 @@ def test_a_person_cannot_merge_one_pr_while_the_other_fails_and_both_merge_once_
             "SUCCESS", "all 2 pull requests of the set are ready")
 
 
-def test_a_probe_round_where_nothing_changed_writes_nostatus(tmp_path: Path) -> None:
+def test_a_probe_round_where_nothing_changed_writes_no_status(tmp_path: Path) -> None:
     with FakeGitHub() as github:
         protected_repos(github)
         published = run_on(github, tmp_path, PUBLISH, "publish")
@@ -72,3 +73,20 @@ def test_a_closed_pr_fails_the_status_of_the_others(tmp_path: Path) -> None:
         assert status(github, "octo/web") == (
             "FAILURE", "api #1 was closed without being merged")
         assert not github.pull("octo/web", 1).merged
+
+
+def test_each_pr_carries_one_sticky_comment_with_the_sets_table_edited_in_place(
+        tmp_path: Path) -> None:
+    with FakeGitHub() as github:
+        protected_repos(github)
+        assert run_on(github, tmp_path, PUBLISH, "publish").status == "succeeded"
+        [api_first] = sticky_comments(github, "octo/api")
+        assert "| api | [#1](" in api_first and "| CI_FAILED | FAILURE | 0 |" in api_first
+        assert "pending: waiting for api #1: ci failed" in api_first
+        edits = [r for r in github.requests if r.method == "PATCH" and "/comments/" in r.path]
+        assert edits == []  # `look` and `again` saw the same table: nothing rewritten
+        github.push_files("octo/api", BRANCH, {"app.py": "print(1)\n"}, "fix")
+        assert run_on(github, tmp_path, land_flow(), "land").status == "succeeded"
+        for repository in REPOS.values():
+            [table] = sticky_comments(github, repository)
+            assert table.count("| MERGED |") == 2, table

@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from change_set_helpers import BRANCH, land_flow, protected_repos, publish_flow, run_on
+from change_set_helpers import (
+    BRANCH,
+    REPOS,
+    land_flow,
+    protected_repos,
+    publish_flow,
+    run_on,
+    sticky_comments,
+)
 
 from delivery.forges.github import REVERT_MUTATION
 from delivery.testing.github import FakeGitHub, faults
@@ -72,6 +80,9 @@ def test_rollback_revert_opens_one_revert_pr_per_merged_pr_also_when_run_again(
         # the revert undoes the merge: its head holds main's content from before the merge
         from delivery.testing.github import gitops
         assert gitops.read_file(api.path, revert.head, "app.py") == "print(0)\n"
+        for repository in REPOS.values():  # the sticky comments link the revert
+            [comment] = sticky_comments(github, repository)
+            assert f"api #1 is reverted by {github.server_url}/octo/api/pull/2" in comment
 
         # web is still not mergeable as the run saw it: the stage, run again, finds the
         # revert it opened instead of opening another

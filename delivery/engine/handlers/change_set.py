@@ -1,20 +1,36 @@
-"""The change set's commit status after each publish and probe (SPEC §7.1).
+"""The change set's commit status and sticky comments after each publish and probe
+(SPEC §7.1).
 
 A probe hands its observations over; a publish observes once more (one GraphQL request on
 GitHub) after its pushes, because the new heads carry no status yet. Only heads whose
 status differs from the verdict are written, so a round where nothing changed writes
 nothing. A forge without commit statuses (the local forge) is left alone.
+
+The sticky comment (one per PR, found by its marker, edited in place) is written when its
+text differs from the one the run last wrote, remembered as a digest in the context
+(`internal.change_set.comment.<folder>`): an unchanged round sends nothing, and a stage
+killed after writing but before its record finds the comment by marker again and edits
+it, so a PR never gets a second one.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv
 from delivery.errors import DeliveryError, StageProblem
-from delivery.forges.change_set import CHANGE_SET_CONTEXT, ChangeSetForge, status_writes
-from probes.evidence import PrObservation, PrQuery
+from delivery.forges.change_set import (
+    CHANGE_SET_CONTEXT,
+    ChangeSetForge,
+    CommentingForge,
+    comment_body,
+    comment_marker,
+    status_writes,
+)
+from probes.evidence import PrObservation, PrQuery, PullRequestSnapshot
 
 Event = tuple[str, dict[str, Any]]
 
@@ -53,3 +69,40 @@ def sync_status(env: StageEnv, observed: Mapping[str, PrObservation]) -> list[Ev
             "folder": write.folder, "number": write.number, "sha": write.sha,
             "state": write.verdict.state, "description": write.verdict.description}))
     return events
+
+
+COMMENT_DIGEST = "internal.change_set.comment."
+
+
+def sync_comments(env: StageEnv, context: Context, observed: Mapping[str, PrObservation],
+                  *, notes: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Write each PR's sticky comment where its table changed (`notes`: lines below it,
+    such as the revert PRs); the context updates that remember what was written."""
+    forge = env.forge
+    if not change_set_enabled(env) or not isinstance(forge, CommentingForge):
+        return {}
+    run_id = str(context.get("internal.run_id") or "")
+    body = comment_body(run_id, env.branch, observed, list(env.folders), notes=notes)
+    if body is None:
+        return {}
+    digest = hashlib.sha256(body.encode()).hexdigest()[:16]
+    updates: dict[str, Any] = {}
+    for folder in env.folders:
+        pr = observed.get(folder)
+        if not isinstance(pr, PullRequestSnapshot) or \
+                context.get(COMMENT_DIGEST + folder) == f"{pr.number}:{digest}":
+            continue
+        try:
+            forge.upsert_comment(env.repos[folder], pr.number, comment_marker(env.branch), body)
+        except DeliveryError as error:
+            raise StageProblem(f"folder '{folder}': the change set's comment could not be "
+                               f"written: {error}") from None
+        updates[COMMENT_DIGEST + folder] = f"{pr.number}:{digest}"
+    return updates
+
+
+def sync_change_set(env: StageEnv, context: Context, observed: Mapping[str, PrObservation]
+                    ) -> tuple[list[Event], dict[str, Any]]:
+    """The status, then the comments: the events and the context updates."""
+    events = sync_status(env, observed)
+    return events, sync_comments(env, context, observed)

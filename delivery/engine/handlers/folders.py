@@ -15,7 +15,7 @@ from typing import Any
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
-from delivery.engine.handlers.change_set import sync_status
+from delivery.engine.handlers.change_set import sync_change_set
 from delivery.errors import DeliveryError
 from delivery.errors import StageProblem as StageProblem
 from delivery.forges.base import Forge
@@ -98,8 +98,10 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
     if observed.failures:
         raise StageProblem("; ".join(f"folder '{failure.folder}': {failure.reason}"
                                       for failure in observed.failures))
+    side: dict[str, Any] = {}
     if len(folders) == len(env.folders):  # the set's status needs every PR's state
-        events += sync_status(env, answers)
+        written, side = sync_change_set(env, context, answers)
+        events += written
     facts: dict[str, Any] = {key: _visible(value) if key.endswith("pr.raw") else value
                              for key, value in observed.facts.items()}
     if len(folders) < len(env.folders):
@@ -111,7 +113,7 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
                     if context.get(key) not in (None, "")}
         facts.update(roll_up_facts({**everyone, **facts}, list(env.folders)))
     return {key: value for key, value in facts.items()
-            if key in wanted or key.split(".", 1)[1] in wanted}
+            if key in wanted or key.split(".", 1)[1] in wanted} | side
 
 
 def _visible(raw: Any) -> Any:

@@ -14,7 +14,12 @@ from typing import Any
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
-from delivery.engine.handlers.change_set import change_set_enabled, observe_set, sync_status
+from delivery.engine.handlers.change_set import (
+    change_set_enabled,
+    observe_set,
+    sync_change_set,
+    sync_comments,
+)
 from delivery.engine.handlers.folders import (
     StageProblem,
     base_branch,
@@ -108,8 +113,10 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
                 except DeliveryError as err:
                     raise StageProblem(f"folder '{folder}': {err}") from None
         # the new heads carry no change-set status yet: observe the set once and set it
-        events = sync_status(env, observe_set(env)) if published and \
-            change_set_enabled(env) else []
+        events: list[tuple[str, dict[str, Any]]] = []
+        side: dict[str, Any] = {}
+        if published and change_set_enabled(env):
+            events, side = sync_change_set(env, context, observe_set(env))
     except StageProblem as problem:
         return StageResult.fail(str(problem))
     except DeliveryError as err:
@@ -124,7 +131,7 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
         for fact in ("pr.number", "pr.url"):
             if context.get(f"{folder}.{fact}") is None:
                 updates[f"{folder}.{fact}"] = ""
-    return StageResult("succeeded", updates=updates, events=events)
+    return StageResult("succeeded", updates=updates | side, events=events)
 
 
 def _push(path: Path, branch: str, headers: tuple[str, ...]) -> None:
@@ -150,6 +157,7 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
     done: list[str] = []
     merged: list[tuple[str, str, int]] = []  # (folder, repository, number) of the set
     events: list[tuple[str, dict[str, Any]]] = []
+    side: dict[str, Any] = {}
     current = ""  # the folder being merged when the stage stops
     try:
         forge = need_forge(env, "merging")
@@ -163,8 +171,8 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         observed = forge.pull_requests([PrQuery(folder, folder_repository(env, folder),
                                                 head_branch=env.branch)
                                         for folder in ordered])
-        if len(folders) == len(env.folders):
-            events += sync_status(env, observed)  # the set's status as the stage found it
+        if len(folders) == len(env.folders):  # the set as the stage found it
+            events, side = sync_change_set(env, context, observed)
         for folder in ordered:
             current = folder
             repository = folder_repository(env, folder)
@@ -207,7 +215,14 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         said, reverts = rollback(env, merged, current,
                                  revert=node.attr("rollback").strip() == "revert")
         merged_before = f" (merged before it: {', '.join(done)})" if done else ""
-        failed = StageResult.fail(f"{problem}{merged_before}{said}")
+        if reverts:  # the sticky comments link the revert PRs
+            notes = tuple(f"{fields['folder']} #{fields['number']} is reverted by "
+                          f"{fields['url']}" for _, fields in reverts)
+            try:
+                side |= sync_comments(env, context, observe_set(env), notes=notes)
+            except DeliveryError as err:
+                said += f" (the comments could not link the reverts: {err})"
+        failed = StageResult.fail(f"{problem}{merged_before}{said}", side)
         failed.events = events + reverts
         return failed
-    return StageResult("succeeded", events=events)
+    return StageResult("succeeded", updates=side, events=events)
