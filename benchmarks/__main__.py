@@ -143,6 +143,16 @@ def store_rows(out: str, _peak: float) -> Headline:
         r"^([^\n:]{3,40}?)[^\n]*?: mean ([\d.]+) ms", out, re.MULTILINE)][:3]
 
 
+def saves_rows(out: str, _peak: float) -> Headline:
+    rows: Headline = []
+    for clock in ("CPU", "wall"):
+        rows += _rows((f"state saves ({clock}): per-stage cost, last 50 / first 50",
+                       _find(rf"^{clock}: event mode .*last/first ([\d.]+)", out)),
+                      (f"state saves ({clock}): event mode / max(5 x local, local + 2 x floor)",
+                       _find(rf"^{clock}: local run .*event/limit ([\d.]+)", out)))
+    return rows
+
+
 def _tmpfs() -> bool:
     return Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK)
 
@@ -175,6 +185,9 @@ BENCHMARKS = [
     Benchmark("replies", "run_footprint.py", ["replies", "--replies", "100", "--reply-mb", "1"],
               ["replies", "--replies", "10", "--reply-mb", "0.1"], replies_rows,
               "Checkpoint size with large agent replies"),
+    Benchmark("saves", "state_saves.py", ["--stages", "300", "--window", "50"],
+              ["--stages", "60", "--window", "15"], saves_rows,
+              "State-ref saves in event mode: early vs late, against a local run and the floor"),
     Benchmark("stages", "run_footprint.py", ["stages", "--stages", "1000"],
               ["stages", "--stages", "100"], stages_rows, "Peak memory of a long run"),
 ]

@@ -1,14 +1,15 @@
 """Does a stage cost more late in a long run? And how fast does a long run resume?
 
     .venv/bin/python benchmarks/run_growth.py [--stages 5000] [--window 500] [--reps 3]
-                                              [--dir PATH]
+                                              [--dir PATH] [--logs]
 
 1. Growth: a linear chain of `--stages` agent stages (replay backend, every stage durable
    before the next, as in `engine_overhead.py`) is run once; the time of every stage is
    taken from the run's own event log (`stage_started` of one stage to `stage_started` of
    the next, so everything the engine does between two stages is counted). Printed: the
    mean ms/stage of the first and the last `--window` stages, and their ratio (1.0 = no
-   growth).
+   growth). `--logs` runs it with the Attractor view (`delivery run --logs`) written too,
+   whose checkpoint.json lists every completed node, as the Attractor spec's format does.
 2. Resume start-up: the same run is killed (in a child process, SIGKILL) right after its
    last-but-one stage was saved, then `resume_run` is called in a fresh process; printed is
    the time from the call to the first stage starting (the observer's `stage_started`), and
@@ -51,13 +52,15 @@ def _stage_starts(run_dir: Path) -> list[float]:
     return starts
 
 
-def growth(stages: int, window: int, base: Path) -> tuple[float, float]:
+def growth(stages: int, window: int, base: Path, logs: bool = False) -> tuple[float, float]:
     """(ms/stage over the first `window` stages, over the last `window`)."""
     folder = Path(tempfile.mkdtemp(dir=base, prefix="growth-"))
     workflow = write_workflow(folder, stages)
     backend = ReplayBackend({f"s{i}": ["ok"] for i in range(1, stages + 1)})
     outcome = start_run(RunRequest(workflow=workflow, goal="bench", workspace=folder,
-                                   run_dir=folder / "run"), World(agent=backend))
+                                   run_dir=folder / "run",
+                                   logs=folder / "attractor" if logs else None),
+                        World(agent=backend))
     assert outcome.status == "succeeded", outcome.failure_reason
     starts = _stage_starts(folder / "run")
     gaps = [b - a for a, b in itertools.pairwise(starts)]
@@ -135,12 +138,15 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the runs write (default: a temporary directory)")
+    parser.add_argument("--logs", action="store_true",
+                        help="also write the Attractor view (--logs) in the growth runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="run-growth-") as tmp:
         base = Path(tmp)
-        grown = [growth(args.stages, args.window, base) for _ in range(args.reps)]
+        grown = [growth(args.stages, args.window, base, args.logs) for _ in range(args.reps)]
         resumed = [resume_startup(args.stages, base) for _ in range(args.reps)]
-    print(f"{args.stages}-stage linear run, every stage durable before the next; "
+    view = " with the --logs Attractor view" if args.logs else ""
+    print(f"{args.stages}-stage linear run{view}, every stage durable before the next; "
           f"medians of {args.reps}")
     for first, last in grown:
         print(f"  run: first {args.window} {first:.3f} ms/stage, last {args.window} "

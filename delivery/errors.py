@@ -13,6 +13,7 @@
     │                                  signal, reported as status `superseded`, exit 0
     └── RunError                       something went wrong while running (run-time)
         ├── RunRefused                 the run cannot start: a bad input, goal or setting (exit 2)
+        │   └── MalformedEvent         an Actions event payload whose fields are not GitHub's types
         ├── RunStoreError              the run's store (directory, checkpoint, event log) is
         │   │                          unusable or cannot be written; mid-run it stops the run
         │   │                          (exit 1) and the run stays resumable
@@ -31,6 +32,10 @@
 
     PauseRequested (BaseException)     not an error: a control signal — a human gate has no
                                        answer yet and the run stops as `paused` (exit 3)
+    RunInterrupted (KeyboardInterrupt) Ctrl-C or SIGTERM stopped a run between saves: it is
+                                       left resumable, and the message says how to resume
+    Terminated (KeyboardInterrupt)     SIGTERM, raised by the command line's handler: stops
+                                       like Ctrl-C (exit 143 instead of 130)
 
 Each error carries the thing it is about as fields, and its message says what was
 expected, what was found and what to do. Definition errors and run-time errors are
@@ -40,6 +45,7 @@ Exit 2 ("refused to start") is only for what goes wrong before the first stage r
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -165,6 +171,11 @@ class RunRefused(RunError):
         super().__init__(f"{subject}: {problem} — {fix}")
 
 
+class MalformedEvent(RunRefused):
+    """An Actions event payload whose fields do not have GitHub's types (`subject` names the
+    field), refused in one line instead of a traceback (SPEC §14)."""
+
+
 class RunStoreError(RunError):
     """A run directory, checkpoint or event log cannot be used; the message names the path."""
 
@@ -179,6 +190,17 @@ class StateSaveFailed(RunStoreError):
         super().__init__(f"run {run_id}: its state could not be saved to the state ref: "
                          f"{problem} — the run stopped; resume it once the state repository "
                          "is reachable (the stage after the last save runs again)")
+
+
+class ResumeStopped(RunError):
+    """A resume stopped before its first stage because what the run needs on this machine
+    (its worktrees) could not be re-created: exit 1, nothing ran, the run stays resumable."""
+
+    def __init__(self, run_id: str, problem: str) -> None:
+        self.run_id = run_id
+        self.problem = problem
+        super().__init__(f"run {run_id}: its worktrees could not be re-created: {problem} "
+                         "— nothing ran; fix that and resume (the run is unchanged)")
 
 
 class ArtifactError(RunError):
@@ -265,6 +287,28 @@ class PauseRequested(BaseException):
         listed = ", ".join(choices)
         super().__init__(f"human gate '{node_id}' is waiting for an answer ({listed}): "
                          f"resume with --answer {node_id}=LABEL")
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM stopped a run: the stage's processes were ended, the run
+    is left as its last save has it (resumable) and `run_dir` says where.
+
+    A KeyboardInterrupt, so that code that lets Ctrl-C through lets this through too."""
+
+    def __init__(self, run_id: str, run_dir: str, signal_name: str = "SIGINT", *,
+                 hint: str = "") -> None:
+        self.run_id = run_id
+        self.run_dir = run_dir
+        self.signal_name = signal_name
+        # the command that continues it (the demo's is its own)
+        self.hint = hint or f"delivery resume {shlex.quote(run_dir)}"
+        super().__init__(f"run {run_id} stopped by {signal_name}; it is resumable: "
+                         f"{self.hint}")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI runner cancelling the job) asked the process to stop: handled exactly
+    like Ctrl-C, and told apart only in what is printed and the exit status."""
 
 
 class ScenarioFileError(DeliveryError):

@@ -8,9 +8,17 @@ of the workflow, `--json`/`inspect` output and logs. It replaces two kinds of te
 
 * exact secret values: the values of `GITHUB_TOKEN`, `OPENAI_API_KEY`, the Action's
   token input and every environment variable whose name ends in `TOKEN`, `KEY`,
-  `SECRET` or `PASSWORD`, plus any extra values the caller names. Values shorter than
-  6 characters are ignored: masking `abc` everywhere would garble ordinary text
-  without protecting anything;
+  `SECRET` or `PASSWORD`, plus any extra values the caller names. As GitHub's runner
+  does (`Worker.InitializeSecretMasker` in actions/runner), a value is masked trimmed
+  of surrounding whitespace, and line by line: each line of a multi-line value
+  (split at CR and LF, each trimmed, empty ones dropped) is a secret of its own, since a
+  program prints a PEM key or a JSON credential one line at a time, and a shell's `echo`
+  or a YAML parser drops the padding. Where the runner masks any non-empty value, here
+  each of these values (the trimmed value or a line) shorter than 6 characters is ignored
+  (`MIN_SECRET_LENGTH`): masking `abc` or a line of a key that is only `}` everywhere
+  would garble ordinary text while hiding at most five characters of the secret. (The
+  runner's ancestor, the Azure Pipelines agent, lets a minimum be set and caps it at 6,
+  `LoggedSecretMasker.MinSecretLengthLimit`: this is that cap.)
 * text shaped like a credential whatever its source: GitHub tokens (`ghp_`, `gho_`,
   `ghu_`, `ghs_`, `ghr_` + 36 alphanumerics, `github_pat_...`), OpenAI and Anthropic
   style keys (`sk-...`), Slack tokens (`xoxb-...`), AWS access key ids (`AKIA...`,
@@ -241,11 +249,25 @@ def secret_values(environ: Mapping[str, str]) -> list[str]:
             if any(fnmatchcase(name.upper(), pattern) for pattern in SECRET_VARIABLES)]
 
 
+_LINE_BREAKS: Final = re.compile("[\r\n]")
+
+
+def secret_variants(secret: str) -> set[str]:
+    """The texts masked for one secret value, as GitHub's runner masks them: the value
+    trimmed of surrounding whitespace (its padding is no secret, and a whitespace-only
+    value masks nothing) and each of its lines, trimmed (empty lines dropped); those
+    shorter than MIN_SECRET_LENGTH are left out."""
+    variants = {secret.strip()}
+    if "\n" in secret or "\r" in secret:
+        variants.update(line.strip() for line in _LINE_BREAKS.split(secret))
+    return {variant for variant in variants if len(variant) >= MIN_SECRET_LENGTH}
+
+
 class Redactor:
     """Masks known secret values and token-shaped text in strings and nested data."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        kept = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LENGTH}
+        kept = {variant for s in secrets if isinstance(s, str) for variant in secret_variants(s)}
         # Longest first, so a secret that contains another is masked whole.
         self._secrets: tuple[str, ...] = tuple(sorted(kept, key=lambda s: (-len(s), s)))
         # Secrets grouped by their first characters, each group searched with one

@@ -8,6 +8,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -74,10 +75,16 @@ class Actions:
         self.workspace.mkdir(parents=True, exist_ok=True)
 
     def job(self, event_name: str, payload: dict[str, Any], inputs: dict[str, str],
-            *, actor: str = "alice") -> Job:
+            *, actor: str = "alice", cache: Path | None = None) -> Job:
+        """One job on a fresh runner; `cache`: a self-hosted runner's clone cache, kept
+        from job to job (the workspace and HOME are still new)."""
         number = next(_jobs)
         home = self.root / f"job-{number}"
         home.mkdir()
+        # a runner checks the repository out anew for every job: the run works in that
+        # checkout (SPEC §13), so nothing an earlier job left there is seen by the next
+        checkout = home / "workspace"
+        shutil.copytree(self.workspace, checkout)
         event_path = home / "event.json"
         event_path.write_text(json.dumps(payload), encoding="utf-8")
         output, summary = home / "output", home / "summary.md"
@@ -90,15 +97,37 @@ class Actions:
                "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_REPOSITORY": self.repository,
                "GITHUB_EVENT_NAME": event_name, "GITHUB_EVENT_PATH": str(event_path),
                "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary),
-               "GITHUB_WORKSPACE": str(self.workspace), "GITHUB_RUN_ID": str(1000 + number),
+               "GITHUB_WORKSPACE": str(checkout), "GITHUB_RUN_ID": str(1000 + number),
                "GITHUB_RUN_ATTEMPT": "1", "GITHUB_ACTOR": actor,
                "GITHUB_ACTION_PATH": str(ROOT), "RUNNER_TEMP": str(home / "tmp"),
-               "XDG_CACHE_HOME": str(home / "cache"), "DELIVERY_PYTHON": sys.executable}
+               "XDG_CACHE_HOME": str(cache or home / "cache"),
+               "DELIVERY_PYTHON": sys.executable}
         env.pop("GITHUB_TOKEN", None)  # the token comes in through the input only
         for name, template in deliver["env"].items():
             env[name] = _EXPR.sub(lambda m: values[m.group(1)], str(template))
         done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
-                               deliver["run"]], env=env, cwd=self.workspace,
+                               deliver["run"]], env=env, cwd=checkout,
                               capture_output=True, text=True, timeout=120, check=False)
         return Job(done.returncode, done.stdout, done.stderr, read_outputs(output),
                    summary.read_text(encoding="utf-8") if summary.exists() else "")
+
+
+def runner_commands(stdout: str) -> list[str]:
+    """The workflow commands a runner would act on in `stdout`, as GitHub's runner reads
+    them: `::name…::data` lines (leading blanks ignored) and the older `##[name…]data`
+    anywhere in a line, none between `::stop-commands::TOKEN` and `::TOKEN::`."""
+    stopped = ""
+    found: list[str] = []
+    for line in stdout.replace("\r", "\n").split("\n"):
+        text = line.strip()
+        if stopped:
+            if text == f"::{stopped}::":
+                stopped = ""
+            continue
+        if text.startswith("::stop-commands::"):
+            stopped = text[len("::stop-commands::"):]
+        elif text.startswith("::") and "::" in text[2:]:
+            found.append(text)
+        elif "##[" in line:
+            found.append(line)
+    return found

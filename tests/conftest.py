@@ -18,6 +18,13 @@ from delivery.testing.runs import Ran, run_dot
 pytest_plugins = ["delivery.testing.github.pytest_plugin"]
 
 
+@pytest.fixture(autouse=True)
+def _not_on_an_actions_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite may itself run on GitHub Actions (GITHUB_ACTIONS=true), where the CLI
+    wraps its output in stop-commands; tests that want Action mode set it themselves."""
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+
+
 @pytest.fixture
 def clock(fake_github_clock: ManualClock) -> ManualClock:
     """The fake GitHub's clock, under the short name the GitHub tests use."""

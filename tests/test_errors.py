@@ -26,9 +26,9 @@ def test_every_error_class_is_drawn_in_the_tree_and_every_drawn_name_exists() ->
     assert drawn == set(_error_classes())
 
 
-def test_every_error_but_the_pause_signal_is_a_delivery_error() -> None:
+def test_every_error_but_the_control_signals_is_a_delivery_error() -> None:
     for name, cls in _error_classes().items():
-        if cls is PauseRequested:
+        if cls in (PauseRequested, errors.RunInterrupted, errors.Terminated):
             assert not issubclass(cls, Exception)  # no `except Exception` swallows it
         else:
             assert issubclass(cls, DeliveryError), name

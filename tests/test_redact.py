@@ -160,3 +160,40 @@ def test_a_text_dense_with_prefixes_is_masked_like_a_sparse_one(line: str) -> No
     one = redactor.text(line + "\n")
     assert "***" in one
     assert redactor.text((line + "\n") * 600) == one * 600
+
+
+PEM = ("-----BEGIN OPENSSH PRIVATE KEY-----\r\n"
+       "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+       "  QyNTUxOQAAACDkf8a7Hb2  \n"
+       "}\n"
+       "-----END OPENSSH PRIVATE KEY-----\n")
+
+
+def test_each_line_of_a_multi_line_secret_is_masked_on_its_own() -> None:
+    redactor = Redactor([PEM])
+    printed = "line 2: b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ and QyNTUxOQAAACDkf8a7Hb2."
+    assert redactor.text(printed) == "line 2: *** and ***."
+
+
+def test_a_multi_line_secret_printed_whole_is_masked() -> None:
+    assert Redactor([PEM]).text(f"key:\n{PEM}done") == "key:\n***\ndone"
+
+
+def test_a_secret_printed_without_its_padding_is_masked() -> None:
+    redactor = Redactor(["  padded-secret-value \n"])
+    assert redactor.text("[padded-secret-value]") == "[***]"
+
+
+def test_lines_of_a_secret_shorter_than_six_characters_are_not_masked() -> None:
+    # as the runner trims and splits, but short lines (`}` here) would garble ordinary text
+    assert Redactor([PEM]).text("if x { y }") == "if x { y }"
+
+
+def test_a_whitespace_only_secret_masks_nothing() -> None:
+    assert Redactor(["      \n\t  "]).text("a      \n\t  b") == "a      \n\t  b"
+
+
+def test_environment_secrets_are_masked_line_by_line_and_trimmed() -> None:
+    redactor = Redactor.from_environment({"DEPLOY_KEY": PEM, "API_TOKEN": " tok-value-123 "})
+    masked = redactor.text("QyNTUxOQAAACDkf8a7Hb2 / tok-value-123")
+    assert masked == "*** / ***"

@@ -11,10 +11,13 @@ running the Action), each in its own workspace under `RUNNER_TEMP`.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -22,17 +25,18 @@ from typing import Any, TextIO
 
 from delivery.action.events import Plan, plan
 from delivery.action.report import write_outputs, write_summary
-from delivery.cli.state_commands import open_state, run_for_pr
+from delivery.cli.state_commands import NotOwner, open_state, run_for_pr
+from delivery.cli.workflow_commands import ActionOutput, format_command
 from delivery.engine.remote_state import RemoteState, StateRunStores, job_id
 from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
-from delivery.errors import DeliveryError, RunRefused, StateSaveFailed, Superseded
+from delivery.errors import DeliveryError, ResumeStopped, RunRefused, StateSaveFailed, Superseded
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.validation.loader import check_file
 
-INPUTS = ("workflow", "ticket", "goal", "repos", "agent", "github-token", "state-repo",
-          "mode", "label", "run-id", "bot-login", "max-repairs")
+INPUTS = ("workflow", "ticket", "goal", "repos", "inputs", "agent", "github-token",
+          "state-repo", "mode", "label", "run-id", "bot-login", "max-repairs")
 DEFAULT_MAX_REPAIRS = 6
 WRITERS = frozenset({"admin", "maintain", "write"})
 EXIT = {"succeeded": 0, "failed": 1, "paused": 3, "superseded": 0, "ignored": 0,
@@ -56,7 +60,7 @@ def read_inputs(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def bundled_workflow() -> Path:
-    return Path(str(resources.files("delivery.bundled.workflows") / "delivery.dot"))
+    return Path(str(resources.files("delivery.bundled.workflows") / "deliver.dot"))
 
 
 def parse_repos(text: str) -> dict[str, str]:
@@ -74,28 +78,47 @@ def parse_repos(text: str) -> dict[str, str]:
     return repos
 
 
+def parse_inputs(text: str) -> dict[str, str]:
+    """The `inputs` input: `name=value` per line (blank lines and `#` comments skipped);
+    the value is everything after the first `=`, so it may hold `=` itself."""
+    given: dict[str, str] = {}
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        name, sep, value = stripped.partition("=")
+        if not sep or not name.strip():
+            raise RunRefused(f"inputs line {stripped!r}", "is not NAME=VALUE",
+                             "write one workflow input per line: check_command=make test")
+        given[name.strip()] = value.strip()
+    return given
+
+
 def main(environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     env = dict(os.environ if environ is None else environ)
-    out = out or sys.stdout
+    stream = out or sys.stdout
     inputs = read_inputs(env)
     token = inputs["github-token"] or env.get("GITHUB_TOKEN", "")
     if token:
-        print(f"::add-mask::{token}", file=out)  # before anything could print it
+        # before anything could print it (and before commands stop: masks must be read)
+        stream.write(format_command("add-mask", token) + "\n")
         env["GITHUB_TOKEN"] = token
     os.environ["GITHUB_TOKEN"] = token  # the redactor masks the token wherever a run writes
-    try:
-        results = _act(env, inputs, out)
-    except StateSaveFailed as fault:  # mid-run: failed, resumable from the last save
-        print(f"::error::delivery: {fault}", file=out)
-        results = [Result(fault.run_id, "failed", str(fault))]
-    except DeliveryError as err:
-        print(f"::error::delivery: {err}", file=out)
-        results = [Result("", "refused", str(err))]
-    write_outputs(env, results)
-    write_summary(env, results)
-    for result in results:
-        line = f"delivery: run {result.run_id or '-'}: {result.status}"
-        print(line + (f" ({result.reason})" if result.reason else ""), file=out)
+    # from here on no text printed or logged can become a workflow command (SPEC §13)
+    with ActionOutput(stream) as output, _logging_to(output):
+        try:
+            results = _act(env, inputs, output)
+        except (StateSaveFailed, ResumeStopped) as fault:  # failed, resumable
+            output.command("error", f"delivery: {fault}")
+            results = [Result(fault.run_id, "failed", str(fault))]
+        except DeliveryError as err:
+            output.command("error", f"delivery: {err}")
+            results = [Result("", "refused", str(err))]
+        write_outputs(env, results)
+        write_summary(env, results)
+        for result in results:
+            line = f"delivery: run {result.run_id or '-'}: {result.status}"
+            print(line + (f" ({result.reason})" if result.reason else ""), file=output)
     codes = [EXIT.get(result.status, 1) for result in results] or [0]
     for wanted in (1, 2, 3):
         if wanted in codes:
@@ -103,7 +126,20 @@ def main(environ: Mapping[str, str] | None = None, out: TextIO | None = None) ->
     return 0
 
 
-def _act(env: dict[str, str], inputs: Mapping[str, str], out: TextIO) -> list[Result]:
+@contextmanager
+def _logging_to(output: ActionOutput) -> Iterator[None]:
+    """delivery's log lines go through `output` too (stderr is read for commands alike)."""
+    logger = logging.getLogger("delivery")
+    handler = logging.StreamHandler(output)
+    handler.setFormatter(logging.Formatter("delivery: %(levelname)s: %(message)s"))
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+def _act(env: dict[str, str], inputs: Mapping[str, str], out: ActionOutput) -> list[Result]:
     repository = env.get("GITHUB_REPOSITORY", "")
     payload = _payload(env)
     mode = inputs["mode"] or "auto"
@@ -116,21 +152,46 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: TextIO) -> list[Re
     if decided.kind == "ignore":
         return [Result("", "ignored", decided.reason)]
     if decided.needs_permission and not _may_steer(env, repository, decided.actor):
-        print(f"::warning::delivery: {decided.actor or 'an unknown user'} has no write "
-              f"permission on {repository}; the event is ignored", file=out)
+        out.command("warning", f"delivery: {decided.actor or 'an unknown user'} has no "
+                    f"write permission on {repository}; the event is ignored")
         return [Result("", "ignored", f"{decided.actor} may not start or steer runs")]
     spec = inputs["state-repo"] or repository
     if not Path(spec).is_absolute():
         spec = "git:" + spec
-    base = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / "delivery"
+    base = _workspace(env)
     cache = cache_root(env)
     state = open_state(spec, cache, env)
     if decided.kind == "start":
         return [_start(env, inputs, decided, state, base, cache, out)]
-    run_ids = _runs_to_resume(env, decided, state)
+    run_ids = _runs_to_resume(env, decided, state, out)
     if not run_ids:
         return [Result("", "ignored", "no paused run to resume for this event")]
-    return [_resume(env, inputs, decided, state, run_id, base, cache) for run_id in run_ids]
+    return [_resume(env, inputs, decided, state, run_id,
+                    base if index == 0 else _side_workspace(env, base, run_id), cache)
+            for index, run_id in enumerate(run_ids)]
+
+
+def _workspace(env: Mapping[str, str]) -> Path:
+    """The checkout of the repository running the Action (GITHUB_WORKSPACE): its
+    delivery.toml (profiles, checks) is the run's. Without one, a fresh directory."""
+    checkout = env.get("GITHUB_WORKSPACE", "")
+    if checkout and Path(checkout).is_dir():
+        return Path(checkout)
+    base = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / "delivery"
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="run-", dir=base))
+
+
+def _side_workspace(env: Mapping[str, str], checkout: Path, run_id: str) -> Path:
+    """A second run resumed by the same job (the schedule) cannot share the checkout: its
+    folders' worktrees would land where the first run's are. It works beside it, with the
+    checkout's profile files copied so that its agents and checks are the same."""
+    side = Path(env.get("RUNNER_TEMP") or tempfile.gettempdir()) / "delivery" / run_id
+    side.mkdir(parents=True, exist_ok=True)
+    for name in ("delivery.toml", "pyproject.toml"):
+        if (checkout / name).is_file():
+            shutil.copyfile(checkout / name, side / name)
+    return side
 
 
 def _payload(env: Mapping[str, str]) -> dict[str, Any]:
@@ -139,10 +200,17 @@ def _payload(env: Mapping[str, str]) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except RecursionError:
+        raise RunRefused(f"event payload {path}", "nests arrays or objects too deeply to be "
+                         "an event GitHub sends", "run the Action from a workflow event"
+                         ) from None
     except (OSError, ValueError) as err:
         raise RunRefused(f"event payload {path}", f"cannot be read: {err}",
                          "run the Action from a workflow event") from None
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        raise RunRefused(f"event payload {path}", f"holds a {type(data).__name__}, not an "
+                         "object", "run the Action from a workflow event")
+    return data
 
 
 def _may_steer(env: Mapping[str, str], repository: str, user: str) -> bool:
@@ -174,7 +242,7 @@ def _options(inputs: Mapping[str, str]) -> EngineOptions:
 
 
 def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
-           state: RemoteState, base: Path, cache: Path, out: TextIO) -> Result:
+           state: RemoteState, base: Path, cache: Path, out: ActionOutput) -> Result:
     workflow = Path(inputs["workflow"]) if inputs["workflow"] else bundled_workflow()
     if not workflow.is_absolute():
         workflow = Path(env.get("GITHUB_WORKSPACE") or Path.cwd()) / workflow
@@ -185,15 +253,16 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
                          "name a UTF-8 workflow file in the repository (input workflow)"
                          ) from None
     for diagnostic in diagnostics:  # annotations on the workflow file's lines
-        print(diagnostic.format_github(), file=out)
+        out.raw_command(diagnostic.format_github())
     if loaded is None or has_errors(diagnostics):
         return Result("", "invalid", f"{workflow} has validation errors", workflow=workflow)
     declared = {decl.name for decl in loaded.inputs}
     given = {"ticket": decided.ticket, "notes": decided.notes}
     run_inputs = {name: value for name, value in given.items() if value and name in declared}
+    # the `inputs` input is the user's: an undeclared name is refused by the run, not dropped
+    run_inputs.update(parse_inputs(inputs["inputs"]))
     repos = parse_repos(inputs["repos"])
-    base.mkdir(parents=True, exist_ok=True)
-    workspace = Path(tempfile.mkdtemp(prefix="run-", dir=base))
+    workspace = base
     request = RunRequest(workflow=workflow, goal=decided.goal or None, inputs=run_inputs,
                          agent=inputs["agent"], workspace=workspace, repos=repos,
                          gates="pause")
@@ -206,27 +275,56 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
                   repos)
 
 
-def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState) -> list[str]:
+def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState,
+                    out: ActionOutput) -> list[str]:
     if decided.kind == "resume" and decided.run_id:
         return [decided.run_id]
     found: list[str] = []
-    for pr in decided.prs:
+    prs = [*decided.prs, *_open_prs_of_heads(env, decided.heads)]
+    for pr in prs:
         try:
-            found.append(run_for_pr(pr, env))
+            found.append(run_for_pr(pr, env, state))
+        except NotOwner as stranger:  # a copied marker: ignored, logged, nothing claimed
+            print(f"delivery: ignored: {stranger}", file=out)
         except RunRefused:
             continue  # a PR no delivery run opened
-    if found or decided.prs:
-        return list(dict.fromkeys(found))
-    paused = [run for run in state.runs() if run.status == "paused"]
+    if found:
+        # a late event on a PR of a delivered run (its merge, a last review) wakes nothing:
+        # the run's history stays as it ended
+        done = {run.run_id for run in state.runs() if run.status == "succeeded"}
+        return [run_id for run_id in dict.fromkeys(found) if run_id not in done]
+    if prs or decided.heads:
+        return []
+    # paused runs, and running ones: a run whose job was killed is taken over once its
+    # claim is dead (a live claim answers `superseded`)
+    paused = [run for run in state.runs() if run.status in ("paused", "running")]
     if decided.answers:  # an answer on the ticket: the paused runs of that ticket
         paused = [run for run in paused if decided.ticket and run.ticket == decided.ticket]
     return [run.run_id for run in paused]
 
 
+def _open_prs_of_heads(env: Mapping[str, str], heads: list[str]) -> list[str]:
+    """`owner/name#N` of the open PRs whose head is one of `owner/name:branch` (a commit
+    status names branches, not PRs)."""
+    if not heads:
+        return []
+    from delivery.forges.github import GitHubForge
+
+    forge = GitHubForge.from_environment(env)
+    try:
+        found = []
+        for head in heads:
+            repository, _, branch = head.partition(":")
+            found += [f"{repository}#{number}"
+                      for number in forge.open_pull_requests(repository, branch)]
+        return found
+    finally:
+        forge.close()
+
+
 def _resume(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
             state: RemoteState, run_id: str, base: Path, cache: Path) -> Result:
-    workspace = base / run_id
-    workspace.mkdir(parents=True, exist_ok=True)
+    workspace = base
     world = _world(env, state, run_id, cache, workspace)
     try:
         outcome = resume_run(workspace / ".delivery" / "runs" / run_id, world,

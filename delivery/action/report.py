@@ -25,7 +25,7 @@ def _append(path: str | None, text: str) -> None:
 
 def _output(name: str, value: str) -> str:
     """One output; a value with a newline uses the heredoc form with a random delimiter."""
-    if "\n" not in value:
+    if "\n" not in value and "\r" not in value:  # a CR ends a line for some readers too
         return f"{name}={value}\n"
     delimiter = f"ghadelimiter_{uuid.uuid4()}"
     return f"{name}<<{delimiter}\n{value}\n{delimiter}\n"

@@ -21,10 +21,12 @@ from delivery.errors import AgentError as AgentError
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Tokens one or more turns cost, as the backend reported them."""
+    """Tokens one or more turns cost, as the backend reported them, and the money when
+    the backend reports it (Claude Code's `total_cost_usd`)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float = 0.0
 
     @property
     def total_tokens(self) -> int:
@@ -32,7 +34,15 @@ class Usage:
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(self.input_tokens + other.input_tokens,
-                     self.output_tokens + other.output_tokens)
+                     self.output_tokens + other.output_tokens,
+                     self.cost_usd + other.cost_usd)
+
+    def __sub__(self, other: Usage) -> Usage:
+        """The increase from `other` (an earlier running total) to this one; never below
+        zero (a CLI that restarted its count is counted from zero)."""
+        return Usage(max(0, self.input_tokens - other.input_tokens),
+                     max(0, self.output_tokens - other.output_tokens),
+                     max(0.0, round(self.cost_usd - other.cost_usd, 9)))
 
     def to_json(self) -> dict[str, int]:
         return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,

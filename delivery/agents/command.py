@@ -15,6 +15,11 @@ A session continues in one of two ways, chosen by the profile:
 
 With `resume_command`, the session id of each `full` thread is saved in the checkpoint, so
 that after `delivery resume` the thread continues where it was (`resume_thread`).
+
+`output = "claude"` / `"codex"` (the built-in presets, delivery/agents/presets.py) read
+those CLIs' own JSON (delivery/agents/cli_output.py): the CLI's error text and the tool
+calls it refused fail the stage, and running totals are recorded as increases, with the
+last total per session kept here (and, for threads, in the checkpoint).
 """
 
 from __future__ import annotations
@@ -33,10 +38,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from delivery.agents.base import AgentError, SessionRequest, TurnSink, Usage
+from delivery.agents.cli_output import CliTurn, read_claude, read_codex
 from delivery.agents.profiles import CommandProfile
+from delivery.processes import running
 
 _NO_SINK = TurnSink()
+CLI_READERS = ("claude", "codex")  # outputs read by delivery/agents/cli_output.py
 STDERR_TAIL = 300  # characters of stderr quoted in a failure reason
+MODEL_ARGS = "{model_args}"  # a command word where the model's words go
 MAX_STDERR = 256 * 1024  # bytes of stderr kept (the end)
 
 
@@ -103,9 +112,13 @@ class CommandSession:
     # -- one turn ---------------------------------------------------------------------
     def _argv(self, template: list[str]) -> list[str]:
         profile = self.backend.profile
-        model = self.request.model or profile.model
+        # a default model on every turn: a resumed session otherwise keeps the last one
+        model = self.request.model or profile.model or profile.default_model
         words = list(template)
-        if model:
+        if MODEL_ARGS in words:
+            at = words.index(MODEL_ARGS)
+            words[at:at + 1] = profile.model_args if model else []
+        elif model:
             words += profile.model_args
         values = {"model": model, "session_id": self.session_id,
                   "provider": self.request.provider,
@@ -143,11 +156,18 @@ class CommandSession:
                                  f"{err.strerror or err}") from None
             timed_out = False
             try:
-                process.wait(timeout=timeout)
+                with running(process.pid):  # Ctrl-C ends it from any thread (parallel)
+                    process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _kill(process)
                 process.wait()
+            except BaseException:
+                # Ctrl-C or SIGTERM reached delivery, not the agent (its own session): end
+                # its group too, or a resume would run a second agent in the same worktree.
+                _kill(process)
+                process.wait()
+                raise
             limit = self.backend.profile.max_output
             out, out_size = _head(out_file, limit)
             err_text = _tail(err_file, MAX_STDERR)
@@ -170,15 +190,19 @@ class CommandSession:
             raise AgentError(f"{name}: the agent for node '{node}' did not finish within "
                              f"{timeout:g}s and was stopped; raise the node's timeout= or "
                              "the profile's timeout")
+        if status != 0 and self.backend.profile.output in CLI_READERS:
+            self._cli_reply(out, node, log.sink, how, failed=True)  # its own error text
         if status != 0:
             tail = err_text.strip()[-STDERR_TAIL:] or "(no stderr)"
             raise AgentError(f"{name}: the agent for node '{node}' exited with status "
                              f"{status}: {tail}")
-        return self._reply(out, node, log.sink)
+        return self._reply(out, node, log.sink, how)
 
-    def _reply(self, out: str, node: str, sink: TurnSink) -> str:
+    def _reply(self, out: str, node: str, sink: TurnSink, how: str) -> str:
         profile = self.backend.profile
         name = self.backend.label
+        if profile.output in CLI_READERS:
+            return self._cli_reply(out, node, sink, how)
         if profile.output == "text":
             return out.strip()
         objects: list[Any] = []
@@ -209,6 +233,38 @@ class CommandSession:
                              f"reply text at '{profile.reply_key}'; set reply_key in the "
                              "profile")
         return reply
+
+    def _cli_reply(self, out: str, node: str, sink: TurnSink, how: str, *,
+                   failed: bool = False) -> str:
+        """A preset CLI's own JSON: usage as the increase this turn made, its error text
+        and the tool calls it refused as the stage's failure. `failed` (a non-zero exit):
+        only raise for an error the output states; the caller reports the exit status."""
+        name = self.backend.label
+        output = self.backend.profile.output
+        turn = read_claude(out) if output == "claude" else read_codex(out)
+        if turn.unreadable:
+            if failed:
+                return ""
+            raise AgentError(f"{name}: the output of the agent for node '{node}' is not "
+                             f"what {output} prints: {turn.unreadable}")
+        if turn.session_id:
+            self.session_id = turn.session_id
+        if turn.usage is not None:
+            sink.usage(self.backend.spent(self.session_id, turn))
+        if turn.error:
+            raise AgentError(f"{name}: the agent for node '{node}' reported an error: "
+                             f"{turn.error}")
+        if failed:
+            return ""
+        if turn.refused:
+            raise AgentError(f"{name}: the agent for node '{node}' was refused "
+                             f"{len(turn.refused)} tool call(s), so what it was asked to do "
+                             f"may be undone: {'; '.join(turn.refused[:5])}; allow them in "
+                             "the profile (docs/agents.md, permissions)")
+        if turn.reply is None:
+            raise AgentError(f"{name}: the output of the agent for node '{node}' holds no "
+                             "reply")
+        return turn.reply
 
 
 def _head(file: IO[bytes], limit: int) -> tuple[str, int]:
@@ -248,6 +304,24 @@ class CommandBackend:
         self.environ = dict(environ)
         self.label = label or "command:" + " ".join(profile.command)
         self.threads: dict[str, str] = {}  # `full` thread key -> the agent's session id
+        # session id -> the running totals the CLI last reported for it (Codex usage on
+        # resume, Claude's cost), so that each turn records only its increase
+        self.totals: dict[str, Usage] = {}
+
+    def spent(self, session_id: str, turn: CliTurn) -> Usage:
+        """What `turn` consumed, from what the CLI reported (a running total or not)."""
+        assert turn.usage is not None
+        before = self.totals.get(session_id, Usage()) if session_id else Usage()
+        tokens = turn.usage - Usage(before.input_tokens, before.output_tokens) \
+            if turn.usage_is_running_total else turn.usage
+        cost = turn.usage.cost_usd - before.cost_usd if turn.cost_is_running_total \
+            else turn.usage.cost_usd
+        if session_id:
+            self.totals[session_id] = Usage(
+                turn.usage.input_tokens if turn.usage_is_running_total else 0,
+                turn.usage.output_tokens if turn.usage_is_running_total else 0,
+                turn.usage.cost_usd if turn.cost_is_running_total else 0.0)
+        return Usage(tokens.input_tokens, tokens.output_tokens, max(0.0, round(cost, 9)))
 
     def missing_program(self) -> str | None:
         """The program the profile runs when it cannot be found, else None."""
@@ -272,9 +346,21 @@ class CommandBackend:
         return session
 
     def save_state(self) -> dict[str, Any]:
-        return {"threads": dict(self.threads)} if self.threads else {}
+        if not self.threads:
+            return {}
+        # only the threads' totals: those sessions continue after `delivery resume`
+        totals = {sid: [u.input_tokens, u.output_tokens, u.cost_usd]
+                  for sid, u in self.totals.items() if sid in self.threads.values()}
+        return {"threads": dict(self.threads), **({"totals": totals} if totals else {})}
 
     def restore_state(self, state: Mapping[str, Any]) -> None:
         threads = state.get("threads")
         if isinstance(threads, Mapping):
             self.threads = {str(k): v for k, v in threads.items() if isinstance(v, str)}
+        totals = state.get("totals")
+        if isinstance(totals, Mapping):
+            for sid, value in totals.items():
+                if isinstance(value, list) and len(value) == 3 and all(
+                        isinstance(v, (int, float)) and v >= 0 for v in value):
+                    self.totals[str(sid)] = Usage(int(value[0]), int(value[1]),
+                                                  float(value[2]))

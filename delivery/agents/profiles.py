@@ -16,7 +16,9 @@
     base_url = "http://localhost:11434/v1"
 
 A profile may also be written inline wherever a name is accepted (`--agent`, a node's
-`agent=`): `command:<cmd>`, `openai:<model>` or `replay:<file.json>`.
+`agent=`): `command:<cmd>` (`command+json:<cmd>` etc. to say how its output is read),
+`openai:<model>` or `replay:<file.json>`. The built-in presets (`claude`, `codex`:
+delivery/agents/presets.py) are names too; a profile file's profile of the same name wins.
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ from delivery.lang.model import parse_duration
 
 PROFILE_FILE = "delivery.toml"
 INLINE_KINDS = ("command", "openai", "replay")
-INLINE_FORMS = "command:<cmd>, openai:<model> or replay:<file.json>"
+# `command+FORMAT:<cmd>` says how to read the command's stdout (the profile's `output`)
+COMMAND_FORMATS = ("text", "json", "jsonl", "claude", "codex")
+INLINE_FORMS = ("command:<cmd> (or command+json:, +jsonl:, +claude:, +codex:), "
+                "openai:<model> or replay:<file.json>")
 
 
 def _seconds(value: Any) -> Any:
@@ -64,13 +69,21 @@ class CommandProfile(_Profile):
     # the command for a turn that continues a session ({session_id}); without it a
     # continued turn replays the transcript to a fresh process
     resume_command: list[str] | None = None
-    model_args: list[str] = Field(default_factory=list)  # added when a model is chosen
-    output: Literal["text", "json", "jsonl"] = "text"
+    # added when a model is chosen: where a word of the command is "{model_args}", else
+    # at the end
+    model_args: list[str] = Field(default_factory=list)
+    # "claude" and "codex" read those CLIs' own JSON (delivery/agents/cli_output.py):
+    # usage with cached input, cost, running totals, errors and refused tool calls
+    output: Literal["text", "json", "jsonl", "claude", "codex"] = "text"
     reply_key: str = "result"  # dotted path of the reply in the JSON output
     session_key: str = "session_id"  # dotted path of the agent's session id
     usage_key: str = "usage"  # {input_tokens, output_tokens} or prompt/completion_tokens
     reply_match: dict[str, str] = Field(default_factory=dict)  # jsonl: lines that hold it
     max_output: int = Field(default=16 * 1024 * 1024, gt=0)  # bytes of stdout per turn
+    package: str = ""  # the npm package of the program, named when it is missing
+    # the model passed when none is chosen, so that a resumed session does not keep the
+    # model of the stage before ("default" for Claude Code); "": pass nothing
+    default_model: str = ""
 
     @field_validator("command", "resume_command", "model_args", mode="before")
     @classmethod
@@ -119,14 +132,21 @@ def inline_profile(spec: str) -> Profile | None:
     """The profile `command:…`, `openai:…` or `replay:…` stands for; None for a bare name."""
     kind, sep, arg = spec.partition(":")
     kind, arg = kind.strip(), arg.strip()
+    kind, plus, output = kind.partition("+")
     if not sep or kind not in INLINE_KINDS:
         return None
+    if plus and (kind != "command" or output not in COMMAND_FORMATS):
+        raise RunRefused(f"agent profile '{spec}'",
+                         f"'+{output}' is not an output format of {kind}: profiles",
+                         f"write command+FORMAT:<cmd> with FORMAT one of "
+                         f"{', '.join(COMMAND_FORMATS)}")
     if not arg:
         raise RunRefused(f"agent profile '{spec}'", f"names no {kind} argument",
                          f"write {INLINE_FORMS}")
     try:
         if kind == "command":
-            return CommandProfile(command=arg)  # type: ignore[arg-type]  # split by validator
+            return CommandProfile(command=arg,  # type: ignore[arg-type]  # split by validator
+                                  output=output or "text")  # type: ignore[arg-type]
         if kind == "openai":
             return OpenAIProfile(model=arg)
         return ReplayProfile(file=arg)

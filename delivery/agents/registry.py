@@ -17,6 +17,7 @@ from typing import Any
 from delivery.agents.base import AgentBackend
 from delivery.agents.command import CommandBackend
 from delivery.agents.openai_http import OpenAIBackend
+from delivery.agents.presets import PRESETS
 from delivery.agents.profiles import (
     INLINE_FORMS,
     CommandProfile,
@@ -30,7 +31,8 @@ from delivery.agents.profiles import (
 from delivery.agents.replay import ReplayBackend
 from delivery.errors import RunRefused
 
-ACCEPTED_FORMS = INLINE_FORMS + ", or a profile name from delivery.toml"
+ACCEPTED_FORMS = (INLINE_FORMS + ", a preset (" + ", ".join(PRESETS) + ")"
+                  ", or a profile name from delivery.toml")
 DEFAULT = ""  # the key of the run's default backend
 
 
@@ -49,7 +51,7 @@ def build_backend(profile: Profile, *, label: str, base_dir: Path,
 def make_backend(spec: str, *, base_dir: Path,
                  environ: Mapping[str, str] | None = None) -> AgentBackend:
     """The backend an inline profile (`replay:…`, `command:…`, `openai:…`) names."""
-    profile = inline_profile(spec)
+    profile = inline_profile(spec) or PRESETS.get(spec)
     if profile is None:
         raise RunRefused("agent", f"unknown agent profile '{spec}'", f"use {ACCEPTED_FORMS}")
     return build_backend(profile, label=spec, base_dir=base_dir, environ=environ or {})
@@ -130,22 +132,28 @@ def resolve_agents(needs: Iterable[tuple[str, str]], *, default_spec: str,
 def _lookup(spec: str, node: str, profiles: ProfileFile, path: Path | None) -> Profile:
     if spec in profiles.profiles:
         return profiles.profiles[spec]
+    if spec in PRESETS:
+        return PRESETS[spec]
     inline = inline_profile(spec)
     if inline is not None:
         return inline
     names = ", ".join(sorted(profiles.profiles)) or "none"
     where = f"{path} defines: {names}" if path else "no delivery.toml was found"
     raise RunRefused(f"agent profile '{spec}'", f"is unknown (needed by node '{node}')",
-                     f"{where}; use one of them or {INLINE_FORMS}")
+                     f"{where}; use one of them, a preset ({', '.join(PRESETS)}) or "
+                     f"{INLINE_FORMS}")
 
 
 def _check(backend: AgentBackend, spec: str, node: str) -> None:
     if isinstance(backend, CommandBackend):
         missing = backend.missing_program()
         if missing is not None:
+            package = backend.profile.package
+            how = (f"install it (npm install -g {package}), put it on PATH, or fix the "
+                   "profile's command") if package else \
+                "install it, put it on PATH, or fix the profile's command"
             raise RunRefused(f"agent profile '{spec}'", f"runs {missing!r}, which cannot be "
-                             f"found (needed by node '{node}')",
-                             "install it, put it on PATH, or fix the profile's command")
+                             f"found (needed by node '{node}')", how)
     elif isinstance(backend, OpenAIBackend):
         missing = backend.missing_key()
         if missing is not None:

@@ -6,14 +6,16 @@ import argparse
 import json
 import logging
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from delivery.cli import graph
-from delivery.cli.diagnostics import print_invalid
+from delivery.cli.diagnostics import file_problem, print_invalid
 from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
+from delivery.cli.prs import pr_rows, print_table
 from delivery.cli.routes import print_routes
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
@@ -31,6 +33,7 @@ from delivery.engine.runner import (
 )
 from delivery.errors import (
     ArtifactError,
+    ResumeStopped,
     RunError,
     RunRefused,
     StateSaveFailed,
@@ -39,9 +42,11 @@ from delivery.errors import (
     WorkflowInvalid,
     WorkflowSyntaxError,
 )
-from delivery.lang.model import NodeType
+from delivery.lang.diagnostics import has_errors
+from delivery.lang.model import NodeType, Workflow
 from delivery.store.files import read_file
-from delivery.store.runstore import LocalRunStore, verify_run
+from delivery.store.runstore import WORKFLOW_COPY, LocalRunStore, verify_run
+from delivery.validation.loader import check_file
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED, EXIT_PAUSED = 0, 1, 2, 3
 STATUS_EXIT = {"succeeded": EXIT_SUCCEEDED, "failed": EXIT_FAILED, "paused": EXIT_PAUSED}
@@ -65,7 +70,7 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return handler(args, out, err)
     except Superseded as lost:  # another job holds or advanced the run: not a failure
         return superseded(lost, bool(getattr(args, "json", False)), out)
-    except StateSaveFailed as fault:  # mid-run: the run failed and stays resumable
+    except (StateSaveFailed, ResumeStopped) as fault:  # the run stays resumable
         print(f"delivery {args.command}: {fault}", file=err)
         return EXIT_FAILED
     except WorkflowSyntaxError as problem:
@@ -115,22 +120,31 @@ def _report(outcome: RunOutcome, as_json: bool, out: TextIO, full: bool = False)
             label = "waiting" if outcome.status == "paused" else "failure"
             print(f"  {label}: {outcome.failure_reason}", file=out)
         print(f"  path: {' -> '.join(outcome.path)}", file=out)
+        rows = pr_rows(outcome.context)
+        if rows:
+            print_table(rows, out)
         print(f"  run directory: {outcome.run_dir}", file=out)
+        if outcome.status == "failed":
+            where = shlex.quote(str(outcome.run_dir))
+            print(f"  next: delivery inspect {where} shows each stage and why it failed; "
+                  "once the cause is fixed, the same delivery run again goes on from the "
+                  "run's branch, worktrees and pull requests", file=out)
     return STATUS_EXIT.get(outcome.status, EXIT_FAILED)
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    if not args.workflow.is_file():
-        print(f"delivery run: {args.workflow}: no such file", file=err)
+    problem = file_problem(args.workflow)
+    if problem:
+        print(f"delivery run: {args.workflow}: {problem}", file=err)
         return EXIT_REFUSED
     request = RunRequest(
-        workflow=args.workflow, goal=args.goal,
+        workflow=args.workflow, goal=args.goal, model=print_warnings(args.workflow, err),
         inputs=parse_assignments(args.input, "--input"), agent=args.agent,
         workspace=args.workspace, run_dir=args.run_dir,
         answers=parse_answers(args.answer),
         repos=parse_assignments(args.repo, "--repo"), gates=args.gates,
         forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
-        branch=args.branch,
+        branch=args.branch, cli=True, logs=args.logs,
     )
     world = World(git_cache=args.cache)
     if args.state:
@@ -139,6 +153,21 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         state_world(world, args.state, args.cache)
     outcome = start_run(request, world, options=_options(err), observer=_observer(err))
     return _report(outcome, args.json, out, args.full)
+
+
+def print_warnings(workflow: Path, err: TextIO) -> Workflow | None:
+    """The validator's warnings on `err` before the first stage (a typo'd attribute is never
+    silent, SPEC §12; stdout stays for --json). Returns the model when it validates, so the
+    run does not read the file twice; None leaves the reading, and any refusal, to the run."""
+    try:
+        model, diagnostics = check_file(workflow)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if model is None or has_errors(diagnostics):
+        return None  # the run refuses it, printing the errors
+    for diagnostic in diagnostics:
+        print(diagnostic.format_text(), file=err)
+    return model
 
 
 def find_run(reference: str | None, *, last: bool = False,
@@ -187,15 +216,31 @@ def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.for_pr or args.take_over:
         raise RunRefused("--for-pr/--take-over", "only apply to runs kept with --state",
                          "add --state git:OWNER/NAME (or the state repository's path)")
-    outcome = resume_run(_run_of(args), answers=parse_answers(args.answer),
+    run_path = _run_of(args)
+    print_warnings(run_path / WORKFLOW_COPY, err)
+    outcome = resume_run(run_path, _resume_world(run_path), answers=parse_answers(args.answer),
                          options=_options(err), observer=_observer(err))
     return _report(outcome, args.json, out, args.full)
 
 
-def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from delivery.cli.state_commands import run_for_pr, state_world
+def _resume_world(run_path: Path) -> World:
+    """The world a local resume runs in: `delivery demo`'s scripted agent for a demo's run
+    (its profile name is in run.json, its turns are code), else the one run.json names."""
+    from delivery.cli.demo import DEMO_AGENT, demo_agent
 
-    run_id = run_for_pr(args.for_pr) if args.for_pr else args.run
+    if LocalRunStore.open_dir(run_path).read_run_info().agent == DEMO_AGENT:
+        return World(agents={DEMO_AGENT: demo_agent()})
+    return World()
+
+
+def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from delivery.cli.state_commands import NotOwner, open_state, run_for_pr, state_world
+
+    try:
+        run_id = run_for_pr(args.for_pr, state=open_state(args.state, args.cache)) \
+            if args.for_pr else args.run
+    except NotOwner as stranger:  # ignored and said so; nothing claimed (SPEC §13)
+        return _ignored(str(stranger), args.json, out)
     if not run_id:
         raise RunRefused("resume --state", "names no run", "pass RUN_ID or --for-pr O/N#N")
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*", run_id):
@@ -208,6 +253,16 @@ def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
                          answers=parse_answers(args.answer), options=_options(err),
                          observer=_observer(err))
     return _report(outcome, args.json, out, args.full)
+
+
+def _ignored(reason: str, as_json: bool, out: TextIO) -> int:
+    if as_json:
+        print(json.dumps({"run_id": "", "status": "ignored", "failure_reason": reason,
+                          "path": [], "context": {}, "run_dir": ""}, indent=2,
+                         sort_keys=True), file=out)
+    else:
+        print(f"ignored: {_one_line(reason)}", file=out)
+    return EXIT_SUCCEEDED
 
 
 def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -245,6 +300,7 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "outcomes": state.outcomes if state else {}, "stages": stages,
         "context": values, "artifacts": artifacts, "run_dir": str(run.path),
         "usage": _total_usage(stages),
+        "cost_usd": round(sum(stage.get("cost_usd", 0.0) for stage in stages), 9),
     }
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True, default=str), file=out)
@@ -257,11 +313,15 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for stage in stages:
         reason = f" — {stage['failure_reason']}" if stage.get("failure_reason") else ""
         tokens = f" ({_tokens(stage['usage'])})" if stage.get("usage") else ""
+        if stage.get("cost_usd"):
+            tokens += f" ${stage['cost_usd']:.4f}"
         print(f"    {stage['node']}#{stage['attempt']}: {stage['outcome']}{tokens}{reason}",
               file=out)
     if report["usage"]:
         print(f"  tokens: {_tokens(report['usage'])} (total {report['usage']['total_tokens']})",
               file=out)
+    if report["cost_usd"]:
+        print(f"  cost: ${report['cost_usd']:.4f} (as the agents reported it)", file=out)
     print("  context:", file=out)
     for key, value in sorted(values.items()):
         if key in large:
@@ -297,6 +357,9 @@ def _finished_stages(run: LocalRunStore) -> list[dict[str, Any]]:
                      ("node", "attempt", "outcome", "failure_reason", "seconds")}
             if isinstance(event.get("usage"), dict):
                 stage["usage"] = event["usage"]
+            cost = event.get("cost_usd")
+            if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost >= 0:
+                stage["cost_usd"] = cost
             stages.append(stage)
     return stages
 

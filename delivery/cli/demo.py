@@ -27,9 +27,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from delivery.agents.scripted import ScriptedAgent, ScriptedTurn
+from delivery.cli.prs import print_table
 from delivery.engine.handlers.base import StageResult
 from delivery.engine.run_loop import Progress
-from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
+from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
+from delivery.errors import RunInterrupted
 from delivery.forges.local import LocalForge
 from delivery.git import BOT_EMAIL, BOT_NAME
 from delivery.lang.model import Node, NodeType
@@ -159,6 +161,20 @@ class Reviewer:
     out: TextIO
     requested_at: str = ""  # web's head when the change was requested
     approved: bool = False
+    # where what the reviewer did is kept, so that a demo continued after Ctrl-C does not
+    # ask for the change twice
+    saved: Path | None = None
+
+    def load(self) -> None:
+        if self.saved is not None and self.saved.is_file():
+            data = json.loads(self.saved.read_text(encoding="utf-8"))
+            self.requested_at = str(data.get("requested_at", ""))
+            self.approved = bool(data.get("approved", False))
+
+    def _save(self) -> None:
+        if self.saved is not None:
+            self.saved.write_text(json.dumps({"requested_at": self.requested_at,
+                                              "approved": self.approved}), encoding="utf-8")
 
     def _web(self) -> PullRequestSnapshot | None:
         seen = self.forge.pull_requests([PrQuery("web", str(self.remotes["web"]),
@@ -172,6 +188,7 @@ class Reviewer:
                 self.forge.review(str(self.remotes["web"]), pr.number, "CHANGES_REQUESTED",
                                   REVIEW_TEXT, author=REVIEWER)
                 self.requested_at = pr.head_sha
+                self._save()
                 print(f"      reviewer {REVIEWER} asks for a change on web#{pr.number}: "
                       f"{REVIEW_TEXT}", file=self.out, flush=True)
         elif node.type is NodeType.PUBLISH and self.requested_at and not self.approved:
@@ -180,6 +197,7 @@ class Reviewer:
                 self.forge.review(str(self.remotes["web"]), pr.number, "APPROVED",
                                   "Thanks, escaped now.", author=REVIEWER)
                 self.approved = True
+                self._save()
                 print(f"      reviewer {REVIEWER} approves web#{pr.number}", file=self.out,
                       flush=True)
 
@@ -236,16 +254,35 @@ class DemoOutcome:
         return bool(self.rows) and all(row[2] == "MERGED" for row in self.rows)
 
 
+DEMO_AGENT = "delivery-demo"  # the profile name run.json records: `resume` brings it back
+BRANCH = "delivery/demo-1"
+REVIEWER_FILE = "reviewer.json"
+
+
+def demo_world(root: Path, forge: LocalForge | None = None) -> World:
+    """The world of the demo's run in `root`: its scripted agent under the profile name
+    run.json records (so `delivery resume ROOT/run` finds it), the clone cache in `root`."""
+    return World(agents={DEMO_AGENT: demo_agent()}, forge=forge, git_cache=root / "cache")
+
+
+def _checks() -> dict[str, str]:
+    python = shlex.quote(sys.executable)
+    return {folder: f"{python} -m unittest -q" for folder in FOLDERS}
+
+
+def _remotes(root: Path) -> dict[str, Path]:
+    return {folder: root / "remotes" / f"{folder}.git" for folder in FOLDERS}
+
+
 def run_demo(root: Path, out: TextIO) -> DemoOutcome:
     """Set up the samples under `root` (an empty directory) and deliver the ticket."""
     remotes = make_samples(root)
     workspace = root / "workspace"
     workspace.mkdir()
     python = shlex.quote(sys.executable)
-    checks = {folder: f"{python} -m unittest -q" for folder in FOLDERS}
+    checks = _checks()
     forge = LocalForge(checks)
-    branch = "delivery/demo-1"
-    reviewer = Reviewer(forge, remotes, branch, out)
+    reviewer = Reviewer(forge, remotes, BRANCH, out, saved=root / REVIEWER_FILE)
     print(f"delivery demo: ticket {TICKET}\n  repositories (local forge): "
           f"{', '.join(str(p) for p in remotes.values())}\n  workspace: {workspace}\n"
           f"  CI per folder: python -m unittest (run by the local forge on each PR head)\n",
@@ -257,11 +294,28 @@ def run_demo(root: Path, out: TextIO) -> DemoOutcome:
             inputs={"ticket": TICKET, "check_command": f"{python} -m compileall -q api web"},
             workspace=workspace, run_dir=root / "run", repos={k: str(v) for k, v in
                                                               remotes.items()},
-            forge="local", checks=checks, branch=branch)
-        world = World(agent=demo_agent(), forge=forge, git_cache=root / "cache")
-        outcome = start_run(request, world, observer=DemoProgress(out, reviewer))
+            forge="local", checks=checks, branch=BRANCH, agent=DEMO_AGENT)
+        outcome = start_run(request, demo_world(root, forge),
+                            observer=DemoProgress(out, reviewer))
+    return DemoOutcome(outcome, _rows(forge, remotes), root)
+
+
+def continue_demo(root: Path, out: TextIO) -> DemoOutcome:
+    """Resume the demo's run in `root` (stopped by Ctrl-C, or failed) to its end, with the
+    reviewer where it was."""
+    remotes = _remotes(root)
+    forge = LocalForge(_checks())
+    reviewer = Reviewer(forge, remotes, BRANCH, out, saved=root / REVIEWER_FILE)
+    reviewer.load()
+    print(f"delivery demo: continuing the demo in {root}\n", file=out, flush=True)
+    outcome = resume_run(root / "run", demo_world(root, forge),
+                         observer=DemoProgress(out, reviewer))
+    return DemoOutcome(outcome, _rows(forge, remotes), root)
+
+
+def _rows(forge: LocalForge, remotes: dict[str, Path]) -> list[tuple[str, str, str, str]]:
     rows: list[tuple[str, str, str, str]] = []
-    seen = forge.pull_requests([PrQuery(f, str(remotes[f]), head_branch=branch)
+    seen = forge.pull_requests([PrQuery(f, str(remotes[f]), head_branch=BRANCH)
                                 for f in FOLDERS])
     for folder in FOLDERS:
         pr = seen[folder]
@@ -269,36 +323,39 @@ def run_demo(root: Path, out: TextIO) -> DemoOutcome:
             rows.append((folder, f"#{pr.number}", pr.state.value, pr.url))
         else:
             rows.append((folder, "-", "NONE" if pr is None else "UNREADABLE", ""))
-    return DemoOutcome(outcome, rows, root)
-
-
-def print_table(rows: list[tuple[str, str, str, str]], out: TextIO) -> None:
-    header = ("folder", "PR", "state", "link")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
-    for row in [header, *rows]:
-        cells = [cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True)]
-        print("  " + "  ".join([*cells, row[3]]).rstrip(), file=out)
+    return rows
 
 
 def cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.dir is not None:
         root = args.dir.resolve()
+        if (root / "run" / "run.json").is_file():  # a demo stopped or failed here: go on
+            return _demo(root, out, kept=True, resume=True)
         if root.exists() and any(root.iterdir()):
-            print(f"delivery demo: {root} is not empty; name an empty or new directory",
-                  file=err)
+            print(f"delivery demo: {root} is not empty and holds no demo to continue; name "
+                  "an empty or new directory", file=err)
             return 2
         root.mkdir(parents=True, exist_ok=True)
         return _demo(root, out, kept=True)
     scratch = Path(tempfile.mkdtemp(prefix="delivery-demo-"))
+    keep = False
     try:
         return _demo(scratch, out, kept=False)
+    except RunInterrupted:
+        keep = True  # what the demo did so far stays, to be continued
+        raise
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _demo(root: Path, out: TextIO, *, kept: bool) -> int:
+def _demo(root: Path, out: TextIO, *, kept: bool, resume: bool = False) -> int:
     started = time.monotonic()
-    done = run_demo(root, out)
+    try:
+        done = continue_demo(root, out) if resume else run_demo(root, out)
+    except RunInterrupted as stop:
+        raise RunInterrupted(stop.run_id, stop.run_dir, stop.signal_name,
+                             hint=f"delivery demo --dir {shlex.quote(str(root))}") from None
     print(f"\nrun {done.run.run_id}: {done.run.status} in {time.monotonic() - started:.1f}s"
           + (f" — {done.run.failure_reason}" if done.run.failure_reason else ""), file=out)
     print_table(done.rows, out)

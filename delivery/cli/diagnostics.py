@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TextIO
 
 from delivery.errors import WorkflowInvalid
@@ -13,3 +14,15 @@ def print_invalid(invalid: WorkflowInvalid, summary: str, err: TextIO) -> None:
         if diagnostic.severity == "error":
             print(diagnostic.format_text(), file=err)
     print(summary, file=err)
+
+
+def file_problem(path: Path) -> str | None:
+    """Why `path` cannot be read as an input file (None when it can): said plainly, with
+    the fix, instead of a "no such file" for a directory or a device."""
+    if path.is_file():
+        return None
+    if path.is_dir():
+        return "is a directory; name a file in it"
+    if path.exists():
+        return "is not a regular file (a device or a pipe); name a file"
+    return "no such file"

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from delivery.cli.diagnostics import file_problem
 from delivery.lang.drawing import to_dot, to_mermaid
 from delivery.validation.loader import check_file
 
@@ -25,7 +26,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "graph", help="draw a workflow (SVG/PNG with Graphviz, or Mermaid)",
         description="Draw a workflow, with a run's path highlighted. Without -o the Mermaid "
         "text is printed.")
-    graph.add_argument("workflow", type=Path, help="the workflow file (.dot)")
+    graph.add_argument("workflow", type=Path, metavar="WORKFLOW", help="the workflow file (.dot)")
     graph.add_argument("--run", metavar="RUN", type=Path,
                        help="a run directory whose path is highlighted")
     graph.add_argument("-o", "--output", type=Path, metavar="FILE",
@@ -36,8 +37,9 @@ def cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO,
               run_path: Sequence[str] = ()) -> int:
     """Draw `args.workflow`; `run_path` is the path of the run named by `--run`."""
     workflow_file: Path = args.workflow
-    if not workflow_file.is_file():
-        print(f"delivery graph: {workflow_file}: no such file", file=err)
+    problem = file_problem(workflow_file)
+    if problem:
+        print(f"delivery graph: {workflow_file}: {problem}", file=err)
         return EXIT_USAGE
     try:
         workflow, diagnostics = check_file(workflow_file)

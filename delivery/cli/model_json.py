@@ -29,6 +29,10 @@ BY_TYPE: dict[NodeType, tuple[str, ...]] = {
     NodeType.HUMAN: ("prompt", "delegatable"),
     NodeType.PARALLEL: ("join_policy", "max_parallel"),
     NodeType.FAN_IN: ("join_policy",),
+    NodeType.MANAGER_LOOP: ("manager.poll_interval", "manager.max_cycles",
+                            "manager.stop_condition", "manager.actions",
+                            "stack.child_dotfile", "stack.child_workdir",
+                            "stack.child_autostart"),
 }
 
 

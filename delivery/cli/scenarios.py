@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import TextIO
 
-from delivery.cli.diagnostics import print_invalid
+from delivery.cli.diagnostics import file_problem, print_invalid
 from delivery.errors import ScenarioFileError, WorkflowError, WorkflowInvalid
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -30,8 +30,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def cmd_test(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path: Path = args.scenarios
-    if not path.is_file():
-        print(f"delivery test: {path}: no such file", file=err)
+    problem = file_problem(path)
+    if problem:
+        print(f"delivery test: {path}: {problem}", file=err)
         return EXIT_USAGE
     from delivery.scenarios.runner import run_file  # the engine loads only for this command
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+from delivery.engine.claims import parse_status
 from delivery.engine.remote_state import RemoteState, RunSummary, StateRunStores, job_id
 from delivery.engine.runner import World
 from delivery.errors import DeliveryError, RunRefused, Superseded
@@ -45,24 +46,58 @@ def state_world(world: World, spec: str | None, cache: Path | None,
     return world
 
 
-def run_for_pr(reference: str, environ: Mapping[str, str] | None = None) -> str:
-    """The run id in the marked block of the PR `owner/name#N` (written by publish)."""
+class NotOwner(RunRefused):
+    """A PR carries a run's marker but is not a PR that run opened (another repository,
+    another branch, a fork): its events are ignored (SPEC §13), nothing is claimed."""
+
+
+def run_for_pr(reference: str, environ: Mapping[str, str] | None = None,
+               state: RemoteState | None = None) -> str:
+    """The run id in the marked block of the PR `owner/name#N` (written by publish). With
+    `state`, only the run that owns the PR: the PR's repository is one of the run's
+    folders' and its head branch (in that same repository) is the run's branch; NotOwner
+    otherwise."""
     match = _PR.fullmatch(reference.strip())
     if not match:
         raise RunRefused(f"--for-pr {reference}", "is not OWNER/NAME#NUMBER",
                          "write --for-pr octo/web#12")
     from delivery.forges.github import GitHubForge
 
+    repository, number = match.group(1), int(match.group(2))
     forge = GitHubForge.from_environment(environ if environ is not None else os.environ)
     try:
-        body = forge.pull_request_body(match.group(1), int(match.group(2)))
+        body, head_branch, head_repository = forge.pull_request_head(repository, number)
     finally:
         forge.close()
     found = _MARKER.search(body)
     if not found:
         raise RunRefused(f"pull request {reference}", "carries no delivery marker (it was "
                          "not opened by a delivery run)", "resume a run by its id instead")
-    return found.group(1)
+    run_id = found.group(1)
+    if state is not None:
+        _check_owner(state, run_id, reference, repository, head_branch, head_repository)
+    return run_id
+
+
+def _check_owner(state: RemoteState, run_id: str, reference: str, repository: str,
+                 head_branch: str, head_repository: str) -> None:
+    subject = f"pull request {reference}"
+    fix = "nothing to do: only the PRs a run opened steer it"
+    sha = state.ref.fetch([run_id]).get(run_id)
+    if sha is None:
+        raise NotOwner(subject, f"carries the marker of run {run_id}, which is not on the "
+                       f"state repository {state.spec}", fix)
+    info = parse_status(state.ref.read_file(sha, "run.json"), limit=1 << 20)
+    repos = info.get("repos") if isinstance(info.get("repos"), dict) else {}
+    owned = {str(where).lower() for where in (repos or {}).values()}
+    branch = info.get("branch") if isinstance(info.get("branch"), str) else ""
+    if repository.lower() not in owned:
+        raise NotOwner(subject, f"carries the marker of run {run_id}, whose folders are "
+                       f"not in {repository}: the marker was copied", fix)
+    if not branch or head_branch != branch or head_repository.lower() != repository.lower():
+        where = f"{head_repository or 'an unknown repository'}:{head_branch}"
+        raise NotOwner(subject, f"carries the marker of run {run_id}, but its head {where} "
+                       f"is not that run's branch {branch or '(none)'} in {repository}", fix)
 
 
 def superseded(error: Superseded, as_json: bool, out: TextIO) -> int:

@@ -42,7 +42,8 @@ SCAN_FACTOR = 10  # keys looked at per value shown, at most
 _SKIPPED = (NodeType.START, NodeType.CONDITIONAL, NodeType.EXIT)
 # engine keys a preamble never lists (the goal has its own line)
 HIDDEN_PREFIXES = ("internal.", "graph.", "response.", "inputs.", "thread.", "current_")
-HIDDEN_KEYS = frozenset({"goal", "outcome", "failure_reason", "preferred_label", "last_stage",
+HIDDEN_KEYS = frozenset({"goal", "outcome", "failure_reason", "failure_class",
+                         "failure_signature", "preferred_label", "last_stage",
                          "last_response", "current_node", "current_work"})
 LEVELS = {"truncate": 0, "summary:low": 1, "summary:medium": 2, "compact": 3,
           "summary:high": 4}

@@ -25,12 +25,15 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from delivery.engine.claims import SMALL_FILE_LIMIT, Claim, parse_claim, parse_status
+from delivery.engine.claims import ended as claim_ended
 from delivery.errors import (
     GitError,
     RunRefused,
@@ -39,7 +42,8 @@ from delivery.errors import (
     WorkflowInvalid,
     WorkflowSyntaxError,
 )
-from delivery.git.runref import RunRef
+from delivery.git.restore import WORKTREES_DIR, SavedWorktree, saved_worktrees, snapshot_files
+from delivery.git.runref import LARGE_ARTIFACT, RunRef
 from delivery.lang.model import NodeType, parse_duration
 from delivery.redact import Redactor
 from delivery.store.artifacts import ArtifactStore
@@ -52,7 +56,7 @@ CLAIM_FILE = "claim.json"
 # the run's status at each save, beside the run directory on the ref: `delivery runs`
 # reads it without replaying the run's log
 STATUS_FILE = "status.json"
-_NOT_SAVED = (CLAIM_FILE, STATUS_FILE)
+_NOT_SAVED = (CLAIM_FILE, STATUS_FILE, WORKTREES_DIR + "/")
 DEFAULT_SERVER = "https://github.com"
 _OWNER_NAME = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
@@ -76,15 +80,6 @@ def state_remote(spec: str, environ: Mapping[str, str]) -> tuple[str, tuple[str,
         raise RunRefused(f"--state {spec}", "is neither git:OWNER/NAME nor a git repository",
                          "create a bare repository (git init --bare) or name one on GitHub")
     return str(path.resolve()), ()
-
-
-@dataclass(frozen=True)
-class Claim:
-    job: str
-    at: float
-
-    def to_bytes(self) -> bytes:
-        return json.dumps({"job": self.job, "at": self.at}).encode()
 
 
 @dataclass
@@ -120,38 +115,37 @@ class RemoteState:
         heads = self.ref.fetch_all()
         listed = []
         for run_id, sha in sorted(heads.items()):
-            checkpoint = (_json(self.ref.read_file(sha, STATUS_FILE))
-                          or _json(self.ref.read_file(sha, "checkpoint.json")))
-            claim = _json(self.ref.read_file(sha, CLAIM_FILE))
+            checkpoint = (parse_status(self._small(sha, STATUS_FILE))
+                          or parse_status(self._small(sha, "checkpoint.json"),
+                                          limit=LARGE_ARTIFACT))
+            claim = parse_status(self._small(sha, CLAIM_FILE))
             context = checkpoint.get("context")
             ticket = context.get("ticket") if isinstance(context, dict) else ""
-            listed.append(RunSummary(run_id, str(checkpoint.get("status") or "unknown"),
-                                     str(checkpoint.get("next_node") or ""), sha,
-                                     str(claim.get("job") or ""),
+            listed.append(RunSummary(run_id, _text(checkpoint.get("status")) or "unknown",
+                                     _text(checkpoint.get("next_node")), sha,
+                                     _text(claim.get("job")),
                                      ticket if isinstance(ticket, str) else ""))
         return listed
 
+    def _small(self, sha: str, name: str) -> bytes | None:
+        """A small file of a saved run, or None when it is missing or too large: one
+        tampered run is listed as `unknown`, it does not stop the listing."""
+        try:
+            return self.ref.read_file(sha, name, limit=LARGE_ARTIFACT)
+        except GitError:
+            return None
 
-def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError:
-        return None
 
-
-def _json(data: bytes | None) -> dict[str, Any]:
-    if not data:
-        return {}
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+def _text(value: Any, limit: int = 200) -> str:
+    """A label read from the ref: a short string, else nothing."""
+    return value[:limit] if isinstance(value, str) else ""
 
 
 @dataclass
 class StateSession:
-    """One job's hold on one run's ref."""
+    """One job's hold on one run's ref: `fetch` writes the saved run directory locally
+    (claiming nothing), `take` claims it once every check that could refuse the resume
+    has passed (SPEC §13: a refused resume leaves no claim)."""
 
     state: RemoteState
     run_id: str
@@ -160,18 +154,24 @@ class StateSession:
     claim_at: float = 0.0
     saves: int = field(default=0)
     claimed: bool = False
+    status: dict[str, Any] = field(default_factory=dict)  # written as STATUS_FILE
+    # the folders' worktrees as the ref last saved them, and as this job saves them now
+    saved_files: dict[str, bytes] = field(default_factory=dict)
+    worktree_files: dict[str, bytes] = field(default_factory=dict)
+    _held: Claim | None = None
+    _fetched: Path | None = None
 
     @property
     def ref(self) -> RunRef:
         return self.state.ref
 
-    status: dict[str, Any] = field(default_factory=dict)  # written as STATUS_FILE
-
     def _claim_file(self) -> dict[str, bytes]:
-        return {CLAIM_FILE: Claim(self.job, self.claim_at).to_bytes(), **self._status_file()}
+        return {CLAIM_FILE: Claim.here(self.job, self.claim_at).to_bytes(),
+                **self._status_file()}
 
     def _status_file(self) -> dict[str, bytes]:
-        return {STATUS_FILE: json.dumps(self.status).encode()} if self.status else {}
+        status = {STATUS_FILE: json.dumps(self.status).encode()} if self.status else {}
+        return {**self.saved_files, **self.worktree_files, **status}
 
     def create(self, run_dir: Path) -> None:
         """A new run: its first save, claimed by this job; the ref must not exist yet."""
@@ -185,34 +185,60 @@ class StateSession:
 
     def claim(self, run_dir: Path, *, stale_after: Callable[[Path], float],
               take_over: bool = False) -> None:
-        """Fetch the run, write its saved directory to `run_dir`, and claim it by
-        compare-and-swap; Superseded when a live job holds it or another claim won."""
+        """`fetch` then `take`: the run written to `run_dir` and claimed."""
+        self.fetch(run_dir, take_over=take_over)
+        self.take(stale_after=stale_after, take_over=take_over)
+
+    def fetch(self, run_dir: Path, *, take_over: bool = False) -> None:
+        """Fetch the run and write its saved directory to `run_dir`; RunRefused when it is
+        not on the ref or its files are not what a job writes. Nothing is claimed."""
         heads = self.ref.fetch([self.run_id])
         head = heads.get(self.run_id)
         if head is None:
             raise RunRefused(f"run {self.run_id}", f"is not on the state repository "
                              f"{self.state.spec}", "check the run id with delivery runs --state")
         self.ref.extract(head, run_dir)
-        held = _json(_read(run_dir / CLAIM_FILE))
-        saved = _json(_read(run_dir / STATUS_FILE)) or _json(_read(run_dir / "checkpoint.json"))
-        for name in _NOT_SAVED:
+        held = _read_small(run_dir / CLAIM_FILE)
+        saved = parse_status(_read_small(run_dir / STATUS_FILE)) or parse_status(
+            _read_small(run_dir / "checkpoint.json", limit=LARGE_ARTIFACT))
+        self.saved_files = _take_worktree_files(run_dir)
+        for name in (CLAIM_FILE, STATUS_FILE):
             (run_dir / name).unlink(missing_ok=True)
         self.head = head
+        self._fetched = run_dir
         context = saved.get("context")
         ticket = context.get("ticket") if isinstance(context, dict) else ""
-        self.status = {"status": saved.get("status") or "", "next_node":
-                       saved.get("next_node") or "", "steps": saved.get("steps") or 0,
-                       "context": {"ticket": ticket if isinstance(ticket, str) else ""}}
-        if saved.get("status") in ("succeeded", "failed"):
+        steps = saved.get("steps")
+        self.status = {"status": _text(saved.get("status")),
+                       "next_node": _text(saved.get("next_node")),
+                       "steps": steps if isinstance(steps, int) else 0,
+                       "context": {"ticket": _text(ticket)}}
+        # a claim that is not a claim is refused, unless this job takes the run over
+        self._held = None if take_over else parse_claim(held, run_id=self.run_id,
+                                                        now=self.state.now())
+
+    @property
+    def ended(self) -> bool:
+        """The fetched run had succeeded or failed: nothing to claim or run."""
+        return self.status.get("status") in ("succeeded", "failed")
+
+    def take(self, *, stale_after: Callable[[Path], float], take_over: bool = False) -> None:
+        """Claim the fetched run by compare-and-swap; Superseded when a live job holds it
+        or another claim won. An ended run is left as it is."""
+        run_dir, head = self._fetched, self.head
+        if run_dir is None or head is None:
+            raise RuntimeError("take() before fetch()")
+        if self.ended:
             return  # an ended run is reported as it is; nothing to claim or run
-        if held and not take_over:
-            age = self.state.now() - float(held.get("at") or 0)
+        held = self._held
+        if held is not None and not take_over and not claim_ended(held, self.job):
+            age = self.state.now() - held.at
             if age < stale_after(run_dir):
-                raise Superseded(self.run_id, f"job {held.get('job')} claimed it "
-                                 f"{age:.0f}s ago and is still within the longest stage "
-                                 "timeout (pass --take-over if that job is dead)")
+                raise Superseded(self.run_id, f"job {held.job} claimed it "
+                                 f"{max(age, 0):.0f}s ago and is still within the longest "
+                                 "stage timeout (pass --take-over if that job is dead)")
         self.claim_at = self.state.now()
-        taken = f" (taking over from {held.get('job')})" if held else ""
+        taken = f" (taking over from {held.job})" if held else ""
         sha = self.ref.commit(run_dir, head, f"claimed by {self.job}{taken}",
                               self._claim_file(), skip=_NOT_SAVED)
         if not self.ref.push(self.run_id, sha, head):
@@ -236,6 +262,31 @@ class StateSession:
             raise Superseded(self.run_id, "another job took the run over")
         self.head = sha
         self.saves += 1
+
+
+def _read_small(path: Path, limit: int = SMALL_FILE_LIMIT) -> bytes | None:
+    """A file of the fetched ref, or None; a file larger than `limit` reads as an
+    oversized marker (a claim refuses it, a status ignores it) and is never loaded."""
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            return b" " * (SMALL_FILE_LIMIT + 1)
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def _take_worktree_files(run_dir: Path) -> dict[str, bytes]:
+    """The `.worktrees/` snapshots of the fetched ref, moved out of the run directory
+    (they live beside it on the ref, like the claim)."""
+    folder = run_dir / WORKTREES_DIR
+    files: dict[str, bytes] = {}
+    if folder.is_dir() and not folder.is_symlink():
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and not path.is_symlink():
+                files[f"{WORKTREES_DIR}/{path.name}"] = path.read_bytes()
+        shutil.rmtree(folder)
+    return files
 
 
 def job_id(environ: Mapping[str, str]) -> str:
@@ -277,9 +328,12 @@ class StateRunStore:
     by compare-and-swap. A save that loses the race raises Superseded; one that cannot
     reach the remote raises StateSaveFailed (the run fails and stays resumable)."""
 
-    def __init__(self, local: LocalRunStore, session: StateSession) -> None:
+    def __init__(self, local: LocalRunStore, session: StateSession,
+                 take_over: bool = False) -> None:
         self.local = local
         self.session = session
+        self.take_over = take_over
+        self._folders: dict[str, Path] | None = None
         # the ticket, for `delivery runs` (a resume finds it in the status it fetched)
         saved = session.status.get("context")
         ticket = saved.get("ticket") if isinstance(saved, dict) else ""
@@ -338,6 +392,7 @@ class StateRunStore:
         if self.session.head is None:  # a new run: its first save creates the ref
             self.session.run_id = state.run_id
             self._remember(state.status, state.next_node, state.steps)
+            self._guarded(state.run_id, self._snapshot_worktrees)
             self._guarded(state.run_id, lambda: self.session.create(self.path))
             return
         self._push(state.run_id, state.status, state.next_node, state.steps,
@@ -347,6 +402,32 @@ class StateRunStore:
         self.local.save_stage(record, state)
         self._push(self.session.run_id, record.status, record.next_node, record.steps,
                    record.failure_reason)
+
+    def claim(self) -> None:
+        """Claim the fetched run (after every check that could refuse the resume)."""
+        self.session.take(stale_after=stage_timeout_limit, take_over=self.take_over)
+
+    def saved_worktrees(self) -> dict[str, SavedWorktree]:
+        """The folders' worktrees as the ref saved them (to re-create them here)."""
+        return saved_worktrees(self.session.saved_files, list(self.folders()))
+
+    def release_unchanged(self, message: str) -> None:
+        """Give the claim back without running anything (the resume stopped early)."""
+        if self.session.claimed:
+            self._guarded(self.session.run_id,
+                          lambda: self.session.release(self.path, message))
+
+    def folders(self) -> dict[str, Path]:
+        if self._folders is None:
+            self._folders = {name: Path(where) for name, where in
+                             self.local.read_run_info().folders.items()}
+        return self._folders
+
+    def _snapshot_worktrees(self) -> None:
+        """What the folders' worktrees hold that the remote does not (SPEC §13: saved with
+        the run's state, never pushed to the PR branch)."""
+        self.session.worktree_files = snapshot_files(
+            {name: path for name, path in self.folders().items() if path.is_dir()})
 
     def release(self, status: RunStatus) -> None:
         """The job lets go of a run it claimed but did not run (it had ended)."""
@@ -362,6 +443,7 @@ class StateRunStore:
     def _push(self, run_id: str, status: RunStatus, next_node: str | None, steps: int,
               failure_reason: str) -> None:
         self._remember(status, next_node, steps)
+        self._guarded(run_id, self._snapshot_worktrees)
         if status is RunStatus.RUNNING:
             self._guarded(run_id, lambda: self.session.save(
                 self.path, f"step {steps}: next {next_node}"))
@@ -381,8 +463,8 @@ class StateRunStore:
 @dataclass
 class StateRunStores:
     """`RunStores` for `--state`: runs kept in a local directory and on their state ref.
-    `open` fetches and claims the run first (`take_over`: even from a live-looking claim)
-    and moves its paths to `workspace`, this machine's workspace."""
+    `open` fetches the run and moves its paths to `workspace`, this machine's workspace;
+    the resume claims it later (`take_over`: even from a live-looking claim)."""
 
     session: StateSession
     take_over: bool = False
@@ -392,8 +474,10 @@ class StateRunStores:
         return StateRunStore(LocalRunStore.create_dir(location), self.session)
 
     def open(self, location: Path) -> StateRunStore:
-        self.session.claim(location, stale_after=stage_timeout_limit, take_over=self.take_over)
+        """The run fetched into `location`, not claimed yet: `resume_run` claims it
+        (`StateRunStore.claim`) once it has checked everything that can refuse it."""
+        self.session.fetch(location, take_over=self.take_over)
         local = LocalRunStore.open_dir(location)
         if self.workspace is not None:
             local.write_run_info(rebased(local.read_run_info(), self.workspace.resolve()))
-        return StateRunStore(local, self.session)
+        return StateRunStore(local, self.session, self.take_over)

@@ -30,6 +30,7 @@ from tenacity import (
 from delivery.agents.base import AgentBackend, IncrementalState
 from delivery.engine.agent_runtime import ENTRY_EDGE, edge_matters
 from delivery.engine.context import Context
+from delivery.engine.failures import failure_class, failure_signature
 from delivery.engine.handlers.base import (
     FAILED,
     GATE_UNMET,
@@ -99,6 +100,7 @@ class Engine:
         observer: Progress | None = None,
         options: EngineOptions | None = None,
         agent_states: Callable[[], dict[str, Any]] = dict,
+        on_saved: Callable[[RunState, Context], None] | None = None,
     ) -> None:
         self.workflow = workflow
         self.handlers = handlers
@@ -111,6 +113,7 @@ class Engine:
         self._incremental = isinstance(self._state_source, IncrementalState)
         self.progress = observer or Progress()
         self._agent_states = agent_states  # the named agents' states (a few, small)
+        self._on_saved = on_saved  # an observer of every save (the --logs view), if asked
         self.options = options or EngineOptions()
         self.sections = parallel_sections(workflow)
         # an agent stage reads the edge it was entered by only when edges set fidelity or
@@ -275,6 +278,8 @@ class Engine:
                                        agent_state=self.agent.save_state())
 
         self.store.save_stage(record, full)
+        if self._on_saved is not None:
+            self._on_saved(state, context)
 
     def _event(self, event_type: str, **fields: Any) -> None:
         with self._lock:
@@ -343,9 +348,12 @@ class Engine:
             "outcome": result.outcome, "failure_reason": result.failure_reason,
             "preferred_label": result.preferred_label, "seconds": round(seconds, 6),
             "updates": sorted(result.updates)}
-        usage = {"usage": result.usage} if result.usage else {}
-        if result.usage:
+        usage: dict[str, Any] = {"usage": result.usage} if result.usage else {}
+        if result.cost_usd:
+            usage["cost_usd"] = result.cost_usd
+        if usage:
             status.update(usage)
+        if result.usage:
             self._add_usage(result.usage)
         self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
         self._event("stage_finished", node=node.id, attempt=attempt, outcome=result.outcome,
@@ -368,7 +376,14 @@ class Engine:
             return
         context.update(result.updates)
         context.set("outcome", result.outcome)
-        context.set("failure_reason", result.failure_reason if result.outcome == FAILED else "")
+        failed = result.outcome == FAILED
+        context.set("failure_reason", result.failure_reason if failed else "")
+        # Attractor's keys for routing on the kind of failure; empty again after a success,
+        # as failure_reason is, so a stale class never routes a later stage
+        klass = (result.failure_class or failure_class(result.failure_reason)) if failed else ""
+        context.set("failure_class", klass)
+        context.set("failure_signature",
+                    failure_signature(node.id, klass, result.failure_reason) if failed else "")
         context.set("last_stage", node.id)
         context.set("preferred_label", result.preferred_label)
         with self._lock:
@@ -407,6 +422,11 @@ class Engine:
                 self._event("failure_jump", source=node.id, target=target)
                 return target
             reason = str(context.get("failure_reason") or f"stage '{node.id}' failed")
+            if node.goal_gate:
+                # Attractor would follow the unconditional edge to the exit and stop there on
+                # the unmet gate: the message says so, not only what the stage reported
+                reason = (f"goal gate '{node.id}' did not succeed and there is no retry "
+                          f"target: {reason}")
             return _Walk("failed", node.id, reason)
         return _Walk("failed", node.id, f"no outgoing edge of '{node.id}' matched after it "
                      "succeeded; add an unconditional edge or cover every case")

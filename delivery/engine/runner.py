@@ -23,6 +23,8 @@ from delivery.agents.base import AgentBackend
 from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.agent_runtime import AgentRuntime
+from delivery.engine.attractor_logs import AttractorLogs, check_logs_folder
+from delivery.engine.child_runs import check_children, run_child
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
 from delivery.engine.handlers.base import Clock, Handler, StageEnv
@@ -34,13 +36,18 @@ from delivery.engine.interviewer import (
 from delivery.engine.redacting import RedactingAgent
 from delivery.engine.remote_state import StateRunStore
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
+from delivery.engine.run_setup import (
+    FORGE_TYPES,
+    Spelling,
+    folder_setup,
+    initial_context,
+    refuse_folder_problems,
+)
 from delivery.engine.templating import Renderer
-from delivery.errors import RunRefused, RunStoreError
+from delivery.engine.worktree_restore import folders_to_recreate, recreate
+from delivery.errors import ResumeStopped, RunInterrupted, RunRefused, RunStoreError, Terminated
 from delivery.forges.base import Forge
 from delivery.forges.select import (
-    forge_kind,
-    is_github_location,
-    local_settings,
     open_forge,
     require_settings,
 )
@@ -53,7 +60,6 @@ from delivery.store.base import RunStore, RunStores
 from delivery.store.records import RunInfo, RunStatus
 from delivery.store.runstore import LocalRunStores, new_run_id
 from delivery.validation.loader import check_source, load_workflow
-from delivery.validation.validator import reads_goal
 
 EVENT_VALUE_CHARS = 2000
 
@@ -94,6 +100,10 @@ class RunRequest:
     # `workflow` already loaded and validated (route scenarios run one file many times);
     # None: read and validated here
     model: Workflow | None = None
+    # refusals name the command line's options (--input, --repo) instead of these fields
+    cli: bool = False
+    # `--logs DIR`: write the Attractor view of the run there as it goes (and on resumes)
+    logs: Path | None = None
 
 
 @dataclass
@@ -140,44 +150,6 @@ class World:
     forge: Forge | None = None
     # The clone cache worktrees hang on; None: $XDG_CACHE_HOME/delivery.
     git_cache: Path | None = None
-
-
-# Stages that reach the forge or the folders' git repositories.
-FORGE_TYPES = frozenset({NodeType.PROBE, NodeType.PUBLISH, NodeType.MERGE, NodeType.RESPOND,
-                         NodeType.WORKTREE_ADD, NodeType.WORKTREE_REMOVE})
-
-
-def initial_context(workflow: Workflow, goal: str | None,
-                    inputs: Mapping[str, str]) -> dict[str, Any]:
-    """The context a run starts with, or RunRefused naming the input that is wrong."""
-    declared = {decl.name: decl for decl in workflow.inputs}
-    for name in inputs:
-        if name not in declared:
-            listed = ", ".join(declared) or "none"
-            raise RunRefused(f"input '{name}'", "is not declared by the workflow",
-                             f"declared inputs: {listed}; declare it in inputs= or drop it")
-    defaults = {d.name: d.value for d in workflow.defaults}
-    resolved_goal = goal if goal else defaults.get("goal") or workflow.goal
-    if not resolved_goal and reads_goal(workflow):  # otherwise empty, as in Attractor
-        raise RunRefused("goal", "the run has no goal, and the workflow reads it",
-                         "pass --goal TEXT, or set goal= or defaults=\"goal='...'\" in the graph")
-    values: dict[str, Any] = {"goal": resolved_goal}
-    for name, attr in workflow.attrs.items():
-        values[f"graph.{name}"] = attr.text
-    values["graph.goal"] = workflow.goal or resolved_goal
-    for name, decl in declared.items():
-        if name in inputs:
-            value = inputs[name]
-        elif name in defaults:
-            value = defaults[name]
-        elif decl.optional:
-            value = ""
-        else:
-            raise RunRefused(f"input '{name}'", "is required and was not given",
-                             f"pass --input {name}=VALUE or give it a default")
-        values[f"inputs.{name}"] = value
-        values[name] = value
-    return values
 
 
 def refuse_unsupported(workflow: Workflow, handlers: Mapping[NodeType, object]) -> None:
@@ -295,20 +267,38 @@ class _Run:
             git_cache=self.world.git_cache or (Path(self.info.git_cache)
                                                if self.info.git_cache
                                                else cache_root(self.world.environ)),
+            run_child=lambda request: run_child(request, self.world, self.options,
+                                                self.info),
         )
         remote = self.store if isinstance(self.store, StateRunStore) else None
         if remote is not None:  # event mode (SPEC §13)
             env.event_mode = True
             if env.gates == "deny":  # a gate nobody answers pauses in event mode (§9.1)
                 env.gates = "pause"
-            self._recreate_worktrees(state, env)
+            self._recreate_worktrees(state, env, remote)
+        observer, on_saved = self.observer, None
+        if self.info.logs:  # the Attractor view: an observer only when asked
+            view = AttractorLogs(Path(self.info.logs), self.workflow, self.store.path,
+                                 self.world.clock, self.redactor.value, self.observer)
+            view.start(self.info.run_id, str(context.get("goal") or ""), self.info.workflow,
+                       self.info.started)
+            view.saved(state, context)  # the checkpoint a resume starts from, at once
+            observer, on_saved = view, view.saved
         engine = Engine(self.workflow, self.handlers, env, self.store,
-                        observer=self.observer, options=self.options,
-                        agent_states=self.agents.save_state)
+                        observer=observer, options=self.options,
+                        agent_states=self.agents.save_state, on_saved=on_saved)
         try:
             final = engine.run(state, context)
             if remote is not None:  # nothing ran (the run had ended): give the claim back
                 remote.release(final.status)
+        except RunInterrupted:
+            raise
+        except KeyboardInterrupt as stop:
+            # The stage's processes were ended where they ran; the last save stands, so the
+            # run resumes at the interrupted stage. Said once, with how to resume.
+            raise RunInterrupted(state.run_id, str(self.store.path),
+                                 "SIGTERM" if isinstance(stop, Terminated)
+                                 else "SIGINT") from None
         finally:
             self.store.close()
         return RunOutcome(final.run_id, final.status.value, final.failure_reason,
@@ -317,24 +307,22 @@ class _Run:
                           offloaded=offloaded(context.stored(), self.store.artifacts))
 
 
-    def _recreate_worktrees(self, state: RunState, env: StageEnv) -> None:
+    def _recreate_worktrees(self, state: RunState, env: StageEnv,
+                            remote: StateRunStore) -> None:
         """A resume on a fresh machine: the folders' worktrees the run had made come back
-        from the run's pushed branch (SPEC §13) before any stage needs them."""
-        adds = {n.id for n in self.workflow.nodes_of(NodeType.WORKTREE_ADD)}
-        removes = {n.id for n in self.workflow.nodes_of(NodeType.WORKTREE_REMOVE)}
-        last_add = max((i for i, n in enumerate(state.path) if n in adds), default=-1)
-        last_remove = max((i for i, n in enumerate(state.path) if n in removes), default=-1)
-        if last_add < 0 or last_remove > last_add or state.status not in (RunStatus.RUNNING,
-                                                                          RunStatus.PAUSED):
-            return
-        missing = [name for name, path in env.folders.items() if not path.exists()]
+        as they were saved (SPEC §13) before any stage needs them; if they cannot, the
+        resume stops here (ResumeStopped, exit 1) and gives its claim back unchanged."""
+        missing = folders_to_recreate(self.workflow, state, env.folders)
         if not missing:
             return
-        node = self.workflow.nodes[state.path[last_add]]
-        scratch = Context({}, self.store.artifacts, redactor=self.redactor)
-        result = self.handlers[NodeType.WORKTREE_ADD](node, 0, scratch, env)
-        self.store.append_event("worktrees_recreated", folders=missing, outcome=result.outcome,
-                                failure_reason=result.failure_reason)
+        done, problem = recreate(env, missing, remote.saved_worktrees())
+        self.store.append_event("worktrees_recreated", folders=missing, how=done,
+                                outcome="failed" if problem else "succeeded",
+                                failure_reason=self.redactor.text(problem))
+        if problem:
+            self.store.close()
+            remote.release_unchanged(f"not resumed: {problem}")
+            raise ResumeStopped(state.run_id, self.redactor.text(problem))
 
 
 def start_run(request: RunRequest, world: World | None = None, *,
@@ -345,19 +333,25 @@ def start_run(request: RunRequest, world: World | None = None, *,
     redactor = _redactor(world)
     workflow_path = request.workflow.resolve()
     workflow = request.model or load_workflow(workflow_path)
-    values = initial_context(workflow, request.goal, request.inputs)
+    spelling = Spelling(request.cli)
+    values = initial_context(workflow, request.goal, request.inputs, spelling)
     workspace = (request.workspace or Path.cwd()).resolve()
     if not workspace.is_dir():
-        raise RunRefused("--workspace", f"{workspace} is not a directory",
-                         "create it or point --workspace at an existing directory")
+        where = spelling.option("--workspace", "workspace")
+        raise RunRefused(where, f"{workspace} is not a directory",
+                         f"create it or point {where} at an existing directory")
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
+    check_children(workflow, workspace)
     agents = _agents(workflow, request.agent, workspace, world, request.gates)
     setup = folder_setup(request, workflow, workspace)
+    refuse_folder_problems(workflow, setup, world, spelling)
     if world.forge is None and setup["repos"] and workflow.nodes_of(*FORGE_TYPES):
         # refused before anything is written: the forge would fail its first stage
         require_settings(setup["forge"], world.environ)
     run_id = new_run_id(world.clock.now())
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
+    if request.logs is not None:
+        check_logs_folder(request.logs, run_path)
     # The run's copy holds no secret (SPEC §14); this run and its resumes run the copy.
     try:
         source = _workflow_source(workflow_path)
@@ -378,7 +372,8 @@ def start_run(request: RunRequest, world: World | None = None, *,
         required_approvals=int(setup.get("required_approvals") or 0),
         branch=request.branch or run_branch(values, run_id),
         git_cache=str(world.git_cache or ""), answers=_answer_lists(request.answers),
-        gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
+        gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        logs=str(request.logs.resolve()) if request.logs is not None else "")
     store.create_run(_redacted_info(info, redactor), source.encode())
     start = workflow.start
     assert start is not None  # validated
@@ -473,6 +468,12 @@ def resume_run(run_path: Path, world: World | None = None,
     except BaseException:
         store.close()
         raise
+    if isinstance(store, StateRunStore):  # only now: every refusal above left no claim
+        try:
+            store.claim()
+        except BaseException:
+            store.close()
+            raise
     state.resumed = True
     if state.status is RunStatus.PAUSED:  # waiting at a human gate: try it again
         state.status, state.failure_reason = RunStatus.RUNNING, ""
@@ -496,45 +497,6 @@ def offloaded(values: Mapping[str, Any], store: ArtifactStore) -> dict[str, tupl
     """The keys of `values` held in the artifact store: their pointer and size in bytes."""
     return {key: (value, store.size_of(value) or 0) for key, value in values.items()
             if ArtifactStore.is_pointer(value)}
-
-
-def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> dict[str, Any]:
-    """What run.json records about the folders: their repositories on the forge (`repos`),
-    their working directories (`folders`), the forge and the local check commands.
-
-    A folder works in `<workspace>/<name>` (where `worktree_add` puts it); a workflow that
-    creates no worktrees works in a local LOCATION itself (a folder given as a path)."""
-    kind = forge_kind(request.repos.values(), request.forge or None, workspace)
-    creates_worktrees = bool(workflow.nodes_of(NodeType.WORKTREE_ADD))
-    repos: dict[str, str] = {}
-    folders: dict[str, str] = {}
-    for name, location in request.repos.items():
-        if kind == "github":
-            if not is_github_location(location, workspace):
-                raise RunRefused(f"--repo {name}={location}", "is not owner/name on GitHub, "
-                                 "and a run uses one forge for all its folders",
-                                 "give every folder as owner/name, or use --forge local "
-                                 "with local paths")
-            repos[name] = location
-            folders[name] = str(workspace / name)
-            continue
-        path = Path(location).expanduser()
-        path = (path if path.is_absolute() else workspace / path).resolve()
-        if not path.is_dir():
-            raise RunRefused(f"--repo {name}={location}", "is not a local directory, "
-                             "which the local forge needs",
-                             "give the path of a git repository, or owner/name for every "
-                             "folder with --forge github")
-        repos[name] = str(path)
-        folders[name] = str(workspace / name if creates_worktrees else path)
-    configured, approvals = local_settings(workspace)
-    checks = {**configured, **request.checks}
-    unknown = sorted(set(checks) - set(repos))
-    if unknown and request.repos:
-        raise RunRefused(f"check for folder '{unknown[0]}'", "names no folder of the run",
-                         f"the folders are: {', '.join(repos)}")
-    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks,
-            "required_approvals": approvals}
 
 
 def run_branch(values: Mapping[str, Any], run_id: str) -> str:

@@ -118,6 +118,24 @@ class GitHubForge:
         return self._retry("read a pull request", repository,
                            lambda: str(self._repo(repository).get_pull(number).body or ""))
 
+    def open_pull_requests(self, repository: str, branch: str) -> list[int]:
+        """The numbers of the open PRs whose head is `branch` of `repository` (a commit
+        status event names branches, not PRs)."""
+        owner, _ = _split(repository)
+        return self._retry("list pull requests", repository, lambda: [
+            int(pr.number) for pr in self._repo(repository).get_pulls(
+                state="open", head=f"{owner}:{branch}")])
+
+    def pull_request_head(self, repository: str, number: int) -> tuple[str, str, str]:
+        """(body, head branch, head repository `owner/name`) of the PR as it is now: what
+        `--for-pr` checks before it lets the PR steer a run (SPEC §13)."""
+        def read() -> tuple[str, str, str]:
+            pr = self._repo(repository).get_pull(number)
+            head_repo = pr.head.repo.full_name if pr.head.repo is not None else ""
+            return str(pr.body or ""), str(pr.head.ref or ""), str(head_repo or "")
+
+        return self._retry("read a pull request", repository, read)
+
     # -- writes ---------------------------------------------------------------------------
     def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
                                     title: str, body: str) -> PullRequestRef:

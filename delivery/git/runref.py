@@ -14,14 +14,17 @@ scratch bare repository (one per state remote, in the clone cache) holds the obj
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import shutil
+import stat
 import subprocess
 import tarfile
+import time
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from delivery.errors import GitError
 from delivery.git.worktrees import header_environment, mask_headers
@@ -29,10 +32,26 @@ from delivery.git.worktrees import header_environment, mask_headers
 REF_PREFIX = "refs/delivery/runs/"
 POINTER_SUFFIX = ".delivery-pointer"
 LARGE_ARTIFACT = 1 << 20  # artifacts over 1 MiB stay behind as a pointer
+FILE_LIMIT = 16 << 20  # any other file over 16 MiB too (a stage's huge stdout)
+TOTAL_LIMIT = 256 << 20  # a saved run larger than this is refused when fetched
+SMALL_FILE = 1 << 20  # the ref's own small files (claim, status) read whole
+_TAMPERED = "the state ref was tampered with; restart the run or restore the ref"
 
 
 def run_ref(run_id: str) -> str:
     return REF_PREFIX + run_id
+
+
+# the run's index split in two: a write rewrites only the entries that changed, not the
+# whole index, however many stages the run has
+_SPLIT = ("-c", "core.splitIndex=true", "-c", "splitIndex.maxPercentChange=50")
+_IDENTITY = "delivery[bot] <delivery-bot@users.noreply.github.com>"
+
+
+def _skipped(rel: str, skip: Sequence[str]) -> bool:
+    """Not saved: a lock file, a name in `skip`, or a file under a `skip` directory."""
+    return rel.endswith(".lock") or rel in skip or any(
+        name.endswith("/") and rel.startswith(name) for name in skip)
 
 
 @dataclass(frozen=True)
@@ -50,6 +69,9 @@ class RunRef:
         self.scratch = scratch
         self.headers = tuple(headers)
         self.environ = dict(environ if environ is not None else os.environ)
+        self._indexes: set[str] = set()  # run directories this object has indexed
+        self._extras: dict[str, set[str]] = {}  # their extra files at the last save
+        self._pointers: dict[tuple[str, int, int, int], bytes] = {}
         if not (scratch / "HEAD").is_file():
             scratch.mkdir(parents=True, exist_ok=True)
             self._git("init", "init", "--quiet", "--bare", str(scratch), cwd=scratch.parent)
@@ -118,83 +140,159 @@ class RunRef:
                       f"+{REF_PREFIX}*:{REF_PREFIX}*", network=True)
         return heads
 
-    def read_file(self, sha: str, path: str) -> bytes | None:
+    def read_file(self, sha: str, path: str, limit: int = SMALL_FILE) -> bytes | None:
+        """The blob at `path` of commit `sha`, or None when there is none; a blob larger
+        than `limit` is never loaded (GitError: the ref was tampered with)."""
+        done = self._git("show", "cat-file", "-s", f"{sha}:{path}", check=False)
+        if done.returncode != 0:
+            return None
+        size = int(done.stdout.strip() or 0)
+        if size > limit:
+            raise GitError("read", self.location, f"{path} on the state ref is {size} "
+                           f"bytes, over the limit of {limit}", _TAMPERED)
         done = self._git("show", "cat-file", "blob", f"{sha}:{path}", check=False)
         return done.stdout if done.returncode == 0 else None
 
     def extract(self, sha: str, dest: Path) -> None:
-        """Write the saved run directory of commit `sha` into `dest` (files only; no links)."""
-        data = self._git("archive", "archive", "--format=tar", sha).stdout
+        """Write the saved run directory of commit `sha` into `dest` (files only; no links),
+        streamed: no file is held in memory whole, and a file over FILE_LIMIT (or a tree
+        over TOTAL_LIMIT) is refused before it is written."""
         dest.mkdir(parents=True, exist_ok=True)
         root = dest.resolve()
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            for member in archive.getmembers():
+        env = {**self.environ, "GIT_DIR": str(self.scratch)}
+        with subprocess.Popen(["git", "archive", "--format=tar", sha], cwd=self.scratch,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env=env) as proc:
+            assert proc.stdout is not None
+            try:
+                self._unpack(proc.stdout, root)
+            except (tarfile.TarError, OSError) as err:
+                raise GitError("extract", self.location, f"the saved run cannot be read: "
+                               f"{err}", _TAMPERED) from None
+            finally:
+                proc.kill()
+                proc.communicate()
+
+    def _unpack(self, stream: IO[bytes], root: Path) -> None:
+        total = 0
+        with tarfile.open(fileobj=stream, mode="r|") as archive:
+            for member in archive:
                 target = (root / member.name).resolve()
                 if not target.is_relative_to(root):
                     raise GitError("extract", self.location, f"{member.name} leaves the run "
-                                   "directory", "the state ref was tampered with")
+                                   "directory", _TAMPERED)
                 if member.isdir():
                     target.mkdir(parents=True, exist_ok=True)
-                elif member.isfile():
-                    handle = archive.extractfile(member)
-                    assert handle is not None
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(handle.read())
+                    continue
+                if not member.isfile():
+                    continue  # links are never followed nor made
+                total += member.size
+                if member.size > FILE_LIMIT or total > TOTAL_LIMIT:
+                    raise GitError("extract", self.location, f"{member.name} is "
+                                   f"{member.size} bytes (the run {total} so far), over the "
+                                   f"state limit of {FILE_LIMIT} per file and {TOTAL_LIMIT} "
+                                   "per run", _TAMPERED)
+                handle = archive.extractfile(member)
+                if handle is None:
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with target.open("wb") as out:
+                    shutil.copyfileobj(handle, out, 1 << 20)
 
     # -- writing ------------------------------------------------------------------------
     def commit(self, run_dir: Path, parent: str | None, message: str,
                extra: Mapping[str, bytes] | None = None,
                skip: Sequence[str] = ()) -> str:
-        """A commit of `run_dir`'s files (large artifacts as pointers) plus `extra` files
-        (path -> bytes), on `parent`; its sha. Nothing is pushed."""
+        """A commit of `run_dir`'s files (large files as pointers) plus `extra` files
+        (path -> bytes), on `parent`; its sha. Nothing is pushed.
+
+        Incremental: an index per run directory, kept by this object, remembers each
+        file's stat and blob, so a save hashes only the files that changed and git
+        reuses the trees of unchanged directories (a save costs the same after 300 stages
+        as after 3). `skip` names files (`name`) or directories (`name/`) not saved."""
         run_dir = run_dir.resolve()  # git runs in the scratch repository
-        files: dict[str, Path] = {}
-        blobs: dict[str, bytes] = {}
-        for path in sorted(run_dir.rglob("*")):
-            if path.is_symlink() or not path.is_file():
+        key = hashlib.sha256(str(run_dir).encode()).hexdigest()[:16]
+        index = self.scratch / f"index-{os.getpid()}-{key}"
+        if key not in self._indexes:  # an index of another process is not trusted
+            index.unlink(missing_ok=True)
+            self._indexes.add(key)
+        env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(run_dir)}
+        # git compares every file's stat with the index (in C): only new, modified and
+        # deleted files come back, so the cost does not grow with the run
+        listed = self._git("ls-files", "ls-files", "-z", "--others", "--modified",
+                           "--deleted", env=env).stdout.decode(errors="surrogateescape")
+        managed = self._extras.get(key, set())  # extras and pointers: not files on disk
+        changed: list[str] = []
+        large: dict[str, bytes] = {}
+        for rel in dict.fromkeys(name for name in listed.split("\0") if name):
+            if rel in managed or _skipped(rel, skip):
                 continue
-            rel = path.relative_to(run_dir).as_posix()
-            if rel in skip or rel.endswith(".lock"):
-                continue
-            size = path.stat().st_size
-            if rel.startswith("artifacts/") and size > LARGE_ARTIFACT:
-                digest = hashlib.sha256(path.read_bytes()).hexdigest()
-                blobs[rel + POINTER_SUFFIX] = (f"sha256 {digest}\nsize {size}\n"
-                                               "not saved: larger than the state limit\n"
-                                               ).encode()
-                continue
-            files[rel] = path
+            pointer = self._pointer(run_dir, rel)
+            if pointer is not None:
+                large[rel] = pointer
+            else:
+                changed.append(rel)
+        if changed:  # hashed and recorded with their stat: unchanged next time
+            self._git("update-index", *_SPLIT, "update-index", "--add", "--remove", "-z",
+                      "--stdin",
+                      stdin="".join(f"{rel}\0" for rel in changed).encode(
+                          errors="surrogateescape"), env=env)
+        blobs = {rel + POINTER_SUFFIX: pointer for rel, pointer in large.items()}
         blobs.update(extra or {})
-        index = self.scratch / f"index-{os.getpid()}-{id(self)}"
-        spill = self.scratch / f"blobs-{os.getpid()}-{id(self)}"
-        env = {"GIT_INDEX_FILE": str(index)}
-        try:
-            spill.mkdir(exist_ok=True)
-            for number, (rel, data) in enumerate(blobs.items()):
-                files[rel] = spill / str(number)
-                files[rel].write_bytes(data)
-            lines = []
-            if files:  # one git process for every file
-                names = "".join(f"{path}\n" for path in files.values()).encode()
-                shas = self._git("hash-object", "hash-object", "-w", "--stdin-paths",
-                                 stdin=names).stdout.decode().split()
-                lines = [f"100644 {sha}\t{rel}\n"
-                         for rel, sha in zip(files, shas, strict=True)]
-            index.unlink(missing_ok=True)
-            self._git("update-index", "update-index", "--add", "--index-info",
+        lines = [f"0 {'0' * 40}\t{rel}\n" for rel in managed
+                 if rel not in blobs]  # extras of the last save that are gone now
+        # the extras are small: written as objects here, not by another git process
+        lines += [f"100644 {self._write_object('blob', data)}\t{rel}\n"
+                  for rel, data in blobs.items()]
+        if lines:
+            self._git("update-index", *_SPLIT, "update-index", "--index-info",
                       stdin="".join(lines).encode(), env=env)
-            tree = self._git("write-tree", "write-tree", env=env).stdout.decode().strip()
-        finally:
-            index.unlink(missing_ok=True)
-            shutil.rmtree(spill, ignore_errors=True)
-        args = ["commit-tree", tree, "-m", message]
-        if parent:
-            args += ["-p", parent]
-        identity = {"GIT_AUTHOR_NAME": "delivery[bot]",
-                    "GIT_AUTHOR_EMAIL": "delivery-bot@users.noreply.github.com",
-                    "GIT_COMMITTER_NAME": "delivery[bot]",
-                    "GIT_COMMITTER_EMAIL": "delivery-bot@users.noreply.github.com"}
-        return self._git("commit-tree", *args, env=identity).stdout.decode().strip()
+        self._extras[key] = set(blobs)
+        tree = self._git("write-tree", "write-tree", env=env).stdout.decode().strip()
+        stamp = f"{int(time.time())} +0000"
+        body = f"tree {tree}\n" + (f"parent {parent}\n" if parent else "")
+        body += f"author {_IDENTITY} {stamp}\ncommitter {_IDENTITY} {stamp}\n\n{message}\n"
+        return self._write_object("commit", body.encode())
+
+    def _write_object(self, kind: str, data: bytes) -> str:
+        """A loose object in the scratch repository (git's own format: zlib of
+        `<kind> <size>\\0<data>`, named by its SHA-1); its name."""
+        raw = f"{kind} {len(data)}\0".encode() + data
+        sha = hashlib.sha1(raw, usedforsecurity=False).hexdigest()
+        path = self.scratch / "objects" / sha[:2] / sha[2:]
+        if not path.exists():
+            path.parent.mkdir(exist_ok=True)
+            spare = path.with_name(f"tmp-{os.getpid()}-{sha[2:]}")
+            spare.write_bytes(zlib.compress(raw, 1))
+            os.replace(spare, path)  # whole or not at all
+        return sha
+
+    def _pointer(self, run_dir: Path, rel: str) -> bytes | None:
+        """The pointer file saved instead of `rel` when it is large (artifacts over
+        LARGE_ARTIFACT, any other file over FILE_LIMIT; the run's own records over it are
+        refused: the run could not be resumed without them); None for a file saved as it
+        is. Digests are cached by stat: a large file is read once, streamed."""
+        path = run_dir / rel
+        try:
+            info = path.lstat()
+        except OSError:
+            return None  # deleted: `update-index --remove` drops it
+        limit = LARGE_ARTIFACT if rel.startswith("artifacts/") else FILE_LIMIT
+        if info.st_size <= limit or not stat.S_ISREG(info.st_mode):
+            return None
+        if "/" not in rel:
+            raise GitError("save", self.location, f"the run's {rel} is {info.st_size} "
+                           f"bytes, over the state limit of {FILE_LIMIT}",
+                           "the run is too large for event mode")
+        stamp = (rel, info.st_size, info.st_mtime_ns, info.st_ino)
+        pointer = self._pointers.get(stamp)
+        if pointer is None:
+            with path.open("rb") as handle:
+                digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            pointer = (f"sha256 {digest}\nsize {info.st_size}\n"
+                       "not saved: larger than the state limit\n").encode()
+            self._pointers[stamp] = pointer
+        return pointer
 
     def push(self, run_id: str, sha: str, expected: str | None) -> bool:
         """Move the run's ref to `sha` if it still points at `expected` (None: it must not

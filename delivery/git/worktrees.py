@@ -14,6 +14,7 @@ from pathlib import Path
 from git import GitCommandError, Repo
 
 from delivery.errors import GitError
+from delivery.git import restore
 from probes.worktree import DiffStats, diff_stats, worktree_state
 
 BOT_NAME = "delivery[bot]"
@@ -165,6 +166,16 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
     branch as it was pushed (a resume elsewhere) or, new, from `origin/<base>`."""
     state = worktree_state(path)
     if state.exists:
+        if _common_dir(path) == clone.resolve() and state.branch != branch:
+            # Another run's worktree (another ticket) in the same workspace: say how to
+            # free it without losing what may be uncommitted in it.
+            raise GitError("worktree add", str(path),
+                           f"the folder is another run's worktree (on "
+                           f"{state.branch or 'a detached HEAD'}), not this run's on {branch}",
+                           f"when that run is finished, check nothing is left uncommitted "
+                           f"(git -C {path} status) and free the folder with git -C {path} "
+                           f"worktree remove {path}; or run this ticket in its own "
+                           "--workspace")
         if _common_dir(path) != clone.resolve() or state.branch != branch:
             raise GitError("worktree add", str(path),
                            f"the folder is already a git working tree (on "
@@ -188,6 +199,8 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
                            "exist in the remote repository",
                            "push the base branch or name the repository's default branch")
         path.parent.mkdir(parents=True, exist_ok=True)
+        # another job's worktree may still hold the branch (a self-hosted runner's cache)
+        restore.free_branch(clone, branch, path)
         git(clone, "worktree add", "worktree", "add", "--quiet", *args)
     return WorktreeResult(path, branch, worktree_state(path).head, reused=False)
 
@@ -206,10 +219,45 @@ class RemovalResult:
     reason: str  # why it was kept, or "removed" / "absent"
 
 
+# how many ignored files a kept worktree's reason names before counting the rest
+_NAMED_FILES = 5
+
+
+def ignored_files(worktree: Path) -> list[str]:
+    """The git-ignored files of `worktree` (a wholly ignored folder as one `name/`)."""
+    out = git(worktree, "ls-files", "ls-files", "-z", "--others", "--ignored",
+              "--exclude-standard", "--directory")
+    return sorted(name for name in out.split("\0") if name)
+
+
+def _named(files: Sequence[str]) -> str:
+    shown = ", ".join(files[:_NAMED_FILES])
+    rest = len(files) - _NAMED_FILES
+    return f"{shown} and {rest} more" if rest > 0 else shown
+
+
+def _not_followed(path: Path, workspace: Path | None) -> str:
+    """Why `path` is left alone without looking inside: a symlink (whatever it points
+    at: `git worktree remove` would delete its target), or a path that leads out of the
+    workspace through a symlinked folder. Empty when neither."""
+    if path.is_symlink():
+        return f"a symlink to {os.readlink(path)}; not followed, left as it is"
+    if workspace is not None and not path.resolve().is_relative_to(workspace.resolve()):
+        return (f"leads outside the workspace (to {path.resolve()}) through a symlink; "
+                "not followed, left as it is")
+    return ""
+
+
 def remove_worktree(clone: Path, path: Path, branch: str,
-                    headers: Sequence[str] = ()) -> RemovalResult:
+                    headers: Sequence[str] = (), *,
+                    workspace: Path | None = None) -> RemovalResult:
     """Remove `path` only when it holds nothing that would be lost: no uncommitted change,
-    no commit missing from the remote. Otherwise keep it and say why."""
+    no git-ignored file (a `.env`, a build cache a person keeps: `git worktree remove`
+    deletes those), no commit missing from the remote. Otherwise keep it and say why.
+    A symlink, or a path leading out of `workspace`, is never followed (SPEC §7)."""
+    not_followed = _not_followed(path, workspace)
+    if not_followed:
+        return RemovalResult(path, False, not_followed)
     state = worktree_state(path)
     if not state.exists:
         if path.exists():
@@ -220,6 +268,9 @@ def remove_worktree(clone: Path, path: Path, branch: str,
                              f"{state.branch or 'a detached HEAD'}); left as it is")
     if state.dirty:
         return RemovalResult(path, False, "uncommitted changes")
+    ignored = ignored_files(path)
+    if ignored:
+        return RemovalResult(path, False, f"git-ignored files: {_named(ignored)}")
     fetch(clone, headers)
     ahead = unpushed_commits(path)
     if ahead:

@@ -51,6 +51,7 @@ GRAPH = frozenset({
     "goal", "label", "inputs", "defaults", "folders", "default_max_retries",
     "default_max_retry", "retry_target", "fallback_retry_target", "default_fidelity",
     "model_stylesheet", "template", "extra_attributes",
+    "stack.child_dotfile", "stack.child_workdir",  # the manager loop's child (Attractor §4.11)
     # the agent profile side (model choice applies to every node)
     "llm_model", "llm_provider", "reasoning_effort", "thread_id", "agent",
     # the change set (SPEC §7.1): `change_set=false` writes no delivery/change-set status
@@ -61,15 +62,15 @@ NODE = frozenset({
     "retry_target", "fallback_retry_target", "goal_gate", "folder", "script", "tool_command",
     "probe", "order", "title", "interval", "backoff", "max_interval", "delegatable",
     "join_policy", "join", "max_parallel", "allow_partial", "auto_status", "template",
+    # the manager loop (Attractor §4.11)
+    "manager.poll_interval", "manager.max_cycles", "manager.stop_condition",
+    "manager.actions", "stack.child_dotfile", "stack.child_workdir", "stack.child_autostart",
     "threads", "rollback",
 }) | AGENT_NODE
 EDGE = frozenset({"condition", "label", "weight", "loop_restart", "fidelity", "thread_id"})
 
 # Attractor attributes delivery accepts but does not act on: warned by name.
 NOT_HONOURED: dict[str, str] = {
-    "stack.child_dotfile": "the manager loop (shape=house) is not supported",
-    "stack.child_workdir": "the manager loop (shape=house) is not supported",
-    "stack.child_autostart": "the manager loop (shape=house) is not supported",
     "tool_hooks.pre": "tool call hooks are not run; the agent backend runs its own tools",
     "tool_hooks.post": "tool call hooks are not run; the agent backend runs its own tools",
     "human.default_choice": "an unanswered gate is denied (or pauses with --gates pause)",
@@ -77,8 +78,6 @@ NOT_HONOURED: dict[str, str] = {
 }
 
 _NOT_HONOURED_PREFIXES = {
-    "manager.": "the manager loop (shape=house) is not supported",
-    "stack.": "the manager loop (shape=house) is not supported",
     "tool_hooks.": "tool call hooks are not run; the agent backend runs its own tools",
 }
 

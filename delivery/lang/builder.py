@@ -38,8 +38,7 @@ from delivery.lang.model import (
     FIDELITIES,
     JOIN_ALIASES,
     JOIN_POLICIES,
-    MANAGER_LOOP_SHAPE,
-    MANAGER_LOOP_TYPE,
+    MANAGER_ACTIONS,
     SHAPES,
     START_IDS,
     TEMPLATE_MODES,
@@ -48,6 +47,7 @@ from delivery.lang.model import (
     Attributes,
     Edge,
     JoinPolicy,
+    ManagerSettings,
     Node,
     NodeType,
     TemplateMode,
@@ -176,9 +176,6 @@ class _Builder:
         type_attr = node.attrs.get("type")
         if type_attr is not None and type_attr.text:
             text = type_attr.text
-            if text == MANAGER_LOOP_TYPE:
-                self.manager_loop(node, type_attr)
-                return
             resolved = TYPE_ALIASES.get(text)
             if resolved is None:
                 try:
@@ -194,9 +191,7 @@ class _Builder:
         shape = node.attrs.get("shape")
         own_shape = shape if shape is not None and not shape.inherited else None
         shape_type = SHAPES.get(own_shape.text) if own_shape is not None else None
-        if shape is not None and shape.text == MANAGER_LOOP_SHAPE:
-            self.manager_loop(node, shape)
-        elif node.id in START_IDS and not has_mdiamond:
+        if node.id in START_IDS and not has_mdiamond:
             # Attractor finds the start by shape, then by id, whatever the id's shape
             node.type = NodeType.START
         elif node.id in EXIT_IDS and shape_type in (None, NodeType.EXIT):
@@ -206,12 +201,58 @@ class _Builder:
         else:
             node.type = NodeType.AGENT
 
-    def manager_loop(self, node: Node, attr: Attribute) -> None:
-        self.diag("manager_loop", f"'{node.id}' is Attractor's manager loop "
-                  f"({attr.name}={attr.text}), which delivery does not run", attr.value.line,
-                  attr.value.column, node=node.id,
-                  fix="run the child pipeline as its own workflow, or model the loop with "
-                  "stages and edges (a wait node and a conditional)")
+    def manager_values(self, node: Node, workflow: Workflow) -> None:
+        """A manager loop's attributes (Attractor §4.11), typed once; each bad value is an
+        error at its position."""
+        attrs, nid = node.attrs, node.id
+        dotfile = attrs.get("stack.child_dotfile") or workflow.attrs.get("stack.child_dotfile")
+        if dotfile is None or not dotfile.text.strip():
+            self.diag("manager_loop", f"manager loop '{nid}' has no child pipeline to "
+                      "supervise", node.line, node.column, node=nid,
+                      fix='set graph [stack.child_dotfile="child.dot"] (a path relative to the '
+                      "run's workspace)")
+        autostart = attrs.get("stack.child_autostart")
+        if autostart is not None and self.bool_value(autostart, node=nid) is False:
+            self.diag("manager_loop", f"manager loop '{nid}': stack.child_autostart=false "
+                      "(observing a child started elsewhere) is not supported",
+                      autostart.value.line, autostart.value.column, node=nid,
+                      fix="remove stack.child_autostart=false: the manager starts its child")
+        poll, cycles, stop = 45.0, 1000, None
+        actions: tuple[str, ...] = ("observe", "wait")
+        if "manager.poll_interval" in attrs:
+            poll = self.duration_value(attrs["manager.poll_interval"], node=nid) or poll
+        if "manager.max_cycles" in attrs:
+            cycles = self.int_value(attrs["manager.max_cycles"], 1, node=nid) or cycles
+        stop_attr = attrs.get("manager.stop_condition")
+        if stop_attr is not None and stop_attr.text.strip():
+            try:
+                stop = parse_condition(stop_attr.text)
+            except ConditionSyntaxError as err:
+                line, column = value_position(stop_attr.value, err.offset)
+                self.diag("condition_syntax", f"manager.stop_condition {stop_attr.text!r}: "
+                          f"expected {err.expected}, found {err.found}", line, column,
+                          node=nid, fix="write a condition such as "
+                          "stack.child.status=completed")
+        actions_attr = attrs.get("manager.actions")
+        if actions_attr is not None:
+            given = tuple(a.strip().lower() for a in actions_attr.text.split(",") if a.strip())
+            unknown = [a for a in given if a not in MANAGER_ACTIONS]
+            if unknown:
+                self.value_error(actions_attr, f"manager.actions: unknown action "
+                                 f"'{unknown[0]}'", f"use {', '.join(MANAGER_ACTIONS)}",
+                                 node=nid)
+            elif "steer" in given:
+                self.diag("attribute_not_honoured", f"manager loop '{nid}': the steer action "
+                          "is not run (delivery's child stages take no intervention "
+                          "instructions); observe and wait are", actions_attr.value.line,
+                          actions_attr.value.column, node=nid,
+                          fix='write manager.actions="observe,wait"', severity="warning")
+            actions = tuple(a for a in given if a in ("observe", "wait"))
+        workdir = attrs.get("stack.child_workdir") or workflow.attrs.get("stack.child_workdir")
+        node.manager = ManagerSettings(
+            child_dotfile=dotfile.text.strip() if dotfile is not None else "",
+            child_workdir=workdir.text.strip() if workdir is not None else "",
+            poll_interval=poll, max_cycles=cycles, stop_condition=stop, actions=actions)
 
     def shape_type(self, node: Node, shape: Attribute) -> NodeType:
         resolved = SHAPES.get(shape.text)
@@ -426,6 +467,8 @@ class _Builder:
         self.graph_values(workflow)
         for node in self.nodes.values():
             self.node_values(node, workflow.template)
+            if node.type is NodeType.MANAGER_LOOP:
+                self.manager_values(node, workflow)
         for edge in self.edges:
             self.edge_condition(edge)
             self.edge_values(edge)

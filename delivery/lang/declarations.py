@@ -21,6 +21,8 @@ ENGINE_KEYS = frozenset(
         "goal",
         "outcome",
         "failure_reason",
+        "failure_class",
+        "failure_signature",
         "preferred_label",
         "last_stage",
         "last_response",
@@ -28,7 +30,8 @@ ENGINE_KEYS = frozenset(
         "current_work",
     }
 )
-ENGINE_NAMESPACES = ("graph", "inputs", "response", "parallel", "internal", "human.gate")
+ENGINE_NAMESPACES = ("graph", "inputs", "response", "parallel", "internal", "human.gate",
+                     "stack.child")
 PROBE_NAMESPACES = ("pr", "threads", "worktree", "diff")
 
 PROBE_KINDS = ("pr", "threads", "diff", "worktree")

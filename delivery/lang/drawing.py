@@ -30,6 +30,7 @@ DRAWN_AS: dict[NodeType, str] = {
     NodeType.CONDITIONAL: "diamond",
     NodeType.PARALLEL: "component",
     NodeType.FAN_IN: "tripleoctagon",
+    NodeType.MANAGER_LOOP: "house",
 }
 
 # Mermaid has fewer shapes: (opening, closing) per type.
@@ -49,6 +50,7 @@ _MERMAID_SHAPES: dict[NodeType, tuple[str, str]] = {
     NodeType.CONDITIONAL: ("{", "}"),
     NodeType.PARALLEL: ("[[", "]]"),
     NodeType.FAN_IN: ("[[", "]]"),
+    NodeType.MANAGER_LOOP: ("[/", "\\]"),
 }
 
 VISITED_FILL = "#d9f2d9"

@@ -34,6 +34,7 @@ class NodeType(StrEnum):
     CONDITIONAL = "conditional"
     PARALLEL = "parallel"
     FAN_IN = "fan_in"
+    MANAGER_LOOP = "manager_loop"
 
 
 # Attractor's shape table (its §2.8) and nothing else: every other shape is an agent node.
@@ -47,10 +48,8 @@ SHAPES: dict[str, NodeType] = {
     "parallelogram": NodeType.SCRIPT,
     "component": NodeType.PARALLEL,
     "tripleoctagon": NodeType.FAN_IN,
+    "house": NodeType.MANAGER_LOOP,
 }
-# Attractor's supervisor loop: a shape and a type delivery does not run (a validation error).
-MANAGER_LOOP_SHAPE = "house"
-MANAGER_LOOP_TYPE = "stack.manager_loop"
 
 # `type=` spellings beyond our own names: Attractor's handler types.
 TYPE_ALIASES: dict[str, NodeType] = {
@@ -60,6 +59,7 @@ TYPE_ALIASES: dict[str, NodeType] = {
     "parallel.fan_in": NodeType.FAN_IN,
     "fan-in": NodeType.FAN_IN,
     "fanin": NodeType.FAN_IN,
+    "stack.manager_loop": NodeType.MANAGER_LOOP,
 }
 
 LLM_TYPES = frozenset({NodeType.AGENT, NodeType.PROMPT})
@@ -107,6 +107,19 @@ JOIN_POLICIES: tuple[JoinPolicy, ...] = ("wait_all", "first_success")
 # delivery's earlier spelling `join=all|any`
 JOIN_ALIASES: dict[str, JoinPolicy] = {"all": "wait_all", "any": "first_success"}
 DEFAULT_MAX_PARALLEL = 4
+MANAGER_ACTIONS = ("observe", "wait", "steer")
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerSettings:
+    """A manager loop's typed attributes (Attractor §4.11), with the spec's defaults."""
+
+    child_dotfile: str = ""  # the node's stack.child_dotfile, else the graph's
+    child_workdir: str = ""  # empty: the run's workspace
+    poll_interval: float = 45.0  # seconds
+    max_cycles: int = 1000
+    stop_condition: Condition | None = None
+    actions: tuple[str, ...] = ("observe", "wait")
 
 
 @dataclass(eq=False)
@@ -136,6 +149,7 @@ class Node:
     join_policy: JoinPolicy = "wait_all"
     max_parallel: int = DEFAULT_MAX_PARALLEL
     template: TemplateMode = "jinja"  # how prompt/script are rendered (SPEC §4)
+    manager: ManagerSettings | None = None  # manager loops only
     # respond nodes (SPEC §7.1): the json context key holding {thread id: {reply, resolve}}
     threads_key: str = ""
 

@@ -2,10 +2,12 @@
 
     model_stylesheet="* { llm_model: sonnet; } .code { llm_model: opus; } #review { ... }"
 
-A rule is a selector (`*`, `.class`, `#node_id`) and declarations of `llm_model`,
-`llm_provider` and `reasoning_effort`. For each property a node takes, in order: its own
-attribute (or a `node [...]` default), the matching rule of highest specificity (`#id` >
-`.class` > `*`; a later rule wins a tie), the graph's attribute of the same name, else
+A rule is a selector (`*`, a shape name such as `box`, `.class`, `#node_id`) and
+declarations of `llm_model`, `llm_provider` and `reasoning_effort`. For each property a node
+takes, in order: its own attribute (or a `node [...]` default), the matching rule of highest
+specificity (`#id` > `.class` > shape > `*`, as SPEC §1.2 and the Attractor implementations
+that accept shape selectors rank them; a later rule wins a tie), the graph's attribute of the
+same name, else
 nothing (the agent profile's default). A node's classes are its `class="a,b"` plus the
 class derived from the label of its subgraph (lower-cased, spaces to hyphens, other
 characters dropped).
@@ -13,16 +15,21 @@ characters dropped).
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 
 from delivery.errors import StylesheetError as StylesheetError
+from delivery.lang.attributes import GRAPHVIZ_SHAPES
 from delivery.lang.model import Node, Workflow
 
 PROPERTIES = ("llm_model", "llm_provider", "reasoning_effort")
 REASONING_EFFORTS = ("low", "medium", "high")
-SPECIFICITY = {"*": 0, ".": 1, "#": 2}
+# by the selector's first character; a shape selector starts with a letter
+SPECIFICITY = {"*": 0, ".": 2, "#": 3}
+SHAPE_SPECIFICITY = 1
+DEFAULT_SHAPE = "box"  # Attractor §2.6: a node without `shape` is a box
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CLASS = re.compile(r"[a-z0-9-]+")
@@ -31,21 +38,23 @@ _PROPERTY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 
 @dataclass(frozen=True, slots=True)
 class StyleRule:
-    selector: str  # "*", ".code", "#review"
+    selector: str  # "*", "box", ".code", "#review"
     declarations: tuple[tuple[str, str], ...]
     order: int
 
     @property
     def specificity(self) -> int:
-        return SPECIFICITY[self.selector[0]]
+        return SPECIFICITY.get(self.selector[0], SHAPE_SPECIFICITY)
 
-    def matches(self, node_id: str, classes: frozenset[str]) -> bool:
+    def matches(self, node_id: str, classes: frozenset[str], shape: str = DEFAULT_SHAPE) -> bool:
         kind, name = self.selector[0], self.selector[1:]
         if kind == "*":
             return True
         if kind == "#":
             return name == node_id
-        return name in classes
+        if kind == ".":
+            return name in classes
+        return self.selector == shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +121,8 @@ def _selector(reader: _Reader) -> str:
     reader.skip_space()
     start = reader.i
     char = reader.text[start]
-    fix = "a selector is *, .class_name (lower-case letters, digits, '-') or #node_id"
+    fix = ("a selector is *, a shape name (box, hexagon, ...), .class_name (lower-case "
+           "letters, digits, '-') or #node_id")
     if char == "*":
         reader.i += 1
         return "*"
@@ -124,6 +134,13 @@ def _selector(reader: _Reader) -> str:
             raise StylesheetError(reader.i, f"expected {what} after '{char}', found "
                                   f"{reader.found()}", fix)
         return char + name
+    shape = reader.match(_IDENT)
+    if shape is not None:
+        if shape not in GRAPHVIZ_SHAPES:
+            near = difflib.get_close_matches(shape, sorted(GRAPHVIZ_SHAPES), n=1)
+            hint = f"did you mean '{near[0]}'?" if near else fix
+            raise StylesheetError(start, f"'{shape}' is not a node shape", hint)
+        return shape
     raise StylesheetError(start, f"expected a selector, found {reader.found()}", fix)
 
 
@@ -212,7 +229,7 @@ def model_settings(workflow: Workflow, node: Node) -> ModelSettings:
         classes = node_classes(workflow, node)
         best: dict[str, tuple[int, int]] = {}
         for rule in rules:
-            if not rule.matches(node.id, classes):
+            if not rule.matches(node.id, classes, node.attr("shape", DEFAULT_SHAPE)):
                 continue
             rank = (rule.specificity, rule.order)
             for name, value in rule.declarations:

@@ -140,6 +140,7 @@ class RunInfo:
     git_cache: str = ""  # the clone cache worktrees hang on ("": the default)
     answers: dict[str, list[str]] = field(default_factory=dict)  # gate -> one per visit
     gates: str = "deny"  # deny | pause | managed: what an unanswered gate does off a terminal
+    logs: str = ""  # `--logs DIR`: where the run's Attractor view is written ("": none)
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "workflow": self.workflow,
@@ -148,7 +149,7 @@ class RunInfo:
                 "folders": self.folders, "checks": self.checks,
                 "required_approvals": self.required_approvals, "branch": self.branch,
                 "git_cache": self.git_cache, "answers": self.answers, "gates": self.gates,
-                "started": self.started}
+                "started": self.started, **({"logs": self.logs} if self.logs else {})}
 
     @classmethod
     def from_json(cls, data: Any, what: str = "run.json") -> RunInfo:
@@ -168,7 +169,8 @@ class RunInfo:
                    checks=read.str_map("checks"),
                    required_approvals=read.count("required_approvals", 0),
                    branch=read.text("branch", ""),
-                   git_cache=read.text("git_cache", ""), answers=answers, gates=gates)
+                   git_cache=read.text("git_cache", ""), answers=answers, gates=gates,
+                   logs=read.text("logs", ""))
 
 
 # -- the run state ---------------------------------------------------------------------------

@@ -7,6 +7,11 @@ Import what you need from the submodules (nothing is imported eagerly here, so i
     delivery.testing.runs     run a DOT string with scripted agent replies
     delivery.testing.cli      run the `delivery` command line in-process
     delivery.testing.github   a fake GitHub on 127.0.0.1 (REST, GraphQL, git over HTTP)
+    delivery.testing.model_servers
+                              scripted Anthropic Messages / OpenAI Responses servers on
+                              127.0.0.1, for the real Claude Code and Codex CLIs offline
+    delivery.testing.actions  a simulated GitHub Actions world over it (workflow files,
+                              events, runners) that runs the Action's step
     ScriptedAgent             a scripted editing agent (`delivery demo` uses it)
 """
 

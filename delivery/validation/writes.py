@@ -19,11 +19,16 @@ from delivery.lang.model import Node, NodeType, Workflow
 
 # Written before the first stage or by every stage: reading them is always fine.
 ALWAYS_AVAILABLE = frozenset(
-    {"goal", "outcome", "failure_reason", "last_stage", "current_node", "preferred_label",
-     "graph.goal", "context", "folders", "inputs", "parallel", "graph", "internal"}
+    {"goal", "outcome", "failure_reason", "failure_class", "failure_signature", "last_stage",
+     "current_node", "preferred_label", "graph.goal", "context", "folders", "inputs",
+     "parallel", "graph", "internal"}
 )
 ALWAYS_AVAILABLE_PREFIXES = ("internal.",)
 HUMAN_GATE_KEYS = ("human.gate.selected", "human.gate.label", "human.gate.text")
+# What a manager loop writes about its child, whatever its outcome (Attractor §4.11).
+CHILD_KEYS = ("stack.child.status", "stack.child.outcome", "stack.child.run_id",
+              "stack.child.run_dir", "stack.child.current_node", "stack.child.completed_nodes",
+              "stack.child.failure_reason", "stack.child.cycles")
 # What `publish` writes for each folder it publishes (SPEC §7.1).
 PUBLISH_FOLDER_FACTS = ("pr.number", "pr.url")
 
@@ -69,6 +74,8 @@ def stage_writes(node: Node, folders: Sequence[str] = ()) -> StageWrites:
         success += list(WORKTREE_REMOVE_FACTS)
     elif kind is NodeType.HUMAN:
         success += list(HUMAN_GATE_KEYS)
+    elif kind is NodeType.MANAGER_LOOP:
+        always += list(CHILD_KEYS)
     return StageWrites(tuple(always), tuple(success))
 
 

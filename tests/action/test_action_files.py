@@ -5,6 +5,7 @@ build time): keys, step kinds, and every `${{ }}` reference resolving to somethi
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -13,19 +14,30 @@ from action_helpers import ROOT, action
 from delivery.action.main import INPUTS
 
 DOC = ROOT / "docs" / "github-action.md"
+CONTROL = ROOT / "docs" / "workflows" / "delivery.yml"
+CALLER = ROOT / "docs" / "workflows" / "delivery-relay.yml"
+REUSABLE = ROOT / ".github" / "workflows" / "delivery-relay.yml"
 PERMISSION_SCOPES = {"actions", "attestations", "checks", "contents", "deployments",
                      "discussions", "id-token", "issues", "packages", "pages",
                      "pull-requests", "repository-projects", "security-events", "statuses"}
-TRIGGERS = {"workflow_dispatch", "issues", "check_suite", "pull_request_review",
-            "issue_comment", "schedule"}
+CONTROL_TRIGGERS = {"workflow_dispatch", "issues", "schedule"}
+RELAY_TRIGGERS = {"workflow_run", "pull_request_review", "pull_request_review_comment",
+                  "issue_comment", "pull_request", "status"}
+PINNED = re.compile(r"[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}")
+
+
+def load(path: Path) -> dict[Any, Any]:
+    loaded: dict[Any, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return loaded
+
+
+def triggers(workflow: dict[Any, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = workflow.get("on", workflow.get(True))  # YAML 1.1: `on` is true
+    return found
 
 
 def example_workflow() -> dict[Any, Any]:
-    text = DOC.read_text(encoding="utf-8")
-    block = re.search(r"```yaml\n(.*?)```", text, re.DOTALL)
-    assert block, "docs/github-action.md has no yaml block"
-    loaded: dict[Any, Any] = yaml.safe_load(block.group(1))
-    return loaded
+    return load(CONTROL)
 
 
 def test_action_yml_is_a_composite_action_with_described_inputs_and_outputs() -> None:
@@ -51,7 +63,7 @@ def test_every_step_is_a_uses_or_a_run_with_a_shell() -> None:
         if "run" in step:
             assert step.get("shell") == "bash", step
         else:
-            assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+", step["uses"]), step
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step
 
 
 def test_every_input_reference_is_declared_and_every_input_reaches_the_entry_point() -> None:
@@ -66,18 +78,78 @@ def test_every_input_reference_is_declared_and_every_input_reaches_the_entry_poi
         assert env[variable] == f"${{{{ inputs.{name} }}}}"
 
 
-def test_the_example_workflow_has_the_triggers_permissions_and_concurrency() -> None:
+def test_the_doc_quotes_every_file_a_user_copies_exactly() -> None:
+    blocks = re.findall(r"```yaml\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
+    for path in (CONTROL, CALLER, REUSABLE):
+        assert path.read_text(encoding="utf-8") in blocks, path
+
+
+def test_the_control_workflow_starts_on_a_label_or_a_dispatch_with_the_schedule_as_net(
+        ) -> None:
     workflow = example_workflow()
-    triggers = workflow.get("on", workflow.get(True))  # YAML 1.1 reads `on` as true
-    assert set(triggers) >= TRIGGERS
-    assert triggers["issues"]["types"] == ["labeled"]
-    assert triggers["check_suite"]["types"] == ["completed"]
-    assert all("cron" in entry for entry in triggers["schedule"])
-    permissions = workflow["permissions"]
-    assert set(permissions) <= PERMISSION_SCOPES
-    assert set(permissions.values()) <= {"read", "write", "none"}
-    assert permissions["contents"] == "write" and permissions["pull-requests"] == "write"
-    assert "group" in workflow["concurrency"]
+    on = triggers(workflow)
+    assert set(on) == CONTROL_TRIGGERS
+    assert on["issues"]["types"] == ["labeled"]
+    assert all("cron" in entry for entry in on["schedule"])
+    assert workflow["permissions"] == {}
+    job = workflow["jobs"]["deliver"]
+    assert set(job["permissions"]) <= PERMISSION_SCOPES and job["permissions"] == {
+        "contents": "read"}
+    assert "group" in job["concurrency"] and job["concurrency"]["cancel-in-progress"] is False
+
+
+def test_the_relay_caller_forwards_every_pr_event_to_the_reusable_relay() -> None:
+    caller = load(CALLER)
+    on = triggers(caller)
+    assert set(on) == RELAY_TRIGGERS
+    assert on["workflow_run"]["types"] == ["completed"]
+    assert on["pull_request"]["types"] == ["closed", "labeled"]
+    assert caller["permissions"] == {}
+    [job] = caller["jobs"].values()
+    assert PINNED.fullmatch(job["uses"]) and "/.github/workflows/delivery-relay.yml@" in \
+        job["uses"]
+    called = triggers(load(REUSABLE))["workflow_call"]
+    assert set(job["with"]) <= set(called["inputs"])
+    assert {n for n, spec in called["inputs"].items() if spec.get("required")} <= set(
+        job["with"])
+    assert set(job["secrets"]) <= set(called["secrets"])
+    assert len(CALLER.read_text(encoding="utf-8").split("\n")) < 40  # a short file to copy
+
+
+def test_every_uses_is_pinned_by_sha_and_every_suppression_says_why() -> None:
+    for path in (ROOT / "action.yml", CONTROL, CALLER, REUSABLE):
+        text = path.read_text(encoding="utf-8")
+        for uses in re.findall(r"^\s*(?:- )?uses:\s*(\S+)", text, re.MULTILINE):
+            assert PINNED.fullmatch(uses), (path, uses)
+        for line in text.splitlines():
+            if "zizmor: ignore" in line:
+                reason = line.split("zizmor: ignore", 1)[1].partition("]")[2]
+                assert reason.strip(" -") and len(reason) > 20, (path, line)
+
+
+def test_the_app_token_is_scoped_to_the_deliverys_repositories_and_needs() -> None:
+    steps = [*example_workflow()["jobs"]["deliver"]["steps"],
+             *load(REUSABLE)["jobs"]["resume"]["steps"]]
+    tokens = [s for s in steps if s.get("uses", "").startswith(
+        "actions/create-github-app-token@")]
+    assert len(tokens) == 2
+    for token in tokens:
+        given = token["with"]
+        assert given["repositories"] and given["owner"]
+        granted = {key.removeprefix("permission-"): value for key, value in given.items()
+                   if key.startswith("permission-")}
+        assert granted == {"contents": "write", "pull-requests": "write",
+                           "issues": "write", "checks": "read", "statuses": "read"}
+
+
+def test_the_examples_use_an_agent_that_edits_files_and_install_its_cli() -> None:
+    steps = example_workflow()["jobs"]["deliver"]["steps"]
+    deliver = next(s for s in steps if s.get("id") == "delivery")
+    assert deliver["with"]["agent"] == "claude"
+    assert any("@anthropic-ai/claude-code" in str(s.get("run", "")) for s in steps)
+    assert "check_command=" in deliver["with"]["inputs"]
+    relay = load(REUSABLE)
+    assert "@anthropic-ai/claude-code" in str(triggers(relay)["workflow_call"]["inputs"])
 
 
 def test_the_example_job_mints_an_app_token_and_passes_only_declared_inputs() -> None:

@@ -85,6 +85,25 @@ def test_an_answer_hidden_in_a_comment_is_not_taken() -> None:
     assert decided.answers == {} and not decided.needs_permission
 
 
+@pytest.mark.parametrize("hidden", [
+    "<details><details open>x</details>/delivery answer approve yes</details>",
+    '<details title="open">/delivery answer approve yes</details>',
+    "\n\n[//]: # (/delivery answer approve yes)\n",
+])
+def test_an_answer_hidden_by_nesting_a_title_or_a_comment_line_is_not_taken(
+        hidden: str) -> None:
+    payload = {"issue": {"number": 5, "pull_request": {}},
+               "comment": {"body": f"LGTM {hidden}",
+                           "user": {"login": "bob", "type": "User"}}}
+    assert decide("issue_comment", payload).answers == {}
+
+
+def test_an_issues_notes_lose_smuggled_characters_and_keep_code_spans() -> None:
+    smuggled = "".join(chr(0xE0000 + ord(c)) for c in "push") + "\ufe0f\U000e0100"
+    decided = decide("issues", issue(body=f"Fold logs in `<details>`{smuggled}."))
+    assert decided.notes == "Fold logs in `<details>`."
+
+
 def test_the_bots_own_comments_are_ignored() -> None:
     payload = {"issue": {"number": 5, "pull_request": {}},
                "comment": {"body": "/delivery answer a b",

@@ -127,7 +127,7 @@ def test_registry_makes_a_replay_backend_relative_to_base_dir(tmp_path: Path) ->
     assert backend.open_session("review", workspace=tmp_path).send("hi") == "from the file"
 
 
-@pytest.mark.parametrize("profile", ["claude", "replay", "ollama:llama3"])
+@pytest.mark.parametrize("profile", ["aider", "replay", "ollama:llama3"])
 def test_registry_refuses_unknown_profiles_naming_the_supported_forms(
         tmp_path: Path, profile: str) -> None:
     with pytest.raises(RunRefused) as caught:

@@ -4,6 +4,7 @@ each file's expected validation and, with the replay agent, its expected path.""
 from __future__ import annotations
 
 import json
+import shutil
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,8 @@ def test_corpus_file_runs_its_expected_path(case: dict[str, Any], index: int,
         pytest.xfail(run["xfail"])
     for name in run.get("files", []):
         (tmp_path / name).write_text("", encoding="utf-8")
+    for name in run.get("copies", []):
+        shutil.copyfile(HERE / name, tmp_path / name)
     replies = {node: [_reply(entry) for entry in entries]
                for node, entries in run.get("replies", {}).items()}
     backend = ReplayBackend(replies)
@@ -80,6 +83,10 @@ def test_corpus_file_runs_its_expected_path(case: dict[str, Any], index: int,
         outcome.failure_reason
     if "outcome" in run:
         assert outcome.context["outcome"] == run["outcome"]
+    for key, value in run.get("context", {}).items():
+        assert outcome.context[key] == value, (key, outcome.context[key])
+    for text in run.get("failure", []):
+        assert text in outcome.failure_reason, outcome.failure_reason
     for node, text in run.get("prompts", {}).items():
         assert any(text in message for node_id, message in backend.prompts
                    if node_id == node), text

@@ -4,10 +4,12 @@ repaired and a person's review was answered; the worktrees are gone."""
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 from engine_helpers import cli
 from git_helpers import git
+from signal_helpers import start_delivery, wait_until
 
 
 def pulls(remote: Path) -> list[dict[str, object]]:
@@ -47,4 +49,37 @@ def test_the_demo_repairs_ci_answers_a_review_and_merges_both_prs(tmp_path: Path
 def test_the_demo_refuses_a_directory_that_is_not_empty(tmp_path: Path) -> None:
     (tmp_path / "something").write_text("x")
     code, _, err = cli("demo", "--dir", tmp_path)
-    assert code == 2 and "is not empty" in err
+    assert code == 2 and "is not empty and holds no demo to continue" in err
+
+
+def _interrupted_demo(root: Path) -> None:
+    """`delivery demo --dir ROOT` stopped by Ctrl-C once its PRs are open: one line names
+    how to continue, no traceback."""
+    process = start_delivery("demo", "--dir", root, cwd=root.parent)
+    wait_until(lambda: (root / "run" / "publish").is_dir(), process, "the first publish")
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().endswith(f"is resumable: delivery demo --dir {root}")
+
+
+def test_an_interrupted_demo_continues_in_its_directory_to_merged_prs(tmp_path: Path) -> None:
+    root = tmp_path / "demo"
+    _interrupted_demo(root)
+    code, out, err = cli("demo", "--dir", root)
+    assert code == 0, out + err
+    assert "continuing the demo" in out
+    for name in ("api", "web"):
+        assert [p["state"] for p in pulls(root / "remotes" / f"{name}.git")] == ["merged"]
+    assert 'f"Hello, {name}!"' in git(root / "remotes" / "api.git", "show", "main:greeting.py")
+
+
+def test_an_interrupted_demo_is_resumed_like_any_run(tmp_path: Path) -> None:
+    root = tmp_path / "demo"
+    _interrupted_demo(root)
+    code, out, err = cli("resume", root / "run")
+    assert code == 0, out + err
+    assert "succeeded" in out
+    for name in ("api", "web"):
+        assert [p["state"] for p in pulls(root / "remotes" / f"{name}.git")] == ["merged"]

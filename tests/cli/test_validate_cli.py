@@ -8,8 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from delivery.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,9 +118,28 @@ def test_missing_file_exits_two_with_a_message_and_no_traceback(tmp_path: Path) 
     assert "Traceback" not in err and out == ""
 
 
-def test_directory_is_not_a_workflow_file(tmp_path: Path) -> None:
+def test_directory_without_workflows_is_a_usage_error(tmp_path: Path) -> None:
     code, _, err = run(tmp_path)
-    assert code == 2 and "no such file" in err
+    assert code == 2 and "is a directory with no .dot file in it" in err
+
+
+def test_directory_checks_every_dot_file_under_it(tmp_path: Path) -> None:
+    (tmp_path / "nested").mkdir()
+    (tmp_path / "a.dot").write_text(VALID.read_text())
+    (tmp_path / "nested" / "b.dot").write_text(INVALID.read_text())
+    (tmp_path / "notes.txt").write_text("not a workflow")
+    code, out, _ = run(tmp_path)
+    assert code == 1  # b.dot's errors count, as if both files were named
+    assert f"{tmp_path / 'a.dot'}: ok" in out
+    assert f"{tmp_path / 'nested' / 'b.dot'}: invalid" in out
+    assert "notes.txt" not in out
+
+
+def test_device_is_refused_as_not_a_regular_file() -> None:
+    code, out, err = run("/dev/null")
+    assert code == 2 and out == ""
+    assert err.strip() == "delivery validate: /dev/null: is not a regular file (a device or " \
+        "a pipe); name a file"
 
 
 def test_undecodable_file_exits_two(tmp_path: Path) -> None:
@@ -132,16 +149,16 @@ def test_undecodable_file_exits_two(tmp_path: Path) -> None:
     assert code == 2 and "cannot read" in err and "Traceback" not in err
 
 
-def test_unknown_format_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, _ = run(VALID, "--format", "xml")
+def test_unknown_format_is_a_usage_error() -> None:
+    code, _, err = run(VALID, "--format", "xml")
     assert code == 2
-    assert "invalid choice: 'xml'" in capsys.readouterr().err
+    assert "invalid choice: 'xml'" in err and err.startswith("usage: delivery validate")
 
 
-def test_no_file_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, _ = run()
+def test_no_file_is_a_usage_error() -> None:
+    code, _, err = run()
     assert code == 2
-    assert "WORKFLOW" in capsys.readouterr().err
+    assert "WORKFLOW" in err
 
 
 def test_installed_command_runs_in_a_subprocess(tmp_path: Path) -> None:

@@ -77,6 +77,39 @@ def test_worktrees_are_made_probed_and_removed_keeping_unfinished_work(
     assert info["folders"] == {name: str(tmp_path / "ws" / name) for name in remotes}
 
 
+KEEPERS = """
+digraph K {
+  graph [goal="g", inputs="ticket", folders="web,api,docs"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  add [type=worktree_add]
+  person [shape=parallelogram, script="printf 'TOKEN=mine\\n' > web/.env; \\
+mkdir -p api/build && echo cached > api/build/out.bin; \\
+mv docs ../outside-docs && ln -s ../outside-docs docs"]
+  remove [type=worktree_remove]
+  start -> add -> person -> remove -> exit
+}
+"""
+
+
+def test_worktree_remove_keeps_ignored_files_and_never_follows_a_symlink(
+        tmp_path: Path) -> None:
+    root = tmp_path / "remotes"
+    root.mkdir()
+    remotes = {name: make_remote(root, name, {"app.txt": f"{name}\n",
+                                              ".gitignore": ".env\nbuild/\n"})
+               for name in ("web", "api", "docs")}
+    ran = start(tmp_path, KEEPERS, remotes)
+    assert ran.status == "succeeded", ran.failure_reason
+    assert ran.context["worktree.clean"] is False
+    assert ran.context["worktree.status"] == (
+        "web: kept: git-ignored files: .env; api: kept: git-ignored files: build/; "
+        "docs: kept: a symlink to ../outside-docs; not followed, left as it is")
+    assert (tmp_path / "ws" / "web" / ".env").read_text() == "TOKEN=mine\n"
+    assert (tmp_path / "ws" / "api" / "build" / "out.bin").read_text() == "cached\n"
+    assert (tmp_path / "outside-docs" / "app.txt").read_text() == "docs\n"
+
+
 def test_the_probe_reads_the_prs_of_the_runs_branch_and_routes_on_them(
         tmp_path: Path, remotes: dict[str, Path]) -> None:
     forge = LocalForge()
@@ -132,7 +165,7 @@ def test_a_probe_of_one_folder_still_rolls_up_every_folder(
     assert ran.context["pr.state"] == "CHANGES_REQUIRED"  # web, as last observed
 
 
-def test_a_folder_the_forge_cannot_read_fails_the_probe_naming_it(
+def test_a_folder_that_is_a_plain_directory_is_refused_before_the_first_stage(
         tmp_path: Path, remotes: dict[str, Path]) -> None:
     not_git = tmp_path / "plain"
     not_git.mkdir()
@@ -145,11 +178,11 @@ def test_a_folder_the_forge_cannot_read_fails_the_probe_naming_it(
       start -> look -> exit
     }
     """
-    ran = start(tmp_path, dot, {"web": remotes["web"], "api": not_git})
-    assert ran.status == "failed"
-    assert "folder 'api'" in ran.failure_reason
-    assert "not a git repository" in ran.failure_reason
-    assert "web.pr.state" not in ran.context
+    with pytest.raises(RunRefused) as refused:
+        start(tmp_path, dot, {"web": remotes["web"], "api": not_git})
+    assert refused.value.subject == f"repos['api']='{not_git}'"  # a library caller's words
+    assert "is a plain directory, not a git repository" in str(refused.value)
+    assert not (tmp_path / "ws" / ".delivery").exists()  # nothing was written
 
 
 def test_a_resume_reuses_the_runs_folders_forge_branch_and_worktrees(
@@ -192,10 +225,10 @@ def test_a_run_mixing_paths_and_github_repositories_is_refused(
     request = RunRequest(workflow=write_flow(tmp_path, LIFECYCLE), inputs={"ticket": TICKET},
                          workspace=workspace,
                          repos={"web": str(remotes["web"]), "api": "octo/api"})
-    with pytest.raises(RunRefused, match=r"--repo web=.*one forge"):
+    with pytest.raises(RunRefused, match=r"repos\['web'\]=.*one forge"):
         start_run(request, world(tmp_path))
     request.forge = "local"
-    with pytest.raises(RunRefused, match="--repo api=octo/api: is not a local directory"):
+    with pytest.raises(RunRefused, match=r"repos\['api'\]='octo/api': is not a local directory"):
         start_run(request, world(tmp_path))
 
 

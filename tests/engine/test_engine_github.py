@@ -65,6 +65,36 @@ def test_a_delivery_on_github_publishes_merges_and_cleans_up(tmp_path: Path) -> 
                 assert token.encode() not in file.read_bytes(), file
 
 
+KEEP = """
+digraph K {
+  graph [goal="g", folders="web"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  add [type=worktree_add]
+  person [shape=parallelogram, script="printf 'TOKEN=mine\\n' > web/.env"]
+  remove [type=worktree_remove]
+  start -> add -> person -> remove -> exit
+}
+"""
+
+
+def test_worktree_remove_on_github_keeps_a_worktree_holding_an_ignored_env_file(
+        tmp_path: Path) -> None:
+    with FakeGitHub() as github:
+        github.create_repo("octo/web", files={"README.md": "# web\n", ".gitignore": ".env\n"})
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        request = RunRequest(workflow=write_flow(tmp_path, KEEP), workspace=workspace,
+                             repos={"web": "octo/web"}, branch="delivery/keep")
+        world = World(agent=ReplayBackend({}), clock=FakeClock(),
+                      git_cache=tmp_path / "cache", environ={**os.environ, **github.env()})
+        ran = start_run(request, world)
+    assert ran.status == "succeeded", ran.failure_reason
+    assert ran.context["worktree.clean"] is False
+    assert ran.context["worktree.status"] == "web: kept: git-ignored files: .env"
+    assert (workspace / "web" / ".env").read_text() == "TOKEN=mine\n"
+
+
 def test_delivery_probe_reads_github_prs_by_number_and_branch(
         monkeypatch: pytest.MonkeyPatch) -> None:
     with FakeGitHub() as github:

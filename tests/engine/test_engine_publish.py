@@ -227,3 +227,51 @@ digraph D {
     assert (ctx["web.pr.number"], ctx["web.pr.url"]) == (1, f"{remotes['web'].resolve()}#1")
     assert (ctx["docs.pr.number"], ctx["docs.pr.url"]) == ("", "")
     assert ctx["tool.output"] == f"1|{remotes['web'].resolve()}#1|x"
+
+
+TITLED = """
+digraph D {
+  graph [goal="Deliver the ticket", inputs="ticket", folders="web"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  think [type=prompt, prompt="Scope and plan {{ ticket }}", outputs="%s"]
+  add [type=worktree_add]
+  change [shape=parallelogram, script="printf 'hello\\n' > web/hello.txt"]
+  ship [type=publish]
+  start -> think -> add -> change -> ship -> exit
+}
+"""
+
+
+def _titled_run(tmp_path: Path, remotes: dict[str, Path], outputs: str,
+                updates: dict[str, object]) -> tuple[str, str]:
+    """(the PR's title, the commit's subject) after a run whose `think` node said `updates`."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    reply = json.dumps({"context_updates": updates})
+    request = RunRequest(workflow=write_flow(tmp_path, TITLED % outputs),
+                         inputs={"ticket": TICKET}, workspace=workspace,
+                         repos={"web": str(remotes["web"])})
+    world = World(agent=ReplayBackend({"think": [reply]}), clock=FakeClock(),
+                  git_cache=tmp_path / "cache")
+    ran = start_run(request, world)
+    assert ran.status == "succeeded", ran.failure_reason
+    (pull,) = pulls(remotes["web"])
+    return str(pull["title"]), git(remotes["web"], "log", "-1", "--format=%s", BRANCH)
+
+
+def test_the_pr_title_and_commit_come_from_the_plan_not_the_graphs_goal(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    plan = "web: greet the visitor by name on the home page, escaping the name first " \
+        "(it comes from the visitor)\nthen: tests"
+    title, subject = _titled_run(tmp_path, remotes, "plan:text", {"plan": plan})
+    assert title == subject
+    assert len(title) == 72 and title.endswith("…")  # bounded, cut at the first line
+    assert title.startswith("web: greet the visitor by name")
+
+
+def test_the_pr_title_comes_from_a_scope_that_says_its_work_in_words(
+        tmp_path: Path, remotes: dict[str, Path]) -> None:
+    scope = {"type": "goal", "goal": "Greet visitors by name"}
+    title, subject = _titled_run(tmp_path, remotes, "scope:work", {"scope": scope})
+    assert (title, subject) == ("Greet visitors by name", "Greet visitors by name")

@@ -51,8 +51,8 @@ def test_a_script_writes_exactly_its_declared_facts_and_node_failed(tmp_path: Pa
     ran = run_flow(tmp_path, script_flow("bash facts.sh", "a"))
     assert ran.status == "succeeded"
     stage_keys = set(ran.context) - {
-        "goal", "graph.goal", "internal.run_id", "outcome", "failure_reason", "last_stage",
-        "preferred_label", "current_node",
+        "goal", "graph.goal", "internal.run_id", "outcome", "failure_reason", "failure_class",
+        "failure_signature", "last_stage", "preferred_label", "current_node",
     }
     assert stage_keys == {"a", "s.failed", "tool.output"}
 

@@ -6,7 +6,8 @@ runs with `GITHUB_TOKEN=ghp_<random>` and `MY_SERVICE_PASSWORD=<random>` in the
 environment and both in an input; the agent echoes them back and the scripts print them
 to stdout, stderr and the facts file. Then every file of the run directories and the
 workspace, the output of `run --json`, `inspect` and `inspect --json`, and every message
-the agent backend received are searched for them.
+the agent backend received are searched for them. The password is also given
+multi-line (searched for line by line) and padded with whitespace (searched for trimmed).
 """
 
 from __future__ import annotations
@@ -86,11 +87,27 @@ def _files(root: Path) -> list[Path]:
     return [path for path in root.rglob("*") if path.is_file()]
 
 
+def _password(kind: str) -> tuple[str, list[str]]:
+    """A password of this kind and the texts of it that must never be written: a
+    multi-line one is printed line by line (the scripts' unquoted `$VAR` joins its lines
+    with spaces), a padded one trimmed (`echo` drops the padding), as GitHub's runner
+    masks them."""
+    if kind == "plain":
+        password = secrets.token_hex(12)
+        return password, [password]
+    if kind == "multi-line":
+        lines = [secrets.token_hex(10) for _ in range(3)]
+        return "-----BEGIN KEY-----\n" + "\r\n".join(lines) + "\n}\n", lines
+    padded = secrets.token_hex(12)
+    return f"  {padded}\t \n", [padded]
+
+
+@pytest.mark.parametrize("kind", ["plain", "multi-line", "padded"])
 def test_canary_secrets_reach_no_file_output_or_agent_message(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
     token = "ghp_" + "".join(secrets.choice(ALNUM) for _ in range(36))
-    password = secrets.token_hex(12)
-    canaries = [token, token[4:], password]
+    password, password_canaries = _password(kind)
+    canaries = [token, token[4:], *password_canaries]
     monkeypatch.setenv("GITHUB_TOKEN", token)
     monkeypatch.setenv("MY_SERVICE_PASSWORD", password)
     notes = f"deploy with {token} and {password}"

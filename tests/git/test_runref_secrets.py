@@ -1,15 +1,20 @@
 """The state remote's token (an `http.extraHeader`) reaches git through the environment of
-the one git process, never on its command line where other users could read it."""
+the one git process, never on its command line where other users could read it; and
+what a run saves on the state ref holds no secret, not even one line of a multi-line one
+or one printed trimmed of its padding."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from delivery.engine.remote_state import RemoteState, StateRunStores
+from delivery.engine.runner import RunRequest, World, start_run
 from delivery.errors import GitError
 from delivery.git.runref import RunRef
 
@@ -63,3 +68,43 @@ def test_a_failing_git_that_echoes_the_header_leaves_no_token_in_the_error(
 
     assert "fatal: refused" in str(caught.value)
     assert SECRET not in str(caught.value)
+
+
+LEAKY = """
+digraph L {
+  graph [goal="leak"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  leak [shape=parallelogram, facts="said",
+        script="echo $DEPLOY_KEY; echo $MY_SERVICE_PASSWORD >&2; \\
+echo said=$MY_SERVICE_PASSWORD >> $DELIVERY_FACTS"]
+  start -> leak -> exit
+}
+"""
+
+
+def test_a_run_saved_on_the_state_ref_holds_no_line_of_a_secret_nor_a_trimmed_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = [secrets.token_hex(10) for _ in range(3)]
+    padded = secrets.token_hex(12)
+    # printed unquoted: the lines joined by spaces, the padding dropped
+    monkeypatch.setenv("DEPLOY_KEY", "-----BEGIN KEY-----\n" + "\n".join(lines) + "\n}\n")
+    monkeypatch.setenv("MY_SERVICE_PASSWORD", f"\t{padded}  \n")
+    state_repo = tmp_path / "state.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(state_repo)], check=True)
+    (tmp_path / "ws").mkdir()
+    flow = tmp_path / "leak.dot"
+    flow.write_text(LEAKY, encoding="utf-8")
+    state = RemoteState.open(str(state_repo), tmp_path / "cache", {})
+    outcome = start_run(RunRequest(workflow=flow, workspace=tmp_path / "ws"),
+                        World(stores=StateRunStores(state.session("", "job-1"))))
+    assert outcome.status == "succeeded", outcome.failure_reason
+    assert outcome.context["said"].strip() == "***"  # `said= <value>`: word splitting
+
+    stored = subprocess.run(["git", "-C", str(state_repo), "cat-file", "--batch-all-objects",
+                             "--batch"], check=True, capture_output=True).stdout
+    assert b"stdout.txt" in stored and b"checkpoint.json" in stored  # the run was pushed
+    for canary in [*lines, padded]:
+        assert canary.encode() not in stored, f"{canary} is on the state ref"
+        for path in (tmp_path / "ws").rglob("*"):
+            assert not path.is_file() or canary.encode() not in path.read_bytes(), path

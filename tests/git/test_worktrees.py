@@ -114,6 +114,73 @@ def test_a_clean_pushed_worktree_is_removed_and_comes_back_from_the_pushed_branc
     assert back.head == pushed and (path / "new.txt").read_text() == "done"
 
 
+def _pushed_worktree(clone: Path, path: Path) -> Path:
+    """`path`: the run's worktree, clean and with every commit pushed."""
+    add_worktree(clone, path, BRANCH, "main")
+    push_branch(path, BRANCH)
+    return path
+
+
+def test_a_worktree_holding_git_ignored_files_is_kept_and_names_them(
+        tmp_path: Path) -> None:
+    remote = make_remote(tmp_path, "ignoring", {"app.txt": "one\n",
+                                                ".gitignore": ".env\nbuild/\n*.log\n"})
+    clone = ensure_clone(str(remote), tmp_path / "cache")
+    path = _pushed_worktree(clone, tmp_path / "ws" / "web")
+    (path / ".env").write_text("API_TOKEN=mine\n")
+    (path / "build").mkdir()
+    (path / "build" / "cache.bin").write_text("slow to make")
+    kept = remove_worktree(clone, path, BRANCH)
+    assert (kept.removed, kept.reason) == (False, "git-ignored files: .env, build/")
+    assert (path / ".env").read_text() == "API_TOKEN=mine\n"
+    assert (path / "build" / "cache.bin").read_text() == "slow to make"
+
+
+def test_many_ignored_files_are_named_a_few_and_counted(tmp_path: Path) -> None:
+    remote = make_remote(tmp_path, "logs", {".gitignore": "*.log\n"})
+    clone = ensure_clone(str(remote), tmp_path / "cache")
+    path = _pushed_worktree(clone, tmp_path / "ws" / "web")
+    for n in range(8):
+        (path / f"run-{n}.log").write_text("x")
+    kept = remove_worktree(clone, path, BRANCH)
+    assert not kept.removed
+    assert kept.reason == ("git-ignored files: run-0.log, run-1.log, run-2.log, run-3.log, "
+                           "run-4.log and 3 more")
+
+
+def test_a_folder_that_is_a_symlink_out_of_the_workspace_is_not_followed(
+        tmp_path: Path, clone: Path) -> None:
+    elsewhere = _pushed_worktree(clone, tmp_path / "elsewhere" / "web")
+    (tmp_path / "ws").mkdir()
+    link = tmp_path / "ws" / "web"
+    link.symlink_to(elsewhere, target_is_directory=True)
+    kept = remove_worktree(clone, link, BRANCH, workspace=tmp_path / "ws")
+    assert not kept.removed and kept.reason.startswith("a symlink to ")
+    assert link.is_symlink() and (elsewhere / "app.txt").read_text() == "one\ntwo\n"
+
+
+def test_a_folder_under_a_symlinked_directory_out_of_the_workspace_is_not_followed(
+        tmp_path: Path, clone: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    _pushed_worktree(clone, elsewhere / "web")
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "nested").symlink_to(elsewhere, target_is_directory=True)
+    kept = remove_worktree(clone, tmp_path / "ws" / "nested" / "web", BRANCH,
+                           workspace=tmp_path / "ws")
+    assert not kept.removed and "outside the workspace" in kept.reason
+    assert (elsewhere / "web" / "app.txt").is_file()
+
+
+def test_a_workspace_reached_through_a_symlink_still_has_its_worktrees_removed(
+        tmp_path: Path, clone: Path) -> None:
+    real = tmp_path / "real-ws"
+    real.mkdir()
+    (tmp_path / "ws").symlink_to(real, target_is_directory=True)
+    path = _pushed_worktree(clone, tmp_path / "ws" / "web")
+    gone = remove_worktree(clone, path, BRANCH, workspace=tmp_path / "ws")
+    assert gone.removed and not (real / "web").exists()
+
+
 def test_a_worktree_of_another_branch_is_never_removed(tmp_path: Path, clone: Path) -> None:
     path = tmp_path / "ws" / "web"
     add_worktree(clone, path, "delivery/other", "main")

@@ -98,15 +98,23 @@ def test_an_attractor_attribute_delivery_does_not_act_on_is_named() -> None:
     assert "tool_hooks.pre" in hook.message and hook.severity == "warning"
 
 
-def test_house_is_an_error_naming_the_manager_loop() -> None:
-    _, diagnostics = load('m [shape=house]\nstart -> m -> exit')
+def test_house_is_a_manager_loop_that_needs_a_child_pipeline() -> None:
+    workflow, diagnostics = load('m [shape=house]\nstart -> m -> exit')
     (error,) = of_rule(diagnostics, "manager_loop")
-    assert error.severity == "error" and "manager loop" in error.message
+    assert error.severity == "error" and "no child pipeline" in error.message
+    assert workflow is not None and workflow.nodes["m"].type is NodeType.MANAGER_LOOP
 
 
-def test_type_stack_manager_loop_is_the_same_error() -> None:
-    _, diagnostics = load('m [type="stack.manager_loop"]\nstart -> m -> exit')
-    assert [d.rule for d in diagnostics if d.severity == "error"] == ["manager_loop"]
+def test_type_stack_manager_loop_takes_the_spec_defaults() -> None:
+    workflow, diagnostics = load('m [type="stack.manager_loop"]\nstart -> m -> exit',
+                                 graph='stack.child_dotfile="child.dot"')
+    assert [d.rule for d in diagnostics if d.severity == "error"] == []
+    assert workflow is not None
+    settings = workflow.nodes["m"].manager
+    assert settings is not None
+    assert (settings.child_dotfile, settings.poll_interval, settings.max_cycles,
+            settings.actions, settings.stop_condition) == ("child.dot", 45.0, 1000,
+                                                           ("observe", "wait"), None)
 
 
 def test_a_shape_graphviz_does_not_know_is_a_warning_with_did_you_mean() -> None:

@@ -72,9 +72,45 @@ def test_a_subgraph_label_gives_its_nodes_a_class() -> None:
     assert settings["other"] == ModelSettings("base", "", "")
 
 
+SHAPE_SHEET = """digraph g {
+    graph [model_stylesheet="
+        box { reasoning_effort: medium; llm_model: boxed; }
+        * { reasoning_effort: low; llm_model: any; llm_provider: anyone; }
+        hexagon { llm_model: gate-model; }
+        .fast { reasoning_effort: low; }
+        #special { llm_model: pinned; }
+    "]
+    start [shape=Mdiamond]
+    exit [shape=Msquare]
+    plain [prompt="p"]
+    boxed [shape=box, prompt="p"]
+    fast [shape=box, class="fast", prompt="p"]
+    special [shape=box, class="fast", prompt="p"]
+    other [shape=ellipse, prompt="p"]
+    start -> plain -> boxed -> fast -> special -> other -> exit
+}"""
+
+
+def test_a_shape_selector_matches_nodes_of_that_shape_and_box_by_default() -> None:
+    settings = _settings(SHAPE_SHEET)
+    assert settings["plain"] == ModelSettings("boxed", "anyone", "medium")
+    assert settings["boxed"] == ModelSettings("boxed", "anyone", "medium")
+    assert settings["other"] == ModelSettings("any", "anyone", "low")
+
+
+def test_specificity_rises_from_star_to_shape_to_class_to_id() -> None:
+    settings = _settings(SHAPE_SHEET)
+    # the shape rule comes before `*` in the sheet and still wins: specificity, not order
+    assert settings["boxed"].reasoning_effort == "medium"
+    assert settings["fast"] == ModelSettings("boxed", "anyone", "low")
+    assert settings["special"] == ModelSettings("pinned", "anyone", "low")
+
+
 @pytest.mark.parametrize(("text", "offset", "words"), [
     ("* { llm_modle: x; }", 4, "unknown property 'llm_modle'"),
-    ("code { llm_model: x; }", 0, "expected a selector"),
+    ("code { llm_model: x; }", 0, "'code' is not a node shape"),
+    ("boxx { llm_model: x; }", 0, "'boxx' is not a node shape"),
+    ("{ llm_model: x; }", 0, "expected a selector"),
     ("* { llm_model x; }", 14, "expected ':'"),
     ("* { llm_model: x; ", 18, "expected '}'"),
     ("* { reasoning_effort: extreme; }", 22, "is not one of low, medium, high"),

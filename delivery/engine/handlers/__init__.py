@@ -7,6 +7,7 @@ from delivery.engine.handlers.base import Handler
 from delivery.engine.handlers.control import run_conditional, run_noop, run_wait
 from delivery.engine.handlers.folders import run_probe, run_worktree_add, run_worktree_remove
 from delivery.engine.handlers.human import run_human
+from delivery.engine.handlers.manager import run_manager_loop
 from delivery.engine.handlers.publishing import run_merge, run_publish
 from delivery.engine.handlers.respond import run_respond
 from delivery.engine.handlers.script import run_script
@@ -29,5 +30,6 @@ def default_handlers() -> dict[NodeType, Handler]:
         NodeType.WORKTREE_REMOVE: run_worktree_remove,
         NodeType.PUBLISH: run_publish,
         NodeType.MERGE: run_merge,
+        NodeType.MANAGER_LOOP: run_manager_loop,
         NodeType.RESPOND: run_respond,
     }

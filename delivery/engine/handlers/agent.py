@@ -93,7 +93,7 @@ def run_agent(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         env.write_stage_file(node.id, attempt, "response.md", _transcript(turns))
         if plan is not None and runtime is not None and session is not None:
             runtime.finished(node, plan, session)
-            if spent[0].total_tokens:
+            if spent[0].total_tokens or spent[0].cost_usd:
                 runtime.record_usage(node, plan, spent[0])
     if accepted.outcome == FAILED:
         return _with_usage(StageResult.fail(accepted.failure_reason or f"the agent reported "
@@ -114,4 +114,6 @@ def run_agent(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
 def _with_usage(result: StageResult, usage: Usage) -> StageResult:
     if usage.total_tokens:
         result.usage = usage.to_json()
+    if usage.cost_usd:
+        result.cost_usd = round(usage.cost_usd, 9)
     return result

@@ -17,6 +17,7 @@ from typing import Any, Final, Protocol
 
 from delivery.agents.base import AgentBackend
 from delivery.engine.agent_runtime import AgentRuntime
+from delivery.engine.child import ChildRunner
 from delivery.engine.context import Context
 from delivery.engine.interviewer import Interviewer
 from delivery.engine.templating import Renderer
@@ -40,6 +41,9 @@ class StageResult:
     outcome: Outcome
     failure_reason: str = ""
     updates: dict[str, Any] = field(default_factory=dict)
+    # Attractor's failure_class when the handler knows it (else the engine classifies the
+    # reason: delivery.engine.failures)
+    failure_class: str = ""
     preferred_label: str = ""
     keep_outcome: bool = False  # conditional nodes: the previous stage's outcome stands
     suggested_next_ids: tuple[str, ...] = ()  # routing step 3 (SPEC §1.3)
@@ -53,6 +57,7 @@ class StageResult:
     pause_seconds: float = 0.0
     # tokens the stage's agent turns cost ({input_tokens, output_tokens, total_tokens})
     usage: dict[str, int] | None = None
+    cost_usd: float | None = None  # what they cost, when the backend reports it
 
     @classmethod
     def ok(cls, **updates: Any) -> StageResult:
@@ -111,6 +116,9 @@ class StageEnv:
     # timeout by the wall clock (a resume runs on another machine, with another monotonic)
     event_mode: bool = False
     wall_clock: Callable[[], float] = field(default=time.time)
+    # runs a manager loop's child pipeline through the engine (set by the runner, which
+    # handlers cannot import: it imports them); None where no child can run
+    run_child: ChildRunner | None = None
 
 
 class Handler(Protocol):

@@ -189,8 +189,9 @@ def run_worktree_add(node: Node, attempt: int, context: Context,
 
 def run_worktree_remove(node: Node, attempt: int, context: Context,
                         env: StageEnv) -> StageResult:
-    """Removes only clean, pushed worktrees; the others are kept and named in
-    `worktree.status`. `worktree.clean` is true when every worktree is gone."""
+    """Removes only clean, pushed worktrees without git-ignored files, never through a
+    symlink; the others are kept and named in `worktree.status`. `worktree.clean` is
+    true when every worktree is gone."""
     outcomes: dict[str, str] = {}
     clean = True
     try:
@@ -200,7 +201,7 @@ def run_worktree_remove(node: Node, attempt: int, context: Context,
                 remote = forge.git_remote(folder_repository(env, folder))
                 result = remove_worktree(clone_path(remote.url, _cache(env)),
                                          env.folders[folder], env.branch,
-                                         remote.http_headers)
+                                         remote.http_headers, workspace=env.workspace)
             except DeliveryError as err:
                 raise StageProblem(f"folder '{folder}': {err}") from None
             clean = clean and result.removed

@@ -70,9 +70,26 @@ def with_block(body: str, block: str) -> str:
 
 
 def _title(node: Node, context: Context) -> str:
-    text = node.attr("title") or str(context.get("goal") or "delivery")
-    first = text.strip().splitlines()[0] if text.strip() else "delivery"
-    return first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1] + "…"
+    """The PR title and commit subject: the node's title=, else what this run works on —
+    the scoped work when it says it in words, else the plan's first line — and only then
+    the goal, which is often the graph's generic one ("Deliver the ticket")."""
+    for text in (node.attr("title"), _work_words(context.get("current_work")),
+                 str(context.get("plan") or ""), str(context.get("goal") or "")):
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        if first:
+            return first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1] + "…"
+    return "delivery"
+
+
+def _work_words(scope: Any) -> str:
+    """The words of a work scope (SPEC §5): a goal's text or a candidate's description; a
+    leaf or hierarchy names only tickets, which the body links."""
+    if isinstance(scope, Mapping):
+        if scope.get("type") == "goal":
+            return str(scope.get("goal") or "")
+        if scope.get("type") == "candidate":
+            return str(scope.get("description") or "")
+    return ""
 
 
 def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:

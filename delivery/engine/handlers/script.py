@@ -10,6 +10,7 @@ are still recorded, so a failing test run can report its counts.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
 import signal
 import subprocess
@@ -25,6 +26,7 @@ from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.errors import FactsFormatError as FactsFormatError
 from delivery.errors import TemplateRenderError
 from delivery.lang.model import Node
+from delivery.processes import running
 
 DEFAULT_TIMEOUT = 3600.0
 TOOL_OUTPUT = "tool.output"
@@ -115,11 +117,19 @@ def _run_redacted(script: str, cwd: Path, environment: dict[str, str], timeout: 
         copier.start()
     timed_out = False
     try:
-        code = process.wait(timeout=timeout)
+        with running(process.pid):  # Ctrl-C ends it from any thread (parallel branches)
+            code = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         code = process.wait()
         timed_out = True
+    except BaseException:
+        # Ctrl-C or SIGTERM reached delivery, not the script (its own session): no orphan
+        # may go on working while the run is resumed.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
     deadline = time.monotonic() + _BACKGROUND_WAIT
     for copier in copiers:
         # A background child (`server &`) may hold the pipe open after the script ended:

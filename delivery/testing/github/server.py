@@ -53,6 +53,9 @@ class FakeGitHub:
         self._own_root = root is None
         self.root = Path(tempfile.mkdtemp(prefix="fake-github-")) if root is None else root
         self.token = token
+        # more tokens accepted as the same identity (the Actions world's default
+        # GITHUB_TOKEN beside the App's): who caused a change is the world's to track
+        self.other_tokens: set[str] = set()
         self.login = login
         self.clock = clock
         self.latency = latency
@@ -309,14 +312,15 @@ class FakeGitHub:
         if not header:
             return False
         scheme, _, value = header.partition(" ")
+        accepted = {self.token, *self.other_tokens}
         if scheme.lower() in ("token", "bearer"):
-            return value.strip() == self.token
+            return value.strip() in accepted
         if git and scheme.lower() == "basic":
             try:
                 _, _, password = base64.b64decode(value.strip()).decode().partition(":")
             except ValueError:
                 return False
-            return password == self.token
+            return password in accepted
         return False
 
 

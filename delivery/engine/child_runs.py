@@ -1,0 +1,78 @@
+"""Running a manager loop's child pipeline (delivery.engine.handlers.manager) as a run of
+its own: started in its directory the first time, resumed from there after the parent was
+interrupted; and the check of a child that is there before the parent's first stage."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from delivery.engine.child import ChildEnd, ChildRequest
+from delivery.engine.handlers.base import StageResult
+from delivery.engine.run_loop import EngineOptions, Progress
+from delivery.errors import RunRefused, WorkflowError
+from delivery.lang.model import Node, NodeType, Workflow
+from delivery.store.records import RunInfo
+from delivery.store.runstore import LocalRunStores
+from delivery.validation.loader import load_workflow
+
+if TYPE_CHECKING:
+    from delivery.engine.runner import World
+
+
+class ChildProgress(Progress):
+    """Tells a manager loop about its child's stages (it may stop the child there)."""
+
+    def __init__(self, request: ChildRequest) -> None:
+        self.request = request
+
+    def stage_started(self, node: Node, attempt: int) -> None:
+        self.request.before_stage(node.id)
+
+    def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
+        self.request.after_stage(node.id, result.outcome)
+
+
+def run_child(request: ChildRequest, world: World, options: EngineOptions,
+              info: RunInfo) -> ChildEnd:
+    """The child's run, with the parent's world (agents, clock, answers) and a local store
+    inside the parent's run directory."""
+    # the runner imports this module to wire it in: import it back only when a child runs
+    from delivery.engine.runner import RunRequest, resume_run, start_run
+
+    child_world = dataclasses.replace(world, stores=LocalRunStores())
+    observer = ChildProgress(request)
+    resumed = (request.run_dir / "run.json").is_file()
+    if resumed:
+        outcome = resume_run(request.run_dir, child_world, options=options, observer=observer)
+    else:
+        child = load_workflow(request.workflow)
+        inputs = {d.name: str(request.values[d.name]) for d in child.inputs
+                  if d.name in request.values}
+        outcome = start_run(RunRequest(
+            workflow=request.workflow, goal=request.goal or None, inputs=inputs,
+            agent=info.agent, workspace=request.workspace, run_dir=request.run_dir,
+            answers=info.answers, model=child), child_world, options=options,
+            observer=observer)
+    return ChildEnd(outcome.run_id, outcome.status, outcome.failure_reason,
+                    list(outcome.path), resumed)
+
+
+def check_children(workflow: Workflow, workspace: Path) -> None:
+    """A manager loop's child pipeline that is there before the run starts must validate
+    (RunRefused naming the node and the first error); one an earlier stage writes is
+    checked when the manager starts it."""
+    for node in workflow.nodes_of(NodeType.MANAGER_LOOP):
+        assert node.manager is not None  # typed by the builder
+        child = Path(node.manager.child_dotfile).expanduser()
+        child = child if child.is_absolute() else workspace / child
+        if not child.is_file():
+            continue
+        try:
+            load_workflow(child)
+        except WorkflowError as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise RunRefused(f"manager loop '{node.id}'", f"its child pipeline {child} does "
+                             f"not validate: {first}",
+                             f"run delivery validate {child} and fix it") from None

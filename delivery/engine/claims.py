@@ -1,0 +1,119 @@
+"""Claims on a run's state ref (SPEC §13) and the ref's small files, read as untrusted input.
+
+Anyone who can push to the state repository can write `claim.json` or `status.json`, so
+both are parsed into models (pydantic) and a file that is not what a job writes is a
+one-line refusal naming the file, the field and the fix — never a traceback, and never a
+claim that stays live forever (`"at": 1e999`, a time in the future).
+
+A claim is live while it is younger than the longest stage timeout, unless its job is known
+to have ended: a job of this machine whose process is gone, or an earlier attempt of the
+same Actions workflow run (a re-run starts only once the earlier attempt ended).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from delivery.errors import RunRefused
+
+# a clock on another machine may be a little ahead; more than this is not a real claim
+CLOCK_SKEW = 300.0
+SMALL_FILE_LIMIT = 64 << 10  # claim.json / status.json: a job writes a few hundred bytes
+
+
+class Claim(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    job: str = Field(min_length=1, max_length=500)
+    at: float
+    # where the claiming process runs: on this machine, a claim whose process is gone
+    # belongs to a job that ended (killed), whatever its age
+    host: str = Field(default="", max_length=300)
+    pid: int = Field(default=0, ge=0, le=1 << 31)
+
+    @field_validator("at", mode="before")
+    @classmethod
+    def _number(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError("is not a number of seconds since the epoch")
+        if not math.isfinite(value) or value < 0:
+            raise ValueError("is not a finite time")
+        return value
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"job": self.job, "at": self.at, "host": self.host,
+                           "pid": self.pid}).encode()
+
+    @classmethod
+    def here(cls, job: str, at: float) -> Claim:
+        return cls(job=job, at=at, host=os.uname().nodename, pid=os.getpid())
+
+
+def _first_problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "the file"
+    message = str(first.get("msg", "is malformed")).removeprefix("Value error, ")
+    return f"{where} {message}" if where != "the file" else message
+
+
+def parse_claim(data: bytes | None, *, run_id: str, now: float) -> Claim | None:
+    """The claim on the ref, None when there is none; RunRefused when it is malformed."""
+    if data is None:
+        return None
+    fix = "resume with --take-over (the claim is ignored and replaced)"
+    if len(data) > SMALL_FILE_LIMIT:
+        raise RunRefused(f"run {run_id}: claim.json on the state ref",
+                         f"is {len(data)} bytes, not a claim", fix)
+    try:
+        claim = Claim.model_validate_json(data)
+    except ValidationError as error:
+        raise RunRefused(f"run {run_id}: claim.json on the state ref",
+                         f"is not a claim: {_first_problem(error)}", fix) from None
+    if claim.at > now + CLOCK_SKEW:
+        raise RunRefused(f"run {run_id}: claim.json on the state ref",
+                         f"claims a time {claim.at - now:.0f}s in the future", fix)
+    return claim
+
+
+def parse_status(data: bytes | None, limit: int = SMALL_FILE_LIMIT) -> dict[str, Any]:
+    """`status.json` (or a checkpoint read for its status): a JSON object of bounded size,
+    else empty — it only labels `delivery runs`; the checkpoint itself is checked when
+    the run is loaded."""
+    if not data or len(data) > limit:
+        return {}
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def ended(claim: Claim, this_job: str) -> bool:
+    """Whether the job that made `claim` is known to have ended."""
+    if claim.job == this_job:
+        return False  # our own claim, held right now
+    if claim.host == os.uname().nodename and claim.pid and claim.pid != os.getpid():
+        try:
+            os.kill(claim.pid, 0)
+        except ProcessLookupError:
+            return True  # that process is gone: the job was killed or exited
+        except (PermissionError, OverflowError):
+            return False
+    mine = _actions_run(this_job)
+    theirs = _actions_run(claim.job)
+    if mine is not None and theirs is not None and mine[0] == theirs[0]:
+        return theirs[1] < mine[1]  # an earlier attempt of this workflow run
+    return False
+
+
+def _actions_run(job: str) -> tuple[str, int] | None:
+    """`actions:<repo>/<run id>/<attempt>` -> (`<repo>/<run id>`, attempt)."""
+    if not job.startswith("actions:"):
+        return None
+    head, _, attempt = job.rpartition("/")
+    return (head, int(attempt)) if attempt.isdigit() and len(attempt) < 10 else None

@@ -1,0 +1,171 @@
+"""What a run is checked against before its first stage, and what it starts from: the
+initial context from the goal and inputs, the folders' setup for run.json, and the
+refusals of what would otherwise fail a folder stage after the agent has worked (SPEC §12).
+Refusals name the command line's options or RunRequest's fields (`Spelling`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from delivery.errors import RunRefused
+from delivery.forges.select import forge_kind, is_github_location, local_settings
+from delivery.lang.model import NodeType, Workflow
+from delivery.validation.validator import reads_goal
+
+if TYPE_CHECKING:
+    from delivery.engine.runner import RunRequest, World
+
+
+# Stages that reach the forge or the folders' git repositories.
+FORGE_TYPES = frozenset({NodeType.PROBE, NodeType.PUBLISH, NodeType.MERGE, NodeType.RESPOND,
+                         NodeType.WORKTREE_ADD, NodeType.WORKTREE_REMOVE})
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How a refusal tells the caller what to pass: the command line's options, or, for a
+    library caller, RunRequest's fields (a library user has no --input to pass)."""
+
+    cli: bool = False
+
+    def goal(self) -> str:
+        return "--goal TEXT" if self.cli else "RunRequest(goal=...)"
+
+    def input(self, name: str) -> str:
+        return f"--input {name}=VALUE" if self.cli else f"RunRequest(inputs={{{name!r}: ...}})"
+
+    def repo(self, name: str = "NAME", location: str = "LOCATION") -> str:
+        return f"--repo {name}={location}" if self.cli else f"repos[{name!r}]={location!r}"
+
+    def option(self, option: str, field: str) -> str:
+        return option if self.cli else f"RunRequest.{field}"
+
+
+def initial_context(workflow: Workflow, goal: str | None, inputs: Mapping[str, str],
+                    spelling: Spelling = Spelling()) -> dict[str, Any]:
+    """The context a run starts with, or RunRefused naming the input that is wrong."""
+    declared = {decl.name: decl for decl in workflow.inputs}
+    for name in inputs:
+        if name not in declared:
+            listed = ", ".join(declared) or "none"
+            raise RunRefused(f"input '{name}'", "is not declared by the workflow",
+                             f"declared inputs: {listed}; declare it in inputs= or drop it")
+    defaults = {d.name: d.value for d in workflow.defaults}
+    resolved_goal = goal if goal else defaults.get("goal") or workflow.goal
+    if not resolved_goal and reads_goal(workflow):  # otherwise empty, as in Attractor
+        raise RunRefused("goal", "the run has no goal, and the workflow reads it",
+                         f"pass {spelling.goal()}, or set goal= or defaults=\"goal='...'\" "
+                         "in the graph")
+    values: dict[str, Any] = {"goal": resolved_goal}
+    for name, attr in workflow.attrs.items():
+        values[f"graph.{name}"] = attr.text
+    values["graph.goal"] = workflow.goal or resolved_goal
+    for name, decl in declared.items():
+        if name in inputs:
+            value = inputs[name]
+        elif name in defaults:
+            value = defaults[name]
+        elif decl.optional:
+            value = ""
+        else:
+            raise RunRefused(f"input '{name}'", "is required and was not given",
+                             f"pass {spelling.input(name)} or give it a default")
+        values[f"inputs.{name}"] = value
+        values[name] = value
+    return values
+
+
+def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> dict[str, Any]:
+    """What run.json records about the folders: their repositories on the forge (`repos`),
+    their working directories (`folders`), the forge and the local check commands.
+
+    A folder works in `<workspace>/<name>` (where `worktree_add` puts it); a workflow that
+    creates no worktrees works in a local LOCATION itself (a folder given as a path)."""
+    kind = forge_kind(request.repos.values(), request.forge or None, workspace)
+    spelling = Spelling(request.cli)
+    creates_worktrees = bool(workflow.nodes_of(NodeType.WORKTREE_ADD))
+    repos: dict[str, str] = {}
+    folders: dict[str, str] = {}
+    for name, location in request.repos.items():
+        if kind == "github":
+            if not is_github_location(location, workspace):
+                local = spelling.option("--forge local", 'forge="local"')
+                raise RunRefused(spelling.repo(name, location), "is not owner/name on GitHub, "
+                                 "and a run uses one forge for all its folders",
+                                 f"give every folder as owner/name, or use {local} with "
+                                 "local paths")
+            repos[name] = location
+            folders[name] = str(workspace / name)
+            continue
+        path = Path(location).expanduser()
+        path = (path if path.is_absolute() else workspace / path).resolve()
+        if not path.is_dir():
+            github = spelling.option("--forge github", 'forge="github"')
+            raise RunRefused(spelling.repo(name, location), "is not a local directory, "
+                             "which the local forge needs",
+                             "give the path of a git repository, or owner/name for every "
+                             f"folder with {github}")
+        repos[name] = str(path)
+        folders[name] = str(workspace / name if creates_worktrees else path)
+    configured, approvals = local_settings(workspace)
+    checks = {**configured, **request.checks}
+    unknown = sorted(set(checks) - set(repos))
+    if unknown and request.repos:
+        raise RunRefused(f"check for folder '{unknown[0]}'", "names no folder of the run",
+                         f"the folders are: {', '.join(repos)}")
+    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks,
+            "required_approvals": approvals}
+
+
+def refuse_folder_problems(workflow: Workflow, setup: Mapping[str, Any], world: World,
+                           spelling: Spelling = Spelling()) -> None:
+    """RunRefused for what would otherwise fail a folder stage after the agent has worked
+    (SPEC §12): folder stages and no folder, a node's folder= that is not a run folder, a
+    local repository that is a plain directory, one whose base branch is checked out in a
+    working tree that a merge stage would have to write into."""
+    real = {t for t in FORGE_TYPES if t not in (world.handlers or {})}
+    stages = [node for node in workflow.nodes.values() if node.type in real]
+    repos: Mapping[str, str] = setup["repos"]
+    # A probe without folders sees no PR and removing no worktree is nothing: only these
+    # cannot do their work without a folder.
+    needing = [node for node in stages if node.type in (NodeType.WORKTREE_ADD,
+                                                        NodeType.PUBLISH, NodeType.MERGE)]
+    if needing and not repos:
+        listed = ", ".join(f"{n.type.value if n.type else '?'} '{n.id}'" for n in needing[:3])
+        raise RunRefused(spelling.option("--repo", "repos"), f"no folder was given, and the "
+                         f"workflow has folder stages ({listed})", f"pass {spelling.repo()} "
+                         "for each repository "
+                         "(a local path, or owner/name on GitHub)")
+    for node in stages:
+        if node.folder and node.folder not in repos:
+            raise RunRefused(f"node '{node.id}'", f"works on folder '{node.folder}', which "
+                             f"is not one of the run's folders ({', '.join(repos)})",
+                             f"pass {spelling.repo(node.folder)}")
+    if not stages or setup["forge"] != "local" or world.forge is not None:
+        return  # scripts and agents may work in any directory; a forge brought is its own
+    merges = any(node.type is NodeType.MERGE for node in stages)
+    for name, location in repos.items():
+        path = Path(location)
+        if (path / "HEAD").is_file() and (path / "objects").is_dir():
+            continue  # a bare repository: what the local forge is made for
+        if not (path / ".git" / "HEAD").is_file():
+            raise RunRefused(spelling.repo(name, location), "is a plain directory, not a git "
+                             "repository", "give the path of a git repository (a bare one, "
+                             "git init --bare, for the local forge to merge into)")
+        checked_out = _checked_out_branch(path)
+        if merges and checked_out:
+            bare = f"{location.rstrip('/')}.git"
+            raise RunRefused(spelling.repo(name, location), f"is a repository with a working "
+                             f"tree whose base branch {checked_out!r} is checked out, so the "
+                             "merge stage could not write into it (a person's files are never "
+                             "overwritten)", f"give a bare clone: git clone --bare {location} "
+                             f"{bare}, then {spelling.repo(name, bare)}")
+
+
+def _checked_out_branch(path: Path) -> str:
+    """The branch checked out in a working tree ("" when HEAD is detached)."""
+    head = (path / ".git" / "HEAD").read_text(encoding="utf-8", errors="replace").strip()
+    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: refs/heads/") else ""

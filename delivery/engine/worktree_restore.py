@@ -1,0 +1,55 @@
+"""A resume on a fresh machine re-creates the run's worktrees before any stage (SPEC §13):
+from the snapshot saved with the run's state (`delivery.git.restore`: unpublished edits
+included) or, for a run saved before snapshots, from the pushed branch. When that fails the
+resume stops there with the reason; nothing runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from delivery.engine.handlers.base import StageEnv
+from delivery.engine.handlers.folders import base_branch, folder_repository, need_forge
+from delivery.errors import DeliveryError, StageProblem
+from delivery.git import add_worktree, cache_root, ensure_clone
+from delivery.git.restore import SavedWorktree, restore_worktree
+from delivery.lang.model import NodeType, Workflow
+from delivery.store.records import RunState, RunStatus
+
+
+def folders_to_recreate(workflow: Workflow, state: RunState,
+                        folders: Mapping[str, Path]) -> list[str]:
+    """The folders whose worktree the run made (a `worktree_add` ran and no
+    `worktree_remove` since) and that this machine lacks."""
+    adds = {n.id for n in workflow.nodes_of(NodeType.WORKTREE_ADD)}
+    removes = {n.id for n in workflow.nodes_of(NodeType.WORKTREE_REMOVE)}
+    last_add = max((i for i, n in enumerate(state.path) if n in adds), default=-1)
+    last_remove = max((i for i, n in enumerate(state.path) if n in removes), default=-1)
+    if last_add < 0 or last_remove > last_add or state.status not in (RunStatus.RUNNING,
+                                                                      RunStatus.PAUSED):
+        return []
+    return [name for name, path in folders.items() if not path.exists()]
+
+
+def recreate(env: StageEnv, missing: list[str],
+             saved: Mapping[str, SavedWorktree]) -> tuple[dict[str, str], str]:
+    """Re-create `missing` worktrees: (folder -> how, "") or (done so far, the reason the
+    next one could not be)."""
+    done: dict[str, str] = {}
+    for folder in missing:
+        try:
+            forge = need_forge(env, "re-creating worktrees")
+            remote = forge.git_remote(folder_repository(env, folder))
+            cache = env.git_cache or cache_root({})
+            clone = ensure_clone(remote.url, cache, remote.http_headers)
+            snapshot = saved.get(folder)
+            if snapshot is not None:
+                restore_worktree(clone, env.folders[folder], snapshot)
+                done[folder] = ("saved worktree with unpublished changes" if snapshot.patch
+                                else "saved worktree")
+            else:
+                add_worktree(clone, env.folders[folder], env.branch, base_branch(env, folder))
+                done[folder] = "pushed branch"
+        except (DeliveryError, StageProblem) as err:
+            return done, f"folder '{folder}': {err}"
+    return done, ""

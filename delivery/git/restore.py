@@ -1,0 +1,209 @@
+"""A folder's worktree saved with the run's state and re-created on another machine
+(SPEC §13: a resume on a fresh machine finds its worktrees exactly as they were).
+
+    saved = snapshot(worktree)             # at each save: what only this machine holds
+    restore_worktree(clone, path, branch, base, saved)   # on the next machine
+
+A snapshot is the newest commit of HEAD that the remote already has (`base`) and one binary
+patch from it to the working tree as it is, local commits, staged, unstaged and untracked
+files included (ignored files are not work). Restoring checks the branch out at `base` and
+applies the patch as uncommitted changes: the files come back byte for byte, and nothing is
+ever pushed — local commits come back folded into the working tree, and the next `publish`
+commits and pushes them as it would have.
+
+A self-hosted runner's clone cache may still register the branch in another job's worktree
+(`'delivery/t-7' is already checked out at …`): a registration whose directory is gone is
+pruned; one whose directory still exists is detached (HEAD on the same commit, every file
+and change left as it is, since it may hold a person's work) so the branch is free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from delivery.errors import GitError
+from probes.worktree import worktree_state
+
+REMOTE = "origin"
+# a patch larger than this is refused rather than saved: the state ref stays bounded
+PATCH_LIMIT = 32 << 20
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+@dataclass(frozen=True)
+class SavedWorktree:
+    """What a folder's worktree was at a save: `base` (a commit on the remote), the
+    branch, and the patch from `base` to the files (empty: the worktree was `base`)."""
+
+    branch: str
+    base: str
+    patch: bytes = b""
+
+    def meta(self) -> bytes:
+        return json.dumps({"branch": self.branch, "base": self.base,
+                           "patch_bytes": len(self.patch)}, sort_keys=True).encode()
+
+    @classmethod
+    def parse(cls, meta: bytes | None, patch: bytes | None) -> SavedWorktree | None:
+        """From the state ref's files; None when they are missing or malformed (the
+        worktree then comes back from the pushed branch, as before snapshots existed)."""
+        try:
+            data = json.loads(meta or b"")
+        except ValueError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        branch, base = data.get("branch"), data.get("base")
+        if not (isinstance(branch, str) and isinstance(base, str) and _is_sha(base)):
+            return None
+        return cls(branch, base, patch or b"")
+
+
+def _is_sha(text: str) -> bool:
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
+
+
+def _git(cwd: Path, operation: str, *args: str, env: Mapping[str, str] | None = None,
+         stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    done = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True,
+                          env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})},
+                          check=False)
+    if check and done.returncode != 0:
+        lines = [line for line in done.stderr.decode(errors="replace").splitlines()
+                 if line.strip()]
+        raise GitError(operation, str(cwd), " / ".join(lines[-3:]) or "git failed")
+    return done
+
+
+def _out(cwd: Path, operation: str, *args: str, env: Mapping[str, str] | None = None) -> str:
+    return _git(cwd, operation, *args, env=env).stdout.decode(errors="replace").strip()
+
+
+def snapshot(worktree: Path, limit: int = PATCH_LIMIT) -> SavedWorktree | None:
+    """The worktree as the next machine must see it; None when it is not a worktree.
+    GitError when its unpublished changes are larger than `limit` bytes."""
+    state = worktree_state(worktree)
+    if not state.exists or not state.head:
+        return None
+    unpushed = _out(worktree, "rev-list", "rev-list", "--boundary", "HEAD", "--not",
+                    f"--remotes={REMOTE}").split()
+    if not unpushed and not state.dirty and not _untracked(worktree):
+        return SavedWorktree(state.branch, state.head)  # the remote has it all
+    boundary = [line[1:] for line in unpushed if line.startswith("-")]
+    base = boundary[0] if boundary else (state.head if not unpushed else "")
+    with tempfile.TemporaryDirectory(prefix="delivery-snapshot-") as scratch:
+        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        _git(worktree, "read-tree", "read-tree", "HEAD", env=env)
+        _git(worktree, "add", "add", "-A", env=env)  # a copy of the index: ours is untouched
+        tree = _out(worktree, "write-tree", "write-tree", env=env)
+        patch_path = Path(scratch) / "patch"
+        with patch_path.open("wb") as handle:
+            done = subprocess.run(["git", "diff", "--binary", "--full-index", "--no-color",
+                                   "--no-renames", base or _EMPTY_TREE, tree], cwd=worktree,
+                                  stdout=handle, stderr=subprocess.PIPE, check=False)
+        if done.returncode != 0:
+            raise GitError("diff", str(worktree), done.stderr.decode(errors="replace").strip())
+        size = patch_path.stat().st_size
+        if size > limit:
+            raise GitError("save worktree", str(worktree), f"its unpublished changes are "
+                           f"{size} bytes, over the state ref's limit of {limit}",
+                           "publish them (or drop large generated files) so the run's "
+                           "state stays small")
+        patch = patch_path.read_bytes()
+    if not base:
+        raise GitError("save worktree", str(worktree), "no commit of its branch is on the "
+                       "remote, so its changes have nothing to be saved against",
+                       "push the base branch of the repository")
+    return SavedWorktree(state.branch, base, patch)
+
+
+def _untracked(worktree: Path) -> bool:
+    return bool(_out(worktree, "ls-files", "ls-files", "--others", "--exclude-standard"))
+
+
+def registered_elsewhere(clone: Path, branch: str, path: Path) -> Path | None:
+    """The directory of another worktree of `clone` that has `branch` checked out (after
+    pruning registrations whose directory is gone); None when there is none."""
+    _git(clone, "worktree prune", "worktree", "prune")
+    listing = _out(clone, "worktree list", "worktree", "list", "--porcelain")
+    current: Path | None = None
+    for line in listing.splitlines():
+        if line.startswith("worktree "):
+            current = Path(line[len("worktree "):])
+        elif line == f"branch refs/heads/{branch}" and current is not None \
+                and current.resolve() != path.resolve():
+            return current
+    return None
+
+
+def free_branch(clone: Path, branch: str, path: Path) -> Path | None:
+    """Let `branch` be checked out at `path`: another job's worktree that still has it
+    checked out is detached (its HEAD stays on the same commit; its files, index and
+    changes are not touched); that worktree, or None."""
+    other = registered_elsewhere(clone, branch, path)
+    if other is not None:
+        _git(other, "checkout --detach", "checkout", "--quiet", "--detach")
+    return other
+
+
+def restore_worktree(clone: Path, path: Path, saved: SavedWorktree) -> None:
+    """`path` re-created as `saved` describes: the branch at `saved.base`, the patch
+    applied to the files. GitError, with nothing deleted, when that cannot be done."""
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise GitError("restore worktree", str(path), "the folder exists and is not empty",
+                       "move it away or resume in another workspace")
+    if _git(clone, "cat-file", "cat-file", "-e", f"{saved.base}^{{commit}}",
+            check=False).returncode != 0:
+        raise GitError("restore worktree", str(path), f"the commit {saved.base[:12]} the "
+                       "saved worktree was based on is not on the remote any more",
+                       "push it back, or restart the run")
+    free_branch(clone, saved.branch, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # -B: a branch left in this cache by another job is moved to the saved commit (its
+    # commits stay reachable from that job's worktree and the reflog)
+    _git(clone, "worktree add", "worktree", "add", "--quiet", "-B", saved.branch,
+         str(path), saved.base)
+    if saved.patch:
+        _git(path, "apply", "apply", "--binary", "--whitespace=nowarn", "-", stdin=saved.patch)
+
+
+def meta_name(folder: str) -> str:
+    return f"{WORKTREES_DIR}/{folder}.json"
+
+
+def patch_name(folder: str) -> str:
+    return f"{WORKTREES_DIR}/{folder}.patch"
+
+
+# beside the run directory on the state ref (a name no node id can take)
+WORKTREES_DIR = ".worktrees"
+
+
+def snapshot_files(folders: Mapping[str, Path]) -> dict[str, bytes]:
+    """The state ref's files for every folder that is a worktree now."""
+    files: dict[str, bytes] = {}
+    for folder, path in folders.items():
+        saved = snapshot(path)
+        if saved is None:
+            continue
+        files[meta_name(folder)] = saved.meta()
+        if saved.patch:
+            files[patch_name(folder)] = saved.patch
+    return files
+
+
+def saved_worktrees(read: Mapping[str, bytes], folders: Sequence[str]
+                    ) -> dict[str, SavedWorktree]:
+    """The snapshots among the state ref's files `read` (path -> bytes)."""
+    found = {}
+    for folder in folders:
+        saved = SavedWorktree.parse(read.get(meta_name(folder)), read.get(patch_name(folder)))
+        if saved is not None:
+            found[folder] = saved
+    return found

@@ -1,0 +1,36 @@
+"""The process groups of the stages running now (agent CLIs, scripts: each is started in a
+session of its own, so a terminal's Ctrl-C does not reach it), so that Ctrl-C or SIGTERM can
+end every one of them — also those that parallel branches started in other threads, which
+the interrupt does not reach (the main thread would otherwise wait for them to finish)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+
+_lock = threading.Lock()
+_groups: set[int] = set()
+
+
+@contextlib.contextmanager
+def running(pgid: int) -> Iterator[None]:
+    """While the block runs, `pgid` is ended by `end_all`."""
+    with _lock:
+        _groups.add(pgid)
+    try:
+        yield
+    finally:
+        with _lock:
+            _groups.discard(pgid)
+
+
+def end_all() -> None:
+    """SIGKILL every registered group (a group already gone is skipped)."""
+    with _lock:
+        groups = list(_groups)
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)

@@ -1,0 +1,507 @@
+"""The simulated Actions world: repositories on the fake GitHub with workflow files, GitHub's
+rules for which event starts which job, and jobs that run the Action's step on a runner.
+
+Delivery rules, as GitHub applies them (SPEC §13 "Where events arrive"):
+- an event goes only to the workflows of the repository it happened in;
+- a change made with the default GITHUB_TOKEN starts no workflow (no event at all);
+- CI run by Actions reports through `workflow_run` (completed), never `check_suite`;
+- `on:` triggers with `types:` (and `workflows:` for workflow_run) are honoured, `if:` of a
+  job is evaluated before it is queued (a skipped job neither runs nor waits);
+- concurrency: a job queued in a group where another job is still pending replaces it (the
+  pending one is cancelled, as with `cancel-in-progress: false`); a job started by a change
+  that a job of the same group made while it ran had to wait for it (`Job.waited_for`);
+- `schedule` fires only on `tick()`.
+
+Jobs run one at a time. CI finishes after the job whose push started it (the checks of the
+head are computed by the fake's CheckRules then, and stay in progress before), which is how
+a runner would see it: CI takes minutes, a delivery job seconds.
+
+Of a job's steps, `actions/checkout` clones from the fake GitHub, `actions/create-github-app-
+token` hands out the App's token (its scope is recorded in `Job.steps`), and this
+repository's action (`uses: <owner>/delivery@<ref>`) runs action.yml's `deliver` step as
+the runner would (`python -m delivery.action`, its inputs through `INPUT_*`); other `run:`
+steps (installing a CLI, a report) are recorded, not run. A reusable workflow
+(`uses: <owner>/delivery/.github/workflows/<file>@<ref>`) is read from this repository.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from delivery.testing.actions.expressions import evaluate_if, substitute
+from delivery.testing.github import CheckRule, FakeGitHub
+
+_ACTION = re.compile(r"^[\w.-]+/delivery@[\w.-]+$")
+_REUSABLE = re.compile(r"^[\w.-]+/delivery/(\.github/workflows/[\w.-]+\.ya?ml)@[\w.-]+$")
+_JOB_TIMEOUT = 300  # seconds one simulated job may take before the world gives up on it
+BOT = {"login": "delivery[bot]", "type": "Bot"}
+PULL_REQUEST_DEFAULT_TYPES = ("opened", "synchronize", "reopened")
+
+
+class WorldError(RuntimeError):
+    """The world's own files or limits are wrong (not a failure of the code under test)."""
+
+
+@dataclass
+class Job:
+    number: int
+    repository: str
+    workflow: str
+    job: str
+    event: str
+    payload: dict[str, Any]
+    group: str = ""
+    state: str = "queued"  # queued | completed | failed | skipped | cancelled
+    code: int | None = None
+    outputs: dict[str, str] = field(default_factory=dict)
+    summary: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    steps: list[str] = field(default_factory=list)
+    waited_for: int | None = None  # the job of the same group it had to wait for
+    caused_by: int | None = None  # the job whose change raised its event
+    token: str = ""  # "app" or "default": the token the delivery step was given
+    runner: dict[str, Path] = field(default_factory=dict)  # home, workspace, cache
+    contexts: dict[str, Any] = field(default_factory=dict, repr=False)
+    definition: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass
+class _Repo:
+    name: str
+    workflows: dict[str, dict[str, Any]]
+
+
+class ActionsWorld:
+    """Repositories with workflow files on `github`, and the jobs their events start."""
+
+    def __init__(self, github: FakeGitHub, root: Path, *, action_root: Path,
+                 self_hosted: bool = False, secrets: Mapping[str, str] | None = None,
+                 variables: Mapping[str, str] | None = None,
+                 python: str = sys.executable) -> None:
+        self.github = github
+        self.root = root
+        self.action_root = action_root
+        self.self_hosted = self_hosted
+        self.secrets = dict(secrets or {})
+        self.variables = dict(variables or {})
+        self.python = python
+        self.default_token = "ghs_defaultGITHUBTOKEN0123456789abcdef"
+        github.other_tokens.add(self.default_token)
+        self.repos: dict[str, _Repo] = {}
+        self.jobs: list[Job] = []
+        self.queue: list[Job] = []
+        self.people: list[Callable[[ActionsWorld], None]] = []
+        self._numbers = itertools.count(1)
+        self._seen_pulls: dict[tuple[str, int], tuple[str, str, bool]] = {}
+        self._seen_comments: set[tuple[str, int]] = set()
+
+    # -- the world, set up ----------------------------------------------------------------
+    def add_repository(self, full_name: str, *, workflows: Mapping[str, str],
+                       files: Mapping[str, str] | None = None,
+                       check_rules: tuple[CheckRule, ...] = (),
+                       collaborators: Mapping[str, str] | None = None,
+                       required_approvals: int = 0) -> None:
+        """A repository whose `.github/workflows/` holds `workflows` (file name → text, read
+        as GitHub reads them) besides `files`; CI (`check_rules`) finishes only when a
+        workflow of the repository runs it."""
+        tree = dict(files or {})
+        tree.update({f".github/workflows/{name}": text for name, text in workflows.items()})
+        self.github.create_repo(full_name, files=tree, check_rules=check_rules,
+                                collaborators=dict(collaborators or {}),
+                                required_approvals=required_approvals,
+                                require_checks=bool(check_rules))
+        self.github.hold_checks(full_name)
+        self.repos[full_name] = _Repo(full_name, {
+            name: _load(text, f"{full_name}/.github/workflows/{name}")
+            for name, text in workflows.items()})
+
+    # -- people and time ------------------------------------------------------------------
+    def label_issue(self, repository: str, number: int, *, title: str, body: str = "",
+                    label: str = "delivery", by: str = "alice") -> None:
+        self.emit(repository, "issues", {
+            "action": "labeled", "label": {"name": label},
+            "issue": {"number": number, "title": title, "body": body,
+                      "html_url": f"{self.github.server_url}/{repository}/issues/{number}"},
+            "sender": {"login": by, "type": "User"}})
+
+    def review(self, repository: str, number: int, *, by: str, state: str,
+               body: str = "") -> None:
+        """A person submits a review (APPROVED, CHANGES_REQUESTED, COMMENTED)."""
+        self.github.add_review(repository, number, by, state, body)
+        pr = self.github.pull(repository, number)
+        self.emit(repository, "pull_request_review", {
+            "action": "submitted", "review": {"state": state.lower(), "body": body,
+                                              "user": {"login": by, "type": "User"}},
+            "pull_request": self._pr_payload(repository, pr.number),
+            "sender": {"login": by, "type": "User"}})
+
+    def tick(self) -> None:
+        """The schedule fires: every workflow with a `schedule` trigger gets its event."""
+        for repository, repo in self.repos.items():
+            for workflow in repo.workflows.values():
+                for entry in _triggers(workflow).get("schedule") or []:
+                    self.emit(repository, "schedule", {"schedule": entry.get("cron", "")})
+                    break
+
+    def emit(self, repository: str, event: str, payload: dict[str, Any], *,
+             cause: Job | None = None, immediate: bool = False) -> None:
+        """An event in `repository`: queues the jobs of its workflows that it triggers."""
+        payload = {**payload, "repository": {"full_name": repository,
+                                             "name": repository.split("/")[1]}}
+        for name, workflow in self.repos[repository].workflows.items():
+            if _is_ci(workflow) or not _triggered(workflow, event, payload):
+                continue
+            for job_id, definition in (workflow.get("jobs") or {}).items():
+                self._queue_job(repository, name, workflow, job_id, definition, event,
+                                payload, cause, immediate)
+
+    # -- running --------------------------------------------------------------------------
+    def settle(self, max_jobs: int = 40) -> list[Job]:
+        """Run queued jobs until none is left (people act after each); the jobs run."""
+        ran: list[Job] = []
+        while self.queue:
+            if len(ran) >= max_jobs:
+                raise WorldError(f"the world did not settle within {max_jobs} jobs: "
+                                 f"{[(j.repository, j.event) for j in self.queue]} still queued")
+            job = self.queue.pop(0)
+            self._run(job)
+            ran.append(job)
+            self._observe(job)
+            for person in self.people:
+                person(self)
+        return ran
+
+    def delivery_jobs(self) -> list[Job]:
+        """The jobs that ran this repository's action, in order."""
+        return [job for job in self.jobs if job.token]
+
+    # -- queueing -------------------------------------------------------------------------
+    def _contexts(self, repository: str, workflow: str, event: str,
+                  payload: dict[str, Any], number: int) -> dict[str, Any]:
+        sender = payload.get("sender") if isinstance(payload.get("sender"), dict) else {}
+        return {"github": {
+            "event_name": event, "event": payload, "repository": repository,
+            "repository_owner": repository.split("/")[0], "run_id": str(10_000 + number),
+            "run_attempt": "1", "actor": (sender or {}).get("login", ""),
+            "workflow": workflow, "token": self.default_token, "server_url":
+                self.github.server_url, "api_url": self.github.api_url},
+            "secrets": {**self.secrets, "GITHUB_TOKEN": self.default_token},
+            "vars": dict(self.variables), "inputs": {}, "env": {}, "steps": {}}
+
+    def _queue_job(self, repository: str, name: str, workflow: dict[str, Any], job_id: str,
+                   definition: dict[str, Any], event: str, payload: dict[str, Any],
+                   cause: Job | None, immediate: bool) -> None:
+        number = next(self._numbers)
+        contexts = self._contexts(repository, str(workflow.get("name") or name), event,
+                                  payload, number)
+        job = Job(number, repository, name, job_id, event, payload, contexts=contexts,
+                  caused_by=cause.number if cause else None)
+        self.jobs.append(job)
+        concurrency = workflow.get("concurrency")
+        if "uses" in definition:  # a reusable workflow: its jobs run in the caller's event
+            called = self._reusable(str(definition["uses"]))
+            contexts["inputs"] = _call_inputs(called, definition.get("with") or {}, contexts)
+            contexts["secrets"] = {key: substitute(str(value), contexts) for key, value in
+                                   (definition.get("secrets") or {}).items()}
+            if not evaluate_if(definition.get("if"), contexts):
+                job.state = "skipped"
+                return
+            inner_id, definition = next(iter((called.get("jobs") or {}).items()))
+            job.job = f"{job_id} / {inner_id}"
+            concurrency = definition.get("concurrency") or called.get("concurrency") \
+                or concurrency
+        else:
+            concurrency = definition.get("concurrency") or concurrency
+        job.definition = definition
+        if not evaluate_if(definition.get("if"), contexts):
+            job.state = "skipped"
+            return
+        group = concurrency.get("group") if isinstance(concurrency, dict) else concurrency
+        job.group = substitute(str(group), contexts) if group else ""
+        if job.group:
+            for pending in self.queue:
+                if pending.group == job.group:  # one pending job per group: the newest
+                    pending.state = "cancelled"
+            self.queue = [pending for pending in self.queue if pending.state != "cancelled"]
+            if immediate and cause is not None and cause.group == job.group:
+                job.waited_for = cause.number
+        self.queue.append(job)
+
+    def _reusable(self, uses: str) -> dict[str, Any]:
+        match = _REUSABLE.match(uses)
+        if match is None:
+            raise WorldError(f"reusable workflow {uses!r} is not one of this repository's")
+        path = self.action_root / match.group(1)
+        called = _load(path.read_text(encoding="utf-8"), str(path))
+        if "workflow_call" not in _triggers(called):
+            raise WorldError(f"{path} is not reusable: it has no `on: workflow_call`")
+        return called
+
+    # -- one job on a runner ------------------------------------------------------------------
+    def _runner(self, job: Job) -> tuple[Path, Path, Path]:
+        """HOME, workspace and clone cache: all new on a hosted runner; a self-hosted one
+        keeps HOME and the cache, and each job gets another workspace."""
+        machine = self.root / ("self-hosted" if self.self_hosted else f"runner-{job.number}")
+        home = machine / "home"
+        workspace = machine / "work" / f"job-{job.number}" / job.repository.split("/")[1]
+        for path in (home, workspace, machine / "temp" / str(job.number)):
+            path.mkdir(parents=True, exist_ok=True)
+        return home, workspace, machine / "cache"
+
+    def _run(self, job: Job) -> None:
+        home, workspace, cache = self._runner(job)
+        job.runner = {"home": home, "workspace": workspace, "cache": cache}
+        contexts = job.contexts
+        job.state = "completed"
+        for index, step in enumerate(job.definition.get("steps") or []):
+            step_id = str(step.get("id") or f"step{index}")
+            if not evaluate_if(step.get("if"), contexts):
+                job.steps.append(f"skipped: {step.get('name') or step_id}")
+                continue
+            uses = str(step.get("uses") or "")
+            given = {key: substitute(str(value), contexts)
+                     for key, value in (step.get("with") or {}).items()}
+            outputs: dict[str, str] = {}
+            if uses.startswith("actions/checkout@"):
+                self._checkout(job, given, workspace)
+            elif uses.startswith("actions/create-github-app-token@"):
+                if not given.get("app-id") or not given.get("private-key"):
+                    job.steps.append("failed: the App's id or private key is not set")
+                    job.state = "failed"
+                    return
+                scope = {key: value for key, value in given.items() if key != "private-key"}
+                job.steps.append(f"app token: {json.dumps(scope, sort_keys=True)}")
+                outputs = {"token": self.github.token}
+            elif _ACTION.match(uses):
+                env = {key: substitute(str(value), contexts)
+                       for key, value in (step.get("env") or {}).items()}
+                outputs = self._deliver(job, given, env, home, workspace, cache)
+                if job.code not in (0, None):
+                    job.state = "failed"
+                    return
+            else:
+                job.steps.append(f"recorded: {step.get('name') or uses or step.get('run')}")
+            contexts["steps"][step_id] = {"outputs": outputs}
+
+    def _checkout(self, job: Job, given: Mapping[str, str], workspace: Path) -> None:
+        repository = given.get("repository") or job.repository
+        token = given.get("token") or self.default_token
+        target = workspace / given["path"] if given.get("path") else workspace
+        header = f"Authorization: Basic {_basic(token)}"
+        subprocess.run(["git", "-c", f"http.extraHeader={header}", "clone", "--quiet",
+                        f"{self.github.server_url}/{repository}.git", str(target)],
+                       check=True, capture_output=True, timeout=60,
+                       env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
+        job.steps.append(f"checkout: {repository}")
+
+    def _deliver(self, job: Job, given: Mapping[str, str], step_env: Mapping[str, str],
+                 home: Path, workspace: Path, cache: Path) -> dict[str, str]:
+        """action.yml's `deliver` step, with the environment a runner gives it."""
+        action = _load((self.action_root / "action.yml").read_text(encoding="utf-8"),
+                       "action.yml")
+        declared = action.get("inputs") or {}
+        unknown = set(given) - set(declared)
+        if unknown:
+            raise WorldError(f"{job.repository} {job.workflow}: inputs {sorted(unknown)} are "
+                             "not declared by action.yml")
+        values = {name: given.get(name, str(spec.get("default", "")))
+                  for name, spec in declared.items()}
+        deliver = next(step for step in action["runs"]["steps"] if step.get("id") == "deliver")
+        temp = home.parent / "temp" / str(job.number)
+        event_path, output, summary = temp / "event.json", temp / "output", temp / "summary.md"
+        event_path.write_text(json.dumps(job.payload), encoding="utf-8")
+        github = job.contexts["github"]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+               "LANG": "C.UTF-8", **{k: v for k, v in self.github.env().items()
+                                     if k != "GITHUB_TOKEN"},
+               "GITHUB_ACTIONS": "true", "CI": "true", "GITHUB_REPOSITORY": job.repository,
+               "GITHUB_EVENT_NAME": job.event, "GITHUB_EVENT_PATH": str(event_path),
+               "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary),
+               "GITHUB_WORKSPACE": str(workspace), "GITHUB_RUN_ID": github["run_id"],
+               "GITHUB_RUN_ATTEMPT": "1", "GITHUB_ACTOR": github["actor"],
+               "GITHUB_ACTION_PATH": str(self.action_root), "RUNNER_TEMP": str(temp),
+               "XDG_CACHE_HOME": str(cache), "DELIVERY_PYTHON": self.python, **step_env}
+        for name, template in (deliver.get("env") or {}).items():
+            env[name] = substitute(str(template), {"inputs": values})
+        job.token = "default" if values.get("github-token") == self.default_token else "app"
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                               deliver["run"]], env=env, cwd=workspace, capture_output=True,
+                              text=True, timeout=_JOB_TIMEOUT, check=False)
+        job.code, job.stdout, job.stderr = done.returncode, done.stdout, done.stderr
+        job.outputs = _read_outputs(output)
+        job.summary = summary.read_text(encoding="utf-8") if summary.exists() else ""
+        job.steps.append(f"delivery: exit {done.returncode}, "
+                         f"status {job.outputs.get('status', '-')}")
+        step_outputs = {name: substitute(str(spec.get("value", "")),
+                                         {"steps": {"deliver": {"outputs": job.outputs}}})
+                        for name, spec in (action.get("outputs") or {}).items()}
+        return step_outputs
+
+    # -- what changed, and the events it raises -------------------------------------------
+    def _pr_payload(self, repository: str, number: int) -> dict[str, Any]:
+        state = self.github.state
+        repo = self.github.repository(repository)
+        pr = repo.pulls[number]
+        return {"number": number, "state": pr.state, "merged": pr.merged,
+                "head": {"ref": pr.head, "sha": state.head_sha(repo, pr)},
+                "base": {"ref": pr.base, "repo": {"full_name": repository,
+                                                  "name": repo.name}}}
+
+    def _observe(self, cause: Job) -> None:
+        """Events for what `cause` changed; none when it used the default token."""
+        silent = cause.token == "default"
+        sender = BOT if cause.token else {"login": "github-actions[bot]", "type": "Bot"}
+        ci: list[tuple[str, int, str]] = []
+        for repository in self.repos:
+            repo = self.github.repository(repository)
+            for number, pr in sorted(repo.pulls.items()):
+                now = (self.github.state.head_sha(repo, pr), pr.state, pr.merged)
+                before = self._seen_pulls.get((repository, number))
+                self._seen_pulls[(repository, number)] = now
+                action = ("opened" if before is None else
+                          "closed" if now[1] == "closed" and before[1] != "closed" else
+                          "synchronize" if now[0] != before[0] and now[1] == "open" else "")
+                if not action or silent:
+                    continue
+                self.emit(repository, "pull_request", {
+                    "action": action, "pull_request": self._pr_payload(repository, number),
+                    "sender": sender}, cause=cause, immediate=True)
+                if action in ("opened", "synchronize"):
+                    ci.append((repository, number, action))
+            for comment_id, comment in sorted(repo.comments.items()):
+                if (repository, comment_id) in self._seen_comments:
+                    continue
+                self._seen_comments.add((repository, comment_id))
+                if silent:
+                    continue
+                self.emit(repository, "issue_comment", {
+                    "action": "created",
+                    "issue": {"number": comment.number, "pull_request": {}},
+                    "comment": {"body": comment.body, "user": sender}, "sender": sender},
+                    cause=cause, immediate=True)
+        for repository, number, action in ci:  # after the job: CI takes longer than it
+            self._finish_ci(repository, number, action, sender, cause)
+
+    def _finish_ci(self, repository: str, number: int, action: str,
+                   sender: dict[str, str], cause: Job) -> None:
+        repo = self.github.repository(repository)
+        for name, workflow in self.repos[repository].workflows.items():
+            payload = {"action": action, "pull_request": {"number": number}}
+            if not _is_ci(workflow) or not _triggered(workflow, "pull_request", payload):
+                continue
+            pr_payload = self._pr_payload(repository, number)
+            with self.github.state.lock:
+                repo.hold_checks = False
+                runs = self.github.state.check_runs(repo, pr_payload["head"]["sha"])
+                repo.hold_checks = True
+            conclusion = "success" if all(run.conclusion == "SUCCESS" for run in runs) \
+                else "failure"
+            title = str(workflow.get("name") or name)
+            ci_job = Job(next(self._numbers), repository, name, "ci", "pull_request",
+                         payload, state="completed", caused_by=cause.number,
+                         steps=[f"ci: {conclusion} on {pr_payload['head']['sha'][:8]}"])
+            self.jobs.append(ci_job)
+            self.emit(repository, "workflow_run", {
+                "action": "completed", "workflow_run": {
+                    "name": title, "conclusion": conclusion, "event": "pull_request",
+                    "head_branch": pr_payload["head"]["ref"],
+                    "head_sha": pr_payload["head"]["sha"], "pull_requests": [pr_payload]},
+                "sender": sender}, cause=ci_job)
+
+
+def _basic(token: str) -> str:
+    return base64.b64encode(f"x-access-token:{token}".encode()).decode()
+
+
+def _load(text: str, where: str) -> dict[str, Any]:
+    loaded = yaml.safe_load(text)
+    if not isinstance(loaded, dict):
+        raise WorldError(f"{where} is not a workflow (a YAML mapping)")
+    return loaded
+
+
+def _triggers(workflow: Mapping[Any, Any]) -> dict[str, Any]:
+    on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    if isinstance(on, str):
+        return {on: None}
+    if isinstance(on, list):
+        return {str(name): None for name in on}
+    return dict(on or {})
+
+
+def _triggered(workflow: Mapping[str, Any], event: str, payload: Mapping[str, Any]) -> bool:
+    triggers = _triggers(workflow)
+    if event not in triggers:
+        return False
+    config = triggers[event] if isinstance(triggers[event], dict) else {}
+    types = config.get("types") or (PULL_REQUEST_DEFAULT_TYPES if event == "pull_request"
+                                    else None)
+    if types and payload.get("action") not in types:
+        return False
+    if event == "workflow_run":
+        run = payload.get("workflow_run") or {}
+        return str(run.get("name")) in [str(name) for name in config.get("workflows") or []]
+    return True
+
+
+def _is_ci(workflow: Mapping[str, Any]) -> bool:
+    """A workflow that runs neither this repository's action nor its reusable workflow: CI,
+    whose outcome the fake's CheckRules decide."""
+    for definition in (workflow.get("jobs") or {}).values():
+        if _REUSABLE.match(str(definition.get("uses") or "")):
+            return False
+        if any(_ACTION.match(str(step.get("uses") or ""))
+               for step in definition.get("steps") or []):
+            return False
+    return True
+
+
+def _call_inputs(called: Mapping[str, Any], given: Mapping[str, Any],
+                 contexts: Mapping[str, Any]) -> dict[str, Any]:
+    declared = (_triggers(called).get("workflow_call") or {}).get("inputs") or {}
+    unknown = set(given) - set(declared)
+    if unknown:
+        raise WorldError(f"inputs {sorted(unknown)} are not declared by the reusable workflow")
+    values: dict[str, Any] = {}
+    for name, spec in declared.items():
+        if name in given:
+            values[name] = substitute(str(given[name]), contexts)
+        elif spec.get("required"):
+            raise WorldError(f"the reusable workflow's input {name!r} is required")
+        else:
+            values[name] = spec.get("default", "")
+    return values
+
+
+def _read_outputs(path: Path) -> dict[str, str]:
+    """GITHUB_OUTPUT's `name=value` and `name<<DELIMITER … DELIMITER` entries."""
+    outputs: dict[str, str] = {}
+    if not path.exists():
+        return outputs
+    lines = iter(path.read_text(encoding="utf-8").splitlines())
+    for line in lines:
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            value = []
+            for more in lines:
+                if more == delimiter:
+                    break
+                value.append(more)
+            outputs[name] = "\n".join(value)
+        elif "=" in line:
+            name, text = line.split("=", 1)
+            outputs[name] = text
+    return outputs
