@@ -20,6 +20,8 @@
         │   └── StateSaveFailed        a stage's state could not reach the state ref (§13)
         ├── ArtifactError              an artifact pointer cannot be read
         ├── GitError                   a git operation on a folder failed (clone, worktree, push)
+        │   └── BranchConflict         the run's work does not replay on the PR branch as
+        │                              people left it (their commits, a force-push)
         ├── ForgeError                 a forge (GitHub, local) refused or could not read or write
         └── StageError                 a stage failed; the engine records it as the stage's
             │                          failure_reason and routes on the failure
@@ -223,6 +225,26 @@ class GitError(RunError):
         self.fix = fix
         message = f"git {operation} in {location}: {problem}"
         super().__init__(f"{message} — {fix}" if fix else message)
+
+
+class BranchConflict(GitError):
+    """The run's work does not replay on the PR branch as people left it."""
+
+    def __init__(self, location: str, branch: str, files: Sequence[str], *,
+                 rewritten: bool, backup: str) -> None:
+        self.files = tuple(files)
+        self.rewritten = rewritten
+        self.backup = backup
+        what = (f"the PR branch {branch} was rewritten (force-pushed) since the run last "
+                f"pushed it, and re-applying the run's unpublished work on it conflicts"
+                if rewritten else
+                f"the PR branch {branch} has commits a person pushed that conflict with the "
+                f"run's new work")
+        where = f" in {', '.join(self.files)}" if self.files else ""
+        super().__init__("publish", location, f"{what}{where}; nothing was pushed, the run's "
+                         f"work is kept on {backup}",
+                         f"bring the run's work onto origin/{branch} by hand in {location} "
+                         f"(git rebase origin/{branch}), then resume")
 
 
 class ForgeError(RunError):

@@ -137,8 +137,12 @@ class GitHubForge:
         return self._retry("read a pull request", repository, read)
 
     # -- writes ---------------------------------------------------------------------------
-    def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
-                                    title: str, body: str) -> PullRequestRef:
+    def find_pull_request(self, repository: str, *, head: str) -> PullRequestRef | None:
+        found = self._retry(f"look for the PR of {head}", repository,
+                            self._finder(repository, head))
+        return None if found is None else _ref(repository, found, created=False)
+
+    def _finder(self, repository: str, head: str) -> Callable[[], PullRequest | None]:
         repo = self._repo(repository)
         owner, _ = _split(repository)
 
@@ -148,6 +152,12 @@ class GitHubForge:
             open_ = [p for p in pulls if p.state == "open"]
             return open_[0] if open_ else (pulls[0] if pulls else None)
 
+        return find
+
+    def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
+                                    title: str, body: str) -> PullRequestRef:
+        repo = self._repo(repository)
+        find = self._finder(repository, head)
         existing = self._retry(f"look for the PR of {head}", repository, find)
         if existing is not None:
             return _ref(repository, existing, created=False)
@@ -462,8 +472,14 @@ def _message(error: GithubException) -> str:
 
 
 def _ref(repository: str, pr: PullRequest, *, created: bool) -> PullRequestRef:
+    # `merged_at`, not `merged`: GitHub's PR list has no `merged`, and reading it would
+    # send a GET of its own outside the retries
+    state: Literal["open", "closed", "merged"] = (
+        "merged" if pr.merged_at is not None else
+        "closed" if pr.state == "closed" else "open")
     return PullRequestRef(repository=repository, number=pr.number, url=pr.html_url,
-                          head_ref=pr.head.ref, created=created, body=pr.body or "")
+                          head_ref=pr.head.ref, created=created, body=pr.body or "",
+                          state=state)
 
 
 def _merge_verdict(repository: str, pr: PullRequest, expected: str) -> MergeResult | None:

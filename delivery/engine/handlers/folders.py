@@ -25,6 +25,7 @@ from delivery.git import (
     ensure_clone,
     remove_worktree,
 )
+from delivery.git.sync import conflicting_files
 from delivery.hidden_text import strip_hidden
 from delivery.lang.declarations import PROBE_KINDS
 from delivery.lang.model import Node
@@ -74,6 +75,7 @@ def run_probe(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         events: list[tuple[str, dict[str, Any]]] = []
         if "pr" in kinds or "threads" in kinds:
             facts.update(_pr_facts(env, folders, kinds, context, events))
+            _add_conflicting_files(env, folders, facts)
         for folder in folders:
             path = env.folders[folder]
             if "worktree" in kinds:
@@ -114,6 +116,32 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
         facts.update(roll_up_facts({**everyone, **facts}, list(env.folders)))
     return {key: value for key, value in facts.items()
             if key in wanted or key.split(".", 1)[1] in wanted} | side
+
+
+def _add_conflicting_files(env: StageEnv, folders: list[str], facts: dict[str, Any]) -> None:
+    """`conflicting_files` in the `pr.raw` of a PR in CONFLICTS: GitHub says only that it
+    conflicts, and a repair needs the files. Computed as a merge would find them, from the
+    folder's worktree (fetched), so every forge reports alike."""
+    for folder in folders:
+        raw = facts.get(f"{folder}.pr.raw")
+        path = env.folders.get(folder)
+        if facts.get(f"{folder}.pr.state") != "CONFLICTS" or not isinstance(raw, str) \
+                or path is None or not worktree_state(path).exists or not env.branch:
+            continue
+        try:
+            evidence = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(evidence, dict):
+            continue
+        forge = need_forge(env, "probing pull requests")
+        headers = forge.git_remote(folder_repository(env, folder)).http_headers
+        try:
+            files = conflicting_files(path, base_branch(env, folder), env.branch, headers)
+        except DeliveryError as err:
+            raise StageProblem(f"folder '{folder}': {err}") from None
+        evidence["conflicting_files"] = files
+        facts[f"{folder}.pr.raw"] = json.dumps(evidence, sort_keys=True, ensure_ascii=False)
 
 
 def _visible(raw: Any) -> Any:

@@ -28,14 +28,16 @@ from delivery.engine.handlers.folders import (
     stage_folders,
 )
 from delivery.engine.handlers.merge_checks import recheck, rollback
-from delivery.errors import DeliveryError, GitError
-from delivery.forges.base import PullRequestRef
-from delivery.git import (
-    commit_all,
-    diff_against_base,
-    integrate_remote_branch,
-    push_branch,
-    unpushed_commits,
+from delivery.errors import BranchConflict, DeliveryError, GitError
+from delivery.forges.base import Forge, PullRequestRef
+from delivery.git import diff_against_base, unpushed_commits
+from delivery.git.sync import (
+    fetch_remote,
+    mark_published,
+    push_backup,
+    push_synced,
+    remote_head,
+    sync_with_branch,
 )
 from delivery.lang.model import Node
 from probes.evidence import ProbeFailure, PrQuery
@@ -110,17 +112,15 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
                 raise StageProblem(f"folder '{folder}': no worktree at {path} (add a "
                                     "worktree_add stage before publish)")
             try:
-                base = base_branch(env, folder)
-                if diff_against_base(path, base).empty and not unpushed_commits(path):
-                    unchanged.append(folder)
-                    continue  # nothing to deliver in this folder: no PR
-                commit_all(path, message)
-                _push(path, env.branch, forge.git_remote(repository).http_headers)
-                published[folder] = forge.find_or_create_pull_request(
-                    repository, head=env.branch, base=base, title=title,
-                    body=sibling_block(run_id, ticket, published))
+                ref = _publish_folder(forge, repository, path, env.branch,
+                                      base_branch(env, folder), title, message,
+                                      sibling_block(run_id, ticket, published))
             except DeliveryError as err:
                 raise StageProblem(f"folder '{folder}': {err}") from None
+            if ref is None:
+                unchanged.append(folder)  # nothing to deliver in this folder: no PR
+            else:
+                published[folder] = ref
         block = sibling_block(run_id, ticket, published)
         for folder, ref in published.items():
             body = with_block(ref.body, block)
@@ -151,17 +151,68 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
     return StageResult("succeeded", updates=updates | side, events=events)
 
 
-def _push(path: Path, branch: str, headers: tuple[str, ...]) -> None:
-    """Push the run's branch; when someone else pushed to it meanwhile, merge their commits
-    in first (a conflict fails the stage, naming the files) and push again."""
-    try:
-        push_branch(path, branch, headers)
-    except GitError:
-        # refused: when the remote branch has commits we lack (non-fast-forward), merge
-        # them and push again; any other refusal (a protected branch) stands
-        if not integrate_remote_branch(path, branch, headers):
-            raise
-        push_branch(path, branch, headers)
+PUSH_ROUNDS = 3  # a person pushing during our push: fetch, replay and push again
+
+
+def _publish_folder(forge: Forge, repository: str, path: Path, branch: str, base: str,
+                    title: str, message: str, body: str) -> PullRequestRef | None:
+    """One folder of a publish, against its PR branch as people left it (SPEC §7.1): the
+    folder's PR, or None when the branch never differed from the base (no PR)."""
+    headers = _headers(forge, repository)
+    known = remote_head(path, branch)  # what the run knew of the branch before this fetch
+    fetch_remote(path, headers)
+    pushed = bool(remote_head(path, branch))
+    if not pushed and diff_against_base(path, base).empty and not unpushed_commits(path):
+        return None
+    # a branch never pushed has no open PR (a closed one is caught after the push, by the
+    # find-or-create): no look-up request for a first publish
+    found = forge.find_pull_request(repository, head=branch) if pushed else None
+    if found is not None and found.state == "closed":
+        raise StageProblem(_closed(found))
+    for round_ in range(PUSH_ROUNDS):
+        try:
+            synced = sync_with_branch(path, branch, message, known_remote=known,
+                                      headers=headers)
+        except BranchConflict as conflict:
+            # the run's work outlives a CI machine's clone only on the remote
+            kept = " (pushed to the remote too)" if push_backup(path, branch, headers) else ""
+            raise StageProblem(f"{conflict}{kept}") from None
+        if not synced.to_push:
+            mark_published(path, branch, synced.tip)
+            break
+        if found is not None and found.state == "merged":
+            raise StageProblem(f"PR #{found.number} ({found.url}) is already merged; the "
+                               f"run's new work on {branch} was not pushed (deliver it "
+                               "with a new run on another branch)")
+        try:
+            # the forge hands out the remote again right before the push (a kill point
+            # of the acceptance tests: after the commit, before the push)
+            push_synced(path, branch, synced, forge.git_remote(repository).http_headers)
+            break
+        except GitError:
+            # refused: a person pushed meanwhile (the lease) or the branch is protected;
+            # fetch and try again, and the last refusal stands
+            if round_ == PUSH_ROUNDS - 1:
+                raise
+            known = synced.remote
+            fetch_remote(path, headers)
+    if found is not None and found.state == "open":
+        return found
+    ref = forge.find_or_create_pull_request(repository, head=branch, base=base,
+                                            title=title, body=body)
+    if ref.state == "closed":  # closed between the look-up and the push
+        raise StageProblem(_closed(ref))
+    return ref
+
+
+def _headers(forge: Forge, repository: str) -> tuple[str, ...]:
+    return forge.git_remote(repository).http_headers
+
+
+def _closed(ref: PullRequestRef) -> str:
+    return (f"PR #{ref.number} ({ref.url}) was closed without being merged; the run "
+            "neither reopens nor replaces it — reopen it and resume the run, or leave the "
+            "delivery closed")
 
 
 def merge_order(node: Node, folders: list[str]) -> list[str]:
@@ -209,6 +260,13 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
             if not seen.ready:
                 raise StageProblem(f"folder '{folder}': PR #{seen.number} is not ready to "
                                     f"merge ({seen.state.value}); left open with the rest")
+            if seen.unresolved_threads:
+                # a reviewer's open question blocks the merge whatever the workflow routed
+                # (as GitHub's "require conversation resolution" would)
+                raise StageProblem(f"folder '{folder}': PR #{seen.number} has "
+                                   f"{seen.unresolved_threads} unresolved review thread(s); "
+                                   "not merged while a thread is open, left open with the "
+                                   "rest")
             # right before the merge: read it again, and merge only what did not change
             again = recheck(env, folder, repository, seen)
             if again.changed:

@@ -244,6 +244,13 @@ class FakeGitHub:
         with self.state.lock:
             self.state.close(self.pull(full_name, number))
 
+    def reopen(self, full_name: str, number: int) -> None:
+        """A person reopens a PR they closed (a merged one stays merged), as GitHub does."""
+        with self.state.lock:
+            pr = self.pull(full_name, number)
+            if pr.state == "closed" and not pr.merged:
+                pr.state, pr.closed_at = "open", None
+
     # -- faults and the request record ----------------------------------------------------
     def inject(self, *faults: Fault) -> None:
         with self.state.lock:
