@@ -15,6 +15,7 @@ from typing import Any
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
+from delivery.engine.handlers.change_set import sync_change_set
 from delivery.errors import DeliveryError
 from delivery.errors import StageProblem as StageProblem
 from delivery.forges.base import Forge
@@ -71,8 +72,9 @@ def run_probe(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
     try:
         folders = stage_folders(node, env)
         facts: dict[str, Any] = {}
+        events: list[tuple[str, dict[str, Any]]] = []
         if "pr" in kinds or "threads" in kinds:
-            facts.update(_pr_facts(env, folders, kinds, context))
+            facts.update(_pr_facts(env, folders, kinds, context, events))
             _add_conflicting_files(env, folders, facts)
         for folder in folders:
             path = env.folders[folder]
@@ -82,21 +84,26 @@ def run_probe(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                 facts.update(_diff_facts(env, folder, path))
     except (StageProblem, DeliveryError) as problem:
         return _fail_on(problem)
-    return StageResult("succeeded", updates=facts)
+    return StageResult("succeeded", updates=facts, events=events)
 
 
 def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
-              context: Context) -> dict[str, Any]:
+              context: Context, events: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     wanted = (PR_KEYS if "pr" in kinds else ()) + (THREAD_KEYS if "threads" in kinds else ())
     if not folders:  # a run without folders observes no PR: the roll-ups say NONE
         return {key: value for key, value in roll_up_facts({}, []).items() if key in wanted}
     forge = need_forge(env, "probing pull requests")
     queries = [PrQuery(folder, folder_repository(env, folder), head_branch=env.branch or None)
                for folder in folders]
-    observed = forge_pr_facts(forge.pull_requests(queries), folders)
+    answers = forge.pull_requests(queries)
+    observed = forge_pr_facts(answers, folders)
     if observed.failures:
         raise StageProblem("; ".join(f"folder '{failure.folder}': {failure.reason}"
                                       for failure in observed.failures))
+    side: dict[str, Any] = {}
+    if len(folders) == len(env.folders):  # the set's status needs every PR's state
+        written, side = sync_change_set(env, context, answers)
+        events += written
     facts: dict[str, Any] = {key: _visible(value) if key.endswith("pr.raw") else value
                              for key, value in observed.facts.items()}
     if len(folders) < len(env.folders):
@@ -108,7 +115,7 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
                     if context.get(key) not in (None, "")}
         facts.update(roll_up_facts({**everyone, **facts}, list(env.folders)))
     return {key: value for key, value in facts.items()
-            if key in wanted or key.split(".", 1)[1] in wanted}
+            if key in wanted or key.split(".", 1)[1] in wanted} | side
 
 
 def _add_conflicting_files(env: StageEnv, folders: list[str], facts: dict[str, Any]) -> None:

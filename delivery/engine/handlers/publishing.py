@@ -14,6 +14,12 @@ from typing import Any
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
+from delivery.engine.handlers.change_set import (
+    change_set_enabled,
+    observe_set,
+    sync_change_set,
+    sync_comments,
+)
 from delivery.engine.handlers.folders import (
     StageProblem,
     base_branch,
@@ -21,6 +27,7 @@ from delivery.engine.handlers.folders import (
     need_forge,
     stage_folders,
 )
+from delivery.engine.handlers.merge_checks import recheck, rollback
 from delivery.errors import BranchConflict, DeliveryError, GitError
 from delivery.forges.base import Forge, PullRequestRef
 from delivery.git import diff_against_base, unpushed_commits
@@ -122,8 +129,15 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
                     forge.update_pull_request_body(folder_repository(env, folder), ref.number, body)
                 except DeliveryError as err:
                     raise StageProblem(f"folder '{folder}': {err}") from None
+        # the new heads carry no change-set status yet: observe the set once and set it
+        events: list[tuple[str, dict[str, Any]]] = []
+        side: dict[str, Any] = {}
+        if published and change_set_enabled(env):
+            events, side = sync_change_set(env, context, observe_set(env))
     except StageProblem as problem:
         return StageResult.fail(str(problem))
+    except DeliveryError as err:
+        return StageResult.fail(f"reading the pull requests after publishing: {err}")
     updates: dict[str, Any] = {}
     for folder, ref in published.items():
         updates[f"{folder}.pr.number"] = ref.number
@@ -134,7 +148,7 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
         for fact in ("pr.number", "pr.url"):
             if context.get(f"{folder}.{fact}") is None:
                 updates[f"{folder}.{fact}"] = ""
-    return StageResult("succeeded", updates=updates)
+    return StageResult("succeeded", updates=updates | side, events=events)
 
 
 PUSH_ROUNDS = 3  # a person pushing during our push: fetch, replay and push again
@@ -209,6 +223,10 @@ def merge_order(node: Node, folders: list[str]) -> list[str]:
 
 def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     done: list[str] = []
+    merged: list[tuple[str, str, int]] = []  # (folder, repository, number) of the set
+    events: list[tuple[str, dict[str, Any]]] = []
+    side: dict[str, Any] = {}
+    current = ""  # the folder being merged when the stage stops
     try:
         forge = need_forge(env, "merging")
         folders = stage_folders(node, env)
@@ -221,7 +239,10 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         observed = forge.pull_requests([PrQuery(folder, folder_repository(env, folder),
                                                 head_branch=env.branch)
                                         for folder in ordered])
+        if len(folders) == len(env.folders):  # the set as the stage found it
+            events, side = sync_change_set(env, context, observed)
         for folder in ordered:
+            current = folder
             repository = folder_repository(env, folder)
             seen = observed.get(folder)
             if isinstance(seen, ProbeFailure):
@@ -230,6 +251,7 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                 continue  # no PR (a folder without changes): nothing to merge
             if seen.state.value == "MERGED":
                 done.append(folder)
+                merged.append((folder, repository, seen.number))
                 continue
             if seen.evidence.draft:  # classified WAITING, but waiting does not help
                 raise StageProblem(f"folder '{folder}': PR #{seen.number} is a draft; mark "
@@ -245,6 +267,15 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                                    f"{seen.unresolved_threads} unresolved review thread(s); "
                                    "not merged while a thread is open, left open with the "
                                    "rest")
+            # right before the merge: read it again, and merge only what did not change
+            again = recheck(env, folder, repository, seen)
+            if again.changed:
+                raise StageProblem(f"folder '{folder}': PR #{seen.number} was not merged: "
+                                   f"{again.changed}; left open with the rest")
+            if again.fresh is not None and again.fresh.state.value == "MERGED":
+                done.append(folder)
+                merged.append((folder, repository, seen.number))
+                continue
             try:
                 result = forge.merge_pull_request(repository, seen.number,
                                                   expected_head_sha=seen.head_sha)
@@ -254,7 +285,19 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                 raise StageProblem(f"folder '{folder}': PR #{seen.number} was not merged: "
                                     f"{result.reason}")
             done.append(folder)
+            merged.append((folder, repository, seen.number))
     except (StageProblem, DeliveryError) as problem:
-        merged = f" (merged before it: {', '.join(done)})" if done else ""
-        return StageResult.fail(f"{problem}{merged}")
-    return StageResult("succeeded")
+        said, reverts = rollback(env, merged, current,
+                                 revert=node.attr("rollback").strip() == "revert")
+        merged_before = f" (merged before it: {', '.join(done)})" if done else ""
+        if reverts:  # the sticky comments link the revert PRs
+            notes = tuple(f"{fields['folder']} #{fields['number']} is reverted by "
+                          f"{fields['url']}" for _, fields in reverts)
+            try:
+                side |= sync_comments(env, context, observe_set(env), notes=notes)
+            except DeliveryError as err:
+                said += f" (the comments could not link the reverts: {err})"
+        failed = StageResult.fail(f"{problem}{merged_before}{said}", side)
+        failed.events = events + reverts
+        return failed
+    return StageResult("succeeded", updates=side, events=events)
