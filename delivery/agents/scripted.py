@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from delivery.agents.base import AgentError, SessionRequest, TurnSink
+from delivery.agents.base import AgentError, SessionRequest, TurnSink, Usage
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class ScriptedTurn:
 
     reply: str
     files: Mapping[str, str | None] = field(default_factory=dict)
+    # what the turn cost, reported as a real backend reports its counts (budget tests)
+    usage: Usage | None = None
 
 
 class ScriptedSession:
@@ -54,6 +56,8 @@ class ScriptedSession:
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
+        if turn.usage is not None and sink is not None:
+            sink.usage(turn.usage)
         return turn.reply
 
 

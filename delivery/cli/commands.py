@@ -145,7 +145,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         answers=parse_answers(args.answer),
         repos=parse_assignments(args.repo, "--repo"), gates=args.gates,
         forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
-        branch=args.branch, cli=True, logs=args.logs,
+        branch=args.branch, cli=True, logs=args.logs, budget=args.budget,
     )
     world = World(git_cache=args.cache)
     if args.state:
@@ -220,7 +220,7 @@ def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     run_path = _run_of(args)
     print_warnings(run_path / WORKFLOW_COPY, err)
     outcome = resume_run(run_path, _resume_world(run_path), answers=parse_answers(args.answer),
-                         options=_options(err), observer=_observer(err))
+                         options=_options(err), observer=_observer(err), budget=args.budget)
     return _report(outcome, args.json, out, args.full)
 
 
@@ -252,7 +252,7 @@ def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
                         take_over=args.take_over, workspace=workspace)
     outcome = resume_run(workspace / ".delivery" / "runs" / run_id, world,
                          answers=parse_answers(args.answer), options=_options(err),
-                         observer=_observer(err))
+                         observer=_observer(err), budget=args.budget)
     return _report(outcome, args.json, out, args.full)
 
 

@@ -150,6 +150,10 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="an unanswered human gate off a terminal: deny it (its stage "
                      "fails), pause the run (exit 3; continue with resume --answer), or "
                      "let the node's agent answer it when the gate is delegatable=true")
+    run.add_argument("--budget", default="", metavar="N|$N",
+                     help="bound the run's agent usage: N tokens (200000, 200k) or '$N' US "
+                     "dollars; over the graph's budget_tokens=/budget_usd=. A warning at "
+                     "80%%; at 100%% the run pauses before the next agent stage (exit 3)")
     run.add_argument("--json", action="store_true",
                      help="print one JSON object: run_id, status, failure_reason, path, "
                      "context, run_dir")
@@ -181,6 +185,9 @@ def _build_parser() -> argparse.ArgumentParser:
                         "this machine (default: the current folder)")
     resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                         help="answer the next visit of a human gate; repeatable")
+    resume.add_argument("--budget", default="", metavar="N|$N",
+                        help="raise (or set) the run's budget: N tokens or '$N' US dollars; "
+                        "how a run paused on its budget goes on")
     resume.add_argument("--json", action="store_true", help="print the outcome as JSON")
     resume.add_argument("--full", action="store_true",
                         help="with --json, print offloaded context values whole")

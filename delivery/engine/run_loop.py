@@ -29,6 +29,8 @@ from tenacity import (
 
 from delivery.agents.base import AgentBackend, IncrementalState
 from delivery.engine.agent_runtime import ENTRY_EDGE, edge_matters
+from delivery.engine.budget import CONTEXT_KEY as BUDGET_KEY
+from delivery.engine.budget import Budget
 from delivery.engine.context import Context
 from delivery.engine.failures import failure_class, failure_signature
 from delivery.engine.handlers.base import (
@@ -101,6 +103,7 @@ class Engine:
         options: EngineOptions | None = None,
         agent_states: Callable[[], dict[str, Any]] = dict,
         on_saved: Callable[[RunState, Context], None] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.workflow = workflow
         self.handlers = handlers
@@ -122,6 +125,9 @@ class Engine:
         self._lock = threading.Lock()
         self.state: RunState | None = None
         self._path_length_before_step = 0  # where a paused run's path is cut back to
+        self.budget = budget  # checked before each agent stage (delivery.engine.budget)
+        # why the run paused: gate | wait | budget | stopped ("" while it has not)
+        self.pause_reason = ""
 
     # -- public -----------------------------------------------------------------------
     def run(self, state: RunState, context: Context) -> RunState:
@@ -151,7 +157,9 @@ class Engine:
             state.status = RunStatus.PAUSED
             state.failure_reason = f"waiting at '{end.failure_reason}' for an event"
             state.next_node = end.node
-            self._event("run_paused", node=end.failure_reason, next_node=end.node)
+            self.pause_reason = "wait"
+            self._event("run_paused", node=end.failure_reason, next_node=end.node,
+                        reason=self.pause_reason)
             self._save(state, context)
             state.context = context.snapshot()
             return state
@@ -178,7 +186,9 @@ class Engine:
         state.cut_path(self._path_length_before_step)
         state.status, state.failure_reason = RunStatus.PAUSED, str(pause)
         state.next_node = waiting
-        self._event("run_paused", node=pause.node_id, next_node=waiting)
+        self.pause_reason = str(getattr(pause, "reason", "gate"))
+        self._event("run_paused", node=pause.node_id, next_node=waiting,
+                    reason=self.pause_reason)
         self._save(state, context)
         state.context = context.snapshot()
         return state
@@ -208,6 +218,9 @@ class Engine:
             if main:
                 self._path_length_before_step = len(path)
                 state.next_node = current
+            if self.budget is not None and node.type in LLM_TYPES:
+                # before the stage, never inside it: a pause here re-runs nothing
+                self.budget.check(current, state.usage.get("total_tokens", 0))
             path.append(current)
             if node.type is NodeType.EXIT:
                 context.set("current_node", current)
@@ -266,6 +279,9 @@ class Engine:
 
     def _save(self, state: RunState, context: Context) -> None:
         """Hand the changes since the last save to the store (one record; durable)."""
+        spent = self.budget.changes() if self.budget is not None else None
+        if spent is not None:
+            context.set(BUDGET_KEY, spent)
         changed, deleted = context.take_changes()
         if self._incremental:
             patch, whole = cast(IncrementalState, self._state_source).state_changes(), None
@@ -355,6 +371,13 @@ class Engine:
             status.update(usage)
         if result.usage:
             self._add_usage(result.usage)
+        if self.budget is not None and (result.usage or result.cost_usd):
+            with self._lock:
+                warning = self.budget.add(self._state().usage.get("total_tokens", 0),
+                                          int((result.usage or {}).get("total_tokens", 0)),
+                                          result.cost_usd or 0.0)
+            if warning is not None:
+                self._event("budget_warning", node=node.id, **warning)
         self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
         self._event("stage_finished", node=node.id, attempt=attempt, outcome=result.outcome,
                     failure_reason=result.failure_reason, seconds=round(seconds, 6), **usage)

@@ -24,6 +24,8 @@ from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.agent_runtime import AgentRuntime
 from delivery.engine.attractor_logs import AttractorLogs, check_logs_folder
+from delivery.engine.budget import CONTEXT_KEY as BUDGET_KEY
+from delivery.engine.budget import Budget, Limits, parse_budget
 from delivery.engine.child_runs import check_children, run_child
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
@@ -104,6 +106,8 @@ class RunRequest:
     cli: bool = False
     # `--logs DIR`: write the Attractor view of the run there as it goes (and on resumes)
     logs: Path | None = None
+    # `--budget`: tokens (`200000`, `200k`) or US dollars (`$5`), over the graph's budget
+    budget: str = ""
 
 
 @dataclass
@@ -115,6 +119,10 @@ class RunOutcome:
     context: dict[str, Any]
     run_dir: Path
     usage: dict[str, int] = field(default_factory=dict)  # agent tokens of the whole run
+    # why a paused run paused: gate | wait | budget | stopped ("" otherwise)
+    pause_reason: str = ""
+    # the budget's limits and use (delivery.engine.budget), when the run has one
+    budget: dict[str, Any] = field(default_factory=dict)
     # keys whose value is in the artifact store (over 100 KB): their pointer and size
     offloaded: dict[str, tuple[str, int]] = field(default_factory=dict)
 
@@ -125,7 +133,9 @@ class RunOutcome:
                   if key in self.offloaded else value) for key, value in self.context.items()}
         return {"run_id": self.run_id, "status": self.status,
                 "failure_reason": self.failure_reason, "path": self.path,
-                "context": context, "run_dir": str(self.run_dir), "usage": self.usage}
+                "context": context, "run_dir": str(self.run_dir), "usage": self.usage,
+                **({"pause_reason": self.pause_reason} if self.pause_reason else {}),
+                **({"budget": self.budget} if self.budget else {})}
 
 
 @dataclass
@@ -284,9 +294,11 @@ class _Run:
                        self.info.started)
             view.saved(state, context)  # the checkpoint a resume starts from, at once
             observer, on_saved = view, view.saved
+        budget = Budget(run_limits(self.workflow, self.info), context.get(BUDGET_KEY))
         engine = Engine(self.workflow, self.handlers, env, self.store,
                         observer=observer, options=self.options,
-                        agent_states=self.agents.save_state, on_saved=on_saved)
+                        agent_states=self.agents.save_state, on_saved=on_saved,
+                        budget=budget)
         try:
             final = engine.run(state, context)
             if remote is not None:  # nothing ran (the run had ended): give the claim back
@@ -303,7 +315,9 @@ class _Run:
             self.store.close()
         return RunOutcome(final.run_id, final.status.value, final.failure_reason,
                           list(final.path), context.resolved_snapshot(), self.store.path,
-                          usage=dict(final.usage),
+                          usage=dict(final.usage), pause_reason=engine.pause_reason,
+                          budget=budget.summary(final.usage.get("total_tokens", 0))
+                          if budget.limits else {},
                           offloaded=offloaded(context.stored(), self.store.artifacts))
 
 
@@ -325,6 +339,16 @@ class _Run:
             raise ResumeStopped(state.run_id, self.redactor.text(problem))
 
 
+def run_limits(workflow: Workflow, info: RunInfo) -> Limits:
+    """The graph's budget with what `--budget` (run.json) sets over it."""
+    given = Limits(info.budget_tokens or None, info.budget_usd or None)
+    return Limits(workflow.budget_tokens, workflow.budget_usd).overridden(given)
+
+
+def _budget_option(text: str, option: str = "--budget") -> Limits:
+    return parse_budget(text, option) if text else Limits()
+
+
 def start_run(request: RunRequest, world: World | None = None, *,
               options: EngineOptions | None = None,
               observer: Progress | None = None) -> RunOutcome:
@@ -341,6 +365,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
         raise RunRefused(where, f"{workspace} is not a directory",
                          f"create it or point {where} at an existing directory")
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
+    budget = _budget_option(request.budget, spelling.option("--budget", "budget"))
     check_children(workflow, workspace)
     agents = _agents(workflow, request.agent, workspace, world, request.gates)
     setup = folder_setup(request, workflow, workspace)
@@ -373,7 +398,8 @@ def start_run(request: RunRequest, world: World | None = None, *,
         branch=request.branch or run_branch(values, run_id),
         git_cache=str(world.git_cache or ""), answers=_answer_lists(request.answers),
         gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        logs=str(request.logs.resolve()) if request.logs is not None else "")
+        logs=str(request.logs.resolve()) if request.logs is not None else "",
+        budget_tokens=budget.tokens or 0, budget_usd=budget.usd or 0.0)
     store.create_run(_redacted_info(info, redactor), source.encode())
     start = workflow.start
     assert start is not None  # validated
@@ -426,9 +452,12 @@ def _redacted_workflow(source: str, path: Path) -> Workflow:
 def resume_run(run_path: Path, world: World | None = None,
                answers: Mapping[str, str | Sequence[str]] | None = None, *,
                options: EngineOptions | None = None,
-               observer: Progress | None = None, answered_by: str = "") -> RunOutcome:
-    """Continue a run from its saved state; the interrupted stage runs again."""
+               observer: Progress | None = None, answered_by: str = "",
+               budget: str = "") -> RunOutcome:
+    """Continue a run from its saved state; the interrupted stage runs again. `budget`
+    (`--budget`) replaces the limit of its kind: how a run paused on its budget goes on."""
     world = world or World()
+    raised = _budget_option(budget)
     store = world.stores.open(run_path.resolve())
     info = store.read_run_info()
     if answers:  # appended: they answer the gate's next visits
@@ -436,6 +465,9 @@ def resume_run(run_path: Path, world: World | None = None,
         for node_id, given in _answer_lists(answers).items():
             merged[node_id] = merged.get(node_id, []) + given
         info.answers = merged
+    if raised:
+        info.budget_tokens = raised.tokens or info.budget_tokens
+        info.budget_usd = raised.usd or info.budget_usd
     copy, source = store.read_workflow_copy()
     if hashlib.sha256(source).hexdigest() != info.workflow_sha256:
         raise RunRefused(f"run {run_path}", f"its workflow copy {copy} was changed after the "
@@ -481,8 +513,10 @@ def resume_run(run_path: Path, world: World | None = None,
         log.warning("resume: %s", loaded.recovered)
         store.append_event("checkpoint_recovered", problem=loaded.recovered)
         store.save_whole(state)
-    if answers:
+    if answers or raised:
         store.write_run_info(_redacted_info(info, run.redactor))
+    if raised:
+        store.append_event("budget_raised", limits=run_limits(workflow, info).describe())
     if state.status is RunStatus.RUNNING:
         store.append_event("run_resumed", next_node=state.next_node or "")
         if answers and answered_by:  # who answered a paused gate and when (§9.1)

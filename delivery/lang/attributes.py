@@ -56,6 +56,8 @@ GRAPH = frozenset({
     "llm_model", "llm_provider", "reasoning_effort", "thread_id", "agent",
     # the change set (SPEC §7.1): `change_set=false` writes no delivery/change-set status
     "change_set",
+    # the run's agent budget (SPEC §7.1): a pause before the next agent stage at 100%
+    "budget_tokens", "budget_usd",
 })
 NODE = frozenset({
     "label", "shape", "type", "prompt", "llm_prompt", "outputs", "facts", "max_retries",

@@ -322,6 +322,19 @@ class _Builder:
                          f"write {attr.name}=2 (or 1 for a fixed interval)", node=node)
         return 1.0
 
+    def money_value(self, attr: Attribute) -> float | None:
+        """A positive amount of US dollars (`budget_usd=25`, `budget_usd=2.50`)."""
+        text = attr.text.removeprefix("$")
+        try:
+            amount = float(text)
+        except ValueError:
+            amount = -1.0
+        if amount > 0 and amount != float("inf"):
+            return amount
+        self.value_error(attr, f"{attr.name}={attr.text!r} is not a positive amount of "
+                         "dollars", f"write {attr.name}=25 (or 2.50)")
+        return None
+
     def choice_value(self, attr: Attribute, allowed: tuple[str, ...], *,
                      node: str | None = None) -> str | None:
         if attr.text in allowed:
@@ -386,6 +399,12 @@ class _Builder:
                 value = self.int_value(attrs[name], 0)
                 if value is not None:
                     workflow.default_max_retries = value
+        tokens = attrs.get("budget_tokens")
+        if tokens is not None:
+            workflow.budget_tokens = self.int_value(tokens, 1)
+        usd = attrs.get("budget_usd")
+        if usd is not None:
+            workflow.budget_usd = self.money_value(usd)
         fidelity = attrs.get("default_fidelity")
         if fidelity is not None and fidelity.text not in FIDELITIES:
             self.value_error(fidelity, f"unknown fidelity '{fidelity.text}'",

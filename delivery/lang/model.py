@@ -223,6 +223,9 @@ class Workflow:
     default_max_retries: int = 0  # `default_max_retry` is Attractor's spelling
     template: TemplateMode = "jinja"  # the graph's mode; each node carries its own
     extra_attributes: frozenset[str] = frozenset()  # attributes used on purpose
+    # the run's agent budget (SPEC §7.1); None: unbounded (`--budget` may still set one)
+    budget_tokens: int | None = None
+    budget_usd: float | None = None
 
     def attr(self, name: str, default: str = "") -> str:
         return _text(self.attrs, name, default)

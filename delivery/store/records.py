@@ -141,6 +141,9 @@ class RunInfo:
     answers: dict[str, list[str]] = field(default_factory=dict)  # gate -> one per visit
     gates: str = "deny"  # deny | pause | managed: what an unanswered gate does off a terminal
     logs: str = ""  # `--logs DIR`: where the run's Attractor view is written ("": none)
+    # `--budget` (run, or raised by resume): over the graph's budget_tokens= / budget_usd=
+    budget_tokens: int = 0  # 0: not given
+    budget_usd: float = 0.0  # 0: not given
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "workflow": self.workflow,
@@ -149,7 +152,9 @@ class RunInfo:
                 "folders": self.folders, "checks": self.checks,
                 "required_approvals": self.required_approvals, "branch": self.branch,
                 "git_cache": self.git_cache, "answers": self.answers, "gates": self.gates,
-                "started": self.started, **({"logs": self.logs} if self.logs else {})}
+                "started": self.started, **({"logs": self.logs} if self.logs else {}),
+                **({"budget_tokens": self.budget_tokens} if self.budget_tokens else {}),
+                **({"budget_usd": self.budget_usd} if self.budget_usd else {})}
 
     @classmethod
     def from_json(cls, data: Any, what: str = "run.json") -> RunInfo:
@@ -158,6 +163,9 @@ class RunInfo:
         if not all(isinstance(v, list) and all(isinstance(a, str) for a in v)
                    for v in answers.values()):
             raise _fail(what, "answers", "an object of lists of strings", answers)
+        usd = data.get("budget_usd", 0.0)
+        if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not usd >= 0:
+            raise _fail(what, "budget_usd", "an amount of dollars >= 0", usd)
         gates = read.text("gates", "deny")
         if gates not in ("deny", "pause", "managed"):
             raise _fail(what, "gates", "'deny', 'pause' or 'managed'", gates)
@@ -170,7 +178,8 @@ class RunInfo:
                    required_approvals=read.count("required_approvals", 0),
                    branch=read.text("branch", ""),
                    git_cache=read.text("git_cache", ""), answers=answers, gates=gates,
-                   logs=read.text("logs", ""))
+                   logs=read.text("logs", ""),
+                   budget_tokens=read.count("budget_tokens", 0), budget_usd=float(usd))
 
 
 # -- the run state ---------------------------------------------------------------------------
