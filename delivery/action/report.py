@@ -60,6 +60,12 @@ def summary_markdown(results: Sequence[Result]) -> str:
         if outcome is None:
             continue
         parts.append("**Path:** " + " → ".join(f"`{node}`" for node in outcome.path) + "\n")
+        if outcome.budget:  # the run's agent budget (SPEC §7.1), and its 80% warning
+            parts.append(f"**Budget used:** {_cell(str(outcome.budget.get('text', '')))}\n")
+            if outcome.budget.get("warned"):
+                parts.append("> **Warning:** the run has used 80% or more of its budget; at "
+                             "100% it pauses before its next agent stage (`resume --budget` "
+                             "raises it)\n")
         drawing = _mermaid(result.workflow, outcome.path)
         if drawing:
             parts.append(f"```mermaid\n{drawing}\n```\n")

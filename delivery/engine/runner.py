@@ -263,6 +263,12 @@ class _Run:
             redact=self.redactor.text, take_resumed=take_resumed,
         )
 
+        budget = Budget(run_limits(self.workflow, self.info), context.get(BUDGET_KEY))
+
+        def budget_used() -> tuple[str, bool]:
+            used = state.usage.get("total_tokens", 0)
+            return budget.used_text(used), bool(budget.summary(used)["warned"])
+
         env = StageEnv(
             workflow=self.workflow, workspace=workspace, run_dir=self.store.path,
             agent=self.agent, renderer=Renderer(), interviewer=interviewer,
@@ -279,6 +285,7 @@ class _Run:
                                                else cache_root(self.world.environ)),
             run_child=lambda request: run_child(request, self.world, self.options,
                                                 self.info),
+            budget_used=budget_used,
         )
         remote = self.store if isinstance(self.store, StateRunStore) else None
         if remote is not None:  # event mode (SPEC §13)
@@ -294,7 +301,6 @@ class _Run:
                        self.info.started)
             view.saved(state, context)  # the checkpoint a resume starts from, at once
             observer, on_saved = view, view.saved
-        budget = Budget(run_limits(self.workflow, self.info), context.get(BUDGET_KEY))
         engine = Engine(self.workflow, self.handlers, env, self.store,
                         observer=observer, options=self.options,
                         agent_states=self.agents.save_state, on_saved=on_saved,

@@ -141,19 +141,22 @@ def _cell(text: str) -> str:
 
 
 def comment_body(run_id: str, branch: str, observed: Mapping[str, PrObservation],
-                 order: Sequence[str], *, notes: Sequence[str] = ()) -> str | None:
-    """The sticky comment every PR of the set carries (None when no folder has a PR)."""
+                 order: Sequence[str], *, notes: Sequence[str] = (),
+                 budget: str = "") -> str | None:
+    """The sticky comment every PR of the set carries (None when no folder has a PR);
+    `budget`: what the run used of its agent budget, the same in every row."""
     wanted = verdict(observed, order)
     if wanted is None:
         return None
-    rows = ["| folder | pull request | state | checks | unresolved threads |",
-            "|---|---|---|---|---|"]
+    rows = ["| folder | pull request | state | checks | unresolved threads | budget used |",
+            "|---|---|---|---|---|---|"]
     for folder in order:
         pr = observed.get(folder)
         if not isinstance(pr, PullRequestSnapshot):
             continue
         rows.append(f"| {_cell(folder)} | [#{pr.number}]({_cell(pr.url)}) | "
-                    f"{pr.state.value} | {pr.evidence.checks} | {pr.unresolved_threads} |")
+                    f"{pr.state.value} | {pr.evidence.checks} | {pr.unresolved_threads} | "
+                    f"{_cell(budget) or '—'} |")
     merged = all(isinstance(pr, PullRequestSnapshot) and pr.state is PrState.MERGED
                  for pr in (observed.get(f) for f in order) if pr is not None)
     run_status = ("done: every pull request of the set is merged" if merged else

@@ -12,6 +12,8 @@ import pytest
 from budget_helpers import chain_flow, costly_agent, events
 from state_helpers import bare, state_at
 
+from delivery.action.main import Result
+from delivery.action.report import summary_markdown
 from delivery.agents.base import AgentBackend
 from delivery.engine.remote_state import StateRunStores
 from delivery.engine.runner import RunRequest, World, resume_run, start_run
@@ -167,3 +169,12 @@ def test_in_event_mode_a_spent_budget_is_a_normal_paused_run_on_the_state_ref(
                          World(agent=agent, clock=FakeClock(), stores=stores), budget="2000")
     assert outcome.status == "succeeded", outcome.failure_reason
     assert outcome.path[-2:] == ["polish", "exit"] and outcome.usage["total_tokens"] == 1200
+
+
+def test_the_action_job_summary_shows_the_budget_used_and_its_warning(tmp_path: Path) -> None:
+    flow = chain_flow(tmp_path, "budget_tokens=1000")
+    outcome = start_run(RunRequest(workflow=flow, workspace=tmp_path), world(costly_agent(300)))
+    summary = summary_markdown([Result(outcome.run_id, outcome.status, outcome.failure_reason,
+                                       outcome, flow)])
+    assert "**Budget used:** 900 of 1,000 tokens (90%)" in summary
+    assert "> **Warning:** the run has used 80% or more of its budget" in summary

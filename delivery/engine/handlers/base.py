@@ -119,6 +119,9 @@ class StageEnv:
     # runs a manager loop's child pipeline through the engine (set by the runner, which
     # handlers cannot import: it imports them); None where no child can run
     run_child: ChildRunner | None = None
+    # the budget used so far as the sticky comment shows it, and whether its 80% warning
+    # was given (delivery.engine.budget); the runner sets it
+    budget_used: Callable[[], tuple[str, bool]] = field(default=lambda: ("", False))
 
 
 class Handler(Protocol):

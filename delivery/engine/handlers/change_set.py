@@ -82,7 +82,12 @@ def sync_comments(env: StageEnv, context: Context, observed: Mapping[str, PrObse
     if not change_set_enabled(env) or not isinstance(forge, CommentingForge):
         return {}
     run_id = str(context.get("internal.run_id") or "")
-    body = comment_body(run_id, env.branch, observed, list(env.folders), notes=notes)
+    budget, warned = env.budget_used()
+    if warned:
+        notes = (f"Warning: the run has used 80% or more of its budget ({budget}); at "
+                 "100% it pauses before its next agent stage", *notes)
+    body = comment_body(run_id, env.branch, observed, list(env.folders), notes=notes,
+                        budget=budget)
     if body is None:
         return {}
     digest = hashlib.sha256(body.encode()).hexdigest()[:16]
