@@ -46,6 +46,7 @@ from delivery.engine.handlers.base import (
     StageResult,
 )
 from delivery.engine.routing import facts_read, route_rule, select_edge
+from delivery.engine.stop_switch import StopSwitch
 from delivery.errors import ArtifactError, PauseRequested, RunError, RunStoreError
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
 from delivery.lang.topology import ParallelSection, parallel_sections
@@ -104,6 +105,7 @@ class Engine:
         agent_states: Callable[[], dict[str, Any]] = dict,
         on_saved: Callable[[RunState, Context], None] | None = None,
         budget: Budget | None = None,
+        stop_switch: StopSwitch | None = None,
     ) -> None:
         self.workflow = workflow
         self.handlers = handlers
@@ -126,6 +128,7 @@ class Engine:
         self.state: RunState | None = None
         self._path_length_before_step = 0  # where a paused run's path is cut back to
         self.budget = budget  # checked before each agent stage (delivery.engine.budget)
+        self.stop_switch = stop_switch  # the delivery:stop label, read at stage boundaries
         # why the run paused: gate | wait | budget | stopped ("" while it has not)
         self.pause_reason = ""
 
@@ -188,7 +191,7 @@ class Engine:
         state.next_node = waiting
         self.pause_reason = str(getattr(pause, "reason", "gate"))
         self._event("run_paused", node=pause.node_id, next_node=waiting,
-                    reason=self.pause_reason)
+                    reason=self.pause_reason, **getattr(pause, "event_fields", {}))
         self._save(state, context)
         state.context = context.snapshot()
         return state
@@ -218,6 +221,8 @@ class Engine:
             if main:
                 self._path_length_before_step = len(path)
                 state.next_node = current
+            if main and self.stop_switch is not None:
+                self.stop_switch.check(node)  # a person's stop label: pause before it
             if self.budget is not None and node.type in LLM_TYPES:
                 # before the stage, never inside it: a pause here re-runs nothing
                 self.budget.check(current, state.usage.get("total_tokens", 0))

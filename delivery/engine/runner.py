@@ -45,6 +45,7 @@ from delivery.engine.run_setup import (
     initial_context,
     refuse_folder_problems,
 )
+from delivery.engine.stop_switch import StopSwitch
 from delivery.engine.templating import Renderer
 from delivery.engine.worktree_restore import folders_to_recreate, recreate
 from delivery.errors import ResumeStopped, RunInterrupted, RunRefused, RunStoreError, Terminated
@@ -53,6 +54,7 @@ from delivery.forges.select import (
     open_forge,
     require_settings,
 )
+from delivery.forges.stop_label import StopLabelForge, StopTarget, ticket_issue
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.lang.model import LLM_TYPES, NodeType, Workflow
@@ -305,6 +307,7 @@ class _Run:
                         observer=observer, options=self.options,
                         agent_states=self.agents.save_state, on_saved=on_saved,
                         budget=budget)
+        engine.stop_switch = self._stop_switch(env, context, engine)
         try:
             final = engine.run(state, context)
             if remote is not None:  # nothing ran (the run had ended): give the claim back
@@ -326,6 +329,25 @@ class _Run:
                           if budget.limits else {},
                           offloaded=offloaded(context.stored(), self.store.artifacts))
 
+
+    def _stop_switch(self, env: StageEnv, context: Context,
+                     engine: Engine) -> StopSwitch | None:
+        """The stop label's reader, where the forge has labels (GitHub) and the run has
+        folders on it; None otherwise (the local forge has no labels)."""
+        forge = self.forge
+        if not isinstance(forge, StopLabelForge) or not env.branch or not env.repos:
+            return None
+
+        def targets() -> list[StopTarget]:
+            found = [StopTarget(folder, repository, head_branch=env.branch)
+                     for folder, repository in env.repos.items() if repository]
+            ticket = ticket_issue(str(context.get("ticket") or ""),
+                                  str(getattr(forge, "server_url", "") or ""))
+            if ticket is not None:
+                found.append(StopTarget("ticket", ticket[0], issue=ticket[1]))
+            return found
+
+        return StopSwitch(forge, targets, engine.store.append_event)
 
     def _recreate_worktrees(self, state: RunState, env: StageEnv,
                             remote: StateRunStore) -> None:

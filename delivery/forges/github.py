@@ -24,6 +24,7 @@ from github.Repository import Repository
 from delivery.errors import ForgeError
 from delivery.forges import github_threads as gt
 from delivery.forges.base import GitRemote, MergeResult, PullRequestRef, ThreadReply
+from delivery.forges.stop_label import Stop, StopTarget, first_stop, stop_query
 from probes.evidence import PrObservation, PrQuery
 from probes.github import (
     DEFAULT_API_URL,
@@ -345,6 +346,34 @@ class GitHubForge:
                              f"{thread_id} is not a review thread of PR #{number}",
                              "answer only the threads the probe listed in <folder>.threads.ids")
         return page
+
+    # -- the stop switch (SPEC §7.1): one query over the set's PRs and the ticket --------
+    def stop_label(self, targets: Sequence[StopTarget]) -> Stop | None:
+        """Where `delivery:stop` is set, and who set it; None when nowhere. A target that
+        is gone (a deleted ticket) reads as unlabelled: the rest of the answer stands."""
+        if not targets:
+            return None
+        text, variables = stop_query(targets)
+        repository = targets[0].repository
+        operation = "read the stop label"
+
+        def read() -> dict[str, Any]:
+            _, data = self._github.requester.requestJsonAndCheck(
+                "POST", self.graphql_url, input={"query": text, "variables": variables})
+            if not isinstance(data, dict):
+                raise Transient("GraphQL answered no JSON object")
+            if gt.rate_limited(data):
+                raise Transient(f"rate limited ({gt.error_text(data)})")
+            errors = [e for e in data.get("errors") or []
+                      if not (isinstance(e, dict) and e.get("type") == "NOT_FOUND")]
+            if errors:
+                raise ForgeError("github", repository, operation, gt.error_text(data),
+                                 "check that the token may read the repositories' PRs "
+                                 "and issues")
+            return data
+
+        data = self._retry(operation, repository, read)
+        return first_stop(targets, data.get("data") or {})
 
     def _graphql(self, operation: str, repository: str, query: str,
                  variables: Mapping[str, Any]) -> dict[str, Any]:

@@ -187,6 +187,36 @@ class GitHubPeople:
         return [(t.id, c.body) for t in pr.threads for c in t.comments[1:]
                 if c.author == self.github.login]
 
+    def label(self, repository: str, number: int, name: str) -> None:
+        """Set a label on an issue or PR (GitHub records the person on its timeline)."""
+        self.github.add_label(repository, number, name, actor=PERSON)
+
+    def unlabel(self, repository: str, number: int, name: str) -> None:
+        self.github.remove_label(repository, number, name, actor=PERSON)
+
+
+@dataclass
+class LabelsAfter(Progress):
+    """A person who sets `label` on the open PR of `branch` in `repository` (or on
+    issue `number`, a ticket) right after stage `node` finishes — mid-run, as someone
+    watching the PRs would (the stop switch's tests)."""
+
+    people: GitHubPeople
+    repository: str
+    node: str
+    label: str
+    branch: str = ""
+    number: int = 0
+    done: bool = False
+
+    def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
+        if node.id != self.node or self.done:
+            return
+        number = self.number or next(p.number for p in self.people.pulls(
+            self.repository, self.branch) if p.state == "open")
+        self.people.label(self.repository, number, self.label)
+        self.done = True
+
 
 class LocalPeople:
     """`People` on the local forge (repositories are paths of bare repositories)."""

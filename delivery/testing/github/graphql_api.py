@@ -26,6 +26,7 @@ from graphql import (
 from delivery.testing.github import gitops
 from delivery.testing.github.state import (
     CheckRun,
+    Issue,
     Pull,
     Repository,
     Review,
@@ -186,7 +187,7 @@ class Resolvers:
                     branch, n = f"revert-{pr.number}-{pr.head}-{n}", n + 1
                 gitops.revert_commit(repo.path, branch, pr.base, pr.merge_commit_sha,
                                      f"Revert \"{pr.title}\"\n\nThis reverts #{pr.number}.")
-                number = max([0, *repo.pulls]) + 1
+                number = repo.next_number()
                 revert = Pull(number=number, title=str(input.get("title") or
                                                        f"Revert \"{pr.title}\""),
                               body=str(input.get("body") or ""), head=branch, base=pr.base,
@@ -225,6 +226,13 @@ class Resolvers:
                 pulls.reverse()
             return connection(info, pulls, lambda p: self.pr_obj(repo, p), **page)
 
+        def issue(info: Any, number: int) -> dict[str, Any]:
+            found = repo.issues.get(number)
+            if found is None:
+                raise NotFound(f"Could not resolve to an issue or pull request with the "
+                               f"number of {number}.")
+            return self.issue_obj(repo, found)
+
         return {
             "__typename": "Repository",
             "id": _node_id("Repository", repo.id),
@@ -237,6 +245,7 @@ class Resolvers:
                                  "prefix": "refs/heads/"},
             "pullRequest": pull_request,
             "pullRequests": pull_requests,
+            "issue": issue,
         }
 
     def pr_obj(self, repo: Repository, pr: Pull) -> dict[str, Any]:
@@ -307,7 +316,34 @@ class Resolvers:
             "reviewThreads": lambda info, **page: connection(
                 info, pr.threads, lambda t: self.thread_obj(t, repo, pr), **page),
             "repository": lambda info: self.repo_obj(repo),
+            **self.labelable(repo, pr.number),
         }
+
+    def issue_obj(self, repo: Repository, issue: Issue) -> dict[str, Any]:
+        return {"__typename": "Issue", "id": _node_id("Issue", repo.id, issue.number),
+                "number": issue.number, "title": issue.title, "author": _actor(issue.author),
+                "createdAt": issue.created_at,
+                "url": f"{self.state.base_url}/{repo.full_name}/issues/{issue.number}",
+                **self.labelable(repo, issue.number)}
+
+    def labelable(self, repo: Repository, number: int) -> dict[str, Any]:
+        """`labels` and the (un)labeling part of `timelineItems` of an issue or PR."""
+        def labels(info: Any, orderBy: Any = None, **page: Any) -> dict[str, Any]:
+            return connection(info, list(repo.labels.get(number, [])), lambda name: {
+                "__typename": "Label", "id": _node_id("Label", repo.id, name),
+                "name": name}, **page)
+
+        def timeline(info: Any, itemTypes: list[str] | None = None, since: Any = None,
+                     skip: Any = None, **page: Any) -> dict[str, Any]:
+            wanted = {"LabeledEvent": "LABELED_EVENT", "UnlabeledEvent": "UNLABELED_EVENT"}
+            chosen = [e for e in repo.label_events.get(number, [])
+                      if not itemTypes or wanted[e.kind] in itemTypes]
+            return connection(info, chosen, lambda e: {
+                "__typename": e.kind, "id": _node_id(e.kind, repo.id, number, e.created_at),
+                "actor": _actor(e.actor), "createdAt": e.created_at,
+                "label": {"__typename": "Label", "name": e.label}}, **page)
+
+        return {"labels": labels, "timelineItems": timeline}
 
     def commit_obj(self, repo: Repository, sha: str) -> dict[str, Any]:
         state = self.state

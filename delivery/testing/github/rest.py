@@ -209,7 +209,7 @@ def create_pull(rest: Rest, repo: Repository, body: Any, **_: Any) -> Answer:
     if gitops.is_ancestor(repo.path, head_sha, base_sha):
         return invalid(f"No commits between {base} and {head}", resource="PullRequest",
                        code="custom")
-    number = max([0, *repo.pulls]) + 1
+    number = repo.next_number()
     pr = Pull(number=number, title=str(body.get("title", head)), body=str(body.get("body") or ""),
               head=head, base=base, author=rest.login, created_at=rest.state.timestamp(),
               draft=bool(body.get("draft", False)), last_head_sha=head_sha)

@@ -28,7 +28,16 @@ from urllib.parse import urlsplit
 
 from delivery.testing.github import graphql_api, rest
 from delivery.testing.github.faults import Fault
-from delivery.testing.github.state import CheckRule, Pull, Repository, Review, ReviewThread, State
+from delivery.testing.github.state import (
+    CheckRule,
+    Issue,
+    LabelEvent,
+    Pull,
+    Repository,
+    Review,
+    ReviewThread,
+    State,
+)
 
 
 @dataclass
@@ -166,6 +175,37 @@ class FakeGitHub:
         number = int(answer[2]["number"])
         self.pull(full_name, number).author = author
         return number
+
+    def create_issue(self, full_name: str, title: str, *, author: str = "octocat") -> int:
+        """An issue (a ticket); its number comes from the sequence PRs share."""
+        with self.state.lock:
+            repo = self.repository(full_name)
+            number = repo.next_number()
+            repo.issues[number] = Issue(number, title, author, self.state.timestamp())
+            return number
+
+    def add_label(self, full_name: str, number: int, label: str, *,
+                  actor: str = "octocat") -> None:
+        """`actor` labels issue or PR `number` (a `LabeledEvent` on its timeline)."""
+        with self.state.lock:
+            repo = self.repository(full_name)
+            if number not in repo.pulls and number not in repo.issues:
+                raise KeyError(f"{full_name} has no issue or PR #{number}")
+            names = repo.labels.setdefault(number, [])
+            if label not in names:
+                names.append(label)
+                repo.label_events.setdefault(number, []).append(
+                    LabelEvent("LabeledEvent", label, actor, self.state.timestamp()))
+
+    def remove_label(self, full_name: str, number: int, label: str, *,
+                     actor: str = "octocat") -> None:
+        with self.state.lock:
+            repo = self.repository(full_name)
+            names = repo.labels.get(number, [])
+            if label in names:
+                names.remove(label)
+                repo.label_events.setdefault(number, []).append(
+                    LabelEvent("UnlabeledEvent", label, actor, self.state.timestamp()))
 
     def set_draft(self, full_name: str, number: int, draft: bool = True) -> None:
         """Convert a PR to a draft, or mark it ready for review (`draft=False`)."""

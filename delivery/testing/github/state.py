@@ -107,6 +107,24 @@ class IssueComment:
 
 
 @dataclass
+class Issue:
+    number: int
+    title: str
+    author: str
+    created_at: str
+
+
+@dataclass
+class LabelEvent:
+    """An entry of an issue's or PR's timeline: `LabeledEvent` or `UnlabeledEvent`."""
+
+    kind: str  # LabeledEvent | UnlabeledEvent
+    label: str
+    actor: str
+    created_at: str
+
+
+@dataclass
 class Pull:
     number: int
     title: str
@@ -145,10 +163,18 @@ class Repository:
     pulls: dict[int, Pull] = field(default_factory=dict)
     comments: dict[int, IssueComment] = field(default_factory=dict)
     statuses: dict[str, dict[str, StatusContext]] = field(default_factory=dict)
+    issues: dict[int, Issue] = field(default_factory=dict)
+    # issue or PR number -> its labels, and their timeline of (un)labelings
+    labels: dict[int, list[str]] = field(default_factory=dict)
+    label_events: dict[int, list[LabelEvent]] = field(default_factory=dict)
 
     @property
     def full_name(self) -> str:
         return f"{self.owner}/{self.name}"
+
+    def next_number(self) -> int:
+        """Issues and PRs share one sequence of numbers, as on GitHub."""
+        return max([0, *self.pulls, *self.issues]) + 1
 
 
 class MergeRefused(Exception):

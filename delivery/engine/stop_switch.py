@@ -1,0 +1,66 @@
+"""The stop switch (SPEC §7.1): the label `delivery:stop` on any open PR of the run, or on
+the ticket when it is a GitHub issue, pauses the run at the next stage boundary (status
+`paused`, reason `stopped`), naming who set it; removing the label and resuming goes on.
+
+Read at the boundary before each stage that spends (agents), writes to the PRs (publish,
+merge, respond) or asks people (human gates), and before parallel sections and manager
+loops, which hold such stages — one GraphQL request over the whole set. Not before probes,
+waits, conditionals, scripts or worktree stages, which spend nothing and leave the PRs
+alone: a probe round stays one request, a run waiting for CI is stopped before the merge
+or repair that would follow, and local checks run before a publish are stopped at it.
+A read that fails does not stop the run (it is recorded, and the next boundary reads
+again): a flaky read must not be mistaken for a person's decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from delivery.errors import DeliveryError, PauseRequested
+from delivery.forges.stop_label import STOP_LABEL, Stop, StopLabelForge, StopTarget
+from delivery.lang.model import Node, NodeType
+
+PAUSE_REASON: Final = "stopped"
+# the stages a stop label holds back (see the module docstring)
+CHECKED: Final = frozenset({NodeType.AGENT, NodeType.PROMPT, NodeType.PUBLISH,
+                            NodeType.MERGE, NodeType.RESPOND, NodeType.HUMAN,
+                            NodeType.PARALLEL, NodeType.MANAGER_LOOP})
+
+
+class StopPause(PauseRequested):
+    """The stop label is set: the run pauses before `node_id`."""
+
+    reason = PAUSE_REASON
+
+    def __init__(self, node_id: str, stop: Stop) -> None:
+        who = f" by {stop.by}" if stop.by else ""
+        when = f" at {stop.at}" if stop.at else ""
+        BaseException.__init__(self, (
+            f"stopped: the label {STOP_LABEL} was set on {stop.where}{who}{when}; the run "
+            f"paused before '{node_id}' — remove the label and resume the run to go on"))
+        self.node_id = node_id
+        self.choices = []
+        self.event_fields: dict[str, Any] = {"where": stop.where, "by": stop.by,
+                                             "at": stop.at, "url": stop.url}
+
+
+class StopSwitch:
+    """Asked by the engine before each stage of the main path."""
+
+    def __init__(self, forge: StopLabelForge, targets: Callable[[], Sequence[StopTarget]],
+                 event: Callable[..., None]) -> None:
+        self.forge = forge
+        self.targets = targets  # read at each boundary: the ticket is in the context
+        self.event = event
+
+    def check(self, node: Node) -> None:
+        if node.type not in CHECKED:
+            return
+        try:
+            stop = self.forge.stop_label(self.targets())
+        except DeliveryError as error:
+            self.event("stop_switch_unread", node=node.id, problem=str(error))
+            return
+        if stop is not None:
+            raise StopPause(node.id, stop)

@@ -1,0 +1,129 @@
+"""The stop switch's read (SPEC §7.1): is the label `delivery:stop` on an open PR of the
+run, or on the ticket, and who set it?
+
+One GraphQL query covers the whole set: per folder an alias over the open PR of the run's
+branch, and the ticket issue when the ticket is a GitHub issue. Who set the label comes
+from the timeline's latest `LabeledEvent` for it (GitHub's record, not text anyone can
+write), so the person named is the one GitHub says labelled it. Values travel as
+variables; the text is validated against GitHub's schema in the tests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+from probes.github_query import split_repository
+
+STOP_LABEL = "delivery:stop"
+LABELS_PAGE = 50
+EVENTS_PAGE = 20
+
+FRAGMENTS = f"""
+fragment StopLabels on Labelable {{ labels(first: {LABELS_PAGE}) {{ nodes {{ name }} }} }}
+fragment StopLabeled on LabeledEvent {{ createdAt actor {{ login }} label {{ name }} }}
+"""
+_TIMELINE = (f"timelineItems(itemTypes: [LABELED_EVENT], last: {EVENTS_PAGE}) "
+             "{ nodes { ...StopLabeled } }")
+
+
+@dataclass(frozen=True)
+class StopTarget:
+    """Where a stop label may be: a folder's open PR (by the run's branch) or the ticket."""
+
+    where: str  # the folder, or "ticket"
+    repository: str
+    head_branch: str = ""  # a PR: found by head branch
+    issue: int = 0  # the ticket: an issue number
+
+
+@dataclass(frozen=True)
+class Stop:
+    where: str  # `api #3`, `ticket octo/web#7`
+    by: str  # the login GitHub records as having set the label ("" when not known)
+    at: str  # when (ISO 8601, from the timeline)
+    url: str
+
+
+@runtime_checkable
+class StopLabelForge(Protocol):
+    """A forge with labels (GitHub); the local forge has none, so no stop switch."""
+
+    def stop_label(self, targets: Sequence[StopTarget]) -> Stop | None: ...
+
+
+def ticket_issue(ticket: str, server_url: str = "") -> tuple[str, int] | None:
+    """(`owner/name`, number) of a ticket that is a GitHub issue: `o/n#7`, or its URL
+    (`https://github.com/o/n/issues/7`) on the forge's server (`server_url`; any server
+    when empty) — an issue on another server is not the forge's to read; else None."""
+    text = ticket.strip()
+    short = re.fullmatch(r"([\w.-]+/[\w.-]+)#(\d+)", text)
+    if short:
+        return short.group(1), int(short.group(2))
+    if "://" not in text:
+        return None
+    url = urlsplit(text)
+    if server_url and url.netloc.lower() != urlsplit(server_url).netloc.lower():
+        return None
+    parts = [p for p in url.path.split("/") if p]
+    if len(parts) >= 4 and parts[-2] == "issues" and parts[-1].isdigit():
+        return f"{parts[-4]}/{parts[-3]}", int(parts[-1])
+    return None
+
+
+def stop_query(targets: Sequence[StopTarget]) -> tuple[str, dict[str, Any]]:
+    """The text and variables of one read of every target (aliases `s0`, `s1`, …)."""
+    decls: list[str] = []
+    fields: list[str] = []
+    variables: dict[str, Any] = {}
+    for i, target in enumerate(targets):
+        owner, name = split_repository(target.repository)
+        decls += [f"$o{i}: String!", f"$n{i}: String!"]
+        variables[f"o{i}"], variables[f"n{i}"] = owner, name
+        if target.issue:
+            decls.append(f"$i{i}: Int!")
+            variables[f"i{i}"] = target.issue
+            inner = f"issue(number: $i{i}) {{ number url ...StopLabels {_TIMELINE} }}"
+        else:
+            decls.append(f"$h{i}: String!")
+            variables[f"h{i}"] = target.head_branch
+            inner = (f"pullRequests(headRefName: $h{i}, states: [OPEN], first: 1) "
+                     f"{{ nodes {{ number url ...StopLabels {_TIMELINE} }} }}")
+        fields.append(f"  s{i}: repository(owner: $o{i}, name: $n{i}) {{ {inner} }}")
+    text = f"query StopSwitch({', '.join(decls)}) {{\n" + "\n".join(fields) + "\n}\n" + FRAGMENTS
+    return text, variables
+
+
+def first_stop(targets: Sequence[StopTarget], data: Mapping[str, Any]) -> Stop | None:
+    """The first target (in order) carrying the label, from the query's `data`."""
+    for i, target in enumerate(targets):
+        repo = data.get(f"s{i}") or {}
+        if target.issue:
+            node = repo.get("issue")
+        else:
+            nodes = (repo.get("pullRequests") or {}).get("nodes") or []
+            node = nodes[0] if nodes else None
+        if not isinstance(node, Mapping):
+            continue
+        names = [str((label or {}).get("name") or "")
+                 for label in (node.get("labels") or {}).get("nodes") or []]
+        if STOP_LABEL not in names:
+            continue
+        by, at = _labelled_by(node)
+        where = (f"ticket {target.repository}#{node.get('number')}" if target.issue
+                 else f"{target.where} #{node.get('number')}")
+        return Stop(where, by, at, str(node.get("url") or ""))
+    return None
+
+
+def _labelled_by(node: Mapping[str, Any]) -> tuple[str, str]:
+    events = (node.get("timelineItems") or {}).get("nodes") or []
+    for event in reversed(events):
+        if isinstance(event, Mapping) and \
+                (event.get("label") or {}).get("name") == STOP_LABEL:
+            return str((event.get("actor") or {}).get("login") or ""), \
+                str(event.get("createdAt") or "")
+    return "", ""
