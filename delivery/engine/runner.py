@@ -162,6 +162,9 @@ class World:
     forge: Forge | None = None
     # The clone cache worktrees hang on; None: $XDG_CACHE_HOME/delivery.
     git_cache: Path | None = None
+    # Who reads the stop label (route scenarios script it); None: the forge, if it has
+    # labels (GitHub)
+    stop_labels: StopLabelForge | None = None
 
 
 def refuse_unsupported(workflow: Workflow, handlers: Mapping[NodeType, object]) -> None:
@@ -334,7 +337,7 @@ class _Run:
                      engine: Engine) -> StopSwitch | None:
         """The stop label's reader, where the forge has labels (GitHub) and the run has
         folders on it; None otherwise (the local forge has no labels)."""
-        forge = self.forge
+        forge = self.world.stop_labels or self.forge
         if not isinstance(forge, StopLabelForge) or not env.branch or not env.repos:
             return None
 

@@ -49,7 +49,7 @@ class StopSwitch:
     """Asked by the engine before each stage of the main path."""
 
     def __init__(self, forge: StopLabelForge, targets: Callable[[], Sequence[StopTarget]],
-                 event: Callable[..., None]) -> None:
+                 event: Callable[..., object]) -> None:
         self.forge = forge
         self.targets = targets  # read at each boundary: the ticket is in the context
         self.event = event

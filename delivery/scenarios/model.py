@@ -50,6 +50,16 @@ class StageVisit(_Strict):
     updates: dict[str, Any] = Field(default_factory=dict)
 
 
+class StopScript(_Strict):
+    """The label `delivery:stop` appears once `after` has run (its first visit), set by
+    `by` on `on` (a folder's PR, or the ticket); the stop switch sees it at the next
+    boundary it reads at."""
+
+    after: str
+    by: str = "a-person"
+    on: str = "ticket"
+
+
 class Expectation(_Strict):
     status: str | None = None
     path: list[str] | None = None
@@ -68,6 +78,11 @@ class Scenario(_Strict):
     probes: dict[str, list[dict[str, FactScalar]]] = Field(default_factory=dict)
     stages: dict[str, list[StageVisit]] = Field(default_factory=dict)
     answers: dict[str, list[str]] = Field(default_factory=dict)
+    # the agent budget (as `--budget`: tokens, or "$N") and the tokens each reply of an
+    # agent node reports, in order (SPEC §7.1 "Budget and stop switch")
+    budget: str | None = None
+    tokens: dict[str, list[StrictInt]] = Field(default_factory=dict)
+    stop: StopScript | None = None
     expect: Expectation = Field(default_factory=Expectation)
 
 
@@ -201,6 +216,15 @@ def check_scenarios(loaded: LoadedScenarios, workflow: Workflow, text: str) -> N
                     "a publish, merge, respond, wait or worktree node")
         for node_id in scenario.answers:
             node_of(node_id, "answers", frozenset({NodeType.HUMAN}), "a human gate")
+        for node_id in scenario.tokens:
+            node_of(node_id, "tokens", frozenset({NodeType.AGENT, NodeType.PROMPT}),
+                    "an agent or prompt node")
+        if scenario.stop is not None:
+            node_of(scenario.stop.after, "stop", None, "")
+            if scenario.stop.on != "ticket" and scenario.stop.on not in scenario.folders:
+                fail(f"stop.on names '{scenario.stop.on}', neither 'ticket' nor one of the "
+                     "scenario's folders", "write on = \"ticket\" or a folder's name",
+                     "stop", scenario.stop.on)
         for node_id in scenario.expect.visits:
             node_of(node_id, "expect.visits", None, "")
         for node_id in scenario.expect.path or []:

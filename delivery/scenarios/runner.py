@@ -17,16 +17,24 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from delivery.agents.base import AgentError
-from delivery.agents.replay import ReplayBackend
+from delivery.agents.base import AgentError, SessionRequest, TurnSink, Usage
+from delivery.agents.replay import ReplayBackend, ReplaySession
+from delivery.engine.handlers.base import StageResult
 from delivery.engine.interviewer import ScriptedInterviewer
 from delivery.engine.route_log import read_routes
-from delivery.engine.run_loop import EngineOptions
+from delivery.engine.run_loop import EngineOptions, Progress
 from delivery.engine.runner import RunRequest, World, start_run
 from delivery.errors import RunError
-from delivery.lang.model import Workflow
+from delivery.forges.stop_label import Stop, StopTarget
+from delivery.lang.model import Node, Workflow
 from delivery.scenarios.expect import Mismatch, PathDivergence, check_expectation
-from delivery.scenarios.model import LoadedScenarios, Scenario, check_scenarios, load_scenarios
+from delivery.scenarios.model import (
+    LoadedScenarios,
+    Scenario,
+    StopScript,
+    check_scenarios,
+    load_scenarios,
+)
 from delivery.scenarios.stages import Exhausted, ScenarioPlayer
 from delivery.validation.loader import load_workflow
 
@@ -51,12 +59,40 @@ class ScenarioClock:
         return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=self.elapsed)
 
 
-class _ScenarioAgent(ReplayBackend):
-    """The replay agent, noting the nodes whose scripted replies ran out."""
+class _CostlySession(ReplaySession):
+    """A replay session whose replies report the scenario's `tokens` as their usage."""
 
-    def __init__(self, replies: Mapping[str, Sequence[str]]) -> None:
+    def send(self, message: str, sink: TurnSink | None = None) -> str:
+        text = super().send(message, sink)
+        speaker = sink.node_id if sink is not None and sink.node_id else self.node_id
+        assert isinstance(self.backend, _ScenarioAgent)
+        tokens = self.backend.tokens_of(speaker)
+        if tokens and sink is not None:
+            sink.usage(Usage(0, tokens))
+        return text
+
+
+class _ScenarioAgent(ReplayBackend):
+    """The replay agent, noting the nodes whose scripted replies ran out, and reporting
+    the scenario's `tokens` for each reply."""
+
+    def __init__(self, replies: Mapping[str, Sequence[str]],
+                 tokens: Mapping[str, Sequence[int]] | None = None) -> None:
         super().__init__(replies, source="the scenario's replies")
         self.exhausted: list[Exhausted] = []
+        self.tokens = {node: list(counts) for node, counts in (tokens or {}).items()}
+        self._spent: dict[str, int] = {}
+
+    def open_session(self, node_id: str, *, workspace: Path,
+                     request: SessionRequest | None = None) -> ReplaySession:
+        return _CostlySession(self, node_id, workspace)
+
+    def tokens_of(self, node_id: str) -> int:
+        """The tokens the node's next reply reports (0 past the end of its list)."""
+        index = self._spent.get(node_id, 0)
+        self._spent[node_id] = index + 1
+        counts = self.tokens.get(node_id, [])
+        return counts[index] if index < len(counts) else 0
 
     def next_reply(self, node_id: str, message: str) -> str:
         try:
@@ -65,6 +101,22 @@ class _ScenarioAgent(ReplayBackend):
             used = sum(1 for node, _ in self.prompts if node == node_id)
             self.exhausted.append(Exhausted(node_id, used))
             raise
+
+
+class _ScriptedStopLabel(Progress):
+    """The stop label as a scenario scripts it: set once its `after` node has run."""
+
+    def __init__(self, stop: StopScript) -> None:
+        self.stop = stop
+        self.set = False
+
+    def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
+        self.set = self.set or node.id == self.stop.after
+
+    def stop_label(self, targets: Sequence[StopTarget]) -> Stop | None:
+        if not self.set:
+            return None
+        return Stop(self.stop.on, self.stop.by, "", "")
 
 
 @dataclass
@@ -102,18 +154,19 @@ def run_scenario(loaded: LoadedScenarios, index: int, folder: Path,
     scenario = loaded.scenarios[index]
     folder.mkdir(parents=True)
     player = ScenarioPlayer(scenario)
-    agent = _ScenarioAgent(scenario.replies)
+    agent = _ScenarioAgent(scenario.replies, scenario.tokens)
     answers: dict[str, list[str]] = {node: list(given) for node, given in scenario.answers.items()}
     interviewer = ScriptedInterviewer(answers)
+    stop = _ScriptedStopLabel(scenario.stop) if scenario.stop is not None else None
     world = World(agent=agent, interviewer=interviewer, clock=ScenarioClock(),
-                  environ={}, handlers=player.handlers())
+                  environ={}, handlers=player.handlers(), stop_labels=stop)
     request = RunRequest(workflow=loaded.workflow_path, goal=scenario.goal or DEFAULT_GOAL,
                          inputs=scenario.inputs, workspace=folder, run_dir=folder / "run",
                          repos={name: str(folder) for name in scenario.folders},
-                         model=workflow)
+                         model=workflow, budget=scenario.budget or "")
     result = ScenarioResult(scenario.name, loaded.lines[index], passed=False)
     try:
-        outcome = start_run(request, world,
+        outcome = start_run(request, world, observer=stop,
                             options=EngineOptions(max_steps=SCENARIO_MAX_STEPS))
     except RunError as err:
         result.problems.append(f"the run was refused: {err}")
