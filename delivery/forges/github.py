@@ -383,8 +383,8 @@ class GitHubForge:
                 "POST", self.graphql_url, input={"query": text, "variables": variables})
             if not isinstance(data, dict):
                 raise Transient("GraphQL answered no JSON object")
-            if gt.rate_limited(data):
-                raise Transient(f"rate limited ({gt.error_text(data)})")
+            if gt.rate_limited(data) or gt.failed_transiently(data):
+                raise Transient(f"GraphQL: {gt.error_text(data)}")
             errors = [e for e in data.get("errors") or []
                       if not (isinstance(e, dict) and e.get("type") == "NOT_FOUND")]
             if errors:
@@ -405,6 +405,8 @@ class GitHubForge:
             raise Transient("GraphQL answered no JSON object")
         if gt.rate_limited(data):
             raise Transient(f"rate limited ({gt.error_text(data)})")
+        if gt.failed_transiently(data):
+            raise Transient(f"GraphQL: {gt.error_text(data)}")
         if data.get("errors"):
             raise ForgeError("github", repository, operation, gt.error_text(data),
                              "check that the token may write to the repository's PRs")

@@ -15,8 +15,9 @@ from engine_helpers import FakeClock, reply, write_flow
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
+from delivery.forges.github import GitHubForge
 from delivery.forges.stop_label import STOP_LABEL, StopTarget, stop_query, ticket_issue
-from delivery.testing.github import FakeGitHub
+from delivery.testing.github import FakeGitHub, faults
 from delivery.testing.github.graphql_api import validate_query
 from delivery.testing.person import PERSON, GitHubPeople, LabelsAfter
 
@@ -133,3 +134,22 @@ def test_a_probe_round_stays_one_graphql_request_with_the_stop_switch_on(
         # one per probe and once who the token is (the sticky comment's author check):
         # no read of the stop label in a probe round
         assert github.count("POST", "/api/graphql") == 3
+
+
+SOMETHING_WENT_WRONG = [{"message": "Something went wrong while executing your query. This "
+                         "may be the result of a timeout, or it could be a GitHub bug."}]
+
+
+def test_githubs_transient_graphql_error_is_retried_by_the_forges_reads() -> None:
+    with FakeGitHub() as github:
+        github.create_repo("octo/web")
+        number = github.create_issue("octo/web", "Say hello")
+        github.add_label("octo/web", number, STOP_LABEL, actor=PERSON)
+        clock = FakeClock()
+        forge = GitHubForge.from_environment(github.env(), sleep=clock.sleep,
+                                             clock=clock.monotonic)
+        github.inject(faults.graphql_errors(SOMETHING_WENT_WRONG, times=2))
+        stop = forge.stop_label([StopTarget("ticket", "octo/web", issue=number)])
+        assert stop is not None and stop.by == PERSON
+        github.inject(faults.graphql_errors(SOMETHING_WENT_WRONG))
+        assert forge.viewer_login("octo/web") == github.login
