@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from delivery.errors import PauseRequested, RunRefused
+from delivery.lang.model import Workflow
+from delivery.store.records import RunInfo
 
 CONTEXT_KEY: Final = "internal.budget"
 WARN_AT: Final = 0.8
@@ -70,6 +72,17 @@ def parse_budget(text: str, option: str = "--budget") -> Limits:
             return Limits(tokens=count)
     raise RunRefused(f"{option} {text!r}", "is not a positive number of tokens or dollars",
                      f"write {option} 200000 (tokens, also 200k) or {option} '$5' (US dollars)")
+
+
+def budget_option(text: str, option: str = "--budget") -> Limits:
+    """`--budget` as given (empty: none)."""
+    return parse_budget(text, option) if text else Limits()
+
+
+def run_limits(workflow: Workflow, info: RunInfo) -> Limits:
+    """The graph's budget with what `--budget` (kept in run.json) sets over it."""
+    given = Limits(info.budget_tokens or None, info.budget_usd or None)
+    return Limits(workflow.budget_tokens, workflow.budget_usd).overridden(given)
 
 
 @dataclass

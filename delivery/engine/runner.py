@@ -25,7 +25,7 @@ from delivery.agents.replay import ReplayBackend
 from delivery.engine.agent_runtime import AgentRuntime
 from delivery.engine.attractor_logs import AttractorLogs, check_logs_folder
 from delivery.engine.budget import CONTEXT_KEY as BUDGET_KEY
-from delivery.engine.budget import Budget, Limits, parse_budget
+from delivery.engine.budget import Budget, budget_option, run_limits
 from delivery.engine.child_runs import check_children, run_child
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
@@ -54,7 +54,7 @@ from delivery.forges.select import (
     open_forge,
     require_settings,
 )
-from delivery.forges.stop_label import StopLabelForge, StopTarget, ticket_issue
+from delivery.forges.stop_label import StopLabelForge
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.lang.model import LLM_TYPES, NodeType, Workflow
@@ -310,7 +310,9 @@ class _Run:
                         observer=observer, options=self.options,
                         agent_states=self.agents.save_state, on_saved=on_saved,
                         budget=budget)
-        engine.stop_switch = self._stop_switch(env, context, engine)
+        engine.stop_switch = StopSwitch.for_run(self.world.stop_labels or self.forge,
+                                                env.repos, env.branch, context,
+                                                self.store.append_event)
         try:
             final = engine.run(state, context)
             if remote is not None:  # nothing ran (the run had ended): give the claim back
@@ -333,25 +335,6 @@ class _Run:
                           offloaded=offloaded(context.stored(), self.store.artifacts))
 
 
-    def _stop_switch(self, env: StageEnv, context: Context,
-                     engine: Engine) -> StopSwitch | None:
-        """The stop label's reader, where the forge has labels (GitHub) and the run has
-        folders on it; None otherwise (the local forge has no labels)."""
-        forge = self.world.stop_labels or self.forge
-        if not isinstance(forge, StopLabelForge) or not env.branch or not env.repos:
-            return None
-
-        def targets() -> list[StopTarget]:
-            found = [StopTarget(folder, repository, head_branch=env.branch)
-                     for folder, repository in env.repos.items() if repository]
-            ticket = ticket_issue(str(context.get("ticket") or ""),
-                                  str(getattr(forge, "server_url", "") or ""))
-            if ticket is not None:
-                found.append(StopTarget("ticket", ticket[0], issue=ticket[1]))
-            return found
-
-        return StopSwitch(forge, targets, engine.store.append_event)
-
     def _recreate_worktrees(self, state: RunState, env: StageEnv,
                             remote: StateRunStore) -> None:
         """A resume on a fresh machine: the folders' worktrees the run had made come back
@@ -370,16 +353,6 @@ class _Run:
             raise ResumeStopped(state.run_id, self.redactor.text(problem))
 
 
-def run_limits(workflow: Workflow, info: RunInfo) -> Limits:
-    """The graph's budget with what `--budget` (run.json) sets over it."""
-    given = Limits(info.budget_tokens or None, info.budget_usd or None)
-    return Limits(workflow.budget_tokens, workflow.budget_usd).overridden(given)
-
-
-def _budget_option(text: str, option: str = "--budget") -> Limits:
-    return parse_budget(text, option) if text else Limits()
-
-
 def start_run(request: RunRequest, world: World | None = None, *,
               options: EngineOptions | None = None,
               observer: Progress | None = None) -> RunOutcome:
@@ -396,7 +369,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
         raise RunRefused(where, f"{workspace} is not a directory",
                          f"create it or point {where} at an existing directory")
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
-    budget = _budget_option(request.budget, spelling.option("--budget", "budget"))
+    budget = budget_option(request.budget, spelling.option("--budget", "budget"))
     check_children(workflow, workspace)
     agents = _agents(workflow, request.agent, workspace, world, request.gates)
     setup = folder_setup(request, workflow, workspace)
@@ -488,7 +461,7 @@ def resume_run(run_path: Path, world: World | None = None,
     """Continue a run from its saved state; the interrupted stage runs again. `budget`
     (`--budget`) replaces the limit of its kind: how a run paused on its budget goes on."""
     world = world or World()
-    raised = _budget_option(budget)
+    raised = budget_option(budget)
     store = world.stores.open(run_path.resolve())
     info = store.read_run_info()
     if answers:  # appended: they answer the gate's next visits

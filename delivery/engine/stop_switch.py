@@ -14,11 +14,18 @@ again): a flaky read must not be mistaken for a person's decision.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from delivery.engine.context import Context
 from delivery.errors import DeliveryError, PauseRequested
-from delivery.forges.stop_label import STOP_LABEL, Stop, StopLabelForge, StopTarget
+from delivery.forges.stop_label import (
+    STOP_LABEL,
+    Stop,
+    StopLabelForge,
+    StopTarget,
+    ticket_issue,
+)
 from delivery.lang.model import Node, NodeType
 
 PAUSE_REASON: Final = "stopped"
@@ -53,6 +60,27 @@ class StopSwitch:
         self.forge = forge
         self.targets = targets  # read at each boundary: the ticket is in the context
         self.event = event
+
+    @classmethod
+    def for_run(cls, forge: object, repos: Mapping[str, str], branch: str, context: Context,
+                event: Callable[..., object]) -> StopSwitch | None:
+        """The switch of a run: where the forge has labels (GitHub) and the run has
+        folders on it; None otherwise (the local forge has no labels). The ticket is read
+        from the context at each boundary; it counts when it is an issue on the forge's
+        own server."""
+        if not isinstance(forge, StopLabelForge) or not branch or not repos:
+            return None
+        server = str(getattr(forge, "server_url", "") or "")
+
+        def targets() -> list[StopTarget]:
+            found = [StopTarget(folder, repository, head_branch=branch)
+                     for folder, repository in repos.items() if repository]
+            ticket = ticket_issue(str(context.get("ticket") or ""), server)
+            if ticket is not None:
+                found.append(StopTarget("ticket", ticket[0], issue=ticket[1]))
+            return found
+
+        return cls(forge, targets, event)
 
     def check(self, node: Node) -> None:
         if node.type not in CHECKED:
