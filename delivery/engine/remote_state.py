@@ -32,7 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from delivery.engine.claims import SMALL_FILE_LIMIT, Claim, parse_claim, parse_status
+from delivery.engine.claims import (
+    SMALL_FILE_LIMIT,
+    ActionsRuns,
+    Claim,
+    parse_claim,
+    parse_status,
+)
 from delivery.engine.claims import ended as claim_ended
 from delivery.errors import (
     GitError,
@@ -101,6 +107,8 @@ class RemoteState:
     spec: str
     # wall-clock seconds (claims are compared across machines)
     now: Callable[[], float] = time.time
+    # GitHub, asked whether the Actions run of a live-looking claim has ended
+    actions_runs: ActionsRuns | None = None
 
     @classmethod
     def open(cls, spec: str, cache: Path, environ: Mapping[str, str],
@@ -108,7 +116,11 @@ class RemoteState:
         remote, headers = state_remote(spec, environ)
         digest = hashlib.sha256(remote.encode()).hexdigest()[:12]
         scratch = cache / "state" / f"{digest}.git"
-        return cls(RunRef(remote, scratch, headers, environ), spec, now)
+        actions_runs = None
+        if spec.startswith("git:") and environ.get("GITHUB_TOKEN"):
+            api = environ.get("GITHUB_API_URL") or "https://api.github.com"
+            actions_runs = ActionsRuns(api, environ["GITHUB_TOKEN"])
+        return cls(RunRef(remote, scratch, headers, environ), spec, now, actions_runs)
 
     def session(self, run_id: str, job: str) -> StateSession:
         return StateSession(self, run_id, job)
@@ -235,9 +247,11 @@ class StateSession:
         if self.ended:
             return  # an ended run is reported as it is; nothing to claim or run
         held = self._held
-        if held is not None and not take_over and not claim_ended(held, self.job):
+        if held is not None and not take_over:
             age = self.state.now() - held.at
-            if age < stale_after(run_dir):
+            # the API only when the age does not settle it already
+            if age < stale_after(run_dir) and not claim_ended(held, self.job,
+                                                             self.state.actions_runs):
                 raise Superseded(self.run_id, f"job {held.job} claimed it "
                                  f"{max(age, 0):.0f}s ago and is still within the longest "
                                  "stage timeout (pass --take-over if that job is dead)")

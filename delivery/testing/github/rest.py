@@ -11,6 +11,7 @@ from urllib.parse import parse_qs
 
 from delivery.testing.github import gitops
 from delivery.testing.github.state import (
+    ActionsRun,
     IssueComment,
     MergeRefused,
     Pull,
@@ -430,3 +431,23 @@ def create_status(rest: Rest, repo: Repository, sha: str, body: Any, **_: Any) -
     repo.statuses.setdefault(sha, {})[context.context] = context
     return 201, {}, {"context": context.context, "state": state.lower(),
                      "target_url": context.target_url, "description": context.description}
+
+
+@route("GET", REPO + r"/actions/runs/(?P<run_id>[0-9]+)")
+def get_actions_run(rest: Rest, repo: Repository, run_id: str, **_: Any) -> Answer:
+    if not repo.actions_readable:
+        return 403, {}, {"message": "Resource not accessible by integration",
+                         "documentation_url": "https://docs.github.com/rest/actions/"
+                                              "workflow-runs#get-a-workflow-run"}
+    run = repo.actions_runs.get(int(run_id))
+    if run is None:
+        return not_found()
+    return 200, {}, actions_run_json(rest, repo, run)
+
+
+def actions_run_json(rest: Rest, repo: Repository, run: ActionsRun) -> dict[str, Any]:
+    return {"id": run.id, "status": run.status, "conclusion": run.conclusion or None,
+            "run_attempt": run.attempt,
+            "url": f"{rest.api_url}/repos/{repo.full_name}/actions/runs/{run.id}",
+            "html_url": f"{rest.state.base_url}/{repo.full_name}/actions/runs/{run.id}",
+            "repository": rest.repo_json(repo)}

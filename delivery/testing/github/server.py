@@ -28,7 +28,15 @@ from urllib.parse import urlsplit
 
 from delivery.testing.github import graphql_api, rest
 from delivery.testing.github.faults import Fault
-from delivery.testing.github.state import CheckRule, Pull, Repository, Review, ReviewThread, State
+from delivery.testing.github.state import (
+    ActionsRun,
+    CheckRule,
+    Pull,
+    Repository,
+    Review,
+    ReviewThread,
+    State,
+)
 
 
 @dataclass
@@ -223,6 +231,14 @@ class FakeGitHub:
         with self.state.lock:
             found = self.repository(full_name).statuses.get(sha, {}).get(context)
             return (found.state, found.description) if found else None
+
+    def record_actions_run(self, full_name: str, run_id: int, status: str,
+                           conclusion: str = "", attempt: int = 1) -> None:
+        """An Actions workflow run of `full_name` as GitHub reports it (the simulated
+        Actions world records each job's run: in progress, then completed)."""
+        with self.state.lock:
+            self.repository(full_name).actions_runs[run_id] = ActionsRun(
+                run_id, status, conclusion, attempt)
 
     def hold_checks(self, full_name: str, hold: bool = True) -> None:
         """While held, checks of commits not yet checked stay in progress."""

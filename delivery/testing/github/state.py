@@ -62,6 +62,17 @@ class CheckRun:
 
 
 @dataclass
+class ActionsRun:
+    """A workflow run of GitHub Actions (`GET /repos/{o}/{r}/actions/runs/{id}`): queued,
+    in_progress or completed, with its conclusion once completed."""
+
+    id: int
+    status: str = "in_progress"
+    conclusion: str = ""
+    attempt: int = 1
+
+
+@dataclass
 class StatusContext:
     context: str
     state: str  # SUCCESS | FAILURE | ERROR | PENDING | EXPECTED
@@ -145,6 +156,9 @@ class Repository:
     pulls: dict[int, Pull] = field(default_factory=dict)
     comments: dict[int, IssueComment] = field(default_factory=dict)
     statuses: dict[str, dict[str, StatusContext]] = field(default_factory=dict)
+    actions_runs: dict[int, ActionsRun] = field(default_factory=dict)
+    # False: the token lacks `actions: read` here, the runs endpoint answers 403
+    actions_readable: bool = True
 
     @property
     def full_name(self) -> str:
