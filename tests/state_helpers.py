@@ -86,6 +86,15 @@ def plant(state_repo: Path, run_id: str, files: Mapping[str, bytes | Path | str]
     return commit
 
 
+def saved_log(repo: Path, ref: str) -> str:
+    """The event log saved at `ref` (in fixed parts under `events.jsonl.parts/`), whole."""
+    parts = git(repo, "ls-tree", "--name-only", f"{ref}:events.jsonl.parts").split()
+    return "".join(subprocess.run(["git", "cat-file", "blob",
+                                   f"{ref}:events.jsonl.parts/{name}"], cwd=repo,
+                                  capture_output=True, text=True, check=True).stdout
+                   for name in parts)
+
+
 def huge_blob(state_repo: Path, size: int, chunk: int = 1 << 20) -> str:
     """A blob of `size` bytes written into `state_repo` by `git hash-object --stdin` from a
     generated stream (never a file on disk, never whole in this process); its sha."""
