@@ -126,7 +126,9 @@ class RunTree:
         work is for what is new or still open, not for the run's past stages."""
         self.scans += 1
         final = folder in settle or _under(folder, settle)
-        settles = bool(folder)  # the root is listed at every save
+        quiet = True  # no file changed too recently to trust
+        files = folders = 0
+        open_folders = False
         path = os.path.join(self.root, folder) if folder else str(self.root)
         try:
             present = set(os.listdir(path))
@@ -143,20 +145,27 @@ class RunTree:
                 if self.skipped(rel + "/"):
                     continue
                 seen.add(name)
+                folders += 1
                 if self._scan(rel, start, settle):
                     self._settle(rel)
                 else:
-                    settles = False
+                    open_folders = True
             elif stat.S_ISREG(info.st_mode) and not self.skipped(rel):
                 tree_name, racy = self._file(rel, info, start)
                 seen.add(tree_name)
-                settles = settles and final and not racy
+                files += 1
+                quiet = quiet and not racy
             # links and other kinds are never saved (a fetch never makes them either)
         for name in set(self.dirs.get(folder, {})) - seen:
             rel = f"{folder}/{name}" if folder else name
             if rel not in self.extras and not _is_extra_dir(rel, self.extras):
                 self._drop(rel)
-        return settles
+        if not folder:
+            return False  # the root is listed at every save
+        if final:  # a stage's folder once its stage is over
+            return quiet and not open_folders
+        # a node's folder holding only settled attempts (an empty one may still fill up)
+        return files == 0 and folders > 0 and not open_folders
 
     def _settle(self, rel: str) -> None:
         folder, _, name = rel.rpartition("/")

@@ -9,6 +9,9 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from state_helpers import bare, git
 
 from delivery.git.runref import RunRef
@@ -108,3 +111,36 @@ def test_the_event_log_is_saved_in_parts_and_a_fetch_puts_it_back_whole(
     elsewhere.extract(second, tmp_path / "fetched")
     assert (tmp_path / "fetched" / "events.jsonl").read_bytes() == lines
     assert not (tmp_path / "fetched" / "events.jsonl.parts").exists()
+
+
+names = st.sampled_from(["a", "b", "a.b", "a-b", "s1/1/x", "s1/1/y", "s1/2/x", "s2/1/x",
+                         "artifacts/big", "deep/er/still/f"])
+operations = st.lists(st.tuples(st.sampled_from(["write", "delete", "save"]), names,
+                                st.binary(max_size=40)), min_size=1, max_size=12)
+
+
+@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "10")), deadline=None,
+          derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=operations)
+def test_after_any_writes_and_deletes_each_save_is_the_tree_git_writes(
+        tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, str, bytes]]) -> None:
+    tmp_path = tmp_path_factory.mktemp("saves")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    ref = RunRef(str(bare(tmp_path / "state.git")), tmp_path / "scratch.git")
+    head = None
+    for operation, name, data in [*steps, ("save", "", b"")]:
+        path = run_dir / name
+        if operation == "write":
+            if any(parent.is_file() for parent in path.parents):
+                continue
+            if path.is_dir():
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)  # same size rewrites included: caught as racy
+        elif operation == "delete" and path.is_file():
+            path.unlink()
+        elif operation == "save":
+            head = ref.commit(run_dir, head, "save")
+            assert git(tmp_path / "scratch.git", "rev-parse", f"{head}^{{tree}}") == \
+                git_tree(run_dir, tmp_path)
