@@ -24,10 +24,10 @@ from delivery.lang.declarations import (
     parse_outputs,
     parse_probe_kinds,
 )
+from delivery.lang.jinja_reads import jinja_reads
 from delivery.lang.parser import parse_dot
 from delivery.lang.template_reads import (
     TemplateProblem,
-    _jinja_reads,
     _simple_reads,
     template_reads,
 )
@@ -168,7 +168,7 @@ def test_template_fast_path_agrees_with_jinja(source: str) -> None:
     """Plain `{{ a.b }}` templates skip Jinja2; the answer must be what Jinja2 would give."""
     simple = _simple_reads(source)
     try:
-        full = _jinja_reads(source)
+        full = jinja_reads(source)
     except TemplateProblem:
         assert simple is None
         return
