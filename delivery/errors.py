@@ -13,13 +13,19 @@
     │                                  signal, reported as status `superseded`, exit 0
     └── RunError                       something went wrong while running (run-time)
         ├── RunRefused                 the run cannot start: a bad input, goal or setting (exit 2)
-        │   └── MalformedEvent         an Actions event payload whose fields are not GitHub's types
+        │   ├── MalformedEvent         an Actions event payload whose fields are not GitHub's types
+        │   └── NotOwner               a PR carries a run's marker but is not that run's PR
+        │                              (another repository or branch): ignored, nothing claimed
         ├── RunStoreError              the run's store (directory, checkpoint, event log) is
         │   │                          unusable or cannot be written; mid-run it stops the run
         │   │                          (exit 1) and the run stays resumable
         │   └── StateSaveFailed        a stage's state could not reach the state ref (§13)
+        ├── ResumeStopped              a resume could not re-create the run's worktrees: it
+        │                              stops before any stage (exit 1), the run resumable
         ├── ArtifactError              an artifact pointer cannot be read
         ├── GitError                   a git operation on a folder failed (clone, worktree, push)
+        │   └── BranchConflict         the run's work does not replay on the PR branch as
+        │                              people left it (their commits, a force-push)
         ├── ForgeError                 a forge (GitHub, local) refused or could not read or write
         └── StageError                 a stage failed; the engine records it as the stage's
             │                          failure_reason and routes on the failure
@@ -192,6 +198,11 @@ class StateSaveFailed(RunStoreError):
                          "is reachable (the stage after the last save runs again)")
 
 
+class NotOwner(RunRefused):
+    """A PR carries a run's marker but is not a PR that run opened (another repository,
+    another branch, a fork): its events are ignored (SPEC §13), nothing is claimed."""
+
+
 class ResumeStopped(RunError):
     """A resume stopped before its first stage because what the run needs on this machine
     (its worktrees) could not be re-created: exit 1, nothing ran, the run stays resumable."""
@@ -223,6 +234,26 @@ class GitError(RunError):
         self.fix = fix
         message = f"git {operation} in {location}: {problem}"
         super().__init__(f"{message} — {fix}" if fix else message)
+
+
+class BranchConflict(GitError):
+    """The run's work does not replay on the PR branch as people left it."""
+
+    def __init__(self, location: str, branch: str, files: Sequence[str], *,
+                 rewritten: bool, backup: str) -> None:
+        self.files = tuple(files)
+        self.rewritten = rewritten
+        self.backup = backup
+        what = (f"the PR branch {branch} was rewritten (force-pushed) since the run last "
+                f"pushed it, and re-applying the run's unpublished work on it conflicts"
+                if rewritten else
+                f"the PR branch {branch} has commits a person pushed that conflict with the "
+                f"run's new work")
+        where = f" in {', '.join(self.files)}" if self.files else ""
+        super().__init__("publish", location, f"{what}{where}; nothing was pushed, the run's "
+                         f"work is kept on {backup}",
+                         f"bring the run's work onto origin/{branch} by hand in {location} "
+                         f"(git rebase origin/{branch}), then resume")
 
 
 class ForgeError(RunError):

@@ -214,6 +214,10 @@ def split_repository(repository: str) -> tuple[str, str]:
 # -- answers → evidence ------------------------------------------------------------------
 FAILING_CONCLUSIONS = frozenset(
     {"FAILURE", "TIMED_OUT", "CANCELLED", "ACTION_REQUIRED", "STARTUP_FAILURE", "STALE"})
+# The commit status a run writes on every PR head of its change set (SPEC §7.1). GitHub
+# counts it in the head's roll-up, but a PR's readiness must not wait on it: the run only
+# writes `success` once every PR is ready, so counting it would wait forever.
+CHANGE_SET_CONTEXT = "delivery/change-set"
 
 
 def inconsistent(node: Mapping[str, Any]) -> bool:
@@ -224,14 +228,24 @@ def inconsistent(node: Mapping[str, Any]) -> bool:
         state == "CLOSED" and not closed)
 
 
-def _checks(rollup: Mapping[str, Any] | None) -> tuple[Checks, list[FailingCheck], list[str]]:
+def _checks(rollup: Mapping[str, Any] | None
+            ) -> tuple[Checks, list[FailingCheck], list[str], dict[str, str] | None]:
+    """The head's checks without the run's own change-set status, which is returned apart
+    (its state and description, None when the head has none)."""
     if not rollup:
-        return "NONE", [], []
+        return "NONE", [], [], None
     failing: list[FailingCheck] = []
     pending: list[str] = []
+    own: dict[str, str] | None = None
+    others = 0
     for ctx in (rollup.get("contexts") or {}).get("nodes") or []:
         if not ctx:
             continue
+        if ctx.get("__typename") == "StatusContext" and ctx.get("context") == CHANGE_SET_CONTEXT:
+            own = {"state": str(ctx.get("state") or ""),
+                   "description": str(ctx.get("description") or "")}
+            continue
+        others += 1
         if ctx.get("__typename") == "CheckRun":
             if ctx.get("conclusion") in FAILING_CONCLUSIONS:
                 failing.append(FailingCheck(
@@ -248,9 +262,12 @@ def _checks(rollup: Mapping[str, Any] | None) -> tuple[Checks, list[FailingCheck
         elif ctx.get("state") in ("PENDING", "EXPECTED"):
             pending.append(str(ctx.get("context") or ""))
     state = rollup.get("state")
-    checks: Checks = ("SUCCESS" if state == "SUCCESS" else
+    if own is not None:  # the roll-up's state counts our status: decide from the others
+        state = ("NONE" if not others else "FAILURE" if failing else
+                 "PENDING" if pending else "SUCCESS")
+    checks: Checks = ("NONE" if state == "NONE" else "SUCCESS" if state == "SUCCESS" else
                       "FAILURE" if state in ("FAILURE", "ERROR") else "PENDING")
-    return checks, failing, pending
+    return checks, failing, pending, own
 
 
 def _review(node: Mapping[str, Any], reviews: list[ReviewNote]) -> Review:
@@ -289,7 +306,7 @@ def snapshot(node: Mapping[str, Any], *, unresolved: int, threads: Sequence[Thre
     closed = not merged and (state == "CLOSED" or bool(node.get("closed")))
     commits = (node.get("commits") or {}).get("nodes") or []
     commit = (commits[-1] or {}).get("commit") or {} if commits else {}
-    checks, failing, pending = _checks(commit.get("statusCheckRollup"))
+    checks, failing, pending, own = _checks(commit.get("statusCheckRollup"))
     reviews = [
         ReviewNote(author=str((r.get("author") or {}).get("login") or ""),
                    state=str(r.get("state") or ""), body=str(r.get("body") or ""),
@@ -312,6 +329,8 @@ def snapshot(node: Mapping[str, Any], *, unresolved: int, threads: Sequence[Thre
         extra["merge_state_status"] = node["mergeStateStatus"]
     if pending:
         extra["pending_checks"] = pending
+    if own is not None:
+        extra["change_set_status"] = own
     return PullRequestSnapshot(
         number=int(node.get("number") or 0), url=str(node.get("url") or ""),
         head_ref=head, head_sha=str(node.get("headRefOid") or commit.get("oid") or ""),

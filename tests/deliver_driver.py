@@ -63,12 +63,15 @@ class KillingForge:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def git_remote(self, repository: str) -> GitRemote:
-        if sys._getframe(1).f_code.co_name == "run_publish":  # the push comes next
+        if sys._getframe(1).f_code.co_name == "_publish_folder":  # the push comes next
             self._at("push")
         return self.inner.git_remote(repository)
 
     def default_branch(self, repository: str) -> str:
         return self.inner.default_branch(repository)
+
+    def find_pull_request(self, repository: str, *, head: str) -> PullRequestRef | None:
+        return self.inner.find_pull_request(repository, head=head)
 
     def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
                                     title: str, body: str) -> PullRequestRef:

@@ -25,12 +25,19 @@ from typing import Any, TextIO
 
 from delivery.action.events import Plan, plan
 from delivery.action.report import write_outputs, write_summary
-from delivery.cli.state_commands import NotOwner, open_state, run_for_pr
+from delivery.cli.state_commands import open_state, run_for_pr
 from delivery.cli.workflow_commands import ActionOutput, format_command
 from delivery.engine.remote_state import RemoteState, StateRunStores, job_id
 from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
-from delivery.errors import DeliveryError, ResumeStopped, RunRefused, StateSaveFailed, Superseded
+from delivery.errors import (
+    DeliveryError,
+    NotOwner,
+    ResumeStopped,
+    RunRefused,
+    StateSaveFailed,
+    Superseded,
+)
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.validation.loader import check_file

@@ -33,6 +33,7 @@ from delivery.engine.runner import (
 )
 from delivery.errors import (
     ArtifactError,
+    NotOwner,
     ResumeStopped,
     RunError,
     RunRefused,
@@ -234,7 +235,7 @@ def _resume_world(run_path: Path) -> World:
 
 
 def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from delivery.cli.state_commands import NotOwner, open_state, run_for_pr, state_world
+    from delivery.cli.state_commands import open_state, run_for_pr, state_world
 
     try:
         run_id = run_for_pr(args.for_pr, state=open_state(args.state, args.cache)) \

@@ -391,16 +391,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return EXIT_USAGE
     except SystemExit as exit_:
         return int(exit_.code or 0)
-    if args.command not in ("validate", "parse") and in_action(os.environ):
-        # a run's text (replies, PR text, failure reasons) never becomes a workflow
-        # command on the runner (SPEC §13); validate's annotations are meant as commands
-        with ActionOutput(out) as inert:
-            return _dispatch(args, cast(TextIO, inert), cast(TextIO, Neutralising(err)))
-    return _dispatch(args, out, err)
-
-
-def _dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
+        if args.command not in ("validate", "parse") and in_action(os.environ):
+            # a run's text (replies, PR text, failure reasons) never becomes a workflow
+            # command on the runner (SPEC §13); validate's annotations are meant as commands
+            with ActionOutput(out) as inert:
+                return _command(args, cast(TextIO, inert), cast(TextIO, Neutralising(err)))
         return _command(args, out, err)
     except KeyboardInterrupt as stop:
         return _stopped(args.command, stop, err)

@@ -20,7 +20,7 @@ from typing import TextIO
 from delivery.engine.claims import parse_status
 from delivery.engine.remote_state import RemoteState, RunSummary, StateRunStores, job_id
 from delivery.engine.runner import World
-from delivery.errors import DeliveryError, RunRefused, Superseded
+from delivery.errors import DeliveryError, NotOwner, RunRefused, Superseded
 from delivery.git import cache_root
 from delivery.store.runstore import LocalRunStore
 
@@ -44,11 +44,6 @@ def state_world(world: World, spec: str | None, cache: Path | None,
         session = open_state(spec, cache, env).session(run_id, job_id(env))
         world.stores = StateRunStores(session, take_over=take_over, workspace=workspace)
     return world
-
-
-class NotOwner(RunRefused):
-    """A PR carries a run's marker but is not a PR that run opened (another repository,
-    another branch, a fork): its events are ignored (SPEC §13), nothing is claimed."""
 
 
 def run_for_pr(reference: str, environ: Mapping[str, str] | None = None,

@@ -109,6 +109,12 @@ class ActionOutput:
     def flush(self) -> None:
         self.out.flush()
 
+    def isatty(self) -> bool:
+        return self.out.isatty()
+
+    def __getattr__(self, name: str) -> object:  # encoding, fileno, …: the stream's own
+        return getattr(self.out, name)
+
 
 class Neutralising:
     """A text stream that writes `neutralised` text (stderr in Action mode: the runner
@@ -123,6 +129,12 @@ class Neutralising:
 
     def flush(self) -> None:
         self.out.flush()
+
+    def isatty(self) -> bool:
+        return self.out.isatty()
+
+    def __getattr__(self, name: str) -> object:  # encoding, fileno, …: the stream's own
+        return getattr(self.out, name)
 
 
 def in_action(environ: Mapping[str, str]) -> bool:

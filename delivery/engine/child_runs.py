@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 from delivery.engine.child import ChildEnd, ChildRequest
 from delivery.engine.handlers.base import StageResult
 from delivery.engine.run_loop import EngineOptions, Progress
-from delivery.errors import RunRefused, WorkflowError
+from delivery.errors import DeliveryError, RunRefused, WorkflowError
 from delivery.lang.model import Node, NodeType, Workflow
 from delivery.store.records import RunInfo
-from delivery.store.runstore import LocalRunStores
+from delivery.store.runstore import LocalRunStore, LocalRunStores
 from delivery.validation.loader import load_workflow
 
 if TYPE_CHECKING:
@@ -44,6 +44,8 @@ def run_child(request: ChildRequest, world: World, options: EngineOptions,
     child_world = dataclasses.replace(world, stores=LocalRunStores())
     observer = ChildProgress(request)
     resumed = (request.run_dir / "run.json").is_file()
+    if not resumed:
+        _refuse_recursion(request.workflow, request.run_dir, info)
     if resumed:
         outcome = resume_run(request.run_dir, child_world, options=options, observer=observer)
     else:
@@ -57,6 +59,34 @@ def run_child(request: ChildRequest, world: World, options: EngineOptions,
             observer=observer)
     return ChildEnd(outcome.run_id, outcome.status, outcome.failure_reason,
                     list(outcome.path), resumed)
+
+
+def _refuse_recursion(workflow: Path, run_dir: Path, parent: RunInfo) -> None:
+    """A child whose pipeline is one of its supervisors' would start itself again at every
+    level, nesting run directories without end: refused before its first stage. The chain
+    of supervisors is read from the run directories, as a child's is always
+    `<supervisor's run>/<manager>/<attempt>/child` (durable, so a resume sees it too)."""
+    ancestors = [Path(parent.workflow)]
+    run = run_dir.parent.parent.parent  # the parent's run directory
+    while run.name == "child" and (run.parent.parent.parent / "run.json").is_file():
+        run = run.parent.parent.parent
+        try:
+            ancestors.append(Path(LocalRunStore.open_dir(run).read_run_info().workflow))
+        except DeliveryError:
+            break  # an unreadable supervisor: the chain above it is not ours to judge
+    for ancestor in ancestors:
+        if _same_file(ancestor, workflow):
+            raise RunRefused(f"stack.child_dotfile {workflow}", "the pipeline supervises "
+                             f"itself (it is its supervisor {ancestor}): the child would "
+                             "start the same child again without end",
+                             "point stack.child_dotfile at another pipeline")
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    try:
+        return one.samefile(other)
+    except OSError:
+        return one.resolve() == other.resolve()
 
 
 def check_children(workflow: Workflow, workspace: Path) -> None:

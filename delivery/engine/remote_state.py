@@ -200,7 +200,8 @@ class StateSession:
         self.ref.extract(head, run_dir)
         held = _read_small(run_dir / CLAIM_FILE)
         saved = parse_status(_read_small(run_dir / STATUS_FILE)) or parse_status(
-            _read_small(run_dir / "checkpoint.json", limit=LARGE_ARTIFACT))
+            _read_small(run_dir / "checkpoint.json", limit=LARGE_ARTIFACT),
+            limit=LARGE_ARTIFACT)
         self.saved_files = _take_worktree_files(run_dir)
         for name in (CLAIM_FILE, STATUS_FILE):
             (run_dir / name).unlink(missing_ok=True)
@@ -418,16 +419,25 @@ class StateRunStore:
                           lambda: self.session.release(self.path, message))
 
     def folders(self) -> dict[str, Path]:
+        """The folders the run works in inside its workspace (where `worktree_add` puts
+        them); a folder given as a local path elsewhere is a person's, never saved."""
         if self._folders is None:
-            self._folders = {name: Path(where) for name, where in
-                             self.local.read_run_info().folders.items()}
+            info = self.local.read_run_info()
+            workspace = Path(info.workspace).resolve() if info.workspace else None
+            self._folders = {name: Path(where) for name, where in info.folders.items()
+                             if workspace is not None
+                             and Path(where).resolve().is_relative_to(workspace)}
         return self._folders
 
     def _snapshot_worktrees(self) -> None:
         """What the folders' worktrees hold that the remote does not (SPEC §13: saved with
-        the run's state, never pushed to the PR branch)."""
+        the run's state, never pushed to the PR branch). Only linked worktrees (a `.git`
+        file, as `worktree_add` makes them) are saved: never a person's own clone."""
         self.session.worktree_files = snapshot_files(
-            {name: path for name, path in self.folders().items() if path.is_dir()})
+            {name: path for name, path in self.folders().items()
+             if (path / ".git").is_file()})
+
+
 
     def release(self, status: RunStatus) -> None:
         """The job lets go of a run it claimed but did not run (it had ended)."""

@@ -28,6 +28,9 @@ class PullRequestRef:
     # The PR's body as it is now, so that a publish rewrites only its own marked block
     # (empty when the forge does not say).
     body: str = ""
+    # open, closed (by a person, not merged) or merged: a publish never reopens or
+    # replaces a PR that is not open (SPEC §7.1)
+    state: Literal["open", "closed", "merged"] = "open"
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,16 @@ class Forge(PullRequestSource, Protocol):
 
     def default_branch(self, repository: str) -> str: ...
 
+    def find_pull_request(self, repository: str, *, head: str) -> PullRequestRef | None:
+        """The PR of head branch `head`: the open one, else the latest closed or merged
+        one, else None."""
+        ...
+
     def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
-                                    title: str, body: str) -> PullRequestRef: ...
+                                    title: str, body: str) -> PullRequestRef:
+        """`find_pull_request`, or a new PR when the branch never had one: a closed or
+        merged PR is returned as it is, never reopened or replaced."""
+        ...
 
     def update_pull_request_body(self, repository: str, number: int, body: str) -> None: ...
 

@@ -34,6 +34,13 @@ from probes.github import (
 from probes.retry import Transient, call_with_retries, rate_limit_wait
 
 DEFAULT_SERVER_URL = "https://github.com"
+REVERT_MUTATION = """
+mutation Revert($pr: ID!, $title: String, $body: String) {
+  revertPullRequest(input: {pullRequestId: $pr, title: $title, body: $body}) {
+    revertPullRequest { number url headRefName }
+  }
+}
+"""
 T = TypeVar("T")
 MergeMethod = Literal["merge", "squash", "rebase"]
 
@@ -130,8 +137,12 @@ class GitHubForge:
         return self._retry("read a pull request", repository, read)
 
     # -- writes ---------------------------------------------------------------------------
-    def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
-                                    title: str, body: str) -> PullRequestRef:
+    def find_pull_request(self, repository: str, *, head: str) -> PullRequestRef | None:
+        found = self._retry(f"look for the PR of {head}", repository,
+                            self._finder(repository, head))
+        return None if found is None else _ref(repository, found, created=False)
+
+    def _finder(self, repository: str, head: str) -> Callable[[], PullRequest | None]:
         repo = self._repo(repository)
         owner, _ = _split(repository)
 
@@ -141,6 +152,12 @@ class GitHubForge:
             open_ = [p for p in pulls if p.state == "open"]
             return open_[0] if open_ else (pulls[0] if pulls else None)
 
+        return find
+
+    def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
+                                    title: str, body: str) -> PullRequestRef:
+        repo = self._repo(repository)
+        find = self._finder(repository, head)
         existing = self._retry(f"look for the PR of {head}", repository, find)
         if existing is not None:
             return _ref(repository, existing, created=False)
@@ -219,6 +236,54 @@ class GitHubForge:
         created = self._write(f"comment on PR #{number}", repository,
                               lambda: issue.create_comment(body), find_effect=find)
         return int(created.id)
+
+    def set_commit_status(self, repository: str, sha: str, *, context: str, state: str,
+                          description: str, target_url: str = "") -> None:
+        """The commit status `context` of `sha` becomes `state` (the change set's, SPEC
+        §7.1). Setting a value is idempotent (the latest status of a context wins), so a
+        lost answer is simply repeated."""
+        owner, name = _split(repository)
+        payload: dict[str, Any] = {"state": state, "context": context,
+                                   "description": description}
+        if target_url:
+            payload["target_url"] = target_url
+        self._retry(f"set the {context} status of {sha[:12]}", repository,
+                    lambda: self._github.requester.requestJsonAndCheck(
+                        "POST", f"{self.api_url}/repos/{owner}/{name}/statuses/{sha}",
+                        input=payload))
+
+    def revert_pull_request(self, repository: str, number: int, *, title: str,
+                            body: str) -> PullRequestRef:
+        """A PR reverting merged PR `number` (GraphQL `revertPullRequest`, as GitHub's
+        Revert button), found by its head branch `revert-<number>-<head>` before one is
+        opened: a stage run again never opens a second."""
+        repo = self._repo(repository)
+        owner, _ = _split(repository)
+        pr = self._read_pr(repo, repository, number)
+        head = f"revert-{number}-{pr.head.ref}"
+        operation = f"open a PR reverting #{number}"
+
+        def find() -> PullRequest | None:
+            pulls = list(repo.get_pulls(state="all", head=f"{owner}:{head}",
+                                        direction="desc"))
+            return pulls[-1] if pulls else None  # the first revert opened
+
+        existing = self._retry(f"look for the revert of #{number}", repository, find)
+        if existing is not None:
+            return _ref(repository, existing, created=False)
+        answer = self._write(operation, repository,
+                             lambda: self._graphql(operation, repository, REVERT_MUTATION,
+                                                   {"pr": pr.node_id, "title": title,
+                                                    "body": body}),
+                             find_effect=find)
+        if isinstance(answer, PullRequest):  # the lost answer's revert was found
+            return _ref(repository, answer, created=False)
+        node = ((answer.get("data") or {}).get("revertPullRequest") or {}).get(
+            "revertPullRequest") or {}
+        return PullRequestRef(repository=repository, number=int(node.get("number") or 0),
+                              url=str(node.get("url") or ""),
+                              head_ref=str(node.get("headRefName") or head), created=True,
+                              body=body)
 
     # -- review threads (SPEC §7.1 `respond`), through GraphQL ---------------------------
     def reply_to_review_thread(self, repository: str, number: int, thread_id: str, *,
@@ -407,8 +472,14 @@ def _message(error: GithubException) -> str:
 
 
 def _ref(repository: str, pr: PullRequest, *, created: bool) -> PullRequestRef:
+    # `merged_at`, not `merged`: GitHub's PR list has no `merged`, and reading it would
+    # send a GET of its own outside the retries
+    state: Literal["open", "closed", "merged"] = (
+        "merged" if pr.merged_at is not None else
+        "closed" if pr.state == "closed" else "open")
     return PullRequestRef(repository=repository, number=pr.number, url=pr.html_url,
-                          head_ref=pr.head.ref, created=created, body=pr.body or "")
+                          head_ref=pr.head.ref, created=created, body=pr.body or "",
+                          state=state)
 
 
 def _merge_verdict(repository: str, pr: PullRequest, expected: str) -> MergeResult | None:

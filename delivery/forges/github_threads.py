@@ -29,7 +29,7 @@ query ThreadComments($thread: ID!, $before: String) {
       pullRequest { number repository { nameWithOwner } }
       comments(last: 100, before: $before) {
         pageInfo { hasPreviousPage startCursor }
-        nodes { id body }
+        nodes { id body viewerDidAuthor }
       }
     }
   }
@@ -60,7 +60,9 @@ class ThreadPage:
     repository: str  # owner/name of the thread's PR
     number: int
     resolved: bool
-    comments: tuple[tuple[str, str], ...]  # (comment id, body), oldest first
+    # (comment id, body) of the comments the token's own account wrote, oldest first: a
+    # person's comment copying a reply's marker must not pass for the bot's reply
+    comments: tuple[tuple[str, str], ...]
     before: str | None  # the cursor of the page before this one, None at the first
 
 
@@ -73,7 +75,8 @@ def thread_page(data: Mapping[str, Any]) -> ThreadPage | None:
     connection = node.get("comments") or {}
     info = connection.get("pageInfo") or {}
     comments = tuple((str(c.get("id") or ""), str(c.get("body") or ""))
-                     for c in connection.get("nodes") or [] if isinstance(c, dict))
+                     for c in connection.get("nodes") or []
+                     if isinstance(c, dict) and c.get("viewerDidAuthor") is True)
     before = info.get("startCursor") if info.get("hasPreviousPage") else None
     return ThreadPage(repository=str((pr.get("repository") or {}).get("nameWithOwner") or ""),
                       number=int(pr.get("number") or 0), resolved=bool(node.get("isResolved")),

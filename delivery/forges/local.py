@@ -207,9 +207,9 @@ class LocalForge:
                                     title: str, body: str) -> PullRequestRef:
         git_dir = git_dir_of(repository)
         with _Records(git_dir).writing() as data:
-            for pull in data["pulls"]:
-                if pull["head"] == head and pull["state"] == "open":
-                    return self._ref(repository, git_dir, pull, created=False)
+            found = _of_head(data["pulls"], head)
+            if found is not None:  # closed or merged: found, never replaced (as GitHub)
+                return self._ref(repository, git_dir, found, created=False)
             if not _ref_sha(git_dir, head):
                 raise _error(repository, f"open a PR for {head}",
                              f"branch {head!r} is not in the repository",
@@ -225,6 +225,12 @@ class LocalForge:
                     "threads": [], "merged_sha": "", "merged_head_sha": ""}
             data["pulls"].append(pull)
             return self._ref(repository, git_dir, pull, created=True)
+
+    def find_pull_request(self, repository: str, *, head: str) -> PullRequestRef | None:
+        git_dir = git_dir_of(repository)
+        found = _of_head(_Records(git_dir).load()["pulls"], head)
+        return None if found is None else self._ref(repository, git_dir, found,
+                                                    created=False)
 
     def update_pull_request_body(self, repository: str, number: int, body: str) -> None:
         with self._pull(repository, number) as pull:
@@ -308,7 +314,9 @@ class LocalForge:
             thread = _thread(pull, thread_id, repository, "reply in")
             replies = thread.setdefault("replies", [])
             for index, reply in enumerate(replies, start=1):
-                if isinstance(reply, dict) and marker in str(reply.get("body", "")):
+                # only the bot's own replies: a person's copying the marker is no reply
+                if isinstance(reply, dict) and reply.get("author") == BOT_NAME \
+                        and marker in str(reply.get("body", "")):
                     return ThreadReply(thread_id, f"{thread_id}.{index}", created=False)
             replies.append({"author": BOT_NAME, "body": body, "at": _now()})
             return ThreadReply(thread_id, f"{thread_id}.{len(replies)}", created=True)
@@ -337,6 +345,12 @@ class LocalForge:
             if pull["state"] == "open":
                 pull["state"] = "closed"
 
+    def reopen_pull_request(self, repository: str, number: int) -> None:
+        """A person reopens a PR they closed (a merged one stays merged)."""
+        with self._pull(repository, number) as pull:
+            if pull["state"] == "closed":
+                pull["state"] = "open"
+
     @contextmanager
     def _pull(self, repository: str, number: int) -> Iterator[dict[str, Any]]:
         with _Records(git_dir_of(repository)).writing() as data:
@@ -349,9 +363,12 @@ class LocalForge:
 
     def _ref(self, repository: str, git_dir: Path, pull: Mapping[str, Any], *,
              created: bool) -> PullRequestRef:
+        state: Literal["open", "closed", "merged"] = (
+            "merged" if pull["state"] == "merged" else
+            "closed" if pull["state"] == "closed" else "open")
         return PullRequestRef(repository=repository, number=pull["number"],
                               url=_url(git_dir, pull["number"]), head_ref=pull["head"],
-                              created=created, body=pull["body"])
+                              created=created, body=pull["body"], state=state)
 
     # -- the read side (PullRequestSource) --------------------------------------------
     def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:
@@ -483,6 +500,14 @@ class LocalForge:
             shutil.rmtree(scratch, ignore_errors=True)
         return CheckResult("SUCCESS" if code == 0 else "FAILURE", code, str(log),
                            text[-SUMMARY_CHARS:])
+
+
+def _of_head(pulls: Sequence[Mapping[str, Any]], head: str) -> dict[str, Any] | None:
+    """The open PR of `head`, else its latest closed or merged one."""
+    of_head = [pull for pull in pulls if pull["head"] == head]
+    open_ = [pull for pull in of_head if pull["state"] == "open"]
+    chosen = open_ or of_head
+    return dict(chosen[-1]) if chosen else None
 
 
 def _thread(pull: Mapping[str, Any], thread_id: str, repository: str,

@@ -31,8 +31,9 @@ from delivery.errors import GitError
 from probes.worktree import worktree_state
 
 REMOTE = "origin"
-# a patch larger than this is refused rather than saved: the state ref stays bounded
-PATCH_LIMIT = 32 << 20
+# a patch larger than this is refused rather than saved: the state ref stays bounded (and
+# under the per-file limit a fetch accepts, runref.FILE_LIMIT)
+PATCH_LIMIT = 8 << 20
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 

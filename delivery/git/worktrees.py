@@ -328,27 +328,3 @@ def push_branch(worktree: Path, branch: str, headers: Sequence[str] = ()) -> str
         headers=headers, fix="a rejected push (protected branch, non-fast-forward) needs the "
         "branch brought up to date or permission to push")
     return git(worktree, "rev-parse", "rev-parse", "HEAD").strip()
-
-
-def integrate_remote_branch(worktree: Path, branch: str, headers: Sequence[str] = ()) -> bool:
-    """Merge into HEAD what someone else pushed to the run's branch (a reviewer's suggested
-    commit, a second machine), so that the next push is a fast-forward; False when the
-    remote branch had nothing we lack. A conflict is aborted and reported: nothing of ours
-    is lost, and a person merges by hand."""
-    git(worktree, "fetch", "fetch", "--quiet", REMOTE, headers=headers,
-        fix="check that the repository exists and can be read")
-    theirs = f"{REMOTE}/{branch}"
-    if not _has_ref(worktree, f"refs/remotes/{theirs}") or \
-            _succeeds(worktree, "merge-base", "--is-ancestor", theirs, "HEAD"):
-        return False
-    try:
-        git(worktree, "merge", "merge", "--quiet", "--no-edit", theirs, env=_identity(worktree))
-    except GitError as err:
-        with Repo(worktree) as repo:  # git names the conflicts on stdout: ask for them
-            clashing = str(repo.git.diff("--name-only", "--diff-filter=U")).split()
-        _succeeds(worktree, "merge", "--abort")
-        where = f" in {', '.join(clashing)}" if clashing else f" ({err.problem})"
-        raise GitError("merge", str(worktree), f"the run's branch {branch} has commits on the "
-                       f"remote that conflict with ours{where}",
-                       f"merge {theirs} by hand in {worktree}, commit, then resume") from None
-    return True

@@ -54,6 +54,8 @@ GRAPH = frozenset({
     "stack.child_dotfile", "stack.child_workdir",  # the manager loop's child (Attractor §4.11)
     # the agent profile side (model choice applies to every node)
     "llm_model", "llm_provider", "reasoning_effort", "thread_id", "agent",
+    # the change set (SPEC §7.1): `change_set=false` writes no delivery/change-set status
+    "change_set",
 })
 NODE = frozenset({
     "label", "shape", "type", "prompt", "llm_prompt", "outputs", "facts", "max_retries",
@@ -63,7 +65,7 @@ NODE = frozenset({
     # the manager loop (Attractor §4.11)
     "manager.poll_interval", "manager.max_cycles", "manager.stop_condition",
     "manager.actions", "stack.child_dotfile", "stack.child_workdir", "stack.child_autostart",
-    "threads",
+    "threads", "rollback",
 }) | AGENT_NODE
 EDGE = frozenset({"condition", "label", "weight", "loop_restart", "fidelity", "thread_id"})
 

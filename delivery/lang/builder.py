@@ -543,7 +543,7 @@ _ATTRACTOR_TYPES = frozenset({"start", "exit", "codergen", "tool", "wait.human",
                               "parallel", "parallel.fan_in", "stack.manager_loop"})
 _DELIVERY_GRAPH_ATTRS = ("inputs", "defaults", "folders")
 _DELIVERY_NODE_ATTRS = ("outputs", "facts", "probe", "folder", "script", "order",
-                        "delegatable", "interval", "threads")
+                        "delegatable", "interval", "threads", "rollback")
 
 
 _FILE_ITEM = re.compile(r"[\w.~-]*[./][\w./~-]*\Z")

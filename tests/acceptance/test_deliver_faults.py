@@ -124,7 +124,7 @@ def test_a_push_to_a_protected_branch_fails_publish_and_a_rerun_finishes(
     assert github.pull("octo/api", 1).merged
 
 
-def test_commits_someone_pushed_to_the_branch_are_merged_in_before_the_push(
+def test_commits_someone_pushed_to_the_branch_are_kept_under_ours_before_the_push(
         tmp_path: Path, github: FakeGitHub) -> None:
     def suggest() -> None:  # a reviewer's suggested commit lands on the run's branch
         github.push_files("octo/api", BRANCH, {"suggested.txt": "thanks\n"}, "suggestion")
@@ -145,10 +145,11 @@ def test_commits_that_conflict_with_ours_fail_publish_and_keep_our_commit(
     ran = run(tmp_path, {"api": "octo/api"}, forge=fast_forge(github),
               progress=After("change", clash))
     assert ran.status == "failed" and ran.path[-1] == "ship"
-    assert "conflict with ours" in ran.failure_reason and "hello.txt" in ran.failure_reason
+    assert "conflict with the run's new work" in ran.failure_reason
+    assert "hello.txt" in ran.failure_reason
     worktree = tmp_path / "ws" / "api"
     assert git(worktree, "show", "HEAD:hello.txt") == "hello"  # our commit is kept
-    assert git(worktree, "status", "--porcelain") == ""  # the merge was aborted
+    assert git(worktree, "status", "--porcelain") == ""  # the replay was undone
 
 
 def test_a_refused_merge_fails_the_stage_with_githubs_reason(

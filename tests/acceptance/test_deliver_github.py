@@ -17,14 +17,20 @@ from delivery.testing.two_repos import (
 )
 
 # The request budget of this delivery (2 repositories; 3 publishes, 4 probe rounds, 1 merge
-# stage), measured (45 in all) and stated with a little room: a probe round is exactly one
-# GraphQL request; a publish costs per folder the git push (info/refs, plus receive-pack
-# when there is something to push) and the PR lookup by head branch, the first time also
-# the create, a PR read and a body update (12, then 5 and 5); a merge one GraphQL read and
+# stage), measured (45 in all before publish fetched first; the fetch adds about 8) and
+# stated with a little room: a probe round is exactly one GraphQL request; a publish costs
+# per folder a fetch of the PR branch before committing (info/refs, plus upload-pack when
+# the remote moved: people on the branch win, SPEC §7.1), the git push (info/refs, plus
+# receive-pack when there is something to push) and the PR lookup by head branch, the
+# first time also the create, a PR read and a body update; a merge one GraphQL read and
 # per PR a PR read and the merge PUT (5); worktrees a fetch (3 git requests) and a
-# repository read per folder to add, a fetch per folder to remove (14).
-BUDGET = {"probe": 4, "publish": 26, "merge": 6, "worktrees": 14}
-TOTAL = 50
+# repository read per folder to add, a fetch per folder to remove (14). Each publish also
+# observes the set once (one GraphQL request) for the `delivery/change-set` status, written
+# (one POST per PR head) only where it changed: 7 in this delivery; the sticky comments,
+# where the table changed, a look for the marker and a create or edit each (16); the merge
+# reads each PR once more right before merging it (one GraphQL request each).
+BUDGET = {"probe": 4, "publish": 40, "merge": 8, "worktrees": 14, "change_set": 24}
+TOTAL = 90
 
 
 def test_ci_failure_then_review_then_ordered_merge_on_github(tmp_path: Path) -> None:

@@ -33,6 +33,18 @@ digraph F {
 """
 
 
+FAILING_ALONE = """
+digraph F {
+  graph [goal="Deliver"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  say [shape=parallelogram,
+       script="printf '%s\\n' '::set-output name=x::y' '##[set-output name=y;]z' >&2; exit 1"]
+  start -> say -> exit
+}
+"""
+
+
 @pytest.fixture
 def fake() -> Iterator[FakeGitHub]:
     with FakeGitHub() as server:
@@ -84,3 +96,19 @@ def test_no_text_printed_through_the_action_output_is_ever_a_command(text: str) 
     [error] = runner_commands(out.getvalue())
     assert error.startswith("::error::")
     assert runner_commands(neutralised(text)) == []  # inert even without stop-commands
+
+
+def test_the_cli_on_an_actions_runner_prints_a_failing_scripts_text_inert(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from delivery.cli.main import main
+
+    flow = tmp_path / "flow.dot"
+    flow.write_text(FAILING_ALONE, encoding="utf-8")
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["run", str(flow), "--workspace", str(tmp_path)], out=out, err=err)
+    assert code == 1, err.getvalue()
+    printed = out.getvalue() + err.getvalue()
+    assert "set-output name=y;]z" in printed
+    assert out.getvalue().startswith("::stop-commands::")
+    assert runner_commands(printed) == []

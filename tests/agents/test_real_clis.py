@@ -306,7 +306,15 @@ NARROW = {
 
 
 def test_a_write_the_narrowed_profile_refuses_fails_the_stage_naming_it(
-        cli: RealCli, tmp_path: Path) -> None:
+        cli: RealCli, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    if cli.name == "codex":
+        # Measured with Codex 0.171 against the scripted server: the sandbox refuses the
+        # write ("Read-only file system" in the tool output Codex sends back to the model),
+        # but `codex exec --json` prints no command item for it, so nothing on stdout shows
+        # the refusal (docs/agents.md). Strict: the day Codex reports it, this XPASSes and
+        # the limit in the docs is to be lifted.
+        request.applymarker(pytest.mark.xfail(
+            strict=True, reason="Codex 0.171 --json prints no item for a refused command"))
     command, target = NARROW[cli.name]
     workspace = tmp_path / "ws"
     workspace.mkdir()

@@ -98,3 +98,27 @@ def test_a_missing_child_pipeline_fails_the_stage_naming_the_path(tmp_path: Path
     assert ran.status == "failed"
     assert "later.dot does not exist" in ran.outcome.failure_reason
     assert ran.context["failure_class"] == "deterministic"
+
+
+def test_a_pipeline_that_supervises_itself_fails_instead_of_nesting_without_end(
+        tmp_path: Path) -> None:
+    dot = MANAGER.replace("CHILD", "flow.dot").replace("WORKDIR", ".")
+    ran = run_flow(tmp_path, dot)  # run_flow writes the workflow as flow.dot
+    assert ran.status == "failed"
+    reason = ran.outcome.failure_reason
+    assert "supervises itself" in reason and "flow.dot" in reason, reason
+    # the first child was refused: no run directory below the parent's
+    assert [p.parent for p in ran.outcome.run_dir.rglob("run.json")] == [ran.outcome.run_dir]
+
+
+def test_a_child_that_supervises_its_own_manager_fails_at_the_first_repeat(
+        tmp_path: Path) -> None:
+    (tmp_path / "child.dot").write_text(
+        MANAGER.replace("CHILD", "flow.dot").replace("WORKDIR", "."), encoding="utf-8")
+    ran = run_flow(tmp_path, MANAGER.replace("CHILD", "child.dot").replace("WORKDIR", "."))
+    assert ran.status == "failed"
+    assert "supervises itself" in ran.outcome.failure_reason
+    children = [p.parent.relative_to(ran.outcome.run_dir)
+                for p in ran.outcome.run_dir.rglob("run.json")
+                if p.parent != ran.outcome.run_dir]
+    assert children == [Path("boss/1/child")]

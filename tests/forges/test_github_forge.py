@@ -283,3 +283,16 @@ def test_the_token_never_reaches_the_logs(forge: GitHubForge, fake: FakeGitHub,
     create(forge)
     assert caplog.records and fake.token not in caplog.text
     assert fake.token not in repr(forge)
+
+
+def test_the_pr_of_a_branch_a_person_closed_is_found_as_closed_not_replaced(
+        forge: GitHubForge, fake: FakeGitHub) -> None:
+    first = forge.find_or_create_pull_request("octo/web", head=BRANCH, base="main",
+                                              title="t", body="b")
+    fake.close("octo/web", first.number)
+    found = forge.find_pull_request("octo/web", head=BRANCH)
+    assert found is not None and (found.number, found.state) == (first.number, "closed")
+    again = forge.find_or_create_pull_request("octo/web", head=BRANCH, base="main",
+                                              title="t", body="b")
+    assert (again.number, again.state, again.created) == (first.number, "closed", False)
+    assert len(fake.repository("octo/web").pulls) == 1

@@ -386,3 +386,17 @@ def test_folders_without_a_pr_are_left_out_of_the_roll_up(
     facts = _facts(forge, {"WAITING": remotes["WAITING"], "empty": empty}, ["WAITING", "empty"])
     assert facts["empty.pr.state"] == "NONE"
     assert (facts["pr.state"], facts["pr.ready"]) == ("WAITING", True)
+
+
+def test_the_pr_of_a_branch_a_person_closed_is_found_not_replaced(forge: LocalForge,
+                                                                    remote: Path) -> None:
+    number = open_pr(forge, remote, "feature", {"app.txt": "changed\n"})
+    forge.close_pull_request(str(remote), number)
+    again = forge.find_or_create_pull_request(str(remote), head="feature", base="main",
+                                              title="again", body="")
+    assert (again.number, again.state, again.created) == (number, "closed", False)
+    found = forge.find_pull_request(str(remote), head="feature")
+    assert found is not None and (found.number, found.state) == (number, "closed")
+    forge.reopen_pull_request(str(remote), number)
+    reopened = forge.find_pull_request(str(remote), head="feature")
+    assert reopened is not None and reopened.state == "open"

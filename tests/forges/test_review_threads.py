@@ -17,6 +17,7 @@ from delivery.forges.github import GitHubForge
 from delivery.forges.local import LocalForge
 from delivery.testing.github import FakeGitHub, faults
 from delivery.testing.github.graphql_api import validate_query
+from delivery.testing.github.state import ThreadComment
 from probes.evidence import PrQuery, PullRequestSnapshot
 from probes.github import RetryBudget
 
@@ -53,6 +54,22 @@ def test_a_reply_is_posted_once_however_often_it_is_sent(github: GitHubForge,
     assert (first.created, again.created) == (True, False)
     assert first.comment_id == again.comment_id
     assert bodies(fake, number) == ["rename this", BODY]
+    assert fake.pull("octo/web", number).threads[0].comments[-1].author == fake.login
+
+
+def test_a_persons_comment_copying_the_marker_does_not_count_as_the_bots_reply(
+        github: GitHubForge, fake: FakeGitHub) -> None:
+    # the marker is guessable (a hash of the thread and the reply): a person who posts it
+    # first must not make the bot skip its reply and then resolve the thread unanswered
+    number = open_pr(fake, "octo/web")
+    thread = fake.add_thread("octo/web", number, body="rename this")
+    with fake.state.lock:
+        thread.comments.append(ThreadComment(id=9_999, author="mallory",
+                                             body=f"nothing to see {MARKER}"))
+    reply = github.reply_to_review_thread("octo/web", number, fake.thread_node_id(thread),
+                                          body=BODY, marker=MARKER)
+    assert reply.created
+    assert bodies(fake, number)[-1] == BODY
     assert fake.pull("octo/web", number).threads[0].comments[-1].author == fake.login
 
 

@@ -1,9 +1,11 @@
 """Chaos across the whole loop: the two-repository delivery (worktrees, publish, probe,
 merge in order, worktrees removed) run by the `delivery` CLI against the fake GitHub is
 SIGKILLed right after the N-th request the fake answers — inside publish (a PR created, its
-answer never read), inside merge (a merge applied, its answer never read), during git pushes
-and fetches — then resumed. Every time: the same end as an uninterrupted run, the log
-verifies, no PR is created twice and none merged twice."""
+answer never read), inside merge (a merge applied, its answer never read), right after the
+change set's sticky comment was created, during git pushes and fetches — then resumed.
+Every time: the same end as an uninterrupted run, the log verifies, no PR is created twice
+and none merged twice, and each PR carries exactly one sticky comment with the final
+table."""
 
 from __future__ import annotations
 
@@ -37,6 +39,8 @@ class Ending:
     creates: list[str]
     merges: list[str]
     requests: list[tuple[str, str]]
+    # repo -> the table rows of each sticky comment of the change set on its PR
+    comments: dict[str, list[list[str]]]
 
 
 def applied(fake: FakeGitHub, method: str, suffix: str) -> list[str]:
@@ -59,10 +63,14 @@ def ending(fake: FakeGitHub, outcome: dict[str, object]) -> Ending:
                                  check=True).stdout.strip()
         merged = all(p.merged and p.merge_commit_sha for p in repo.pulls.values())
         pulls[name] = (len(repo.pulls), merged, int(commits))
+    comments = {name: [[line.replace(fake.server_url, "") for line in c.body.splitlines()
+                        if line.startswith("|")]
+                       for c in fake.repository(name).comments.values()
+                       if "<!-- delivery:change-set" in c.body] for name in REPOS.values()}
     return Ending(str(outcome["status"]), list(outcome["path"]),  # type: ignore[call-overload]
                   pulls, sorted(applied(fake, "POST", "/pulls")),
                   applied(fake, "PUT", "/merge"),
-                  [(r.method, r.path) for r in fake.requests])
+                  [(r.method, r.path) for r in fake.requests], comments)
 
 
 def deliver(tmp: Path, kill_after: tuple[str, int] | None) -> tuple[Ending, Path, bool]:
@@ -94,17 +102,20 @@ def deliver(tmp: Path, kill_after: tuple[str, int] | None) -> tuple[Ending, Path
 
 
 def kill_points(requests: list[tuple[str, str]], count: int) -> list[tuple[str, int]]:
-    """(method, n): after the n-th answered request of that method. The first two are the
-    PR create (publish) and the merge of the first PR; the others are drawn at random."""
+    """(method, n): after the n-th answered request of that method. The first three are
+    the PR create (publish), the merge of the first PR and the first sticky comment's
+    create; the others are drawn at random."""
     def point(index: int) -> tuple[str, int]:
         method = requests[index][0]
         return method, sum(1 for m, _ in requests[:index + 1] if m == method)
 
     create = next(i for i, (m, p) in enumerate(requests) if m == "POST" and p.endswith("/pulls"))
     merge = next(i for i, (m, p) in enumerate(requests) if m == "PUT" and p.endswith("/merge"))
+    comment = next(i for i, (m, p) in enumerate(requests)
+                   if m == "POST" and p.endswith("/comments"))
     rng = random.Random(15)
     drawn = rng.sample(range(len(requests) - 1), min(count, len(requests) - 1))
-    return [point(i) for i in [create, merge, *drawn]][:count]
+    return [point(i) for i in [create, merge, comment, *drawn]][:count]
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +128,9 @@ def test_the_uninterrupted_delivery_merges_both_prs_in_order(uninterrupted: Endi
     assert uninterrupted.pulls == {"octo/web": (1, True, 3), "octo/api": (1, True, 3)}
     assert uninterrupted.merges == ["/api/v3/repos/octo/api/pulls/1/merge",
                                     "/api/v3/repos/octo/web/pulls/1/merge"]
+    for name in REPOS.values():  # one sticky comment per PR, its table the final one
+        [table] = uninterrupted.comments[name]
+        assert [row.split("|")[3].strip() for row in table[2:]] == ["MERGED", "MERGED"]
 
 
 def test_a_delivery_killed_at_any_point_and_resumed_ends_as_an_uninterrupted_one(
@@ -130,6 +144,7 @@ def test_a_delivery_killed_at_any_point_and_resumed_ends_as_an_uninterrupted_one
     assert end.pulls == uninterrupted.pulls  # one PR each, merged, one merge commit each
     assert end.creates == uninterrupted.creates  # no PR created twice
     assert end.merges == uninterrupted.merges  # merged once each, api first
+    assert end.comments == uninterrupted.comments  # one sticky comment each, final table
     verified = subprocess.run([DELIVERY, "verify", str(run_dir)], capture_output=True,
                               text=True, check=False)
     assert verified.returncode == 0, verified.stdout + verified.stderr

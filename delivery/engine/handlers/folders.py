@@ -15,6 +15,7 @@ from typing import Any
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
+from delivery.engine.handlers.change_set import sync_change_set
 from delivery.errors import DeliveryError
 from delivery.errors import StageProblem as StageProblem
 from delivery.forges.base import Forge
@@ -24,6 +25,7 @@ from delivery.git import (
     ensure_clone,
     remove_worktree,
 )
+from delivery.git.sync import conflicting_files
 from delivery.hidden_text import strip_hidden
 from delivery.lang.declarations import PROBE_KINDS
 from delivery.lang.model import Node
@@ -70,8 +72,10 @@ def run_probe(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
     try:
         folders = stage_folders(node, env)
         facts: dict[str, Any] = {}
+        events: list[tuple[str, dict[str, Any]]] = []
         if "pr" in kinds or "threads" in kinds:
-            facts.update(_pr_facts(env, folders, kinds, context))
+            facts.update(_pr_facts(env, folders, kinds, context, events))
+            _add_conflicting_files(env, folders, facts)
         for folder in folders:
             path = env.folders[folder]
             if "worktree" in kinds:
@@ -80,21 +84,26 @@ def run_probe(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                 facts.update(_diff_facts(env, folder, path))
     except (StageProblem, DeliveryError) as problem:
         return _fail_on(problem)
-    return StageResult("succeeded", updates=facts)
+    return StageResult("succeeded", updates=facts, events=events)
 
 
 def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
-              context: Context) -> dict[str, Any]:
+              context: Context, events: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     wanted = (PR_KEYS if "pr" in kinds else ()) + (THREAD_KEYS if "threads" in kinds else ())
     if not folders:  # a run without folders observes no PR: the roll-ups say NONE
         return {key: value for key, value in roll_up_facts({}, []).items() if key in wanted}
     forge = need_forge(env, "probing pull requests")
     queries = [PrQuery(folder, folder_repository(env, folder), head_branch=env.branch or None)
                for folder in folders]
-    observed = forge_pr_facts(forge.pull_requests(queries), folders)
+    answers = forge.pull_requests(queries)
+    observed = forge_pr_facts(answers, folders)
     if observed.failures:
         raise StageProblem("; ".join(f"folder '{failure.folder}': {failure.reason}"
                                       for failure in observed.failures))
+    side: dict[str, Any] = {}
+    if len(folders) == len(env.folders):  # the set's status needs every PR's state
+        written, side = sync_change_set(env, context, answers)
+        events += written
     facts: dict[str, Any] = {key: _visible(value) if key.endswith("pr.raw") else value
                              for key, value in observed.facts.items()}
     if len(folders) < len(env.folders):
@@ -106,7 +115,33 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
                     if context.get(key) not in (None, "")}
         facts.update(roll_up_facts({**everyone, **facts}, list(env.folders)))
     return {key: value for key, value in facts.items()
-            if key in wanted or key.split(".", 1)[1] in wanted}
+            if key in wanted or key.split(".", 1)[1] in wanted} | side
+
+
+def _add_conflicting_files(env: StageEnv, folders: list[str], facts: dict[str, Any]) -> None:
+    """`conflicting_files` in the `pr.raw` of a PR in CONFLICTS: GitHub says only that it
+    conflicts, and a repair needs the files. Computed as a merge would find them, from the
+    folder's worktree (fetched), so every forge reports alike."""
+    for folder in folders:
+        raw = facts.get(f"{folder}.pr.raw")
+        path = env.folders.get(folder)
+        if facts.get(f"{folder}.pr.state") != "CONFLICTS" or not isinstance(raw, str) \
+                or path is None or not worktree_state(path).exists or not env.branch:
+            continue
+        try:
+            evidence = json.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(evidence, dict):
+            continue
+        forge = need_forge(env, "probing pull requests")
+        headers = forge.git_remote(folder_repository(env, folder)).http_headers
+        try:
+            files = conflicting_files(path, base_branch(env, folder), env.branch, headers)
+        except DeliveryError as err:
+            raise StageProblem(f"folder '{folder}': {err}") from None
+        evidence["conflicting_files"] = files
+        facts[f"{folder}.pr.raw"] = json.dumps(evidence, sort_keys=True, ensure_ascii=False)
 
 
 def _visible(raw: Any) -> Any:

@@ -14,6 +14,12 @@ from typing import Any
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
+from delivery.engine.handlers.change_set import (
+    change_set_enabled,
+    observe_set,
+    sync_change_set,
+    sync_comments,
+)
 from delivery.engine.handlers.folders import (
     StageProblem,
     base_branch,
@@ -21,14 +27,17 @@ from delivery.engine.handlers.folders import (
     need_forge,
     stage_folders,
 )
-from delivery.errors import DeliveryError, GitError
-from delivery.forges.base import PullRequestRef
-from delivery.git import (
-    commit_all,
-    diff_against_base,
-    integrate_remote_branch,
-    push_branch,
-    unpushed_commits,
+from delivery.engine.handlers.merge_checks import recheck, rollback
+from delivery.errors import BranchConflict, DeliveryError, GitError
+from delivery.forges.base import Forge, PullRequestRef
+from delivery.git import diff_against_base, unpushed_commits
+from delivery.git.sync import (
+    fetch_remote,
+    mark_published,
+    push_backup,
+    push_synced,
+    remote_head,
+    sync_with_branch,
 )
 from delivery.lang.model import Node
 from probes.evidence import ProbeFailure, PrQuery
@@ -103,17 +112,15 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
                 raise StageProblem(f"folder '{folder}': no worktree at {path} (add a "
                                     "worktree_add stage before publish)")
             try:
-                base = base_branch(env, folder)
-                if diff_against_base(path, base).empty and not unpushed_commits(path):
-                    unchanged.append(folder)
-                    continue  # nothing to deliver in this folder: no PR
-                commit_all(path, message)
-                _push(path, env.branch, forge.git_remote(repository).http_headers)
-                published[folder] = forge.find_or_create_pull_request(
-                    repository, head=env.branch, base=base, title=title,
-                    body=sibling_block(run_id, ticket, published))
+                ref = _publish_folder(forge, repository, path, env.branch,
+                                      base_branch(env, folder), title, message,
+                                      sibling_block(run_id, ticket, published))
             except DeliveryError as err:
                 raise StageProblem(f"folder '{folder}': {err}") from None
+            if ref is None:
+                unchanged.append(folder)  # nothing to deliver in this folder: no PR
+            else:
+                published[folder] = ref
         block = sibling_block(run_id, ticket, published)
         for folder, ref in published.items():
             body = with_block(ref.body, block)
@@ -122,8 +129,15 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
                     forge.update_pull_request_body(folder_repository(env, folder), ref.number, body)
                 except DeliveryError as err:
                     raise StageProblem(f"folder '{folder}': {err}") from None
+        # the new heads carry no change-set status yet: observe the set once and set it
+        events: list[tuple[str, dict[str, Any]]] = []
+        side: dict[str, Any] = {}
+        if published and change_set_enabled(env):
+            events, side = sync_change_set(env, context, observe_set(env))
     except StageProblem as problem:
         return StageResult.fail(str(problem))
+    except DeliveryError as err:
+        return StageResult.fail(f"reading the pull requests after publishing: {err}")
     updates: dict[str, Any] = {}
     for folder, ref in published.items():
         updates[f"{folder}.pr.number"] = ref.number
@@ -134,20 +148,71 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
         for fact in ("pr.number", "pr.url"):
             if context.get(f"{folder}.{fact}") is None:
                 updates[f"{folder}.{fact}"] = ""
-    return StageResult("succeeded", updates=updates)
+    return StageResult("succeeded", updates=updates | side, events=events)
 
 
-def _push(path: Path, branch: str, headers: tuple[str, ...]) -> None:
-    """Push the run's branch; when someone else pushed to it meanwhile, merge their commits
-    in first (a conflict fails the stage, naming the files) and push again."""
-    try:
-        push_branch(path, branch, headers)
-    except GitError:
-        # refused: when the remote branch has commits we lack (non-fast-forward), merge
-        # them and push again; any other refusal (a protected branch) stands
-        if not integrate_remote_branch(path, branch, headers):
-            raise
-        push_branch(path, branch, headers)
+PUSH_ROUNDS = 3  # a person pushing during our push: fetch, replay and push again
+
+
+def _publish_folder(forge: Forge, repository: str, path: Path, branch: str, base: str,
+                    title: str, message: str, body: str) -> PullRequestRef | None:
+    """One folder of a publish, against its PR branch as people left it (SPEC §7.1): the
+    folder's PR, or None when the branch never differed from the base (no PR)."""
+    headers = _headers(forge, repository)
+    known = remote_head(path, branch)  # what the run knew of the branch before this fetch
+    fetch_remote(path, headers)
+    pushed = bool(remote_head(path, branch))
+    if not pushed and diff_against_base(path, base).empty and not unpushed_commits(path):
+        return None
+    # a branch never pushed has no open PR (a closed one is caught after the push, by the
+    # find-or-create): no look-up request for a first publish
+    found = forge.find_pull_request(repository, head=branch) if pushed else None
+    if found is not None and found.state == "closed":
+        raise StageProblem(_closed(found))
+    for round_ in range(PUSH_ROUNDS):
+        try:
+            synced = sync_with_branch(path, branch, message, known_remote=known,
+                                      headers=headers)
+        except BranchConflict as conflict:
+            # the run's work outlives a CI machine's clone only on the remote
+            kept = " (pushed to the remote too)" if push_backup(path, branch, headers) else ""
+            raise StageProblem(f"{conflict}{kept}") from None
+        if not synced.to_push:
+            mark_published(path, branch, synced.tip)
+            break
+        if found is not None and found.state == "merged":
+            raise StageProblem(f"PR #{found.number} ({found.url}) is already merged; the "
+                               f"run's new work on {branch} was not pushed (deliver it "
+                               "with a new run on another branch)")
+        try:
+            # the forge hands out the remote again right before the push (a kill point
+            # of the acceptance tests: after the commit, before the push)
+            push_synced(path, branch, synced, forge.git_remote(repository).http_headers)
+            break
+        except GitError:
+            # refused: a person pushed meanwhile (the lease) or the branch is protected;
+            # fetch and try again, and the last refusal stands
+            if round_ == PUSH_ROUNDS - 1:
+                raise
+            known = synced.remote
+            fetch_remote(path, headers)
+    if found is not None and found.state == "open":
+        return found
+    ref = forge.find_or_create_pull_request(repository, head=branch, base=base,
+                                            title=title, body=body)
+    if ref.state == "closed":  # closed between the look-up and the push
+        raise StageProblem(_closed(ref))
+    return ref
+
+
+def _headers(forge: Forge, repository: str) -> tuple[str, ...]:
+    return forge.git_remote(repository).http_headers
+
+
+def _closed(ref: PullRequestRef) -> str:
+    return (f"PR #{ref.number} ({ref.url}) was closed without being merged; the run "
+            "neither reopens nor replaces it — reopen it and resume the run, or leave the "
+            "delivery closed")
 
 
 def merge_order(node: Node, folders: list[str]) -> list[str]:
@@ -158,6 +223,10 @@ def merge_order(node: Node, folders: list[str]) -> list[str]:
 
 def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     done: list[str] = []
+    merged: list[tuple[str, str, int]] = []  # (folder, repository, number) of the set
+    events: list[tuple[str, dict[str, Any]]] = []
+    side: dict[str, Any] = {}
+    current = ""  # the folder being merged when the stage stops
     try:
         forge = need_forge(env, "merging")
         folders = stage_folders(node, env)
@@ -170,7 +239,10 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         observed = forge.pull_requests([PrQuery(folder, folder_repository(env, folder),
                                                 head_branch=env.branch)
                                         for folder in ordered])
+        if len(folders) == len(env.folders):  # the set as the stage found it
+            events, side = sync_change_set(env, context, observed)
         for folder in ordered:
+            current = folder
             repository = folder_repository(env, folder)
             seen = observed.get(folder)
             if isinstance(seen, ProbeFailure):
@@ -179,6 +251,7 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                 continue  # no PR (a folder without changes): nothing to merge
             if seen.state.value == "MERGED":
                 done.append(folder)
+                merged.append((folder, repository, seen.number))
                 continue
             if seen.evidence.draft:  # classified WAITING, but waiting does not help
                 raise StageProblem(f"folder '{folder}': PR #{seen.number} is a draft; mark "
@@ -187,6 +260,22 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
             if not seen.ready:
                 raise StageProblem(f"folder '{folder}': PR #{seen.number} is not ready to "
                                     f"merge ({seen.state.value}); left open with the rest")
+            if seen.unresolved_threads:
+                # a reviewer's open question blocks the merge whatever the workflow routed
+                # (as GitHub's "require conversation resolution" would)
+                raise StageProblem(f"folder '{folder}': PR #{seen.number} has "
+                                   f"{seen.unresolved_threads} unresolved review thread(s); "
+                                   "not merged while a thread is open, left open with the "
+                                   "rest")
+            # right before the merge: read it again, and merge only what did not change
+            again = recheck(env, folder, repository, seen)
+            if again.changed:
+                raise StageProblem(f"folder '{folder}': PR #{seen.number} was not merged: "
+                                   f"{again.changed}; left open with the rest")
+            if again.fresh is not None and again.fresh.state.value == "MERGED":
+                done.append(folder)
+                merged.append((folder, repository, seen.number))
+                continue
             try:
                 result = forge.merge_pull_request(repository, seen.number,
                                                   expected_head_sha=seen.head_sha)
@@ -196,7 +285,19 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                 raise StageProblem(f"folder '{folder}': PR #{seen.number} was not merged: "
                                     f"{result.reason}")
             done.append(folder)
+            merged.append((folder, repository, seen.number))
     except (StageProblem, DeliveryError) as problem:
-        merged = f" (merged before it: {', '.join(done)})" if done else ""
-        return StageResult.fail(f"{problem}{merged}")
-    return StageResult("succeeded")
+        said, reverts = rollback(env, merged, current,
+                                 revert=node.attr("rollback").strip() == "revert")
+        merged_before = f" (merged before it: {', '.join(done)})" if done else ""
+        if reverts:  # the sticky comments link the revert PRs
+            notes = tuple(f"{fields['folder']} #{fields['number']} is reverted by "
+                          f"{fields['url']}" for _, fields in reverts)
+            try:
+                side |= sync_comments(env, context, observe_set(env), notes=notes)
+            except DeliveryError as err:
+                said += f" (the comments could not link the reverts: {err})"
+        failed = StageResult.fail(f"{problem}{merged_before}{said}", side)
+        failed.events = events + reverts
+        return failed
+    return StageResult("succeeded", updates=side, events=events)

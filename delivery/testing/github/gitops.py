@@ -165,3 +165,28 @@ def commit_files(repo: Path, branch: str, files: dict[str, str | None], message:
     sha = git(repo, "commit-tree", tree, "-p", parent, "-m", message)
     git(repo, "update-ref", f"refs/heads/{branch}", sha)
     return sha
+
+
+def revert_commit(repo: Path, branch: str, start: str, merge_sha: str, message: str) -> str:
+    """A commit on new `branch` (from `start`) undoing what merge `merge_sha` brought in
+    (its diff to the first parent applied in reverse), as GitHub's revert button does; the
+    new SHA."""
+    parent = ref_sha(repo, start) or start
+    with tempfile.TemporaryDirectory(prefix="fake-gh-revert-") as tmp:
+        env = _env() | {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
+
+        def run(*args: str, data: bytes | None = None) -> bytes:
+            return subprocess.run(["git", "--git-dir", str(repo), *args], input=data,
+                                  capture_output=True, env=env, check=True).stdout
+
+        run("read-tree", parent)
+        patch = run("diff", "--binary", merge_sha, f"{merge_sha}^1")
+        if patch.strip():
+            try:
+                run("apply", "--cached", data=patch)
+            except subprocess.CalledProcessError as error:
+                raise GitError(f"the revert of {merge_sha[:12]} does not apply") from error
+        tree = run("write-tree").decode().strip()
+    sha = git(repo, "commit-tree", tree, "-p", parent, "-m", message)
+    git(repo, "update-ref", f"refs/heads/{branch}", sha, "0" * 40)
+    return sha

@@ -23,6 +23,7 @@ from graphql import (
     validate,
 )
 
+from delivery.testing.github import gitops
 from delivery.testing.github.state import (
     CheckRun,
     Pull,
@@ -137,6 +138,7 @@ class Resolvers:
             "node": self._node,
             "addPullRequestReviewThreadReply": self._add_reply,
             "resolveReviewThread": self._resolve_thread,
+            "revertPullRequest": self._revert_pull_request,
             "viewer": _actor(self.login),
             "rateLimit": lambda info, **_: {
                 "cost": 1, "limit": 5000, "remaining": 4999, "used": 1, "nodeCount": 0,
@@ -167,6 +169,35 @@ class Resolvers:
         thread.resolved = True
         return {"clientMutationId": input.get("clientMutationId"),
                 "thread": self.thread_obj(thread, repo, pr)}
+
+    def _revert_pull_request(self, info: Any, input: dict[str, Any]) -> dict[str, Any]:
+        """As GitHub: a branch `revert-<number>-<head>` from the base holding the revert
+        of the merge, and a PR of it (a second call makes a second one, as GitHub does)."""
+        wanted = str(input["pullRequestId"])
+        for repo in self.state.repos.values():
+            for pr in repo.pulls.values():
+                if _node_id("PullRequest", repo.id, pr.number) != wanted:
+                    continue
+                if not pr.merged or not pr.merge_commit_sha:
+                    raise GraphQLError("Pull request must be merged to be reverted")
+                branch = f"revert-{pr.number}-{pr.head}"
+                n = 2
+                while gitops.ref_sha(repo.path, branch):
+                    branch, n = f"revert-{pr.number}-{pr.head}-{n}", n + 1
+                gitops.revert_commit(repo.path, branch, pr.base, pr.merge_commit_sha,
+                                     f"Revert \"{pr.title}\"\n\nThis reverts #{pr.number}.")
+                number = max([0, *repo.pulls]) + 1
+                revert = Pull(number=number, title=str(input.get("title") or
+                                                       f"Revert \"{pr.title}\""),
+                              body=str(input.get("body") or ""), head=branch, base=pr.base,
+                              author=self.login, created_at=self.state.timestamp(),
+                              draft=bool(input.get("draft", False)),
+                              last_head_sha=gitops.ref_sha(repo.path, branch) or "")
+                repo.pulls[number] = revert
+                return {"clientMutationId": input.get("clientMutationId"),
+                        "pullRequest": self.pr_obj(repo, pr),
+                        "revertPullRequest": self.pr_obj(repo, revert)}
+        raise NotFound(f"Could not resolve to a node with the global id of '{wanted}'")
 
     def _repository(self, info: Any, owner: str, name: str, **_: Any) -> dict[str, Any]:
         repo = self.state.repo(f"{owner}/{name}")
@@ -224,6 +255,8 @@ class Resolvers:
             if mergeable != "MERGEABLE":
                 return "DIRTY" if mergeable == "CONFLICTING" else "UNKNOWN"
             if state.review_decision(repo, pr) not in (None, "APPROVED"):
+                return "BLOCKED"
+            if state.unmet_required_contexts(repo, state.head_sha(repo, pr)):
                 return "BLOCKED"
             rollup = state.rollup(repo, state.head_sha(repo, pr))
             if rollup == "FAILURE":
@@ -328,11 +361,11 @@ class Resolvers:
             "repository": lambda info: self.repo_obj(repo),
         }
 
-    @staticmethod
-    def comment_obj(comment: ThreadComment, thread: ReviewThread) -> dict[str, Any]:
+    def comment_obj(self, comment: ThreadComment, thread: ReviewThread) -> dict[str, Any]:
         return {"__typename": "PullRequestReviewComment",
                 "id": _node_id("PullRequestReviewComment", comment.id),
                 "databaseId": comment.id, "author": _actor(comment.author),
+                "viewerDidAuthor": comment.author == self.login,
                 "body": comment.body, "path": thread.path}
 
 

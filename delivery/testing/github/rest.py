@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,11 @@ from delivery.testing.github.state import (
 )
 
 Answer = tuple[int, dict[str, str], Any]
+
+
+def pull_node_id(repo: Repository, pr: Pull) -> str:
+    """The PR's global id, the same in REST (`node_id`) and GraphQL (`id`)."""
+    return base64.b64encode(f"PullRequest:{repo.id}:{pr.number}".encode()).decode()
 Handler = Callable[..., Answer]
 _ROUTES: list[tuple[str, re.Pattern[str], Handler]] = []
 REPO = r"/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)"
@@ -87,7 +93,7 @@ class Rest:
         mergeable = state.mergeable(repo, pr)
         url = f"{self.api_url}/repos/{repo.full_name}/pulls/{pr.number}"
         return {
-            "url": url, "id": repo.id * 100000 + pr.number, "node_id": f"PR_{pr.number}",
+            "url": url, "id": repo.id * 100000 + pr.number, "node_id": pull_node_id(repo, pr),
             "html_url": f"{state.base_url}/{repo.full_name}/pull/{pr.number}",
             "issue_url": f"{self.api_url}/repos/{repo.full_name}/issues/{pr.number}",
             "number": pr.number, "state": pr.state, "locked": False, "title": pr.title,

@@ -207,6 +207,23 @@ class FakeGitHub:
                           {"context": context, "state": state.lower(),
                            "target_url": target_url, "description": description})
 
+    def protect(self, full_name: str, *, required_contexts: tuple[str, ...] = (),
+                required_approvals: int | None = None) -> None:
+        """Branch protection on the default branch: these status contexts (or check
+        names) must succeed on a PR's head, and this many approvals be given, before any
+        merge — the run's or a person's — is accepted."""
+        with self.state.lock:
+            repo = self.repository(full_name)
+            repo.required_contexts = list(required_contexts)
+            if required_approvals is not None:
+                repo.required_approvals = required_approvals
+
+    def status_of(self, full_name: str, sha: str, context: str) -> tuple[str, str] | None:
+        """(state, description) of `context` on commit `sha`, None when it has none."""
+        with self.state.lock:
+            found = self.repository(full_name).statuses.get(sha, {}).get(context)
+            return (found.state, found.description) if found else None
+
     def hold_checks(self, full_name: str, hold: bool = True) -> None:
         """While held, checks of commits not yet checked stay in progress."""
         with self.state.lock:
@@ -226,6 +243,13 @@ class FakeGitHub:
     def close(self, full_name: str, number: int) -> None:
         with self.state.lock:
             self.state.close(self.pull(full_name, number))
+
+    def reopen(self, full_name: str, number: int) -> None:
+        """A person reopens a PR they closed (a merged one stays merged), as GitHub does."""
+        with self.state.lock:
+            pr = self.pull(full_name, number)
+            if pr.state == "closed" and not pr.merged:
+                pr.state, pr.closed_at = "open", None
 
     # -- faults and the request record ----------------------------------------------------
     def inject(self, *faults: Fault) -> None:

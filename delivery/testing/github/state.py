@@ -136,6 +136,9 @@ class Repository:
     check_rules: list[CheckRule] = field(default_factory=list)
     required_approvals: int = 0
     require_checks: bool = False
+    # branch protection of the default branch: status contexts (or check names) that must
+    # be SUCCESS on a PR's head before GitHub lets anyone merge it
+    required_contexts: list[str] = field(default_factory=list)
     hold_checks: bool = False  # check runs stay IN_PROGRESS until released
     mergeability_delay: int = 0  # reads answering UNKNOWN after each head/base change
     collaborators: dict[str, str] = field(default_factory=dict)
@@ -294,6 +297,24 @@ class State:
             return "PENDING"
         return "SUCCESS"
 
+    def unmet_required_contexts(self, repo: Repository, sha: str) -> tuple[str, str] | None:
+        """The first required context that is not SUCCESS on `sha`, and what it is
+        (`expected` when absent, else `failing` or `pending`), as GitHub words it."""
+        runs = {r.name: r for r in self.check_runs(repo, sha)}
+        contexts = {c.context: c for c in self.status_contexts(repo, sha)}
+        for name in repo.required_contexts:
+            if name in contexts:
+                state = contexts[name].state
+                if state != "SUCCESS":
+                    return name, "failing" if state in ("FAILURE", "ERROR") else "pending"
+            elif name in runs:
+                run = runs[name]
+                if run.conclusion != "SUCCESS":
+                    return name, "pending" if run.status != "COMPLETED" else "failing"
+            else:
+                return name, "expected"
+        return None
+
     @staticmethod
     def latest_opinions(pr: Pull) -> list[Review]:
         latest: dict[str, Review] = {}
@@ -326,6 +347,10 @@ class State:
             raise MergeRefused(405, "Pull Request is not mergeable")
         if repo.require_checks and self.rollup(repo, head) not in (None, "SUCCESS"):
             raise MergeRefused(405, "Required status checks have not succeeded")
+        missing = self.unmet_required_contexts(repo, head)
+        if missing:
+            raise MergeRefused(405, f"Required status check \"{missing[0]}\" is "
+                                    f"{missing[1]}.")
         if self.review_decision(repo, pr) not in (None, "APPROVED"):
             raise MergeRefused(405, "At least 1 approving review is required")
         base = self.base_sha(repo, pr)

@@ -1,0 +1,83 @@
+"""Shared pieces of the change-set tests (issue 21): two protected repositories on the fake
+GitHub, a run of a small workflow on the run's branch, and the status a PR head carries."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from engine_helpers import FakeClock, write_flow
+from github_helpers import CI
+
+from delivery.agents.replay import ReplayBackend
+from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
+from delivery.forges.change_set import CHANGE_SET_CONTEXT
+from delivery.testing.github import FakeGitHub
+
+BRANCH = "delivery/T-7"
+REPOS = {"api": "octo/api", "web": "octo/web"}
+
+
+def publish_flow(api: str = "print(1)", web: str = "print(2)") -> str:
+    """Worktrees, a change in both folders, publish, two probes (nothing changes between)."""
+    return f"""
+digraph D {{
+  graph [goal="Say hello", inputs="ticket", folders="api,web"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  add [type=worktree_add]
+  change [shape=parallelogram,
+          script="printf '{api}\\\\n' > api/app.py; printf '{web}\\\\n' > web/app.py"]
+  ship [type=publish]
+  look [type=probe, probe="pr,threads"]
+  again [type=probe, probe="pr,threads"]
+  start -> add -> change -> ship -> look -> again -> exit
+}}
+"""
+
+
+def land_flow(merge_attrs: str = "") -> str:
+    """A probe, the merge (api before web), a probe (its table is the final one)."""
+    return f"""
+digraph D {{
+  graph [goal="Say hello", inputs="ticket", folders="api,web"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  look [type=probe, probe="pr,threads"]
+  land [type=merge, order="api,web"{merge_attrs}]
+  after [type=probe, probe="pr,threads"]
+  start -> look -> land -> after -> exit
+}}
+"""
+
+
+def run_on(github: FakeGitHub, root: Path, dot: str, name: str) -> RunOutcome:
+    """A fresh run of `dot` on the run's branch in both repositories."""
+    workspace = root / "ws"
+    workspace.mkdir(exist_ok=True)
+    request = RunRequest(workflow=write_flow(root, dot, f"{name}.dot"),
+                         inputs={"ticket": "https://github.com/octo/web/issues/7"},
+                         workspace=workspace, run_dir=root / name, repos=dict(REPOS),
+                         branch=BRANCH)
+    world = World(agent=ReplayBackend({}), clock=FakeClock(), git_cache=root / "cache",
+                  environ={**os.environ, **github.env()})
+    return start_run(request, world)
+
+
+def protected_repos(github: FakeGitHub) -> None:
+    """Both repositories with CI, protected: `ci` and the change-set status required."""
+    for repository in REPOS.values():
+        github.create_repo(repository, files={"app.py": "print(0)\n"}, check_rules=(CI,))
+        github.protect(repository, required_contexts=("ci", CHANGE_SET_CONTEXT))
+
+
+def status(github: FakeGitHub, repository: str, number: int = 1) -> tuple[str, str] | None:
+    """The change-set status on the head of PR `number`."""
+    pr = github.pull(repository, number)
+    return github.status_of(repository, pr.last_head_sha, CHANGE_SET_CONTEXT)
+
+
+def sticky_comments(github: FakeGitHub, repository: str) -> list[str]:
+    """The bodies of the change set's sticky comments on the repository's PRs."""
+    return [c.body for c in github.repository(repository).comments.values()
+            if "<!-- delivery:change-set" in c.body]
