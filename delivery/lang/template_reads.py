@@ -1,4 +1,5 @@
-"""Which context keys a prompt or script template reads, found with Jinja2's own parser.
+"""Which context keys a prompt or script template reads: plain `{{ x.y }}` text here, the
+subset the bundled workflows use in light_reads, anything else with Jinja2's own parser.
 
 A read is a dotted path: `{{ context.pr.state }}` and `{{ pr.state }}` both read
 `pr.state`; `{{ parallel.results['0'].context.x }}` reads `parallel.results.0.context.x`.
@@ -54,8 +55,11 @@ def template_reads(source: str) -> list[TemplateRead]:
     """Every context path the template reads; raises TemplateProblem on a syntax error."""
     reads = _simple_reads(source)
     if reads is None:
-        # Jinja2 only when a template needs it: `validate` of plain `{{ x.y }}` templates
-        # then never imports it (issue 23: start-up imports only what a command uses).
+        # Jinja2 only when a template needs it: `validate` of the bundled workflows then
+        # never imports it (issue 23: start-up imports only what a command uses).
+        from delivery.lang.light_reads import light_reads
+        reads = light_reads(source)
+    if reads is None:
         from delivery.lang.jinja_reads import jinja_reads
         reads = jinja_reads(source)
     for m in DOLLAR_GOAL.finditer(source):
@@ -65,6 +69,11 @@ def template_reads(source: str) -> list[TemplateRead]:
 
 def is_jinja(source: str) -> bool:
     """Whether `source` parses as a Jinja2 template."""
+    if _simple_reads(source) is not None:
+        return True  # plain `{{ x.y }}` text: no need to load Jinja2 to know
+    from delivery.lang.light_reads import light_reads
+    if light_reads(source) is not None:
+        return True  # the subset light_reads reads is valid Jinja2
     from delivery.lang.jinja_reads import is_jinja as parses
     return parses(source)
 
