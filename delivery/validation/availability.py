@@ -123,6 +123,10 @@ class Availability:
         self.conditional = {n.id for n in workflow.nodes_of(NodeType.CONDITIONAL)}
         self.into_conditional = {e.index for e in workflow.edges
                                  if e.condition is None and e.target in self.conditional}
+        # edges out of a conditional node that its failure can take, decided once (the
+        # fixpoint asks again on every visit)
+        self.conditional_failure = {e.index for e in workflow.edges
+                                    if e.source in self.conditional and failure_can_take(e)}
         self.success_entry: dict[str, int] = {}
         self._forward_steps: dict[str, list[tuple[str, int, bool]]] | None = None
         self._witness_parents: dict[int, dict[str, tuple[str, bool] | None]] = {}
@@ -153,7 +157,7 @@ class Availability:
 
     def _source_entry(self, edge: Edge) -> int:
         source = edge.source
-        if source in self.conditional and not failure_can_take(edge):
+        if source in self.conditional and edge.index not in self.conditional_failure:
             return self.success_entry.get(source, self.all_bits)
         return self.entry.get(source, self.all_bits)
 
