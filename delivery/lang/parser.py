@@ -31,6 +31,7 @@ from delivery.lang.syntax import (
 NODE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _KEYWORDS = {"graph", "node", "edge", "subgraph", "digraph", "strict"}
 _ID, _STRING, _NUMBER, _DURATION, _EOF = Tok.ID, Tok.STRING, Tok.NUMBER, Tok.DURATION, Tok.EOF
+_ARROW, _RBRACE = Tok.ARROW, Tok.RBRACE
 _LBRACKET, _RBRACKET, _EQUALS, _COMMA, _SEMI = (Tok.LBRACKET, Tok.RBRACKET, Tok.EQUALS,
                                                 Tok.COMMA, Tok.SEMI)
 # Subgraphs nest at most this deep: the parser and the builder recurse per level.
@@ -102,16 +103,47 @@ class _Parser:
 
     def parse_statements(self) -> list[Statement]:
         body: list[Statement] = []
+        tokens = self.tokens
         while True:
-            tok = self.peek()
-            if tok.kind is Tok.RBRACE or tok.kind is Tok.EOF:
+            kind = tokens[self.i].kind  # never past the EOF token
+            if kind is _RBRACE or kind is _EOF:
                 return body
-            if tok.kind is Tok.SEMI:
-                self.advance()
+            if kind is _SEMI:
+                self.i += 1
                 continue
             body.append(self.parse_statement())
 
     def parse_statement(self) -> Statement:
+        """Node and edge statements between plain ids, the bulk of a file, indexed
+        directly; any other statement, or anything unusual in one, is parsed again from
+        its start by the general method, which alone raises the errors."""
+        tokens = self.tokens
+        i = self.i
+        tok = tokens[i]
+        if tok.kind is not _ID:
+            return self._statement()
+        text = tok.text
+        after = tokens[i + 1].kind  # tok is not EOF, so a token follows
+        if after is _EQUALS or "." in text or text.lower() in _KEYWORDS:
+            return self._statement()
+        if after is _ARROW:
+            chain = [(text, tok.line, tok.column)]
+            j = i + 1
+            while tokens[j].kind is _ARROW:
+                target = tokens[j + 1]
+                name = target.text
+                if target.kind is not _ID or "." in name or name.lower() in _KEYWORDS:
+                    return self._statement()
+                chain.append((name, target.line, target.column))
+                j += 2
+            self.i = j
+            attrs = self.parse_attr_blocks() if tokens[j].kind is _LBRACKET else []
+            return EdgeStmt(chain, attrs, tok.line, tok.column)
+        self.i = i + 1
+        attrs = self.parse_attr_blocks() if after is _LBRACKET else []
+        return NodeStmt(text, tok.line, tok.column, attrs)
+
+    def _statement(self) -> Statement:
         tok = self.peek()
         if tok.kind is Tok.LBRACE:
             return self.parse_subgraph(anonymous=True)

@@ -380,3 +380,23 @@ class _Parser:
                 return Value("bool", lowered, tok.line, tok.column, tok.raw)
             return Value("word", tok.text, tok.line, tok.column, tok.raw)
         raise self.error(tok, "a value", "quote values that contain spaces or punctuation")
+
+
+def value_position(value: Value, offset: int) -> tuple[int, int]:
+    """Line and column of character `offset` of a value's unescaped text."""
+    if not value.quoted:
+        return value.line, value.column + offset
+    line, column = value.line, value.column + 1
+    raw = value.raw[1:-1]
+    i = 0
+    produced = 0
+    while i < len(raw) and produced < offset:
+        step = 2 if raw[i] == "\\" and i + 1 < len(raw) else 1
+        if raw[i] == "\n" or (step == 2 and raw[i + 1] == "\n"):
+            line += 1
+            column = 1
+        else:
+            column += step
+        produced += 0 if (step == 2 and raw[i + 1] == "\n") else 1
+        i += step
+    return line, column

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from delivery.errors import WorkflowSyntaxError
 from delivery.lang import lexer, parser
+from delivery.lang.builder import value_position
+from delivery.lang.syntax import Value
 
 AGREE = settings(max_examples=300, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -95,3 +97,13 @@ def test_bundled_workflows_parse_as_the_oracle_parses_them() -> None:
     for path in BUNDLED:
         source = path.read_text(encoding="utf-8")
         assert parser.parse_dot(source, str(path)) == oracle_dot.parse_dot(source, str(path))
+
+
+@AGREE
+@given(st.text(alphabet='ab\\\n"t', max_size=12), st.integers(min_value=0, max_value=15))
+def test_value_positions_are_the_oracles(body: str, offset: int) -> None:
+    """Where character `offset` of a quoted value is: the shortcut for values without
+    escapes or newlines answers as the character walk does."""
+    raw = '"' + body.replace('"', '\\"') + '"'
+    value = Value("string", lexer.unescape(raw[1:-1]), 3, 7, raw)
+    assert value_position(value, offset) == oracle_dot.value_position(value, offset)
