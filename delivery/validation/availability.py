@@ -262,15 +262,17 @@ class Availability:
         workflow = self.workflow
         incoming = self._incoming()
         self.incoming = incoming
-        dependents: dict[str, set[str]] = {n: set() for n in workflow.nodes}
+        # lists, not sets (a set is 216 bytes even when empty; 20,000 of them add up): a
+        # repeated dependent is only checked against `queued` once more
+        dependents: dict[str, list[str]] = {n: [] for n in workflow.nodes}
         for target, sources in incoming.items():
             for source, _ in sources:
-                dependents[source].add(target)
+                dependents[source].append(target)
         for fan_in, section in self.section_of_fan_in.items():
-            dependents[section.parallel].add(fan_in)
+            dependents[section.parallel].append(fan_in)
             for branch in section.branches:
                 for node_id in branch.nodes:
-                    dependents[node_id].add(fan_in)
+                    dependents[node_id].append(fan_in)
         self.entry = {}
         queue = deque([self.start])
         queued = {self.start}
