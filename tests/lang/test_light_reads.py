@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from delivery.lang.jinja_reads import jinja_reads
-from delivery.lang.light_reads import FILTERS, GLOBALS, TESTS, light_reads
+from delivery.lang.light_parse import FILTERS, GLOBALS, TESTS
+from delivery.lang.light_reads import light_reads
 from delivery.lang.template_reads import TemplateProblem, TemplateRead, template_reads
 
 AGREE = settings(max_examples=400, deadline=None,
