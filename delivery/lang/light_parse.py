@@ -1,6 +1,6 @@
 """The tokenizer and parser of light_reads: the Jinja template subset the bundled workflows
 use, into tuples (one allocation per node, no classes). See light_reads for the subset
-and why; anything outside it raises Unsupported, and Jinja2 decides.
+and why; anything outside it answers None, and Jinja2 decides.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ Body = list[Stmt]
 Const = str | int | bool | None
 
 
-class Unsupported(Exception):
+class _Unsupported(Exception):
     """Outside the subset (or not valid Jinja): Jinja2 decides."""
 
 
@@ -70,7 +70,15 @@ class Parser:
         self.line = 1
         self.end_pos = 0
 
-    def template(self) -> Body:
+    def template(self) -> Body | None:
+        """The template's statements, or None when it is outside the subset (or too deeply
+        nested to parse here)."""
+        try:
+            return self._template()
+        except (_Unsupported, RecursionError):
+            return None
+
+    def _template(self) -> Body:
         source, pos, counted = self.source, 0, 0
         # a stack of open blocks: (kind, body being filled, the statement's parts)
         root: Body = []
@@ -81,11 +89,11 @@ class Parser:
                 break
             start = m.start()
             if source[m.end():m.end() + 1] == "+":
-                raise Unsupported
+                raise _Unsupported
             if m.group() == "{#":
                 close = source.find("#}", m.end())
                 if close < 0:
-                    raise Unsupported
+                    raise _Unsupported
                 pos = close + 2
                 continue
             self.line += source.count("\n", counted, start)
@@ -95,17 +103,17 @@ class Parser:
             self.i = 0
             if m.group() == "{{":
                 if end[-2:] != "}}":
-                    raise Unsupported
+                    raise _Unsupported
                 expr = self.expression()
                 self._done()
                 stack[-1][1].append(("output", [expr], self.line))
             else:
                 if end[-2:] != "%}":
-                    raise Unsupported
+                    raise _Unsupported
                 self._statement(stack)
             pos = self.end_pos
         if len(stack) != 1:
-            raise Unsupported
+            raise _Unsupported
         return root
 
     def _tokenize(self, pos: int) -> str:
@@ -116,7 +124,7 @@ class Parser:
         while True:
             m = _TOKEN.match(source, pos)
             if m is None:
-                raise Unsupported
+                raise _Unsupported
             kind = m.lastgroup
             assert kind is not None
             text = m.group(kind)
@@ -138,14 +146,14 @@ class Parser:
         elif word == "for":
             target = self._target(namespace=False)
             if self._name() != "in":
-                raise Unsupported
+                raise _Unsupported
             iterable = self.expression()
             inner: Body = []
             body.append(("for", target, iterable, inner, self.line))
             stack.append(("for", inner, []))
         elif word == "endfor":
             if stack[-1][0] != "for":
-                raise Unsupported
+                raise _Unsupported
             stack.pop()
         elif word == "if":
             test = self.expression()
@@ -156,7 +164,7 @@ class Parser:
         elif word in ("elif", "else"):
             kind, _, parts = stack[-1]
             if kind != "if" or parts[-1] == "else":
-                raise Unsupported
+                raise _Unsupported
             stack.pop()
             first = parts[0]
             assert isinstance(first, tuple)
@@ -173,10 +181,10 @@ class Parser:
                 stack.append(("if", else_, [first, "else"]))
         elif word == "endif":
             if stack[-1][0] != "if":
-                raise Unsupported
+                raise _Unsupported
             stack.pop()
         else:
-            raise Unsupported
+            raise _Unsupported
         self._done()
 
     def _target(self, *, namespace: bool) -> Expr:
@@ -185,14 +193,14 @@ class Parser:
             self.i += 1
             return ("nsref", name, self._plain_name())
         if self._peek() == ("op", ","):
-            raise Unsupported  # tuple unpacking
+            raise _Unsupported  # tuple unpacking
         return ("name", name)
 
     # -- expressions (Jinja2's precedence: or < and < not < compare < +,- < ~ < *,/ ...) --
     def expression(self) -> Expr:
         expr = self._or()
         if self._peek() == ("name", "if"):
-            raise Unsupported  # conditional expressions and the for-loop filter
+            raise _Unsupported  # conditional expressions and the for-loop filter
         return expr
 
     def _or(self) -> Expr:
@@ -259,7 +267,7 @@ class Parser:
                 self.i += 1
                 name = self._name()
                 if name not in FILTERS or self._peek() == ("op", "."):
-                    raise Unsupported
+                    raise _Unsupported
                 args: list[Expr] = []
                 kwargs: list[Expr] = []
                 if self._peek() == ("op", "("):
@@ -268,13 +276,13 @@ class Parser:
             elif token == ("name", "is"):
                 self.i += 1
                 if self._peek() == ("name", "not"):
-                    raise Unsupported  # Jinja2 wraps it in a Not: kept out for simplicity
+                    raise _Unsupported  # Jinja2 wraps it in a Not: kept out for simplicity
                 name = self._name()
                 after = self._peek()
                 if name not in TESTS or after[0] in ("str", "int") or after in (
                         ("op", "("), ("op", "["), ("op", ".")) or (
                         after[0] == "name" and after[1] not in ("else", "or", "and")):
-                    raise Unsupported
+                    raise _Unsupported
                 node = ("test", node, name)
             elif token == ("op", "("):
                 args, kwargs = self._arguments()
@@ -288,7 +296,7 @@ class Parser:
             if text in _CONSTANTS:
                 return ("const", _CONSTANTS[text])
             if text in _RESERVED:
-                raise Unsupported
+                raise _Unsupported
             return ("name", text)
         if kind == "str":
             return ("const", text[1:-1])
@@ -308,7 +316,7 @@ class Parser:
                 items.append(self.expression())
             self.i += 1
             return ("list", items)
-        raise Unsupported
+        raise _Unsupported
 
     def _postfix(self, node: Expr) -> Expr:
         while True:
@@ -317,7 +325,7 @@ class Parser:
                 self.i += 1
                 kind, text = self._next()
                 if kind != "name":
-                    raise Unsupported
+                    raise _Unsupported
                 node = ("getattr", node, text)
             elif token == ("op", "["):
                 self.i += 1
@@ -342,11 +350,11 @@ class Parser:
             token = self._peek()
             if token[0] == "name" and self._peek(1) == ("op", "="):
                 if token[1] in _RESERVED:
-                    raise Unsupported
+                    raise _Unsupported
                 self.i += 2
                 kwargs.append(("kw", token[1], self.expression()))
             elif kwargs:
-                raise Unsupported  # a positional argument after a keyword one
+                raise _Unsupported  # a positional argument after a keyword one
             else:
                 args.append(self.expression())
         self.i += 1
@@ -360,26 +368,26 @@ class Parser:
     def _next(self) -> tuple[str, str]:
         token = self._peek()
         if token[0] == "eof":
-            raise Unsupported
+            raise _Unsupported
         self.i += 1
         return token
 
     def _expect(self, kind: str, text: str) -> None:
         if self._next() != (kind, text):
-            raise Unsupported
+            raise _Unsupported
 
     def _name(self) -> str:
         kind, text = self._next()
         if kind != "name":
-            raise Unsupported
+            raise _Unsupported
         return text
 
     def _plain_name(self) -> str:
         name = self._name()
         if name in _RESERVED:
-            raise Unsupported
+            raise _Unsupported
         return name
 
     def _done(self) -> None:
         if self.i != len(self.tokens):
-            raise Unsupported
+            raise _Unsupported

@@ -29,7 +29,6 @@ from delivery.lang.light_parse import (
     Expr,
     Parser,
     Stmt,
-    Unsupported,
 )
 from delivery.lang.template_reads import TemplateRead, _record
 
@@ -38,12 +37,14 @@ def light_reads(source: str) -> list[TemplateRead] | None:
     """What Jinja2's analysis (jinja_reads) would answer, or None outside the subset."""
     if "\r" in source or "{{{" in source:
         return None
+    body = Parser(source).template()
+    if body is None:
+        return None
     try:
-        body = Parser(source).template()
         roots = _roots(body)
         reads: list[TemplateRead] = []
         _walk_body(body, roots, reads)
-    except (Unsupported, RecursionError):
+    except RecursionError:  # nesting the parser took but the walk cannot: Jinja2 decides
         return None
     return reads
 
