@@ -44,7 +44,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any, Final, TextIO
 
@@ -119,12 +120,34 @@ _KEPT: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
 _UNSAFE_CHARS: Final = re.compile("[\x00\ud800-\udfff]")
 
 
+# A literal in every match of each pattern above (`gh` for `gh[pousr]_`, `KIA`/`SIA` for
+# `A[KS]IA`, the hints of the labelled ones): a text that holds none of them (most of what
+# a stage writes: status files, event lines, prompts) is answered by these `in` tests,
+# each a C scan far quicker than the regex engine's.
+_HINT_LITERALS: Final = ("gh", "github_pat_", "sk-", "xox", "KIA", "SIA",
+                         *(hint for hint, _ in _KEPT))
+
+
+# Up to this length the `in` tests come first; a longer text is scanned once per prefix
+# anyway (`_few_occurrences`), and testing first would double those scans when one hits.
+_SHORT: Final = 8192
+
+
+def _may_hold_token(text: str) -> bool:
+    for literal in _HINT_LITERALS:
+        if literal in text:
+            return True
+    return False
+
+
 def mask_token_shapes(text: str) -> str:
     """`text` with every token-shaped substring replaced by `***` (no known values).
 
     Each pattern is tried only where its prefix occurs and the masked regions of all of
     them are cut out in one copy. A text where some prefix is frequent is left to the
     regex engine instead (`_mask_dense`): a Python step per occurrence would cost more."""
+    if len(text) <= _SHORT and not _may_hold_token(text):
+        return text  # every match holds one of the literals
     masked: list[tuple[int, int]] = []
     for prefix, pattern in _SHAPES:
         hits = _few_occurrences(text, prefix)
@@ -140,6 +163,10 @@ def mask_token_shapes(text: str) -> str:
         _matches(text, hits, pattern, 1, masked)
     return _cut(text, masked) if masked else text
 
+
+# Texts text() remembers having returned (a stage's prompt, reply, transcript and a few
+# small values): bounded, so at most this many replies are kept alive by it.
+_MEMO: Final = 16
 
 # Above this many occurrences of a prefix, one regex pass beats a match tried at each.
 _FEW: Final = 256
@@ -207,14 +234,22 @@ def _mask_dense(text: str) -> str:
     for prefix, shape in _SHAPES:
         first = _first(text, prefix)
         if first != -1:
-            first = max(0, first - _LOOKBEHIND)
-            text = text[:first] + shape.sub(MASK, text[first:])
+            text = _from(first, text, lambda rest, shape=shape: shape.sub(MASK, rest))
     for hint, pattern in _KEPT:
         first = text.find(hint)
         if first != -1 and (hint != "://" or "@" in text):
-            first = max(0, first - _LOOKBEHIND)
-            text = text[:first] + _keep_group(pattern, text[first:])
+            text = _from(first, text, lambda rest, pattern=pattern: _keep_group(pattern, rest))
     return text
+
+
+def _from(first: int, text: str, mask: Callable[[str], str]) -> str:
+    """`mask` applied to `text` from just before `first` (the lookbehinds see the
+    _LOOKBEHIND characters before it). Cutting the text costs two copies of it: only
+    worth it when the part skipped is large."""
+    start = first - _LOOKBEHIND
+    if start < len(text) // 8:
+        return mask(text)
+    return text[:start] + mask(text[start:])
 
 
 def _keep_group(pattern: re.Pattern[str], text: str) -> str:
@@ -281,6 +316,9 @@ class Redactor:
         self._alternation = re.compile("|".join(map(re.escape, self._secrets)))
         # each secret as it appears inside a JSON string (ASCII, escaped)
         self._in_json = tuple(json.dumps(s)[1:-1] for s in self._secrets)
+        # the texts text() returned lately, by id (see text())
+        self._done: dict[int, str] = {}
+        self._done_lock = threading.Lock()
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
@@ -293,12 +331,26 @@ class Redactor:
         return Redactor([*self._secrets, *extra])
 
     def text(self, value: str) -> str:
-        """`value` with every known secret and token-shaped substring replaced by `***`."""
+        """`value` with every known secret and token-shaped substring replaced by `***`.
+
+        A text this redactor returned lately is returned as it is, unscanned: the same
+        reply passes the agent wrapper, the stage file and the context on its way, and
+        masking is idempotent (`***` starts no pattern and continues no secret), so only
+        the first pass can change it. Identity, not equality, marks it: strings are
+        immutable, and the memo holds each one it names, so an id cannot be reused."""
         if not value:
+            return value
+        if self._done.get(id(value)) is value:
             return value
         if self._groups:
             value = self._mask_secrets(value)
-        return mask_token_shapes(value)
+        value = mask_token_shapes(value)
+        with self._done_lock:
+            done = self._done
+            done[id(value)] = value
+            if len(done) > _MEMO:
+                del done[next(iter(done))]  # the oldest
+        return value
 
     redact = text
 
