@@ -45,7 +45,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any, Final, TextIO
 
@@ -235,18 +235,25 @@ def _mask_dense(text: str) -> str:
     for prefix, shape in _SHAPES:
         first = _first(text, prefix)
         if first != -1:
-            text = _from(first, text, lambda rest, shape=shape: shape.sub(MASK, rest))
+            text = _from(first, text, shape, None)
     for hint, pattern in _KEPT:
         first = text.find(hint)
         if first != -1 and (hint != "://" or "@" in text):
-            text = _from(first, text, lambda rest, pattern=pattern: _keep_group(pattern, rest))
+            text = _from(first, text, None, pattern)
     return text
 
 
-def _from(first: int, text: str, mask: Callable[[str], str]) -> str:
-    """`mask` applied to `text` from just before `first` (the lookbehinds see the
-    _LOOKBEHIND characters before it). Cutting the text costs two copies of it: only
-    worth it when the part skipped is large."""
+def _from(first: int, text: str, shape: re.Pattern[str] | None,
+          kept: re.Pattern[str] | None) -> str:
+    """`shape` masked whole, or `kept`'s group 2, in `text` from just before `first` (the
+    lookbehinds see the _LOOKBEHIND characters before it). Cutting the text costs two
+    copies of it: only worth it when the part skipped is large."""
+    def mask(part: str) -> str:
+        if shape is not None:
+            return shape.sub(MASK, part)
+        assert kept is not None
+        return _keep_group(kept, part)
+
     start = first - _LOOKBEHIND
     if start < len(text) // 8:
         return mask(text)
@@ -274,9 +281,18 @@ def _common_prefix(texts: list[str]) -> str:
 def clean_text(text: str) -> str:
     """`text` with NUL and lone surrogates replaced by U+FFFD: no file, command line or
     environment variable can hold them."""
-    if text.isascii():
-        return text.replace("\x00", "\ufffd") if "\x00" in text else text
-    return _UNSAFE_CHARS.sub("\ufffd", text) if _UNSAFE_CHARS.search(text) else text
+    if "\x00" not in text and (text.isascii() or _no_surrogates(text)):
+        return text  # both tests run in C at memory speed; the regex scan does not
+    return _UNSAFE_CHARS.sub("\ufffd", text)
+
+
+def _no_surrogates(text: str) -> bool:
+    """Whether `text` holds no lone surrogate: UTF-8 cannot encode one."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def secret_values(environ: Mapping[str, str]) -> list[str]:
