@@ -95,6 +95,9 @@ def _engine_rows(out: str, where: str, at_least: float) -> Headline:
                     ratio, f">= {at_least:g}x", lambda r: r >= at_least,
                     f"{ratio}x" if ratio else "")
     rows += _rows(("delivery ms/stage (best)", ours))
+    cpu = _find(r"LangGraph CPU / delivery CPU \(median\): ([\d.]+)", out)
+    rows += goal_row(f"same, CPU time, {where} (median)", cpu, f">= {at_least:g}x",
+                     lambda r: r >= at_least, f"{cpu}x" if cpu else "")
     if where == "on disk":
         floor = _find(r"^disk floor \(median\): ([\d.]+) ms", out)
         over = _find(r"^disk floor \(median\): .*delivery / floor \(median\): ([\d.]+)", out)

@@ -54,6 +54,10 @@ from typing import Any
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 
+# CPU seconds of the last in-process run (time.process_time, every thread of the process):
+# on a shared machine the wall clock also counts other jobs' turns on the cores and disk.
+LAST_CPU = [0.0]
+
 
 def workflow_source(stages: int) -> str:
     """DOT text of `start -> s1 -> ... -> s<stages> -> exit`, every `sN` an agent node."""
@@ -96,10 +100,11 @@ def _settle() -> None:
 def time_delivery(stages: int, base: Path) -> float:
     tmp = tempfile.mkdtemp(dir=base, prefix="delivery-")
     _settle()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     workflow = write_workflow(Path(tmp), stages)
     outcome = run_delivery(workflow, Path(tmp), stages)
     seconds = time.perf_counter() - start
+    LAST_CPU[0] = time.process_time() - cpu
     if outcome.status != "succeeded" or len(outcome.path) != stages + 2:
         raise SystemExit(f"delivery run did not succeed: status={outcome.status} "
                          f"reason={outcome.failure_reason!r} path length={len(outcome.path)}")
@@ -126,7 +131,7 @@ def time_langgraph(stages: int, base: Path, durability: str = "sync") -> float:
 
     tmp = tempfile.mkdtemp(dir=base, prefix="langgraph-")
     _settle()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     builder = StateGraph(State)
     names = [f"s{i}" for i in range(1, stages + 1)]
     for name in names:
@@ -139,6 +144,7 @@ def time_langgraph(stages: int, base: Path, durability: str = "sync") -> float:
         final = graph.invoke({"goal": "bench", "path": [], "last": ""}, config,
                              durability=durability)  # type: ignore[arg-type]
     seconds = time.perf_counter() - start
+    LAST_CPU[0] = time.process_time() - cpu
     if len(final["path"]) != stages or final["last"] != f"s{stages}":
         raise SystemExit(f"LangGraph run went wrong: {len(final['path'])} stages, "
                          f"last={final['last']!r}")
@@ -258,9 +264,12 @@ def main() -> None:
         }
         warmup = {name: run() for name, run in runners.items()}
         times: dict[str, list[float]] = {name: [] for name in runners}
+        cpu: dict[str, list[float]] = {name: [] for name in list(runners)[:2]}
         for _ in range(reps):
             for name, run in runners.items():
                 times[name].append(run())
+                if name in cpu:
+                    cpu[name].append(LAST_CPU[0])
         profile = profile_delivery(stages, base) if args.profile else ""
 
     print(f"{stages}-stage linear workflow, checkpoint to disk after every stage; "
@@ -283,6 +292,11 @@ def main() -> None:
         verdict = (f"delivery is {ratio:.1f}x faster" if ratio >= 1
                    else f"delivery is {1 / ratio:.1f}x slower")
         print(f"LangGraph time / delivery time ({label}): {ratio:.2f} -> {verdict}")
+    cpu_ours, cpu_theirs = cpu["delivery"], cpu[names[1]]
+    ours_cpu, theirs_cpu = statistics.median(cpu_ours), statistics.median(cpu_theirs)
+    print(f"CPU ms/stage (median): delivery {ours_cpu * 1000 / stages:.3f}, "
+          f"LangGraph {theirs_cpu * 1000 / stages:.3f}; LangGraph CPU / "
+          f"delivery CPU (median): {theirs_cpu / ours_cpu:.2f}")
     for label, pick in (("best", min), ("median", statistics.median)):
         print(f"disk floor ({label}): {pick(floor) * 1000 / stages:.3f} ms per stage "
               f"(one fdatasync of a small append); delivery / floor ({label}): "

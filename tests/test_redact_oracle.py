@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delivery.redact import Redactor, mask_token_shapes
+from delivery.redact import Redactor, clean_text, mask_token_shapes
 from tests import redact_oracle as oracle
 
 SECRETS = ["hunter2-secret", "multi\n  line-secret-value \n}", "  padded-secret  ",
@@ -62,3 +62,10 @@ def test_new_texts_are_masked_while_old_ones_leave_the_memo_and_their_ids_are_re
     for number in range(200):  # freed strings' ids come back for new, unmasked ones
         text = f"{number} hunter2-secret"
         assert redactor.text(text) == f"{number} ***"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from(["a", "é", "\x00", "\ud800", "\udfff", "😀", "\n"]),
+               max_size=30))
+def test_cleaning_replaces_what_the_previous_cleaning_replaced(text: str) -> None:
+    assert clean_text(text) == oracle.clean_text(text)
