@@ -7,6 +7,12 @@ does not slow the next) with the arguments below; a script that is not there (an
 branch adds it) or needs a missing extra (LangGraph: `pip install -e '.[bench]'`) is listed
 as skipped. The scripts stay runnable on their own: this only calls them. `--quick` uses
 small counts (seconds, for CI); the full run takes a few minutes on 2 cores.
+
+The summary has a goal and a "met" column: issue 23's table, each figure beside its goal.
+A benchmark's headline function (stdout, peak MiB) -> rows gives (figure, value) pairs, or
+(figure, value, goal, met) rows for a figure with a goal — `goal_row(figure, number, goal,
+ok)` builds one from a number parsed out of the script's output. A benchmark added on
+another branch plugs in with a `Benchmark(...)` entry in BENCHMARKS and such a function.
 """
 
 from __future__ import annotations
