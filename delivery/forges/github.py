@@ -247,9 +247,14 @@ class GitHubForge:
         """The login the token acts as (`name[bot]` for an App), asked once: GraphQL's
         `viewer` answers installation tokens too, where REST's `GET /user` does not."""
         if self._login is None:
-            data = self._retry("read who the token is", repository,
-                               lambda: self._graphql("read who the token is", repository,
-                                                     "query { viewer { login } }", {}))
+            def ask() -> dict[str, Any]:
+                data = self._graphql_answer("query { viewer { login } }", {})
+                if data.get("errors") and data.get("data") is None:
+                    # a read: GitHub's "something went wrong" / timeout answers are asked again
+                    raise Transient(f"GraphQL error: {gt.error_text(data)}")
+                return data
+
+            data = self._retry("read who the token is", repository, ask)
             login = ((data.get("data") or {}).get("viewer") or {}).get("login")
             if not isinstance(login, str) or not login:
                 raise ForgeError("github", repository, "read who the token is",
@@ -367,15 +372,20 @@ class GitHubForge:
                              "answer only the threads the probe listed in <folder>.threads.ids")
         return page
 
-    def _graphql(self, operation: str, repository: str, query: str,
-                 variables: Mapping[str, Any]) -> dict[str, Any]:
-        """One GraphQL request; GitHub answers errors with HTTP 200, read here."""
+    def _graphql_answer(self, query: str, variables: Mapping[str, Any]) -> dict[str, Any]:
+        """GraphQL's answer as it came, rate limits and non-objects raised as transient."""
         _, data = self._github.requester.requestJsonAndCheck(
             "POST", self.graphql_url, input={"query": query, "variables": dict(variables)})
         if not isinstance(data, dict):
             raise Transient("GraphQL answered no JSON object")
         if gt.rate_limited(data):
             raise Transient(f"rate limited ({gt.error_text(data)})")
+        return data
+
+    def _graphql(self, operation: str, repository: str, query: str,
+                 variables: Mapping[str, Any]) -> dict[str, Any]:
+        """One GraphQL request; GitHub answers errors with HTTP 200, read here."""
+        data = self._graphql_answer(query, variables)
         if data.get("errors"):
             raise ForgeError("github", repository, operation, gt.error_text(data),
                              "check that the token may write to the repository's PRs")
