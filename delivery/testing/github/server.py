@@ -42,6 +42,7 @@ class RecordedRequest:
     status: int
     authorized: bool
     body: bytes
+    at: float = 0.0  # the fake's clock when it arrived (pacing is asserted on it)
 
 
 class FakeGitHub:
@@ -410,7 +411,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         is_git = not path.startswith("/api/")
         authorized = fake._authorized(self.headers.get("Authorization"), is_git)
-        self._pending = RecordedRequest(method, path, query, 0, authorized, body)
+        self._pending = RecordedRequest(method, path, query, 0, authorized, body,
+                                        fake.clock())
         fake.requests.append(self._pending)
         self._races_after = []
         self._answer(fake, method, path, query, body, authorized, is_git)
