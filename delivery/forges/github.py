@@ -187,7 +187,9 @@ class GitHubForge:
                   lambda: pr.edit(body=body))
 
     def merge_pull_request(self, repository: str, number: int, *,
-                           expected_head_sha: str) -> MergeResult:
+                           expected_head_sha: str, method: str = "") -> MergeResult:
+        """`method` (merge, squash, rebase): the merge node's, else the forge's own."""
+        how = method or self.merge_method
         repo = self._repo(repository)
         pr = self._read_pr(repo, repository, number)
         verdict = _merge_verdict(repository, pr, expected_head_sha)
@@ -201,7 +203,7 @@ class GitHubForge:
         try:
             status = self._write(
                 f"merge PR #{number}", repository,
-                lambda: pr.merge(sha=expected_head_sha, merge_method=self.merge_method),
+                lambda: pr.merge(sha=expected_head_sha, merge_method=how),
                 find_effect=merged_meanwhile)
         except ForgeError as error:
             again = self._read_pr(repo, repository, number)
@@ -348,6 +350,23 @@ class GitHubForge:
                              f"{thread_id} is not a review thread of PR #{number}",
                              "answer only the threads the probe listed in <folder>.threads.ids")
         return page
+
+    def graphql_read(self, operation: str, query: str,
+                     variables: Mapping[str, Any]) -> dict[str, Any]:
+        """One read-only GraphQL request, retried as a read; its whole answer, `errors`
+        beside the partial `data` (preflight reads many repositories at once: one it
+        cannot see must not hide the others)."""
+        def read() -> dict[str, Any]:
+            _, data = self._github.requester.requestJsonAndCheck(
+                "POST", self.graphql_url,
+                input={"query": query, "variables": dict(variables)})
+            if not isinstance(data, dict):
+                raise Transient("GraphQL answered no JSON object")
+            if gt.rate_limited(data):
+                raise Transient(f"rate limited ({gt.error_text(data)})")
+            return data
+
+        return self._retry(operation, "-", read)
 
     def _graphql(self, operation: str, repository: str, query: str,
                  variables: Mapping[str, Any]) -> dict[str, Any]:

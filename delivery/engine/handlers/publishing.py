@@ -280,8 +280,11 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                 merged.append((folder, repository, seen.number))
                 continue
             try:
+                # `method=` only when the node names one: forges without it merge commits
+                how = node.attr("method").strip()
                 result = forge.merge_pull_request(repository, seen.number,
-                                                  expected_head_sha=seen.head_sha)
+                                                  expected_head_sha=seen.head_sha,
+                                                  **({"method": how} if how else {}))
             except DeliveryError as err:
                 raise StageProblem(f"folder '{folder}': {err}") from None
             if result.outcome == "refused":
