@@ -30,7 +30,6 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
