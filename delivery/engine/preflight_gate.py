@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from delivery.engine.remote_state import StateRunStores
-from delivery.errors import RunRefused
+from delivery.errors import ForgeError, RunRefused
 from delivery.forges import preflight as pf
 from delivery.forges.base import Forge
 from delivery.lang.model import NodeType, Workflow
@@ -46,7 +46,11 @@ def preflight(forge: Forge, repos: Mapping[str, str], *, merge_method: str = "me
               required_approvals: int = 0) -> pf.PreflightReport:
     """The report for `repos` (folder -> repository) on `forge`, and the state repository."""
     requests = 0
-    if isinstance(forge, pf.GraphQLReader):
+    if forge.name == "github":
+        if not isinstance(forge, pf.GraphQLReader):
+            raise ForgeError("github", "-", "check what the token may do",
+                             "this GitHub forge cannot send the preflight query",
+                             "set preflight=false on the graph")
         folders, requests = pf.github_folders(forge, repos, merge_method)
     else:
         folders = pf.local_folders(repos, merge_method, checks=checks or {},

@@ -55,6 +55,7 @@ from delivery.errors import (
     Terminated,
 )
 from delivery.forges.base import Forge
+from delivery.forges.pacing import Pacer
 from delivery.forges.select import (
     open_forge,
     require_settings,
@@ -232,7 +233,10 @@ class _Run:
             self.forge = open_forge(info.forge or "local", checks=info.checks,
                                     environ=world.environ,
                                     required_approvals=info.required_approvals,
-                                    redactor=self.redactor)
+                                    redactor=self.redactor,
+                                    # writes are paced on the run's clock (a test's is fake)
+                                    pacer=Pacer(clock=world.clock.monotonic,
+                                                sleep=world.clock.sleep))
         # locks the run against a second writer; cuts a torn last event (last: nothing
         # above may fail with the log held)
         store.open_log(self.redactor, _stamp(world.clock))
