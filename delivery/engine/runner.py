@@ -235,8 +235,9 @@ class _Run:
                                     required_approvals=info.required_approvals,
                                     redactor=self.redactor,
                                     # writes are paced on the run's clock (a test's is fake)
-                                    pacer=Pacer(clock=world.clock.monotonic,
-                                                sleep=world.clock.sleep))
+                                    pacer=Pacer.from_environment(
+                                        world.environ, clock=world.clock.monotonic,
+                                        sleep=world.clock.sleep))
         # locks the run against a second writer; cuts a torn last event (last: nothing
         # above may fail with the log held)
         store.open_log(self.redactor, _stamp(world.clock))

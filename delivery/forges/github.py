@@ -83,6 +83,10 @@ class GitHubForge:
     def from_environment(cls, environ: Mapping[str, str], **options: Any) -> GitHubForge:
         """As inside Actions: `GITHUB_TOKEN`, `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`,
         `GITHUB_SERVER_URL` (public GitHub when unset)."""
+        if options.get("pacer") is None:
+            options["pacer"] = Pacer.from_environment(
+                environ, clock=options.get("clock", time.time),
+                sleep=options.get("sleep", time.sleep))
         return cls(environ.get("GITHUB_TOKEN", ""),
                    api_url=environ.get("GITHUB_API_URL") or DEFAULT_API_URL,
                    graphql_url=graphql_url_from_environment(environ),

@@ -20,21 +20,24 @@ An answer naming a rate limit doubles the spacing for the rest of the run (up to
 GitHub asks clients that hit a secondary limit to slow down, not only to wait once.
 
 Clock and sleep are injected (`ManualClock` in tests): nothing here waits in real time
-unless the real clock is given.
+unless the real clock is given. `DELIVERY_WRITE_SPACING` sets the spacing (0: off).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from delivery.errors import RunRefused
+
 WRITE_SPACING = 1.0  # GitHub: at least one second between content-creating requests
 PUSH_BURST = 5
 PUSH_SPACING = 2.0
+SPACING_VARIABLE = "DELIVERY_WRITE_SPACING"
 MAX_WRITE_SPACING = 16.0  # after secondary-limit answers: at most this between writes
 
 
@@ -72,12 +75,32 @@ class Pacer:
             self.first_pushes += 1
             self._last_first_push = self.clock()
 
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str], *,
+                         clock: Callable[[], float] = time.time,
+                         sleep: Callable[[float], None] = time.sleep) -> Pacer:
+        """`DELIVERY_WRITE_SPACING` (seconds, default 1) sets the spacing of writes and,
+        doubled, of first pushes; 0 turns pacing off (a GitHub Enterprise Server without
+        secondary limits; the test suite, whose fake answers in milliseconds)."""
+        text = environ.get(SPACING_VARIABLE, "").strip()
+        try:
+            spacing = float(text) if text else WRITE_SPACING
+        except ValueError:
+            raise RunRefused(SPACING_VARIABLE, f"is {text!r}, not a number of seconds",
+                             f"set it to 0 (no pacing) or a number like {WRITE_SPACING}"
+                             ) from None
+        if not 0 <= spacing <= 60:  # a minute apart is already a crawl
+            raise RunRefused(SPACING_VARIABLE, f"is {spacing}, outside 0 to 60 seconds",
+                             f"set it to 0 (no pacing) or a number like {WRITE_SPACING}")
+        return cls(clock=clock, sleep=sleep, write_spacing=spacing,
+                   push_spacing=spacing * PUSH_SPACING / WRITE_SPACING)
+
     def slow_down(self) -> None:
         """A rate-limit answer came: double the spacing of the writes that follow (the
         answer's own `Retry-After` is honoured by the retry, this keeps the rest slower)."""
         with self._lock:
-            self.write_spacing = min(max(self.write_spacing, WRITE_SPACING) * 2,
-                                     MAX_WRITE_SPACING)
+            if self.write_spacing > 0:  # pacing turned off stays off
+                self.write_spacing = min(self.write_spacing * 2, MAX_WRITE_SPACING)
 
     def _wait_until(self, moment: float) -> None:
         wait = moment - self.clock()

@@ -5,12 +5,15 @@ pushes of a large set spread out. Time is the fake's ManualClock: nothing waits.
 
 from __future__ import annotations
 
+import os
 from itertools import pairwise
+from pathlib import Path
 
 import httpx
 import pytest
 from github_helpers import ManualClock, open_pr
 
+from delivery.errors import RunRefused
 from delivery.forges.github import GitHubForge
 from delivery.forges.pacing import Pacer
 from delivery.testing.github import FakeGitHub, faults
@@ -107,3 +110,33 @@ def test_the_fake_refuses_writes_past_its_secondary_limit_with_retry_after(
     assert int(answers[2].headers["Retry-After"]) > 0
     clock.sleep(61)  # the minute has passed: admitted again
     assert httpx.post(url, json={"body": "x"}, headers=headers).status_code == 201
+
+
+def test_a_runs_writes_are_paced_on_the_runs_clock(fake: FakeGitHub, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from change_set_helpers import REPOS, publish_flow
+    from engine_helpers import FakeClock, write_flow
+
+    from delivery.agents.replay import ReplayBackend
+    from delivery.engine.runner import RunRequest, World, start_run
+
+    monkeypatch.setenv("DELIVERY_WRITE_SPACING", "1")  # as in production
+    for repository in REPOS.values():
+        fake.create_repo(repository, files={"app.py": "print(0)\n"})
+    run_clock = FakeClock()
+    request = RunRequest(workflow=write_flow(tmp_path, publish_flow(), "flow.dot"),
+                         inputs={"ticket": "T-7"}, workspace=tmp_path, repos=dict(REPOS))
+    world = World(agent=ReplayBackend({}), clock=run_clock, git_cache=tmp_path / "cache",
+                  environ={**os.environ, **fake.env()})
+    assert start_run(request, world).status == "succeeded"
+    api_writes = [r for r in fake.write_requests() if r.path.startswith("/api/")]
+    # each write after the first waited its second on the run's (fake) clock
+    assert len(api_writes) >= 4
+    assert run_clock.sleeps.count(1.0) == len(api_writes) - 1
+
+
+def test_the_spacing_variable_is_checked() -> None:
+    assert Pacer.from_environment({"DELIVERY_WRITE_SPACING": "0"}).write_spacing == 0
+    assert Pacer.from_environment({}).write_spacing == 1.0
+    with pytest.raises(RunRefused, match="DELIVERY_WRITE_SPACING: is 'soon'"):
+        Pacer.from_environment({"DELIVERY_WRITE_SPACING": "soon"})
