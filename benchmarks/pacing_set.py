@@ -78,7 +78,7 @@ class StageRequests(Progress):
 
 def flow(folders: int) -> str:
     names = ",".join(f"f{i}" for i in range(folders))
-    change = "; ".join(f"printf 'print({i})\\\\n' > f{i}/app.py" for i in range(folders))
+    change = "; ".join(f"printf 'print({i + 1})\\\\n' > f{i}/app.py" for i in range(folders))
     return f"""
 digraph D {{
   graph [goal="Change every folder", inputs="ticket", folders="{names}"]
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"content-creating requests: {m['writes']:.0f}; the busiest 60 s held "
           f"{m['busiest_minute']:.0f} (GitHub's limit: 80)")
     print(f"simulated time: {m['simulated_s']:.0f} s, of it waited by the pacer "
-          f"{m['paced_wait_s']:.0f} s ({m['first_pushes']:.0f} first pushes spread)")
+          f"{m['paced_wait_s']:.0f} s (first pushes: {m['first_pushes']:.0f})")
     print(f"wall time: {m['wall_s']:.1f} s")
 
 

@@ -26,6 +26,7 @@ def test_a_set_on_secondary_limits_publishes_and_probes_without_a_failed_request
     assert (measured["failed"], measured["refused_by_limits"]) == (0, 0)
     assert (measured["look_graphql"], measured["again_graphql"]) == (1, 1)
     assert measured["again_writes"] == 0
+    assert measured["first_pushes"] == 3  # every folder changed, pushed and got its PR
     # the writes went out a second apart on the simulated clock: bounded, never a burst
     assert measured["writes"] >= 6 and measured["busiest_minute"] <= 60
     assert measured["writes"] - 1 <= measured["simulated_s"] <= measured["writes"] + 5
