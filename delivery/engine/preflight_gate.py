@@ -27,6 +27,9 @@ def merge_method(workflow: Workflow) -> str:
     """The merge method of the workflow's merge nodes (`method=`, default merge)."""
     for node in workflow.nodes_of(NodeType.MERGE):
         named = node.attr("method").strip().lower()
+        if named and named not in pf.MERGE_METHODS:
+            raise RunRefused(f"merge node '{node.id}' method={named}", "is not a merge method",
+                             "write method=merge, method=squash or method=rebase")
         if named:
             return named
     return "merge"

@@ -140,3 +140,16 @@ def test_the_spacing_variable_is_checked() -> None:
     assert Pacer.from_environment({}).write_spacing == 1.0
     with pytest.raises(RunRefused, match="DELIVERY_WRITE_SPACING: is 'soon'"):
         Pacer.from_environment({"DELIVERY_WRITE_SPACING": "soon"})
+
+
+def test_a_merge_with_a_method_the_repository_refuses_is_refused_with_githubs_reason(
+        forge: GitHubForge, fake: FakeGitHub) -> None:
+    number = opened(forge)
+    fake.allow_merge_methods("octo/web", "squash")
+    sha = fake.state.head_sha(fake.repository("octo/web"), fake.pull("octo/web", number))
+    refused = forge.merge_pull_request("octo/web", number, expected_head_sha=sha)
+    assert (refused.outcome, refused.reason) == (
+        "refused", "HTTP 405: Merge commits are not allowed on this repository.")
+    merged = forge.merge_pull_request("octo/web", number, expected_head_sha=sha,
+                                      method="squash")
+    assert merged.outcome == "merged" and fake.pull("octo/web", number).merged

@@ -179,3 +179,17 @@ def test_the_local_forge_checks_what_it_can(tmp_path: Path, monkeypatch: pytest.
         == (True, True, "trunk", ["merge"])
     code, out, _ = preflight("--repo", "web=web.git", "--merge-method", "squash")
     assert code == 1 and "web: merge method: " in out
+
+
+def test_a_run_merging_with_squash_passes_where_only_squash_is_allowed(
+        github: FakeGitHub, tmp_path: Path) -> None:
+    from delivery.engine.preflight_gate import merge_method
+    from delivery.errors import RunRefused
+    from delivery.validation.loader import load_workflow
+
+    flow = tmp_path / "flow.dot"
+    flow.write_text(TWO_REPO_FLOW.replace('order="api,web"', 'order="api,web", method=squash'))
+    assert merge_method(load_workflow(flow)) == "squash"
+    flow.write_text(TWO_REPO_FLOW.replace('order="api,web"', 'order="api,web", method=fast'))
+    with pytest.raises(RunRefused, match="merge node 'land' method=fast: is not a merge method"):
+        merge_method(load_workflow(flow))
