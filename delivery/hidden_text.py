@@ -30,6 +30,7 @@ cut at its first remaining `<` (hiding too much is safe, too little is not).
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterable
@@ -387,3 +388,29 @@ def strip_hidden(text: str) -> str:
         text = stripped
     cut = text.find("<")
     return text if cut == -1 else text[:cut]
+
+
+# GitHub links `@name` or `@org/team` at the start or after a character that is not an
+# ASCII word character, when a letter or digit follows the @
+_MENTION: Final = re.compile(r"(?<![A-Za-z0-9_])@(?=[A-Za-z0-9])")
+
+
+def quiet_mentions(text: str) -> str:
+    """`text` notifying nobody: a zero-width space (`&#8203;`, as Dependabot and Renovate
+    write it) after each mention's `@` outside code, so an agent's reply cannot page a
+    person or a team a stranger named; code spans and blocks are left as written (no
+    mention is linked there)."""
+    if "@" not in text:
+        return text
+    layout = _Layout(text, parse=_may_hold_code(text))
+    out: list[str] = []
+    last = 0
+    for found in _MENTION.finditer(text):
+        at = found.start()
+        if layout.in_code(at):
+            continue
+        out.append(text[last:at + 1])
+        out.append("&#8203;")
+        last = at + 1
+    out.append(text[last:])
+    return "".join(out)

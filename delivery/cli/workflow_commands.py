@@ -51,12 +51,33 @@ def neutralised(text: str) -> str:
     return "\n".join(lines)
 
 
-class ActionOutput:
+class Neutralising:
+    """A text stream that writes `neutralised` text (stderr in Action mode: the runner
+    reads it for commands too, and stop-commands on stdout may be read after it)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def write(self, text: str) -> int:
+        self.out.write(neutralised(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def isatty(self) -> bool:
+        return self.out.isatty()
+
+    def __getattr__(self, name: str) -> object:  # encoding, fileno, …: the stream's own
+        return getattr(self.out, name)
+
+
+class ActionOutput(Neutralising):
     """A text stream for the runner: commands stopped while it is open (a file-like
     object: `print(..., file=output)` writes inert text)."""
 
     def __init__(self, out: TextIO) -> None:
-        self.out = out
+        super().__init__(out)
         self.token = ""
 
     def __enter__(self) -> ActionOutput:
@@ -99,42 +120,8 @@ class ActionOutput:
         if rest:
             self.write(rest + "\n")
 
-    # -- a text stream ---------------------------------------------------------------------
-    def write(self, text: str) -> int:
-        # inert while commands are stopped; neutralised as well, should a reader of the
-        # log not honour stop-commands
-        self.out.write(neutralised(text))
-        return len(text)
-
-    def flush(self) -> None:
-        self.out.flush()
-
-    def isatty(self) -> bool:
-        return self.out.isatty()
-
-    def __getattr__(self, name: str) -> object:  # encoding, fileno, …: the stream's own
-        return getattr(self.out, name)
-
-
-class Neutralising:
-    """A text stream that writes `neutralised` text (stderr in Action mode: the runner
-    reads it for commands too, and stop-commands on stdout may be read after it)."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-
-    def write(self, text: str) -> int:
-        self.out.write(neutralised(text))
-        return len(text)
-
-    def flush(self) -> None:
-        self.out.flush()
-
-    def isatty(self) -> bool:
-        return self.out.isatty()
-
-    def __getattr__(self, name: str) -> object:  # encoding, fileno, …: the stream's own
-        return getattr(self.out, name)
+    # as a text stream (Neutralising's): inert while commands are stopped, neutralised as
+    # well, should a reader of the log not honour stop-commands
 
 
 def in_action(environ: Mapping[str, str]) -> bool:

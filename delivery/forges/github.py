@@ -78,6 +78,7 @@ class GitHubForge:
         self._probe = GitHubPullRequestSource(
             token, graphql_url=self.graphql_url,
             budget=self.budget, sleep=sleep, clock=clock, timeout=timeout)
+        self._login: str | None = None
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], **options: Any) -> GitHubForge:
@@ -229,9 +230,14 @@ class GitHubForge:
             raise ValueError("the comment body must contain its marker")
         repo = self._repo(repository)
 
+        login = self.viewer_login(repository)
+
         def find() -> Any:
+            # Only the token's own comments: anyone can copy the marker into theirs, and a
+            # person's words are never overwritten.
             for comment in repo.get_issue(number).get_comments():
-                if marker in (comment.body or ""):
+                if marker in (comment.body or "") and comment.user is not None \
+                        and comment.user.login == login:
                     return comment
             return None
 
@@ -245,6 +251,21 @@ class GitHubForge:
         created = self._write(f"comment on PR #{number}", repository,
                               lambda: issue.create_comment(body), find_effect=find)
         return int(created.id)
+
+    def viewer_login(self, repository: str) -> str:
+        """The login the token acts as (`name[bot]` for an App), asked once: GraphQL's
+        `viewer` answers installation tokens too, where REST's `GET /user` does not."""
+        if self._login is None:
+            data = self._retry("read who the token is", repository,
+                               lambda: self._graphql("read who the token is", repository,
+                                                     "query { viewer { login } }", {}))
+            login = ((data.get("data") or {}).get("viewer") or {}).get("login")
+            if not isinstance(login, str) or not login:
+                raise ForgeError("github", repository, "read who the token is",
+                                 "GraphQL's viewer has no login",
+                                 "check that GITHUB_TOKEN is a valid token")
+            self._login = login
+        return self._login
 
     def set_commit_status(self, repository: str, sha: str, *, context: str, state: str,
                           description: str, target_url: str = "") -> None:

@@ -117,6 +117,19 @@ def test_the_answers_are_posted_in_their_threads_and_the_threads_resolved_on_the
     assert _unresolved(remote) == [other]  # only the answered one was resolved
 
 
+def test_a_reply_naming_people_or_teams_pages_nobody(tmp_path: Path, remote: Path) -> None:
+    # a stranger's thread can ask the agent to mention anyone; the reply is posted quiet
+    forge, number = open_local_pr(remote)
+    thread = str(forge.comment(str(remote), number, "rename hello, and cc @octo/everyone"))
+    replies = answers(thread)
+    replies["fix"] = [replies["fix"][0].replace("as asked.", "as asked, cc @octo/everyone")]
+    ran = start_run(request(tmp_path, {"web": str(remote)}, flow(tmp_path), "local"),
+                    local_world(tmp_path, replies))
+    assert ran.status == "succeeded", ran.failure_reason
+    (posted,) = forge.thread_replies(str(remote), number, thread)
+    assert "cc @&#8203;octo/everyone" in posted and "@octo" not in posted
+
+
 def test_a_respond_stage_killed_after_its_reply_resumes_without_posting_twice_locally(
         tmp_path: Path, remote: Path) -> None:
     forge, number = open_local_pr(remote)

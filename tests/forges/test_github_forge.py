@@ -235,6 +235,20 @@ def test_marker_comment_is_created_once_then_edited(forge: GitHubForge,
     assert first == second and [c.body for c in comments] == [f"{marker}\ntwo"]
 
 
+def test_a_persons_comment_holding_the_marker_is_never_edited(forge: GitHubForge,
+                                                             fake: FakeGitHub) -> None:
+    # The marker is guessable; a person copying it must not get their words overwritten
+    # (nor steer which comment the run keeps as its own).
+    number = create(forge)
+    marker = "<!-- delivery:status -->"
+    fake.add_comment("octo/web", number, author="mallory", body=f"{marker}\nmine")
+    ours = forge.upsert_comment("octo/web", number, marker, f"{marker}\nthe run's")
+    again = forge.upsert_comment("octo/web", number, marker, f"{marker}\nthe run's, edited")
+    bodies = {c.author: c.body for c in fake.repository("octo/web").comments.values()}
+    assert ours == again
+    assert bodies == {"mallory": f"{marker}\nmine", fake.login: f"{marker}\nthe run's, edited"}
+
+
 def test_permission_and_branch_deletion(forge: GitHubForge, fake: FakeGitHub) -> None:
     fake.repository("octo/web").collaborators["alice"] = "write"
     assert forge.permission("octo/web", "alice") == "write"

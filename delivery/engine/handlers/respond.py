@@ -37,7 +37,7 @@ from delivery.engine.handlers.folders import (
 )
 from delivery.errors import DeliveryError
 from delivery.git import unpushed_commits
-from delivery.hidden_text import strip_hidden
+from delivery.hidden_text import quiet_mentions, strip_hidden
 from delivery.lang.model import Node
 from probes.worktree import worktree_state
 
@@ -69,11 +69,11 @@ def reply_marker(thread_id: str, reply: str) -> str:
 
 
 def reply_body(reply: str, redact: Callable[[str], str]) -> str:
-    """The text posted: visible, masked, bounded; the marker goes after it."""
+    """The text posted: visible, masked, bounded, paging nobody; the marker goes after it."""
     text = redact(strip_hidden(reply)).strip()
     if len(text) > MAX_REPLY_CHARS:
         text = text[:MAX_REPLY_CHARS] + "\n\n(reply cut at 20,000 characters)"
-    return text
+    return quiet_mentions(text)
 
 
 def run_respond(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:

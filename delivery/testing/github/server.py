@@ -28,7 +28,15 @@ from urllib.parse import urlsplit
 
 from delivery.testing.github import graphql_api, limits, rest
 from delivery.testing.github.faults import Fault
-from delivery.testing.github.state import CheckRule, Pull, Repository, Review, ReviewThread, State
+from delivery.testing.github.state import (
+    CheckRule,
+    IssueComment,
+    Pull,
+    Repository,
+    Review,
+    ReviewThread,
+    State,
+)
 
 
 @dataclass
@@ -188,6 +196,16 @@ class FakeGitHub:
         with self.state.lock:
             return rest.add_thread(self.state, self.pull(full_name, number), author, path,
                                    line, body, resolved)
+
+    def add_comment(self, full_name: str, number: int, *, author: str,
+                    body: str) -> IssueComment:
+        """A comment on PR or issue `number` written by someone other than the token."""
+        with self.state.lock:
+            repo = self.repository(full_name)
+            stamp = self.state.timestamp()
+            comment = IssueComment(self.state.next_id(), number, author, body, stamp, stamp)
+            repo.comments[comment.id] = comment
+            return comment
 
     @staticmethod
     def thread_node_id(thread: ReviewThread) -> str:
