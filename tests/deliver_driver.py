@@ -107,10 +107,11 @@ class KillingForge:
     def pull_requests(self, queries: list[PrQuery]) -> dict[str, PrObservation]:
         return dict(self.inner.pull_requests(queries))
 
-    def graphql_read(self, operation: str, query: str,
+    def graphql_read(self, operation: str, repository: str, query: str,
                      variables: dict[str, Any]) -> dict[str, Any]:
         """Preflight's query, before the first write (no kill point: it writes nothing)."""
-        return self.inner.graphql_read(operation, query, variables)  # type: ignore[attr-defined, no-any-return]
+        return self.inner.graphql_read(  # type: ignore[attr-defined, no-any-return]
+            operation, repository, query, variables)
 
 
 def main(argv: list[str]) -> int:

@@ -256,9 +256,9 @@ class GitHubForge:
         """The login the token acts as (`name[bot]` for an App), asked once: GraphQL's
         `viewer` answers installation tokens too, where REST's `GET /user` does not."""
         if self._login is None:
-            data = self._retry("read who the token is", repository,
-                               lambda: self._graphql("read who the token is", repository,
-                                                     "query { viewer { login } }", {}))
+            # a read: a GraphQL error without a type (a timeout) is retried, not fatal
+            data = self.graphql_read("read who the token is", repository,
+                                     "query { viewer { login } }", {})
             login = ((data.get("data") or {}).get("viewer") or {}).get("login")
             if not isinstance(login, str) or not login:
                 raise ForgeError("github", repository, "read who the token is",
@@ -376,11 +376,12 @@ class GitHubForge:
                              "answer only the threads the probe listed in <folder>.threads.ids")
         return page
 
-    def graphql_read(self, operation: str, query: str,
+    def graphql_read(self, operation: str, repository: str, query: str,
                      variables: Mapping[str, Any]) -> dict[str, Any]:
         """One read-only GraphQL request, retried as a read; its whole answer, `errors`
         beside the partial `data` (preflight reads many repositories at once: one it
-        cannot see must not hide the others)."""
+        cannot see must not hide the others). An error that names no missing or forbidden
+        object ("Something went wrong … a timeout") is retried like a 502."""
         def read() -> dict[str, Any]:
             _, data = self._github.requester.requestJsonAndCheck(
                 "POST", self.graphql_url,
@@ -389,9 +390,12 @@ class GitHubForge:
                 raise Transient("GraphQL answered no JSON object")
             if gt.rate_limited(data):
                 raise Transient(f"rate limited ({gt.error_text(data)})")
+            errors = [e for e in data.get("errors") or [] if isinstance(e, dict)]
+            if any(e.get("type") not in ("NOT_FOUND", "FORBIDDEN") for e in errors):
+                raise Transient(f"GraphQL error ({gt.error_text(data)})")
             return data
 
-        return self._retry(operation, "-", read)
+        return self._retry(operation, repository, read)
 
     def _graphql(self, operation: str, repository: str, query: str,
                  variables: Mapping[str, Any]) -> dict[str, Any]:

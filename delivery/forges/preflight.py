@@ -128,7 +128,7 @@ class GraphQLReader(Protocol):
     """What preflight needs of the GitHub forge: one read-only GraphQL request, its whole
     answer (`data` beside `errors`: one missing repository must not hide the others)."""
 
-    def graphql_read(self, operation: str, query: str,
+    def graphql_read(self, operation: str, repository: str, query: str,
                      variables: Mapping[str, Any]) -> dict[str, Any]: ...
 
 
@@ -153,8 +153,9 @@ def github_folders(reader: GraphQLReader, repos: Mapping[str, str],
         for i, (_, repository) in enumerate(batch):
             owner, _, name = repository.partition("/")
             variables[f"o{i}"], variables[f"n{i}"] = owner, name.removesuffix(".git")
-        answer = reader.graphql_read("check what the token may do", github_query(len(batch)),
-                                     variables)
+        answer = reader.graphql_read("check what the token may do",
+                                     ", ".join(repository for _, repository in batch),
+                                     github_query(len(batch)), variables)
         requests += 1
         data = answer.get("data") if isinstance(answer.get("data"), dict) else {}
         for i, (folder, repository) in enumerate(batch):

@@ -166,6 +166,8 @@ def test_preflight_false_on_the_graph_skips_the_check(github: FakeGitHub,
     assert wanted(load_workflow(flow), setup, None) is False
     flow.write_text(TWO_REPO_FLOW)
     assert wanted(load_workflow(flow), setup, None) is True
+    deliver = Path(__file__).resolve().parents[2] / "workflows" / "deliver.dot"
+    assert wanted(load_workflow(deliver), setup, None) is True  # deliver.dot: by default
 
 
 def test_the_local_forge_checks_what_it_can(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -193,3 +195,13 @@ def test_a_run_merging_with_squash_passes_where_only_squash_is_allowed(
     flow.write_text(TWO_REPO_FLOW.replace('order="api,web"', 'order="api,web", method=fast'))
     with pytest.raises(RunRefused, match="merge node 'land' method=fast: is not a merge method"):
         merge_method(load_workflow(flow))
+
+
+def test_a_graphql_timeout_error_is_retried_not_taken_for_an_unreadable_repository(
+        github: FakeGitHub) -> None:
+    from delivery.testing.github import faults
+
+    github.inject(faults.graphql_errors(faults.TRANSIENT_GRAPHQL_ERROR))
+    code, out, _ = preflight(*REPOS)
+    assert (code, out.splitlines()[-1]) == (0, "ok")
+    assert github.count("POST", "/api/graphql") == 2
