@@ -25,4 +25,6 @@ def file_problem(path: Path) -> str | None:
         return "is a directory; name a file in it"
     if path.exists():
         return "is not a regular file (a device or a pipe); name a file"
+    if path.is_symlink():
+        return "no such file (a symbolic link to a missing file)"
     return "no such file"

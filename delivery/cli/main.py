@@ -313,13 +313,19 @@ def workflow_files(given: Sequence[Path], err: TextIO) -> list[Path] | None:
     bad = False
     for path in given:
         if path.is_dir():
-            found = sorted(f for f in path.rglob("*.dot") if f.is_file() and not any(
+            found = sorted(f for f in path.rglob("*.dot") if not f.is_dir() and not any(
                 part.startswith(".") for part in f.relative_to(path).parts))
             if not found:
                 print(f"delivery validate: {path}: is a directory with no .dot file in it; "
                       "name a workflow file or a directory that holds some", file=err)
                 bad = True
-            files += found
+            for file in found:  # a dangling link or a pipe named *.dot is said, not skipped
+                problem = file_problem(file)
+                if problem:
+                    print(f"delivery validate: {file}: {problem}", file=err)
+                    bad = True
+                else:
+                    files.append(file)
             continue
         problem = file_problem(path)
         if problem:

@@ -135,6 +135,15 @@ def test_directory_checks_every_dot_file_under_it(tmp_path: Path) -> None:
     assert "notes.txt" not in out
 
 
+def test_a_dangling_dot_symlink_in_a_directory_is_named_not_skipped(tmp_path: Path) -> None:
+    (tmp_path / "a.dot").write_text(VALID.read_text())
+    (tmp_path / "gone.dot").symlink_to(tmp_path / "moved-away.dot")
+    code, _, err = run(tmp_path)
+    assert code == 2
+    assert err.strip() == f"delivery validate: {tmp_path / 'gone.dot'}: no such file " \
+        "(a symbolic link to a missing file)"
+
+
 def test_device_is_refused_as_not_a_regular_file() -> None:
     code, out, err = run("/dev/null")
     assert code == 2 and out == ""
