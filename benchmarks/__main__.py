@@ -94,6 +94,18 @@ def goal_row(figure: str, value: str | None, goal: str,
     return [(figure, shown or value, goal, "yes" if ok(float(value)) else "no")]
 
 
+def pacing_rows(out: str, _peak: float) -> Headline:
+    return _rows(("failed requests (secondary limits enforced)",
+                  _find(r"^failed requests: (\d+)", out)),
+                 ("GraphQL requests per probe round",
+                  _find(r"^GraphQL requests per probe round: (\d+)", out)),
+                 ("writes of an unchanged probe round",
+                  _find(r"^writes of the probe round where nothing changed: (\d+)", out)),
+                 ("busiest 60 s, content-creating requests (limit 80)",
+                  _find(r"the busiest 60 s held (\d+)", out)),
+                 ("simulated time of the run, s", _find(r"^simulated time: (\d+) s", out)))
+
+
 def _engine_rows(out: str, where: str, at_least: float) -> Headline:
     ratio = _find(r"LangGraph time / delivery time \(median\): ([\d.]+)", out)
     ours = _find(r"^delivery\s+\d+\s+[\d.]+\s+[\d.]+\s+([\d.]+)", out)
@@ -243,6 +255,8 @@ BENCHMARKS = [
     Benchmark("delivery", "delivery_requests.py", ["--repeats", "1"],
               ["--repeats", "1", "--no-demo"], delivery_rows,
               "Requests per phase of the two-repository delivery; `delivery demo` wall time"),
+    Benchmark("pacing", "pacing_set.py", ["--folders", "50"], ["--folders", "5"], pacing_rows,
+              "50 folders on a fake enforcing GitHub's secondary limits: publish and probe"),
     Benchmark("redaction", "redaction.py", ["--mb", "1", "--repeat", "9"],
               ["--mb", "0.1", "--repeat", "3"], redaction_rows, "Redaction throughput"),
     Benchmark("reply-cost", "replies.py", ["--stages", "20", "--reps", "5"],

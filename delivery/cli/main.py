@@ -60,6 +60,8 @@ EXAMPLES = {
     "parse": ["delivery parse workflows/deliver.dot --json"],
     "handlers": ["delivery handlers --json"],
     "probe": ["delivery probe --repo api=octo/api#12 --repo web=octo/web@feature --json"],
+    "preflight": ["delivery preflight --repo api=octo/api --repo web=octo/web "
+                  "--state git:octo/delivery-state"],
     "review": ["delivery review web#1 --run .delivery/runs/RUN_ID --approve",
                "delivery review ../web.git#1 --request-changes 'rename it'"],
     "graph": ["delivery graph workflows/deliver.dot -o deliver.svg"],
@@ -251,6 +253,10 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="the local forge's check command for a folder")
     probe.add_argument("--json", action="store_true",
                        help="print the flat facts, per folder and roll-ups, as JSON")
+
+    from delivery.cli import preflight as preflight_command
+
+    preflight_command.add_parser(commands)
 
     review = commands.add_parser(
         "review", help="review a pull request on the local forge",

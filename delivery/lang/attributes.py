@@ -56,6 +56,8 @@ GRAPH = frozenset({
     "llm_model", "llm_provider", "reasoning_effort", "thread_id", "agent",
     # the change set (SPEC §7.1): `change_set=false` writes no delivery/change-set status
     "change_set",
+    # `preflight=false`: no check of the token's permissions before the first write
+    "preflight",
 })
 NODE = frozenset({
     "label", "shape", "type", "prompt", "llm_prompt", "outputs", "facts", "max_retries",
@@ -66,6 +68,8 @@ NODE = frozenset({
     "manager.poll_interval", "manager.max_cycles", "manager.stop_condition",
     "manager.actions", "stack.child_dotfile", "stack.child_workdir", "stack.child_autostart",
     "threads", "rollback",
+    # the merge node's merge method (merge, squash, rebase), checked by preflight
+    "method",
 }) | AGENT_NODE
 EDGE = frozenset({"condition", "label", "weight", "loop_restart", "fidelity", "thread_id"})
 

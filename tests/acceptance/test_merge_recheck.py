@@ -21,8 +21,9 @@ from delivery.forges.github import REVERT_MUTATION
 from delivery.testing.github import FakeGitHub, faults
 from delivery.testing.github.graphql_api import validate_query
 
-# GraphQL requests before the merge stage's re-read of web: look, land's read, api's re-read
-WEB_RECHECK = 3
+# GraphQL requests before the merge stage's re-read of web: preflight's (before the run's
+# first write), look, land's read, api's re-read
+WEB_RECHECK = 4
 
 
 def _published(github: FakeGitHub, root: Path) -> None:

@@ -85,7 +85,9 @@ class Rest:
             "url": f"{self.api_url}/repos/{repo.full_name}",
             "clone_url": f"{self.state.base_url}/{repo.full_name}.git",
             "default_branch": repo.default_branch,
-            "permissions": {"admin": True, "push": True, "pull": True},
+            "permissions": {"admin": repo.token_permission == "admin",
+                            "push": repo.token_permission in ("admin", "maintain", "write"),
+                            "pull": True},
         }
 
     def pr_json(self, repo: Repository, pr: Pull) -> dict[str, Any]:
@@ -236,12 +238,23 @@ def update_pull(rest: Rest, repo: Repository, number: str, body: Any, **_: Any) 
     return 200, {}, rest.pr_json(repo, pr)
 
 
+# GitHub's answers (HTTP 405) to a merge method the repository's settings do not allow
+MERGE_METHOD_REFUSED = {
+    "merge": "Merge commits are not allowed on this repository.",
+    "squash": "Squash merges are not allowed on this repository.",
+    "rebase": "Rebase merges are not allowed on this repository.",
+}
+
+
 @route("PUT", REPO + r"/pulls/(?P<number>\d+)/merge")
 def merge_pull(rest: Rest, repo: Repository, number: str, body: Any, **_: Any) -> Answer:
     pr = repo.pulls.get(int(number))
     if pr is None:
         return not_found()
     sha = body.get("sha") if isinstance(body, dict) else None
+    method = str(body.get("merge_method") or "merge") if isinstance(body, dict) else "merge"
+    if method not in repo.merge_methods:
+        return 405, {}, {"message": MERGE_METHOD_REFUSED.get(method, "Invalid merge method.")}
     try:
         merge_sha = rest.state.merge(repo, pr, sha)
     except MergeRefused as refused:

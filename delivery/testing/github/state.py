@@ -153,6 +153,12 @@ class Repository:
     hold_checks: bool = False  # check runs stay IN_PROGRESS until released
     mergeability_delay: int = 0  # reads answering UNKNOWN after each head/base change
     collaborators: dict[str, str] = field(default_factory=dict)
+    # what the fake's token may do here (GitHub's viewerPermission, lower case): below
+    # `write` its pushes and REST writes are refused with 403, as GitHub refuses them
+    token_permission: str = "admin"
+    # the merge methods the repository's settings allow; a merge asking for another is
+    # refused with 405, as GitHub refuses it
+    merge_methods: tuple[str, ...] = ("merge", "squash", "rebase")
     pulls: dict[int, Pull] = field(default_factory=dict)
     comments: dict[int, IssueComment] = field(default_factory=dict)
     statuses: dict[str, dict[str, StatusContext]] = field(default_factory=dict)
