@@ -7,6 +7,12 @@ does not slow the next) with the arguments below; a script that is not there (an
 branch adds it) or needs a missing extra (LangGraph: `pip install -e '.[bench]'`) is listed
 as skipped. The scripts stay runnable on their own: this only calls them. `--quick` uses
 small counts (seconds, for CI); the full run takes a few minutes on 2 cores.
+
+The summary has a goal and a "met" column: issue 23's table, each figure beside its goal.
+A benchmark's headline function (stdout, peak MiB) -> rows gives (figure, value) pairs, or
+(figure, value, goal, met) rows for a figure with a goal — `goal_row(figure, number, goal,
+ok)` builds one from a number parsed out of the script's output. A benchmark added on
+another branch plugs in with a `Benchmark(...)` entry in BENCHMARKS and such a function.
 """
 
 from __future__ import annotations
@@ -39,7 +45,12 @@ WRAPPER = (
     f"    print('{PEAK}', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
 )
 
-Headline = list[tuple[str, str]]  # (figure, value) rows for the summary table
+# The summary's rows: (figure, value) or (figure, value, goal, met). A benchmark that has
+# a goal (issue 23's table) gives all four; `met` is "yes", "no" or "" (no goal).
+# Hook for other benchmarks: return `goal_row(figure, value, goal, ok)` rows from the
+# headline function; plain pairs still work and show no goal.
+Row = tuple[str, str] | tuple[str, str, str, str]
+Headline = list[Row]
 
 
 @dataclass
@@ -74,12 +85,61 @@ def _rows(*pairs: tuple[str, str | None]) -> Headline:
     return [(label, value) for label, value in pairs if value is not None]
 
 
-def engine_rows(out: str, _peak: float) -> Headline:
+def goal_row(figure: str, value: str | None, goal: str,
+             ok: Callable[[float], bool], shown: str = "") -> Headline:
+    """One summary row with its goal; `value` is the number parsed from the output (None:
+    not found, no row), `shown` how to print it (default: the number)."""
+    if value is None:
+        return []
+    return [(figure, shown or value, goal, "yes" if ok(float(value)) else "no")]
+
+
+def pacing_rows(out: str, _peak: float) -> Headline:
+    return _rows(("failed requests (secondary limits enforced)",
+                  _find(r"^failed requests: (\d+)", out)),
+                 ("GraphQL requests per probe round",
+                  _find(r"^GraphQL requests per probe round: (\d+)", out)),
+                 ("writes of an unchanged probe round",
+                  _find(r"^writes of the probe round where nothing changed: (\d+)", out)),
+                 ("busiest 60 s, content-creating requests (limit 80)",
+                  _find(r"the busiest 60 s held (\d+)", out)),
+                 ("simulated time of the run, s", _find(r"^simulated time: (\d+) s", out)))
+
+
+def _engine_rows(out: str, where: str, at_least: float) -> Headline:
     ratio = _find(r"LangGraph time / delivery time \(median\): ([\d.]+)", out)
     ours = _find(r"^delivery\s+\d+\s+[\d.]+\s+[\d.]+\s+([\d.]+)", out)
-    return _rows(("LangGraph+SqliteSaver time / delivery time (median)",
-                  f"{ratio}x" if ratio else None),
-                 ("delivery ms/stage (best)", ours))
+    rows = goal_row(f"per-stage cost, LangGraph+SqliteSaver / delivery, {where} (median)",
+                    ratio, f">= {at_least:g}x", lambda r: r >= at_least,
+                    f"{ratio}x" if ratio else "")
+    rows += _rows(("delivery ms/stage (best)", ours))
+    cpu = _find(r"LangGraph CPU / delivery CPU \(median\): ([\d.]+)", out)
+    rows += goal_row(f"same, CPU time, {where} (median)", cpu, f">= {at_least:g}x",
+                     lambda r: r >= at_least, f"{cpu}x" if cpu else "")
+    if where == "on disk":
+        floor = _find(r"^disk floor \(median\): ([\d.]+) ms", out)
+        over = _find(r"^disk floor \(median\): .*delivery / floor \(median\): ([\d.]+)", out)
+        rows += _rows(("disk floor: one fdatasync of a small append, ms (median)", floor))
+        rows += goal_row("per-stage cost / disk floor (median)", over, "<= 3x",
+                         lambda r: r <= 3, f"{over}x" if over else "")
+    return rows
+
+
+def engine_rows(out: str, _peak: float) -> Headline:
+    return _engine_rows(out, "on disk", 3)
+
+
+def tmpfs_rows(out: str, _peak: float) -> Headline:
+    return _engine_rows(out, "on tmpfs", 4)
+
+
+def engine_cli_rows(out: str, _peak: float) -> Headline:
+    ratio = _find(r"LangGraph time / delivery time through the CLI \(median\): ([-\d.]+)", out)
+    ours = _find(r"^delivery run \(CLI\)\s+ms/stage median ([\d.]+)", out)
+    return goal_row("per-stage cost, LangGraph+SqliteSaver / delivery, through the CLI, "
+                    "on disk (median)", ratio, ">= 3x", lambda r: r >= 3,
+                    f"{ratio}x" if ratio else "") + _rows(("delivery run ms/stage (median)",
+                                                           ours))
 
 
 def growth_rows(out: str, _peak: float) -> Headline:
@@ -121,8 +181,19 @@ def delivery_rows(out: str, _peak: float) -> Headline:
 
 
 def redaction_rows(out: str, _peak: float) -> Headline:
-    return [(f"redaction MB/s ({m.group(1)})", m.group(2)) for m in re.finditer(
-        r"^(code|prose|token-dense)\s+[\d.]+\s+(\d+)", out, re.MULTILINE)]
+    rows: Headline = []
+    for m in re.finditer(r"^(code|prose|token-dense)\s+[\d.]+\s+(\d+)", out, re.MULTILINE):
+        rows += goal_row(f"redaction MB/s ({m.group(1)})", m.group(2), ">= 100",
+                         lambda r: r >= 100)
+    return rows
+
+
+def reply_cost_rows(out: str, _peak: float) -> Headline:
+    extra = _find(r"^extra per stage \(median\): ([-\d.]+) ms", out)
+    return goal_row("extra cost per stage of a 1 MB agent reply over a small one, ms (wall, "
+                    "median)", extra, "< 20", lambda ms: ms < 20) + _rows(
+        ("same, CPU ms (median)", _find(r"^extra per stage \(median\): .* CPU ([-\d.]+) ms",
+                                        out)))
 
 
 def replies_rows(out: str, _peak: float) -> Headline:
@@ -162,9 +233,13 @@ BENCHMARKS = [
               ["--stages", "100", "--reps", "1"], engine_rows,
               "Engine overhead vs LangGraph + SqliteSaver (durability=sync), on disk",
               needs="langgraph.checkpoint.sqlite"),
+    Benchmark("engine-cli", "engine_overhead.py", ["--cli", "--stages", "1000", "--reps", "3"],
+              ["--cli", "--stages", "100", "--reps", "1"], engine_cli_rows,
+              "Engine overhead through the CLI (whole processes, per extra stage), on disk",
+              needs="langgraph.checkpoint.sqlite"),
     Benchmark("engine-tmpfs", "engine_overhead.py",
               ["--stages", "1000", "--reps", "3", "--dir", "/dev/shm"],
-              ["--stages", "100", "--reps", "1", "--dir", "/dev/shm"], engine_rows,
+              ["--stages", "100", "--reps", "1", "--dir", "/dev/shm"], tmpfs_rows,
               "Engine overhead vs LangGraph on tmpfs (CPU only, flushes cost nothing)",
               needs="langgraph.checkpoint.sqlite", when=_tmpfs),
     Benchmark("growth", "run_growth.py", ["--stages", "5000", "--window", "500", "--reps", "1"],
@@ -180,8 +255,13 @@ BENCHMARKS = [
     Benchmark("delivery", "delivery_requests.py", ["--repeats", "1"],
               ["--repeats", "1", "--no-demo"], delivery_rows,
               "Requests per phase of the two-repository delivery; `delivery demo` wall time"),
+    Benchmark("pacing", "pacing_set.py", ["--folders", "50"], ["--folders", "5"], pacing_rows,
+              "50 folders on a fake enforcing GitHub's secondary limits: publish and probe"),
     Benchmark("redaction", "redaction.py", ["--mb", "1", "--repeat", "9"],
               ["--mb", "0.1", "--repeat", "3"], redaction_rows, "Redaction throughput"),
+    Benchmark("reply-cost", "replies.py", ["--stages", "20", "--reps", "5"],
+              ["--stages", "5", "--reps", "1"], reply_cost_rows,
+              "Extra cost per stage of a 1 MB agent reply"),
     Benchmark("replies", "run_footprint.py", ["replies", "--replies", "100", "--reply-mb", "1"],
               ["replies", "--replies", "10", "--reply-mb", "0.1"], replies_rows,
               "Checkpoint size with large agent replies"),
@@ -261,13 +341,15 @@ def machine_info() -> list[tuple[str, str]]:
             ("load average at the end", " ".join(f"{x:.2f}" for x in os.getloadavg()))]
 
 
-def summary(results: list[Result]) -> list[tuple[str, str, str]]:
+def summary(results: list[Result]) -> list[tuple[str, str, str, str, str]]:
+    """(benchmark, figure, value, goal, met) rows."""
     table = []
     for result in results:
         if result.status != "ok":
-            table.append((result.bench.name, "-", result.status))
-        for label, value in result.rows:
-            table.append((result.bench.name, label, value))
+            table.append((result.bench.name, "-", result.status, "", ""))
+        for row in result.rows:
+            figure, value, goal, met = (*row, "", "")[:4]
+            table.append((result.bench.name, figure, value, goal, met))
     return table
 
 
@@ -279,8 +361,9 @@ def render_markdown(results: list[Result], quick: bool, note: str) -> str:
         lines += [note, ""]
     lines += ["| machine | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in machine_info()]
-    lines += ["", "## Summary", "", "| benchmark | figure | value |", "|---|---|---|"]
-    lines += [f"| {b} | {f} | {v} |" for b, f, v in summary(results)]
+    lines += ["", "## Summary", "", "| benchmark | figure | value | goal | met |",
+              "|---|---|---|---|---|"]
+    lines += [f"| {b} | {f} | {v} | {g} | {m} |" for b, f, v, g, m in summary(results)]
     for result in results:
         lines += ["", f"## {result.bench.title}", "",
                   f"`python benchmarks/{result.bench.script} {' '.join(result.args)}`"
@@ -316,10 +399,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"   {result.status} ({result.seconds:.1f} s)", flush=True)
         results.append(result)
     table = summary(results)
-    width = max((len(f) for _, f, _ in table), default=10)
+    width = max((len(f) for _, f, _, _, _ in table), default=10)
     print()
-    for name, figure, value in table:
-        print(f"{name:<13} {figure:<{width}}  {value}")
+    print(f"{'benchmark':<13} {'figure':<{width}}  {'value':<14} {'goal':<8} met")
+    for name, figure, value, goal, met in table:
+        print(f"{name:<13} {figure:<{width}}  {value:<14} {goal:<8} {met}")
     args.out.write_text(render_markdown(results, args.quick, args.note), encoding="utf-8")
     print(f"\nwritten: {args.out}")
     return 1 if any(r.status.startswith("failed") for r in results) else 0

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/engine_overhead.py [--stages 1000] [--reps 3] [--dir PATH]
                                                    [--durability sync|async|exit] [--profile]
+                                                   [--cli]
 
 Both engines run the same linear workflow of trivial stages, `start -> s1 -> ... -> sN ->
 exit`, in one process, side by side:
@@ -20,6 +21,16 @@ running it and closing its stores. One warm-up run of each engine (imports, cach
 excluded; the repetitions alternate between the engines so that disk noise hits both.
 `--profile` runs delivery once more under cProfile and prints where its time goes.
 `--dir /dev/shm` (a RAM disk: flushes cost nothing) compares the engines' CPU alone.
+
+The physical floor is measured in the same run, alternating with the engines: as many
+appends of a small line to a file in the same directory as there are stages, each followed
+by one `fdatasync` — what making one stage durable cannot cost less than. The benchmark
+prints it and delivery's per-stage time over it.
+
+`--cli` times both engines as whole processes instead — `delivery run` on the workflow
+with a replay script, and a Python process running the LangGraph chain — each at
+`--stages` and at 1 stage; the per-stage cost is the difference over the extra stages,
+so interpreter start-up and imports do not count.
 """
 
 from __future__ import annotations
@@ -28,9 +39,12 @@ import argparse
 import cProfile
 import gc
 import io
+import json
 import os
 import pstats
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -39,6 +53,10 @@ from typing import Any
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
+
+# CPU seconds of the last in-process run (time.process_time, every thread of the process):
+# on a shared machine the wall clock also counts other jobs' turns on the cores and disk.
+LAST_CPU = [0.0]
 
 
 def workflow_source(stages: int) -> str:
@@ -82,10 +100,11 @@ def _settle() -> None:
 def time_delivery(stages: int, base: Path) -> float:
     tmp = tempfile.mkdtemp(dir=base, prefix="delivery-")
     _settle()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     workflow = write_workflow(Path(tmp), stages)
     outcome = run_delivery(workflow, Path(tmp), stages)
     seconds = time.perf_counter() - start
+    LAST_CPU[0] = time.process_time() - cpu
     if outcome.status != "succeeded" or len(outcome.path) != stages + 2:
         raise SystemExit(f"delivery run did not succeed: status={outcome.status} "
                          f"reason={outcome.failure_reason!r} path length={len(outcome.path)}")
@@ -112,7 +131,7 @@ def time_langgraph(stages: int, base: Path, durability: str = "sync") -> float:
 
     tmp = tempfile.mkdtemp(dir=base, prefix="langgraph-")
     _settle()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     builder = StateGraph(State)
     names = [f"s{i}" for i in range(1, stages + 1)]
     for name in names:
@@ -125,9 +144,78 @@ def time_langgraph(stages: int, base: Path, durability: str = "sync") -> float:
         final = graph.invoke({"goal": "bench", "path": [], "last": ""}, config,
                              durability=durability)  # type: ignore[arg-type]
     seconds = time.perf_counter() - start
+    LAST_CPU[0] = time.process_time() - cpu
     if len(final["path"]) != stages or final["last"] != f"s{stages}":
         raise SystemExit(f"LangGraph run went wrong: {len(final['path'])} stages, "
                          f"last={final['last']!r}")
+    return seconds
+
+
+def time_floor(stages: int, base: Path) -> float:
+    """`stages` appends of a 200-byte line to one file, each made durable with one
+    fdatasync: the physical floor of a run that syncs once per stage."""
+    tmp = tempfile.mkdtemp(dir=base, prefix="floor-")
+    _settle()
+    line = b"x" * 199 + b"\n"
+    sync = getattr(os, "fdatasync", os.fsync)
+    start = time.perf_counter()
+    fd = os.open(os.path.join(tmp, "floor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        for _ in range(stages):
+            os.write(fd, line)
+            sync(fd)
+    finally:
+        os.close(fd)
+    return time.perf_counter() - start
+
+
+LANGGRAPH_PROCESS = """
+import sys
+sys.path.insert(0, {here!r})
+from pathlib import Path
+from engine_overhead import time_langgraph
+time_langgraph({stages}, Path({base!r}), {durability!r})
+"""
+
+
+def _replies_file(directory: Path, stages: int) -> Path:
+    path = directory / "replies.json"
+    path.write_text(json.dumps({f"s{i}": ["ok"] for i in range(1, stages + 1)}),
+                    encoding="utf-8")
+    return path
+
+
+def time_delivery_cli(stages: int, base: Path) -> float:
+    """Wall time of `delivery run` on the linear workflow, as a whole process."""
+    tmp = Path(tempfile.mkdtemp(dir=base, prefix="delivery-cli-"))
+    workflow = write_workflow(tmp, stages)
+    replies = _replies_file(tmp, stages)
+    script = Path(sys.executable).with_name("delivery")  # the console script users run
+    launcher = [str(script)] if script.is_file() else [sys.executable, "-m", "delivery.cli.main"]
+    command = [*launcher, "run", str(workflow), "--agent",
+               f"replay:{replies}", "--workspace", str(tmp), "--run-dir", str(tmp / "run")]
+    _settle()
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"delivery run failed (exit {done.returncode}): {done.stderr[-500:]}")
+    return seconds
+
+
+def time_langgraph_cli(stages: int, base: Path, durability: str = "sync") -> float:
+    """Wall time of a Python process that builds and runs the LangGraph chain."""
+    tmp = tempfile.mkdtemp(dir=base, prefix="langgraph-cli-")
+    code = LANGGRAPH_PROCESS.format(here=str(Path(__file__).resolve().parent), stages=stages,
+                                    base=tmp, durability=durability)
+    _settle()
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"LangGraph process failed (exit {done.returncode}): "
+                         f"{done.stderr[-500:]}")
     return seconds
 
 
@@ -158,7 +246,12 @@ def main() -> None:
                         help="LangGraph checkpoint durability (default: sync, like delivery)")
     parser.add_argument("--profile", action="store_true",
                         help="profile one more delivery run and print the top functions")
+    parser.add_argument("--cli", action="store_true",
+                        help="time whole processes (delivery run) instead of in-process runs")
     args = parser.parse_args()
+    if args.cli:
+        cli_main(args)
+        return
     stages, reps = args.stages, args.reps
 
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="engine-overhead-") as tmp:
@@ -167,16 +260,21 @@ def main() -> None:
             "delivery": lambda: time_delivery(stages, base),
             f"langgraph+sqlite ({args.durability})":
                 lambda: time_langgraph(stages, base, args.durability),
+            "floor (append+fdatasync)": lambda: time_floor(stages, base),
         }
         warmup = {name: run() for name, run in runners.items()}
         times: dict[str, list[float]] = {name: [] for name in runners}
+        cpu: dict[str, list[float]] = {name: [] for name in list(runners)[:2]}
         for _ in range(reps):
             for name, run in runners.items():
                 times[name].append(run())
+                if name in cpu:
+                    cpu[name].append(LAST_CPU[0])
         profile = profile_delivery(stages, base) if args.profile else ""
 
     print(f"{stages}-stage linear workflow, checkpoint to disk after every stage; "
-          f"{reps} repetitions each after one warm-up run (excluded)\n")
+          f"{reps} repetitions each after one warm-up run (excluded); load average "
+          + " ".join(f"{x:.2f}" for x in os.getloadavg()) + "\n")
     header = f"{'engine':<24} {'stages':>7} {'seconds':>9} {'stages/s':>10} {'ms/stage':>9}"
     for label, pick in (("best", min), ("median", statistics.median)):
         print(f"-- {label} of {reps}")
@@ -187,15 +285,52 @@ def main() -> None:
     print("warm-up: " + ", ".join(f"{name} {value:.3f} s" for name, value in warmup.items()))
     print("all runs: " + "; ".join(
         f"{name} " + " ".join(f"{v:.3f}" for v in values) for name, values in times.items()))
-    ours, theirs = times["delivery"], times[next(n for n in times if n != "delivery")]
+    names = list(times)
+    ours, theirs, floor = times["delivery"], times[names[1]], times[names[2]]
     for label, pick in (("best", min), ("median", statistics.median)):
         ratio = pick(theirs) / pick(ours)
         verdict = (f"delivery is {ratio:.1f}x faster" if ratio >= 1
                    else f"delivery is {1 / ratio:.1f}x slower")
         print(f"LangGraph time / delivery time ({label}): {ratio:.2f} -> {verdict}")
+    cpu_ours, cpu_theirs = cpu["delivery"], cpu[names[1]]
+    ours_cpu, theirs_cpu = statistics.median(cpu_ours), statistics.median(cpu_theirs)
+    print(f"CPU ms/stage (median): delivery {ours_cpu * 1000 / stages:.3f}, "
+          f"LangGraph {theirs_cpu * 1000 / stages:.3f}; LangGraph CPU / "
+          f"delivery CPU (median): {theirs_cpu / ours_cpu:.2f}")
+    for label, pick in (("best", min), ("median", statistics.median)):
+        print(f"disk floor ({label}): {pick(floor) * 1000 / stages:.3f} ms per stage "
+              f"(one fdatasync of a small append); delivery / floor ({label}): "
+              f"{pick(ours) / pick(floor):.2f}")
     if profile:
         print("\n== cProfile of one delivery run ==")
         print(profile)
+
+
+def cli_main(args: argparse.Namespace) -> None:
+    stages, reps = args.stages, args.reps
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="engine-overhead-cli-") as tmp:
+        base = Path(tmp)
+        runners: dict[str, Callable[[int], float]] = {
+            "delivery run (CLI)": lambda n: time_delivery_cli(n, base),
+            f"langgraph+sqlite ({args.durability}) process":
+                lambda n: time_langgraph_cli(n, base, args.durability),
+        }
+        for run in runners.values():
+            run(1)  # warm-up: the file cache, .pyc files
+        per_stage: dict[str, list[float]] = {name: [] for name in runners}
+        for _ in range(reps):
+            for name, run in runners.items():
+                whole, one = run(stages), run(1)
+                per_stage[name].append((whole - one) / (stages - 1))
+    print(f"{stages}-stage linear workflow as whole processes; per-stage cost = (time at "
+          f"{stages} stages - time at 1 stage) / {stages - 1}; {reps} repetitions; load "
+          "average " + " ".join(f"{x:.2f}" for x in os.getloadavg()) + "\n")
+    for name, values in per_stage.items():
+        print(f"{name:<36} ms/stage median {statistics.median(values) * 1000:.3f} "
+              f"(runs: {' '.join(f'{v * 1000:.3f}' for v in values)})")
+    ours, theirs = per_stage["delivery run (CLI)"], per_stage[list(per_stage)[1]]
+    ratio = statistics.median(theirs) / statistics.median(ours)
+    print(f"LangGraph time / delivery time through the CLI (median): {ratio:.2f}")
 
 
 if __name__ == "__main__":

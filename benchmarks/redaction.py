@@ -101,8 +101,10 @@ def seconds(function: Callable[[str], str], text: str, repeat: int) -> float:
     other jobs on a shared machine count less (they still slow the caches)."""
     times = []
     for _ in range(repeat):
+        # a new string each time: a redactor returns a text it returned lately unscanned
+        fresh = text[:-1] + text[-1:]
         start = time.process_time()
-        function(text)
+        function(fresh)
         times.append(time.process_time() - start)
     return statistics.median(times)
 

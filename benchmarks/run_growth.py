@@ -14,6 +14,9 @@
    last-but-one stage was saved, then `resume_run` is called in a fresh process; printed is
    the time from the call to the first stage starting (the observer's `stage_started`), and
    the part of it spent loading the workflow (parse + validate, which resume repeats).
+3. Beside it, a whole fresh 10-stage run (start_run() to its return, in a fresh process
+   too, alternately with the resumes): the goal is a resume of the long run costing no
+   more than 1.3x that (issue 23).
 
 Each figure is the median of `--reps` runs.
 """
@@ -116,6 +119,33 @@ print(json.dumps({"first_stage": first[0] - started, "load_workflow": load}))
 """
 
 
+FRESH = """
+import sys, time
+from pathlib import Path
+from delivery.agents.replay import ReplayBackend
+from delivery.engine.runner import RunRequest, World, start_run
+
+stages, folder = int(sys.argv[1]), Path(sys.argv[2])
+backend = ReplayBackend({f"s{i}": ["ok"] for i in range(1, stages + 1)})
+started = time.perf_counter()
+outcome = start_run(RunRequest(workflow=folder / f"linear_{stages}.dot", goal="bench",
+                               workspace=folder, run_dir=folder / "run"), World(agent=backend))
+assert outcome.status == "succeeded", outcome.failure_reason
+print(time.perf_counter() - started)
+"""
+
+
+def fresh_run(stages: int, base: Path) -> float:
+    """Seconds of a whole fresh run of `stages` stages, from start_run() to its return, in
+    a fresh process (as a resume is measured: imports done, nothing warmed)."""
+    folder = Path(tempfile.mkdtemp(dir=base, prefix="fresh-"))
+    write_workflow(folder, stages)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", FRESH, str(stages), str(folder)], env=env,
+                          capture_output=True, text=True, check=True)
+    return float(done.stdout)
+
+
 def resume_startup(stages: int, base: Path) -> tuple[float, float]:
     """(seconds from resume_run() to the first stage, of which loading the workflow)."""
     folder = Path(tempfile.mkdtemp(dir=base, prefix="resume-"))
@@ -131,6 +161,9 @@ def resume_startup(stages: int, base: Path) -> tuple[float, float]:
     return figures["first_stage"], figures["load_workflow"]
 
 
+FRESH_STAGES = 10
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", type=int, default=5000)
@@ -144,7 +177,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="run-growth-") as tmp:
         base = Path(tmp)
         grown = [growth(args.stages, args.window, base, args.logs) for _ in range(args.reps)]
-        resumed = [resume_startup(args.stages, base) for _ in range(args.reps)]
+        resumed, fresh = [], []
+        for _ in range(args.reps):  # alternately, so that both see the same machine
+            resumed.append(resume_startup(args.stages, base))
+            fresh.append(fresh_run(FRESH_STAGES, base))
     view = " with the --logs Attractor view" if args.logs else ""
     print(f"{args.stages}-stage linear run{view}, every stage durable before the next; "
           f"medians of {args.reps}")
@@ -158,9 +194,13 @@ def main() -> None:
           f"{last:.3f} ms/stage -> last/first {ratio:.2f}")
     for seconds, load in resumed:
         print(f"  resume: first stage after {seconds:.3f} s (loading the workflow {load:.3f} s)")
-    print(f"resume start-up: {statistics.median(r[0] for r in resumed):.3f} s to the first "
+    resume = statistics.median(r[0] for r in resumed)
+    print(f"resume start-up: {resume:.3f} s to the first "
           f"stage, of which {statistics.median(r[1] for r in resumed):.3f} s loading the "
           "workflow")
+    whole = statistics.median(fresh)
+    print(f"resume start-up of the {args.stages}-stage run / a whole fresh {FRESH_STAGES}-stage "
+          f"run ({whole:.3f} s): {resume / whole:.2f}x (goal <= 1.3x)")
 
 
 if __name__ == "__main__":

@@ -9,16 +9,20 @@ every stage). The time of every stage is taken from the run's own event log (one
 
 - growth: the mean ms/stage of the last `--window` event-mode stages over the first;
 - the floor: one incremental commit plus one push to a local bare repository, measured on
-  its own — of what one stage adds (a stage folder, two events, the status) to a run
-  directory as large as the finished run's (the least a stage's save can cost; the limit
-  uses it), and, for scale, of a one-file directory;
+  its own — of a one-file run directory that grows by a line (the limit uses it: the least
+  any save can cost), and, for scale, of what one stage adds (a stage folder, two events,
+  the status) to a run directory as large as the finished run's;
 - event-mode ms/stage against the limit max(5 x local, local + 2 x floor).
 
 Each figure is given in CPU time (this process and the git processes it ran: what a save
 costs, little moved by other work on a shared machine) and in wall time.
 
-Saves are incremental (`RunRef.commit` keeps an index per run directory and re-hashes only
-the files that changed; a push sends only the new objects), so growth stays near 1.0.
+Saves are incremental (`RunTree`: the run directory's trees kept in memory, no git process
+but the push, stage folders whose stage is over never listed again, the event log in fixed
+parts), so growth stays near 1.0. What still grows with the run, measured: the root tree
+(one entry per node, ~40 bytes each, hashed once per save) and, in the push, git's
+connectivity walk of the new commit's tree on the receiving side — a few ms at 300 stages
+against a local bare repository; GitHub's receiving side runs on GitHub's machines.
 """
 
 from __future__ import annotations
@@ -110,7 +114,8 @@ def floor(base: Path, template: Path | None = None, saves: int = 30) -> tuple[fl
     else:
         run_dir.mkdir()
     log = run_dir / "events.jsonl"
-    head = ref.commit(run_dir, None, "start")
+    # the template's stages are over, as a resumed run's are (the store settles them)
+    head = ref.commit(run_dir, None, "start", settle=_stage_folders(run_dir))
     assert ref.push("r", head, None)
     times = []
     cpu = []
@@ -125,12 +130,18 @@ def floor(base: Path, template: Path | None = None, saves: int = 30) -> tuple[fl
                          "status.json"):
                 (stage / name).write_text(f"{name} of stage x{n}\n", encoding="utf-8")
         started, used = time.perf_counter(), _cpu()
-        sha = ref.commit(run_dir, head, f"save {n}", {"status.json": f"{n}".encode()})
+        sha = ref.commit(run_dir, head, f"save {n}", {"status.json": f"{n}".encode()},
+                         settle=[f"x{n}/1"] if template is not None else [])
         assert ref.push("r", sha, head)
         times.append(time.perf_counter() - started)
         cpu.append(_cpu() - used)
         head = sha
     return 1000 * statistics.median(times[3:]), 1000 * statistics.fmean(cpu[3:])
+
+
+def _stage_folders(run_dir: Path) -> list[str]:
+    return [f"{node.name}/{attempt.name}" for node in run_dir.iterdir() if node.is_dir()
+            for attempt in node.iterdir() if attempt.is_dir() and attempt.name.isdigit()]
 
 
 def main() -> None:
@@ -147,11 +158,11 @@ def main() -> None:
         least_wall, least_cpu = floor(base, run_dir)
     print(f"{args.stages}-stage run, windows of {args.window} stages; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"floor of a one-file run directory: CPU {tiny_cpu:.1f} ms, wall {tiny_wall:.1f} ms;"
-          f" floor of one stage's save on a {args.stages}-stage run directory (the limit's): "
-          f"CPU {least_cpu:.1f} ms, wall {least_wall:.1f} ms")
-    for label, local_gaps, gaps, least in (("CPU", local_cpu, event_cpu, least_cpu),
-                                           ("wall", local_wall, event_wall, least_wall)):
+    print(f"floor of a one-file run directory (the limit's): CPU {tiny_cpu:.1f} ms, wall "
+          f"{tiny_wall:.1f} ms; floor of one stage's save on a {args.stages}-stage run "
+          f"directory: CPU {least_cpu:.1f} ms, wall {least_wall:.1f} ms")
+    for label, local_gaps, gaps, least in (("CPU", local_cpu, event_cpu, tiny_cpu),
+                                           ("wall", local_wall, event_wall, tiny_wall)):
         first = 1000 * statistics.fmean(gaps[:args.window])
         last = 1000 * statistics.fmean(gaps[-args.window:])
         event = 1000 * statistics.fmean(gaps)
@@ -159,7 +170,8 @@ def main() -> None:
         limit = max(5 * local, local + 2 * least)
         print(f"{label}: event mode first {first:.1f} ms/stage, last {last:.1f} ms/stage, "
               f"last/first {last / first:.2f} (limit 1.30)")
-        print(f"{label}: local run {local:.1f} ms/stage; floor (commit + push) {least:.1f} ms;"
+        print(f"{label}: local run {local:.1f} ms/stage; floor (one-file commit + push) "
+              f"{least:.1f} ms;"
               f" event mode {event:.1f} ms/stage = {event / local:.1f}x local; limit "
               f"max(5 x local, local + 2 x floor) = {limit:.1f} ms: event/limit "
               f"{event / limit:.2f}")

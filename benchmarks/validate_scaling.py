@@ -7,15 +7,34 @@ reads keys written earlier (some several blocks back), so the availability dataf
 real work to do. Times `parse_dot` and the full `check_source` (parse, build, validate)
 and prints a table plus the 5k→20k time ratio (4.0 would be linear).
 
-    python benchmarks/validate_scaling.py [SIZES...]
+Then, each beside its goal (issue 23), all ratios within this one process:
+- `check_source / regex scan` at the largest size: the scan is one compiled regex reading
+  every token of the same text once (strings, identifiers, numbers, arrows, any other
+  character), a match object per token and nothing else — the floor of any tokenizer
+  written in Python (goal: <= 4x);
+- the growth of check_source's time from the second-largest to the largest size
+  (goal: <= 4.2x for 4x the nodes);
+- the peak memory of checking the largest size, measured in a fresh child process
+  (goal: < 120 MiB);
+- `delivery validate workflows/deliver.dot` as a whole process against a bare
+  `python -c pass`, run alternately (goal: <= 6x). Both run with compiled bytecode cached
+  (PYTHONPYCACHEPREFIX in a temporary directory), as an installed delivery has it.
+
+    python benchmarks/validate_scaling.py [--no-startup] [SIZES...]
 """
 
 from __future__ import annotations
 
 import gc
+import os
+import re
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from delivery.lang.parser import parse_dot
 from delivery.validation.loader import check_source
@@ -61,9 +80,10 @@ def best_of(repeat: int, action: Callable[[], object]) -> float:
     best = float("inf")
     for _ in range(repeat):
         gc.collect()  # start each run from the same heap; the collector still runs inside
-        began = time.perf_counter()
+        # CPU time: on a shared machine, wall time counts the other processes' turns
+        began = time.process_time()
         action()
-        best = min(best, time.perf_counter() - began)
+        best = min(best, time.process_time() - began)
     return best
 
 
@@ -74,13 +94,80 @@ def measure(size: int, repeat: int = 3) -> tuple[int, int, float, float, int]:
     errors = [d for d in diagnostics if d.severity == "error"]
     if errors:
         raise SystemExit(f"generated workflow is invalid: {errors[0].format_text()}")
+    nodes, edges = len(workflow.nodes), len(workflow.edges)
+    del workflow  # not kept alive while the next ones are built
     parse = best_of(repeat, lambda: parse_dot(source, "scaling.dot"))
     check = best_of(repeat, lambda: check_source(source, "scaling.dot"))
-    return len(workflow.nodes), len(workflow.edges), parse, check, len(source)
+    return nodes, edges, parse, check, len(source)
+
+
+# Every token of the DOT text, matched once: the work no tokenizer can skip.
+SCAN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[A-Za-z_][A-Za-z0-9_.]*|->|-?[0-9][0-9.]*|\S')
+
+
+def regex_scan(source: str) -> int:
+    tokens = 0
+    for _ in SCAN.finditer(source):
+        tokens += 1
+    return tokens
+
+
+# The peak is read from /proc (VmHWM, this process's own high-water mark): getrusage's
+# ru_maxrss survives execve on Linux, so a child would report its parent's peak.
+PEAK_CHILD = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from validate_scaling import generate_workflow
+from delivery.validation.loader import check_source
+
+def peak_kib():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+source = generate_workflow(int(sys.argv[1]))
+before = peak_kib()
+check_source(source, "scaling.dot")
+print(before, peak_kib())
+"""
+
+
+def peak_memory_mib(size: int) -> tuple[float, float]:
+    """(peak RSS of a fresh process that generated the text, the same after checking it)."""
+    done = subprocess.run([sys.executable, "-c", PEAK_CHILD, str(size),
+                           str(Path(__file__).resolve().parent)],
+                          capture_output=True, text=True, check=True)
+    before, after = (int(v) / 1024 for v in done.stdout.split())
+    return before, after
+
+
+def startup_ratio(rounds: int = 10) -> tuple[float, float, float]:
+    """(median s of `delivery validate workflows/deliver.dot`, of `python -c pass`, ratio)."""
+    root = Path(__file__).resolve().parents[1]
+    delivery = Path(sys.executable).with_name("delivery")
+    validate = ([str(delivery)] if delivery.exists() else
+                [sys.executable, "-c", "from delivery.cli import entry; entry()"])
+    validate += ["validate", str(root / "workflows" / "deliver.dot")]
+    bare = [sys.executable, "-c", "pass"]
+    with tempfile.TemporaryDirectory(prefix="validate-pyc-") as cache:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = cache
+        times: dict[str, list[float]] = {"validate": [], "bare": []}
+        for round_ in range(rounds + 1):
+            for name, argv in (("validate", validate), ("bare", bare)):
+                began = time.perf_counter()
+                subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
+                if round_:  # the first round writes the bytecode cache
+                    times[name].append(time.perf_counter() - began)
+    ours, base = statistics.median(times["validate"]), statistics.median(times["bare"])
+    return ours, base, ours / base
 
 
 def main(argv: list[str]) -> int:
-    sizes = [int(a) for a in argv] or [1_000, 5_000, 20_000]
+    startup = "--no-startup" not in argv
+    sizes = [int(a) for a in argv if a != "--no-startup"] or [1_000, 5_000, 20_000]
     print(f"{'nodes':>7} {'edges':>7} {'KiB':>7} {'parse s':>9} {'check s':>9} {'µs/node':>8}")
     results: dict[int, float] = {}
     for size in sizes:
@@ -91,6 +178,22 @@ def main(argv: list[str]) -> int:
     if 5_000 in results and 20_000 in results:
         print(f"check_source 5k -> 20k time ratio: {results[20_000] / results[5_000]:.2f} "
               "(linear: 4.0)")
+    largest = sizes[-1]
+    source = generate_workflow(largest)
+    scan = best_of(3, lambda: regex_scan(source))
+    print(f"regex scan of the {largest}-node text: {scan:.3f} s; check_source / scan: "
+          f"{results[largest] / scan:.1f}x (goal <= 4x)")
+    if len(sizes) >= 2:
+        smaller = sizes[-2]
+        print(f"growth {smaller} -> {largest} nodes (x{largest / smaller:.1f}): "
+              f"{results[largest] / results[smaller]:.2f}x time (goal <= 4.2x for 4x)")
+    before, after = peak_memory_mib(largest)
+    print(f"peak memory checking {largest} nodes: {after:.0f} MiB "
+          f"({before:.0f} MiB before the check; goal < 120 MiB)")
+    if startup:
+        ours, base, ratio = startup_ratio()
+        print(f"validate start-up: delivery validate workflows/deliver.dot {ours * 1000:.0f} ms"
+              f", bare python {base * 1000:.0f} ms: {ratio:.1f}x (goal <= 6x)")
     return 0
 
 

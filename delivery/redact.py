@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from fnmatch import fnmatchcase
 from typing import Any, Final, TextIO
@@ -119,12 +120,35 @@ _KEPT: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
 _UNSAFE_CHARS: Final = re.compile("[\x00\ud800-\udfff]")
 
 
+# A literal in every match of each pattern above (`gh` for `gh[pousr]_`, `KIA`/`SIA` for
+# `A[KS]IA`, the hints of the labelled ones): a text that holds none of them (most of what
+# a stage writes: status files, event lines, prompts) is answered by these `in` tests,
+# each a C scan far quicker than the regex engine's.
+_HINT_LITERALS: Final = ("gh", "github_pat_", "sk-", "xox", "KIA", "SIA",
+                         *(hint for hint, _ in _KEPT))
+
+
+# Up to this length the `in` tests come first; a longer text is scanned once per prefix
+# anyway (`_few_occurrences`), and testing first would double those scans when one hits.
+_SHORT: Final = 8192
+
+
+def _may_hold_token(text: str) -> bool:
+    # a loop, not any(...): the generator costs more than the tests on a short text
+    for literal in _HINT_LITERALS:  # noqa: SIM110
+        if literal in text:
+            return True
+    return False
+
+
 def mask_token_shapes(text: str) -> str:
     """`text` with every token-shaped substring replaced by `***` (no known values).
 
     Each pattern is tried only where its prefix occurs and the masked regions of all of
     them are cut out in one copy. A text where some prefix is frequent is left to the
     regex engine instead (`_mask_dense`): a Python step per occurrence would cost more."""
+    if len(text) <= _SHORT and not _may_hold_token(text):
+        return text  # every match holds one of the literals
     masked: list[tuple[int, int]] = []
     for prefix, pattern in _SHAPES:
         hits = _few_occurrences(text, prefix)
@@ -140,6 +164,10 @@ def mask_token_shapes(text: str) -> str:
         _matches(text, hits, pattern, 1, masked)
     return _cut(text, masked) if masked else text
 
+
+# Texts text() remembers having returned (a stage's prompt, reply, transcript and a few
+# small values): bounded, so at most this many replies are kept alive by it.
+_MEMO: Final = 16
 
 # Above this many occurrences of a prefix, one regex pass beats a match tried at each.
 _FEW: Final = 256
@@ -207,14 +235,29 @@ def _mask_dense(text: str) -> str:
     for prefix, shape in _SHAPES:
         first = _first(text, prefix)
         if first != -1:
-            first = max(0, first - _LOOKBEHIND)
-            text = text[:first] + shape.sub(MASK, text[first:])
+            text = _from(first, text, shape, None)
     for hint, pattern in _KEPT:
         first = text.find(hint)
         if first != -1 and (hint != "://" or "@" in text):
-            first = max(0, first - _LOOKBEHIND)
-            text = text[:first] + _keep_group(pattern, text[first:])
+            text = _from(first, text, None, pattern)
     return text
+
+
+def _from(first: int, text: str, shape: re.Pattern[str] | None,
+          kept: re.Pattern[str] | None) -> str:
+    """`shape` masked whole, or `kept`'s group 2, in `text` from just before `first` (the
+    lookbehinds see the _LOOKBEHIND characters before it). Cutting the text costs two
+    copies of it: only worth it when the part skipped is large."""
+    def mask(part: str) -> str:
+        if shape is not None:
+            return shape.sub(MASK, part)
+        assert kept is not None
+        return _keep_group(kept, part)
+
+    start = first - _LOOKBEHIND
+    if start < len(text) // 8:
+        return mask(text)
+    return text[:start] + mask(text[start:])
 
 
 def _keep_group(pattern: re.Pattern[str], text: str) -> str:
@@ -238,9 +281,18 @@ def _common_prefix(texts: list[str]) -> str:
 def clean_text(text: str) -> str:
     """`text` with NUL and lone surrogates replaced by U+FFFD: no file, command line or
     environment variable can hold them."""
-    if text.isascii():
-        return text.replace("\x00", "\ufffd") if "\x00" in text else text
-    return _UNSAFE_CHARS.sub("\ufffd", text) if _UNSAFE_CHARS.search(text) else text
+    if "\x00" not in text and (text.isascii() or _no_surrogates(text)):
+        return text  # both tests run in C at memory speed; the regex scan does not
+    return _UNSAFE_CHARS.sub("\ufffd", text)
+
+
+def _no_surrogates(text: str) -> bool:
+    """Whether `text` holds no lone surrogate: UTF-8 cannot encode one."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def secret_values(environ: Mapping[str, str]) -> list[str]:
@@ -281,6 +333,9 @@ class Redactor:
         self._alternation = re.compile("|".join(map(re.escape, self._secrets)))
         # each secret as it appears inside a JSON string (ASCII, escaped)
         self._in_json = tuple(json.dumps(s)[1:-1] for s in self._secrets)
+        # the texts text() returned lately, by id (see text())
+        self._done: dict[int, str] = {}
+        self._done_lock = threading.Lock()
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
@@ -293,12 +348,26 @@ class Redactor:
         return Redactor([*self._secrets, *extra])
 
     def text(self, value: str) -> str:
-        """`value` with every known secret and token-shaped substring replaced by `***`."""
+        """`value` with every known secret and token-shaped substring replaced by `***`.
+
+        A text this redactor returned lately is returned as it is, unscanned: the same
+        reply passes the agent wrapper, the stage file and the context on its way, and
+        masking is idempotent (`***` starts no pattern and continues no secret), so only
+        the first pass can change it. Identity, not equality, marks it: strings are
+        immutable, and the memo holds each one it names, so an id cannot be reused."""
         if not value:
+            return value
+        if self._done.get(id(value)) is value:
             return value
         if self._groups:
             value = self._mask_secrets(value)
-        return mask_token_shapes(value)
+        value = mask_token_shapes(value)
+        with self._done_lock:
+            done = self._done
+            done[id(value)] = value
+            if len(done) > _MEMO:
+                del done[next(iter(done))]  # the oldest
+        return value
 
     redact = text
 

@@ -25,6 +25,14 @@ def _not_on_an_actions_runner(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _writes_not_paced_in_real_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake GitHub answers in milliseconds: a second between writes would be real
+    waiting in every run test. Pacing is tested on a ManualClock (tests/forges/
+    test_pacing.py) and in the 50-folder benchmark, which leave this variable out."""
+    monkeypatch.setenv("DELIVERY_WRITE_SPACING", "0")
+
+
 @pytest.fixture
 def clock(fake_github_clock: ManualClock) -> ManualClock:
     """The fake GitHub's clock, under the short name the GitHub tests use."""

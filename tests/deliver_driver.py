@@ -26,6 +26,7 @@ import shlex
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -105,6 +106,12 @@ class KillingForge:
 
     def pull_requests(self, queries: list[PrQuery]) -> dict[str, PrObservation]:
         return dict(self.inner.pull_requests(queries))
+
+    def graphql_read(self, operation: str, repository: str, query: str,
+                     variables: dict[str, Any]) -> dict[str, Any]:
+        """Preflight's query, before the first write (no kill point: it writes nothing)."""
+        return self.inner.graphql_read(  # type: ignore[attr-defined, no-any-return]
+            operation, repository, query, variables)
 
 
 def main(argv: list[str]) -> int:

@@ -58,9 +58,9 @@ def head(state_repo: Path, run_id: str) -> str:
     return git(state_repo, "rev-parse", f"refs/delivery/runs/{run_id}")
 
 
-def plant(state_repo: Path, run_id: str, files: Mapping[str, bytes | Path]) -> str:
-    """A commit on the run's ref with `files` (path -> content, or a file to take it
-    from) added to its tree; the new head."""
+def plant(state_repo: Path, run_id: str, files: Mapping[str, bytes | Path | str]) -> str:
+    """A commit on the run's ref with `files` (path -> content, a file to take it from, or
+    the sha of a blob already in the repository) added to its tree; the new head."""
     ref = f"refs/delivery/runs/{run_id}"
     index = state_repo / "plant-index"
     env_index = {"GIT_INDEX_FILE": str(index)}
@@ -69,7 +69,9 @@ def plant(state_repo: Path, run_id: str, files: Mapping[str, bytes | Path]) -> s
                    env={**_env(), **env_index})
     hashed: dict[Path, str] = {}
     for name, content in files.items():
-        if isinstance(content, Path):  # a large file is hashed once, whatever its paths
+        if isinstance(content, str):
+            sha = content
+        elif isinstance(content, Path):  # a large file is hashed once, whatever its paths
             sha = hashed.get(content) or git(state_repo, "hash-object", "-w", str(content))
             hashed[content] = sha
         else:
@@ -82,6 +84,32 @@ def plant(state_repo: Path, run_id: str, files: Mapping[str, bytes | Path]) -> s
     commit = git(state_repo, "commit-tree", tree, "-p", parent, "-m", "planted")
     git(state_repo, "update-ref", ref, commit, parent)
     return commit
+
+
+def saved_log(repo: Path, ref: str) -> str:
+    """The event log saved at `ref` (in fixed parts under `events.jsonl.parts/`), whole."""
+    parts = git(repo, "ls-tree", "--name-only", f"{ref}:events.jsonl.parts").split()
+    return "".join(subprocess.run(["git", "cat-file", "blob",
+                                   f"{ref}:events.jsonl.parts/{name}"], cwd=repo,
+                                  capture_output=True, text=True, check=True).stdout
+                   for name in parts)
+
+
+def huge_blob(state_repo: Path, size: int, chunk: int = 1 << 20) -> str:
+    """A blob of `size` bytes written into `state_repo` by `git hash-object --stdin` from a
+    generated stream (never a file on disk, never whole in this process); its sha."""
+    with subprocess.Popen(["git", "hash-object", "-w", "--stdin"], cwd=state_repo,
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        line = b"a stage's endless output, planted on the state ref\n"
+        block = (line * (chunk // len(line) + 1))[:chunk]
+        for _ in range(size // chunk):
+            proc.stdin.write(block)
+        proc.stdin.write(block[:size % chunk])
+        proc.stdin.close()
+        sha = proc.stdout.read().decode().strip()
+    assert proc.returncode == 0 and len(sha) == 40
+    return sha
 
 
 def _env() -> dict[str, str]:

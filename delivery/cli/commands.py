@@ -61,12 +61,13 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     setting, or a run that cannot be read or taken."""
     from delivery.cli.demo import cmd_demo
     from delivery.cli.forge_commands import cmd_probe, cmd_review
+    from delivery.cli.preflight import cmd_preflight
     from delivery.cli.state_commands import cmd_runs, superseded
 
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
                "verify": cmd_verify, "handlers": cmd_handlers, "graph": cmd_graph_run,
                "probe": cmd_probe, "review": cmd_review, "demo": cmd_demo,
-               "runs": cmd_runs}[args.command]
+               "runs": cmd_runs, "preflight": cmd_preflight}[args.command]
     try:
         return handler(args, out, err)
     except Superseded as lost:  # another job holds or advanced the run: not a failure

@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import TextIO
 
 from delivery.cli.diagnostics import file_problem
-from delivery.lang.drawing import to_dot, to_mermaid
-from delivery.validation.loader import check_file
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 GRAPHVIZ_FORMATS = {".svg": "svg", ".png": "png"}
@@ -36,6 +34,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_graph(args: argparse.Namespace, out: TextIO, err: TextIO,
               run_path: Sequence[str] = ()) -> int:
     """Draw `args.workflow`; `run_path` is the path of the run named by `--run`."""
+    # Imported here so that the CLI's start-up (`--help`, `validate`) does not load them.
+    from delivery.lang.drawing import to_dot, to_mermaid
+    from delivery.validation.loader import check_file
+
     workflow_file: Path = args.workflow
     problem = file_problem(workflow_file)
     if problem:

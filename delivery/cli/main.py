@@ -15,17 +15,17 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn, TextIO, cast
+from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 
 from delivery import __version__
 from delivery.cli import graph, scenarios
 from delivery.cli.demo_args import add_parser as demo_parser
 from delivery.cli.diagnostics import file_problem
-from delivery.cli.model_json import workflow_json, workflow_text
 from delivery.cli.workflow_commands import ActionOutput, Neutralising, in_action
-from delivery.lang.diagnostics import Diagnostic, has_errors, to_json
 from delivery.redact import RedactingFilter, RedactingStream, Redactor
-from delivery.validation.loader import check_file
+
+if TYPE_CHECKING:
+    from delivery.lang.diagnostics import Diagnostic
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -60,6 +60,8 @@ EXAMPLES = {
     "parse": ["delivery parse workflows/deliver.dot --json"],
     "handlers": ["delivery handlers --json"],
     "probe": ["delivery probe --repo api=octo/api#12 --repo web=octo/web@feature --json"],
+    "preflight": ["delivery preflight --repo api=octo/api --repo web=octo/web "
+                  "--state git:octo/delivery-state"],
     "review": ["delivery review web#1 --run .delivery/runs/RUN_ID --approve",
                "delivery review ../web.git#1 --request-changes 'rename it'"],
     "graph": ["delivery graph workflows/deliver.dot -o deliver.svg"],
@@ -259,6 +261,10 @@ def _build_parser() -> argparse.ArgumentParser:
     probe.add_argument("--json", action="store_true",
                        help="print the flat facts, per folder and roll-ups, as JSON")
 
+    from delivery.cli import preflight as preflight_command
+
+    preflight_command.add_parser(commands)
+
     review = commands.add_parser(
         "review", help="review a pull request on the local forge",
         description="Review a local-forge pull request: approve it, request changes, or "
@@ -287,6 +293,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_parse(path: Path, as_json: bool, out: TextIO, err: TextIO) -> int:
+    # Imported here, not at the top: `--version` and `--help` need no parser (issue 23).
+    from delivery.cli.model_json import workflow_json, workflow_text
+    from delivery.lang.diagnostics import has_errors
+    from delivery.validation.loader import check_file
+
     problem = file_problem(path)
     if problem:
         print(f"delivery parse: {path}: {problem}", file=err)
@@ -338,6 +349,9 @@ def workflow_files(given: Sequence[Path], err: TextIO) -> list[Path] | None:
 
 
 def cmd_validate(given: list[Path], fmt: str, out: TextIO, err: TextIO) -> int:
+    from delivery.lang.diagnostics import has_errors, to_json
+    from delivery.validation.loader import check_file
+
     files = workflow_files(given, err)
     if files is None:
         return EXIT_USAGE

@@ -23,7 +23,7 @@ BY_TYPE: dict[NodeType, tuple[str, ...]] = {
                                                                             "timeout"})),
     NodeType.SCRIPT: ("script", "tool_command", "facts", "folder", "template"),
     NodeType.PROBE: ("probe", "folder"),
-    NodeType.MERGE: ("order", "rollback"),
+    NodeType.MERGE: ("order", "rollback", "method"),
     NodeType.RESPOND: ("threads", "folder"),
     NodeType.WAIT: ("interval", "backoff", "max_interval"),
     NodeType.HUMAN: ("prompt", "delegatable"),

@@ -89,6 +89,9 @@ class AgentRuntime:
     threads: dict[tuple[str, str], AgentSession] = field(default_factory=dict)
     last: tuple[str, str, AgentSession] | None = None  # (node, profile, session)
     usage_by_node: dict[str, str] = field(default_factory=dict)  # for summary:high
+    # the preamble's summaries of listed stages (RunFacts.memo): one entry per node and
+    # fidelity, bounded by the workflow
+    preamble_memo: dict[tuple[str, str], tuple[str, str | None]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def plan(self, node: Node, context: Context) -> StagePlan:
@@ -153,7 +156,7 @@ class AgentRuntime:
         files = self.changed_files() if fidelity in ("compact", "summary:high") else []
         return RunFacts(goal=str(context.get("goal") or ""), run_id=self.run_id,
                         stages=stages, context=context.stored(), files=files,
-                        usage=dict(self.usage_by_node))
+                        usage=dict(self.usage_by_node), memo=self.preamble_memo)
 
     def changed_files(self) -> list[str]:
         """Uncommitted changes (`git status`) in the workspace and each folder that is a

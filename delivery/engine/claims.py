@@ -6,17 +6,23 @@ one-line refusal naming the file, the field and the fix — never a traceback, a
 claim that stays live forever (`"at": 1e999`, a time in the future).
 
 A claim is live while it is younger than the longest stage timeout, unless its job is known
-to have ended: a job of this machine whose process is gone, or an earlier attempt of the
-same Actions workflow run (a re-run starts only once the earlier attempt ended).
+to have ended: a job of this machine whose process is gone, an earlier attempt of the
+same Actions workflow run (a re-run starts only once the earlier attempt ended), or a job
+of another Actions run that GitHub reports `completed` (`GET /repos/{owner}/{repo}/actions/
+runs/{run_id}`; a job killed on a hosted runner leaves no process to look for). Without
+`actions: read` or on any API error the claim is judged by its age alone, logged once.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from delivery.errors import RunRefused
@@ -24,6 +30,13 @@ from delivery.errors import RunRefused
 # a clock on another machine may be a little ahead; more than this is not a real claim
 CLOCK_SKEW = 300.0
 SMALL_FILE_LIMIT = 64 << 10  # claim.json / status.json: a job writes a few hundred bytes
+log = logging.getLogger("delivery")
+
+
+def machine() -> str:
+    """This machine's name in claims. `DELIVERY_HOST` overrides it: the simulated Actions
+    world runs each hosted runner's job on one real machine, as if on its own."""
+    return os.environ.get("DELIVERY_HOST") or os.uname().nodename
 
 
 class Claim(BaseModel):
@@ -35,6 +48,10 @@ class Claim(BaseModel):
     # belongs to a job that ended (killed), whatever its age
     host: str = Field(default="", max_length=300)
     pid: int = Field(default=0, ge=0, le=1 << 31)
+    # the Actions run the job belongs to (empty outside Actions): asked about on a resume
+    repository: str = Field(default="", max_length=200, pattern=r"^([\w.-]+/[\w.-]+)?$")
+    run_id: int = Field(default=0, ge=0, le=1 << 62)
+    attempt: int = Field(default=0, ge=0, le=1 << 20)
 
     @field_validator("at", mode="before")
     @classmethod
@@ -47,11 +64,17 @@ class Claim(BaseModel):
 
     def to_bytes(self) -> bytes:
         return json.dumps({"job": self.job, "at": self.at, "host": self.host,
-                           "pid": self.pid}).encode()
+                           "pid": self.pid, "repository": self.repository,
+                           "run_id": self.run_id, "attempt": self.attempt}).encode()
 
     @classmethod
     def here(cls, job: str, at: float) -> Claim:
-        return cls(job=job, at=at, host=os.uname().nodename, pid=os.getpid())
+        run = _actions_run(job)
+        repository, _, run_id = run[0].removeprefix("actions:").rpartition("/") \
+            if run else ("", "", "0")
+        return cls(job=job, at=at, host=machine(), pid=os.getpid(),
+                   repository=repository, run_id=int(run_id) if run_id.isdigit() else 0,
+                   attempt=run[1] if run else 0)
 
 
 def _first_problem(error: ValidationError) -> str:
@@ -93,11 +116,12 @@ def parse_status(data: bytes | None, limit: int = SMALL_FILE_LIMIT) -> dict[str,
     return value if isinstance(value, dict) else {}
 
 
-def ended(claim: Claim, this_job: str) -> bool:
-    """Whether the job that made `claim` is known to have ended."""
+def ended(claim: Claim, this_job: str, runs: ActionsRuns | None = None) -> bool:
+    """Whether the job that made `claim` is known to have ended (`runs`: GitHub, asked
+    about a claim of another Actions run)."""
     if claim.job == this_job:
         return False  # our own claim, held right now
-    if claim.host == os.uname().nodename and claim.pid and claim.pid != os.getpid():
+    if claim.host == machine() and claim.pid and claim.pid != os.getpid():
         try:
             os.kill(claim.pid, 0)
         except ProcessLookupError:
@@ -108,7 +132,47 @@ def ended(claim: Claim, this_job: str) -> bool:
     theirs = _actions_run(claim.job)
     if mine is not None and theirs is not None and mine[0] == theirs[0]:
         return theirs[1] < mine[1]  # an earlier attempt of this workflow run
+    if runs is not None and claim.repository and claim.run_id:
+        return runs.completed(claim.repository, claim.run_id) is True
     return False
+
+
+@dataclass
+class ActionsRuns:
+    """GitHub's word on whether an Actions run has ended. Any failure (a token without
+    `actions: read`, a network error, an answer not in GitHub's shape) is logged once and
+    answers None: the claim is then judged by its age, as without this."""
+
+    api_url: str
+    token: str
+    timeout: float = 10.0
+    _failed: bool = field(default=False, repr=False)
+
+    def completed(self, repository: str, run_id: int) -> bool | None:
+        if self._failed:
+            return None
+        url = f"{self.api_url.rstrip('/')}/repos/{repository}/actions/runs/{run_id}"
+        try:
+            answer = httpx.get(url, timeout=self.timeout, headers={
+                "Authorization": f"Bearer {self.token}",
+                "Accept": "application/vnd.github+json",
+                "X-GitHub-Api-Version": "2022-11-28"})
+            data = answer.json() if answer.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, RecursionError) as error:
+            self._fail(f"{type(error).__name__}")
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("status"), str):
+            self._fail(f"HTTP {answer.status_code}" + (
+                " (the token needs actions: read)" if answer.status_code in (403, 404)
+                else ""))
+            return None
+        return bool(data["status"] == "completed")
+
+    def _fail(self, why: str) -> None:
+        self._failed = True
+        log.warning("cannot ask GitHub whether the Actions run of a claim has ended: %s; "
+                    "a claim is live until it is older than the longest stage timeout "
+                    "(grant the token actions: read, or resume with --take-over)", why)
 
 
 def _actions_run(job: str) -> tuple[str, int] | None:

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
@@ -178,14 +178,21 @@ def _objects(text: str) -> Iterator[tuple[int, dict[str, Any]]]:
     inside strings never end an object. An object with a marker is taken whole (objects
     nested in it are not candidates); one without is searched for nested candidates.
     """
-    i = text.find("{")
-    while i != -1:
+    start = _OBJECT_START.search(text)
+    while start is not None:
+        i = start.start()
         value, end = _decode_at(text, i)
         if isinstance(value, dict) and any(marker in value for marker in _MARKERS):
             yield i, value
-            i = text.find("{", end)
+            start = _OBJECT_START.search(text, end)
         else:
-            i = text.find("{", i + 1)
+            start = _OBJECT_START.search(text, i + 1)
+
+
+# Where a JSON object can start: `{`, JSON whitespace, then a key's quote or the closing
+# brace. Any other `{` fails to decode at once, so skipping it changes nothing; in a reply
+# full of code (f-strings, dict literals, shell `${...}`) it saves a decode per brace.
+_OBJECT_START: Final = re.compile(r'\{[ \t\n\r]*["}]')
 
 
 def _balanced_end(text: str, start: int) -> int:

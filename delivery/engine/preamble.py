@@ -85,6 +85,9 @@ class RunFacts:
     context: Mapping[str, Any] = field(default_factory=dict)  # stored values (pointers kept)
     files: Sequence[str] = ()  # changed files, `folder: path`
     usage: Mapping[str, str] = field(default_factory=dict)  # node -> "model, N in / M out"
+    # (fidelity, node) -> (the response it was made from, its detail line): one run's
+    # memo, so the fifty stages listed are not summarised again before every agent stage
+    memo: dict[tuple[str, str], tuple[str, str | None]] | None = None
 
 
 def response_summary(text: str, limit: int) -> str:
@@ -134,19 +137,20 @@ def render_preamble(fidelity: str, facts: RunFacts) -> str:
     values = [(key, shown_value(context[key], limit)) for key in visible_keys(context)] \
         if level >= 2 else []
     stages = []
+    memo = facts.memo
     for node, outcome in facts.stages if level >= 1 else ():
         details: list[str] = []
         response = context.get(f"response.{node}")
         if isinstance(response, str) and level >= 3:
-            if ArtifactStore.is_pointer(response):
-                details.append("Response: " + shown_value(response, 0))
-            elif fidelity == "compact":
-                first = response_summary(response, 10_000).split("\n", 1)[0]
-                details.append("Said: " + shown_value(first, 120)) if first else None
+            known = memo.get((fidelity, node)) if memo is not None else None
+            if known is not None and known[0] is response:  # the same stored reply
+                detail = known[1]
             else:
-                summary = response_summary(response, _SUMMARY_CHARS)
-                details.append("Response: " + summary.replace("\n", "\n    ")) if summary \
-                    else None
+                detail = _response_detail(fidelity, response)
+                if memo is not None:
+                    memo[(fidelity, node)] = (response, detail)
+            if detail is not None:
+                details.append(detail)
         if level >= 4 and node in facts.usage:
             details.append("Model: " + facts.usage[node])
         stages.append((node, outcome, details))
@@ -156,3 +160,14 @@ def render_preamble(fidelity: str, facts: RunFacts) -> str:
         stages=stages, failure=last_failure, files=list(facts.files) if level >= 3 else [],
         values=values,
     ).strip("\n")
+
+
+def _response_detail(fidelity: str, response: str) -> str | None:
+    """The line a listed stage's reply gets at `compact` and `summary:high`."""
+    if ArtifactStore.is_pointer(response):
+        return "Response: " + shown_value(response, 0)
+    if fidelity == "compact":
+        first = response_summary(response, 10_000).split("\n", 1)[0]
+        return "Said: " + shown_value(first, 120) if first else None
+    summary = response_summary(response, _SUMMARY_CHARS)
+    return "Response: " + summary.replace("\n", "\n    ") if summary else None

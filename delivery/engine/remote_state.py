@@ -27,12 +27,18 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from delivery.engine.claims import SMALL_FILE_LIMIT, Claim, parse_claim, parse_status
+from delivery.engine.claims import (
+    SMALL_FILE_LIMIT,
+    ActionsRuns,
+    Claim,
+    parse_claim,
+    parse_status,
+)
 from delivery.engine.claims import ended as claim_ended
 from delivery.errors import (
     GitError,
@@ -56,7 +62,10 @@ CLAIM_FILE = "claim.json"
 # the run's status at each save, beside the run directory on the ref: `delivery runs`
 # reads it without replaying the run's log
 STATUS_FILE = "status.json"
-_NOT_SAVED = (CLAIM_FILE, STATUS_FILE, WORKTREES_DIR + "/")
+# events.tail is this machine's flush mirror of the log's end (1 MiB, rewritten in place
+# at every stage): the log itself is whole on disk when a save reads it, and a fetch
+# makes a new mirror; saving it cost a 1 MiB blob hashed and pushed per stage
+_NOT_SAVED = (CLAIM_FILE, STATUS_FILE, WORKTREES_DIR + "/", "events.tail")
 DEFAULT_SERVER = "https://github.com"
 _OWNER_NAME = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
@@ -98,6 +107,8 @@ class RemoteState:
     spec: str
     # wall-clock seconds (claims are compared across machines)
     now: Callable[[], float] = time.time
+    # GitHub, asked whether the Actions run of a live-looking claim has ended
+    actions_runs: ActionsRuns | None = None
 
     @classmethod
     def open(cls, spec: str, cache: Path, environ: Mapping[str, str],
@@ -105,7 +116,11 @@ class RemoteState:
         remote, headers = state_remote(spec, environ)
         digest = hashlib.sha256(remote.encode()).hexdigest()[:12]
         scratch = cache / "state" / f"{digest}.git"
-        return cls(RunRef(remote, scratch, headers, environ), spec, now)
+        actions_runs = None
+        if spec.startswith("git:") and environ.get("GITHUB_TOKEN"):
+            api = environ.get("GITHUB_API_URL") or "https://api.github.com"
+            actions_runs = ActionsRuns(api, environ["GITHUB_TOKEN"])
+        return cls(RunRef(remote, scratch, headers, environ), spec, now, actions_runs)
 
     def session(self, run_id: str, job: str) -> StateSession:
         return StateSession(self, run_id, job)
@@ -232,9 +247,11 @@ class StateSession:
         if self.ended:
             return  # an ended run is reported as it is; nothing to claim or run
         held = self._held
-        if held is not None and not take_over and not claim_ended(held, self.job):
+        if held is not None and not take_over:
             age = self.state.now() - held.at
-            if age < stale_after(run_dir):
+            # the API only when the age does not settle it already
+            if age < stale_after(run_dir) and not claim_ended(held, self.job,
+                                                             self.state.actions_runs):
                 raise Superseded(self.run_id, f"job {held.job} claimed it "
                                  f"{max(age, 0):.0f}s ago and is still within the longest "
                                  "stage timeout (pass --take-over if that job is dead)")
@@ -247,18 +264,21 @@ class StateSession:
         self.head = sha
         self.claimed = True
 
-    def save(self, run_dir: Path, message: str) -> None:
+    def save(self, run_dir: Path, message: str, settle: Iterable[str] = ()) -> None:
         """One stage's state, on top of this job's last save; Superseded when another job
-        moved the ref (it took the run over)."""
-        self._push(run_dir, message, self._claim_file())
+        moved the ref (it took the run over). `settle`: the folders of stages that are
+        over (never listed again by later saves)."""
+        self._push(run_dir, message, self._claim_file(), settle)
 
-    def release(self, run_dir: Path, message: str) -> None:
+    def release(self, run_dir: Path, message: str, settle: Iterable[str] = ()) -> None:
         """The last save of this job (the run paused or ended): the claim is dropped."""
-        self._push(run_dir, message, self._status_file())
+        self._push(run_dir, message, self._status_file(), settle)
         self.claimed = False
 
-    def _push(self, run_dir: Path, message: str, extra: Mapping[str, bytes]) -> None:
-        sha = self.ref.commit(run_dir, self.head, message, extra, skip=_NOT_SAVED)
+    def _push(self, run_dir: Path, message: str, extra: Mapping[str, bytes],
+              settle: Iterable[str] = ()) -> None:
+        sha = self.ref.commit(run_dir, self.head, message, extra, skip=_NOT_SAVED,
+                              settle=settle)
         if not self.ref.push(self.run_id, sha, self.head):
             raise Superseded(self.run_id, "another job took the run over")
         self.head = sha
@@ -288,6 +308,20 @@ def _take_worktree_files(run_dir: Path) -> dict[str, bytes]:
                 files[f"{WORKTREES_DIR}/{path.name}"] = path.read_bytes()
         shutil.rmtree(folder)
     return files
+
+
+def _earlier_stage_dirs(run_dir: Path) -> set[str]:
+    """`<node>/<attempt>` folders of a fetched run directory: stages of earlier jobs,
+    which nothing writes again (a save settles them: they are not listed again)."""
+    found: set[str] = set()
+    for node in run_dir.iterdir():
+        if node.name in ("artifacts", WORKTREES_DIR) or node.is_symlink() \
+                or not node.is_dir():
+            continue
+        found.update(f"{node.name}/{attempt.name}" for attempt in node.iterdir()
+                     if attempt.name.isdigit() and attempt.is_dir()
+                     and not attempt.is_symlink())
+    return found
 
 
 def job_id(environ: Mapping[str, str]) -> str:
@@ -335,6 +369,11 @@ class StateRunStore:
         self.session = session
         self.take_over = take_over
         self._folders: dict[str, Path] | None = None
+        # the stages' folders handed out since the last save: those stages are over at
+        # the next save (saves happen between stages of the main line, after any join)
+        self._stage_dirs: set[str] = set()
+        if session.head is not None:  # a fetched run: the stages of earlier jobs are over
+            self._stage_dirs = _earlier_stage_dirs(local.path)
         # the ticket, for `delivery runs` (a resume finds it in the status it fetched)
         saved = session.status.get("context")
         ticket = saved.get("ticket") if isinstance(saved, dict) else ""
@@ -379,11 +418,17 @@ class StateRunStore:
         self.local.close()
 
     def stage_dir(self, node_id: str, attempt: int) -> Path:
+        self._stage_dirs.add(f"{node_id}/{attempt}")
         return self.local.stage_dir(node_id, attempt)
 
     def write_stage_file(self, node_id: str, attempt: int, name: str, text: str, *,
                          redactor: Redactor | None = None) -> Path:
+        self._stage_dirs.add(f"{node_id}/{attempt}")
         return self.local.write_stage_file(node_id, attempt, name, text, redactor=redactor)
+
+    def _settled(self) -> list[str]:
+        settled, self._stage_dirs = sorted(self._stage_dirs), set()
+        return settled
 
     # -- saves: local first, then the ref ------------------------------------------------
     def save_whole(self, state: RunState) -> None:
@@ -454,13 +499,14 @@ class StateRunStore:
               failure_reason: str) -> None:
         self._remember(status, next_node, steps)
         self._guarded(run_id, self._snapshot_worktrees)
+        settle = self._settled()
         if status is RunStatus.RUNNING:
             self._guarded(run_id, lambda: self.session.save(
-                self.path, f"step {steps}: next {next_node}"))
+                self.path, f"step {steps}: next {next_node}", settle))
         else:  # paused or ended: this job lets go of the run
             message = f"{status.value} at step {steps}" + (
                 f": {failure_reason}" if failure_reason else "")
-            self._guarded(run_id, lambda: self.session.release(self.path, message))
+            self._guarded(run_id, lambda: self.session.release(self.path, message, settle))
 
     @staticmethod
     def _guarded(run_id: str, push: Callable[[], None]) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 from delivery.agents.base import AgentBackend
 from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
+from delivery.engine import preflight_gate
 from delivery.engine.agent_runtime import AgentRuntime
 from delivery.engine.attractor_logs import AttractorLogs, check_logs_folder
 from delivery.engine.budget import CONTEXT_KEY as BUDGET_KEY
@@ -48,8 +49,16 @@ from delivery.engine.run_setup import (
 from delivery.engine.stop_switch import StopSwitch
 from delivery.engine.templating import Renderer
 from delivery.engine.worktree_restore import folders_to_recreate, recreate
-from delivery.errors import ResumeStopped, RunInterrupted, RunRefused, RunStoreError, Terminated
+from delivery.errors import (
+    DeliveryError,
+    ResumeStopped,
+    RunInterrupted,
+    RunRefused,
+    RunStoreError,
+    Terminated,
+)
 from delivery.forges.base import Forge
+from delivery.forges.pacing import Pacer
 from delivery.forges.select import (
     open_forge,
     require_settings,
@@ -239,7 +248,11 @@ class _Run:
             self.forge = open_forge(info.forge or "local", checks=info.checks,
                                     environ=world.environ,
                                     required_approvals=info.required_approvals,
-                                    redactor=self.redactor)
+                                    redactor=self.redactor,
+                                    # writes are paced on the run's clock (a test's is fake)
+                                    pacer=Pacer.from_environment(
+                                        world.environ, clock=world.clock.monotonic,
+                                        sleep=world.clock.sleep))
         # locks the run against a second writer; cuts a torn last event (last: nothing
         # above may fail with the log held)
         store.open_log(self.redactor, _stamp(world.clock))
@@ -377,6 +390,8 @@ def start_run(request: RunRequest, world: World | None = None, *,
     if world.forge is None and setup["repos"] and workflow.nodes_of(*FORGE_TYPES):
         # refused before anything is written: the forge would fail its first stage
         require_settings(setup["forge"], world.environ)
+    if preflight_gate.wanted(workflow, setup, world.handlers):
+        _preflight(workflow, setup, world)
     run_id = new_run_id(world.clock.now())
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     if request.logs is not None:
@@ -422,6 +437,29 @@ def start_run(request: RunRequest, world: World | None = None, *,
                        goal=values["goal"], inputs=shown_inputs)
     store.save_whole(state)
     return run.execute(state)
+
+
+def _preflight(workflow: Workflow, setup: Mapping[str, Any], world: World) -> None:
+    """What the token may do where, checked before the first write (SPEC §7.1)."""
+    forge = world.forge or open_forge(setup["forge"] or "local", checks=setup["checks"],
+                                      environ=world.environ,
+                                      required_approvals=int(
+                                          setup.get("required_approvals") or 0))
+    try:
+        report = preflight_gate.preflight(
+            forge, setup["repos"], merge_method=preflight_gate.merge_method(workflow),
+            state=preflight_gate.state_target(world.stores), environ=world.environ,
+            checks=setup["checks"], required_approvals=int(setup.get("required_approvals") or 0))
+    except RunRefused:
+        raise
+    except DeliveryError as err:  # GitHub unreachable, the token refused: nothing written
+        raise RunRefused("preflight", f"the token's permissions could not be read: {err}",
+                         "check GITHUB_TOKEN and the repositories, or set preflight=false "
+                         "on the graph to skip the check") from None
+    finally:
+        if world.forge is None and hasattr(forge, "close"):
+            forge.close()
+    preflight_gate.refuse_blocked_run(report)
 
 
 def _redacted_info(info: RunInfo, redactor: Redactor) -> RunInfo:

@@ -88,7 +88,9 @@ class Forge(PullRequestSource, Protocol):
     def update_pull_request_body(self, repository: str, number: int, body: str) -> None: ...
 
     def merge_pull_request(self, repository: str, number: int, *,
-                           expected_head_sha: str) -> MergeResult: ...
+                           expected_head_sha: str, method: str = "merge") -> MergeResult:
+        """`method`: merge, squash or rebase (the merge node's `method=`)."""
+        ...
 
     def reply_to_review_thread(self, repository: str, number: int, thread_id: str, *,
                                body: str, marker: str) -> ThreadReply:

@@ -24,6 +24,7 @@ from github.Repository import Repository
 from delivery.errors import ForgeError
 from delivery.forges import github_threads as gt
 from delivery.forges.base import GitRemote, MergeResult, PullRequestRef, ThreadReply
+from delivery.forges.pacing import Pacer
 from delivery.forges.stop_label import Stop, StopTarget, first_stop, stop_query
 from probes.evidence import PrObservation, PrQuery
 from probes.github import (
@@ -55,7 +56,7 @@ class GitHubForge:
                  graphql_url: str | None = None, server_url: str = DEFAULT_SERVER_URL,
                  budget: RetryBudget | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.time, timeout: int = 30,
-                 merge_method: MergeMethod = "merge") -> None:
+                 merge_method: MergeMethod = "merge", pacer: Pacer | None = None) -> None:
         if not token:
             raise ForgeError("github", "-", "authenticate", "no token was given",
                              "set GITHUB_TOKEN to a token that can write to the repositories")
@@ -66,6 +67,8 @@ class GitHubForge:
         self.merge_method = merge_method
         self._sleep = sleep
         self._clock = clock
+        # one token's content-creating requests, serial and spaced (forges.pacing)
+        self.pacer = pacer or Pacer(clock=clock, sleep=sleep)
         self._github = Github(
             base_url=self.api_url, auth=Auth.Token(token), timeout=timeout, per_page=100,
             retry=None,  # no blind retries of writes; ours look for the effect first
@@ -82,6 +85,10 @@ class GitHubForge:
     def from_environment(cls, environ: Mapping[str, str], **options: Any) -> GitHubForge:
         """As inside Actions: `GITHUB_TOKEN`, `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`,
         `GITHUB_SERVER_URL` (public GitHub when unset)."""
+        if options.get("pacer") is None:
+            options["pacer"] = Pacer.from_environment(
+                environ, clock=options.get("clock", time.time),
+                sleep=options.get("sleep", time.sleep))
         return cls(environ.get("GITHUB_TOKEN", ""),
                    api_url=environ.get("GITHUB_API_URL") or DEFAULT_API_URL,
                    graphql_url=graphql_url_from_environment(environ),
@@ -182,11 +189,13 @@ class GitHubForge:
         if (pr.body or "") == body:
             return
         # Setting a value is idempotent: repeating the PATCH is safe.
-        self._retry(f"update the body of PR #{number}", repository,
-                    lambda: pr.edit(body=body))
+        self._set(f"update the body of PR #{number}", repository,
+                  lambda: pr.edit(body=body))
 
     def merge_pull_request(self, repository: str, number: int, *,
-                           expected_head_sha: str) -> MergeResult:
+                           expected_head_sha: str, method: str = "") -> MergeResult:
+        """`method` (merge, squash, rebase): the merge node's, else the forge's own."""
+        how = method or self.merge_method
         repo = self._repo(repository)
         pr = self._read_pr(repo, repository, number)
         verdict = _merge_verdict(repository, pr, expected_head_sha)
@@ -200,7 +209,7 @@ class GitHubForge:
         try:
             status = self._write(
                 f"merge PR #{number}", repository,
-                lambda: pr.merge(sha=expected_head_sha, merge_method=self.merge_method),
+                lambda: pr.merge(sha=expected_head_sha, merge_method=how),
                 find_effect=merged_meanwhile)
         except ForgeError as error:
             again = self._read_pr(repo, repository, number)
@@ -236,8 +245,8 @@ class GitHubForge:
         existing = self._retry(f"read the comments of PR #{number}", repository, find)
         if existing is not None:
             if existing.body != body:
-                self._retry(f"edit a comment of PR #{number}", repository,
-                            lambda: existing.edit(body))
+                self._set(f"edit a comment of PR #{number}", repository,
+                          lambda: existing.edit(body))
             return int(existing.id)
         issue = repo.get_issue(number)
         created = self._write(f"comment on PR #{number}", repository,
@@ -248,9 +257,9 @@ class GitHubForge:
         """The login the token acts as (`name[bot]` for an App), asked once: GraphQL's
         `viewer` answers installation tokens too, where REST's `GET /user` does not."""
         if self._login is None:
-            data = self._retry("read who the token is", repository,
-                               lambda: self._graphql("read who the token is", repository,
-                                                     "query { viewer { login } }", {}))
+            # a read: a GraphQL error without a type (a timeout) is retried, not fatal
+            data = self.graphql_read("read who the token is", repository,
+                                     "query { viewer { login } }", {})
             login = ((data.get("data") or {}).get("viewer") or {}).get("login")
             if not isinstance(login, str) or not login:
                 raise ForgeError("github", repository, "read who the token is",
@@ -269,8 +278,8 @@ class GitHubForge:
                                    "description": description}
         if target_url:
             payload["target_url"] = target_url
-        self._retry(f"set the {context} status of {sha[:12]}", repository,
-                    lambda: self._github.requester.requestJsonAndCheck(
+        self._set(f"set the {context} status of {sha[:12]}", repository,
+                  lambda: self._github.requester.requestJsonAndCheck(
                         "POST", f"{self.api_url}/repos/{owner}/{name}/statuses/{sha}",
                         input=payload))
 
@@ -335,9 +344,9 @@ class GitHubForge:
         if page.resolved:
             return
         # resolving is idempotent: repeating the mutation is safe
-        self._retry(operation, repository,
-                    lambda: self._graphql(operation, repository, gt.RESOLVE_MUTATION,
-                                          {"thread": thread_id}))
+        self._set(operation, repository,
+                  lambda: self._graphql(operation, repository, gt.RESOLVE_MUTATION,
+                                        {"thread": thread_id}))
 
     def _find_reply(self, repository: str, number: int, thread_id: str,
                     marker: str) -> ThreadReply | None:
@@ -395,6 +404,26 @@ class GitHubForge:
 
         data = self._retry(operation, repository, read)
         return first_stop(targets, data.get("data") or {})
+    def graphql_read(self, operation: str, repository: str, query: str,
+                     variables: Mapping[str, Any]) -> dict[str, Any]:
+        """One read-only GraphQL request, retried as a read; its whole answer, `errors`
+        beside the partial `data` (preflight reads many repositories at once: one it
+        cannot see must not hide the others). An error that names no missing or forbidden
+        object ("Something went wrong … a timeout") is retried like a 502."""
+        def read() -> dict[str, Any]:
+            _, data = self._github.requester.requestJsonAndCheck(
+                "POST", self.graphql_url,
+                input={"query": query, "variables": dict(variables)})
+            if not isinstance(data, dict):
+                raise Transient("GraphQL answered no JSON object")
+            if gt.rate_limited(data):
+                raise Transient(f"rate limited ({gt.error_text(data)})")
+            errors = [e for e in data.get("errors") or [] if isinstance(e, dict)]
+            if any(e.get("type") not in ("NOT_FOUND", "FORBIDDEN") for e in errors):
+                raise Transient(f"GraphQL error ({gt.error_text(data)})")
+            return data
+
+        return self._retry(operation, repository, read)
 
     def _graphql(self, operation: str, repository: str, query: str,
                  variables: Mapping[str, Any]) -> dict[str, Any]:
@@ -425,7 +454,7 @@ class GitHubForge:
                 raise
             return True
 
-        return self._retry(f"delete the branch {branch}", repository, delete)
+        return self._set(f"delete the branch {branch}", repository, delete)
 
     # -- the retry machinery --------------------------------------------------------------
     def _repo(self, repository: str) -> Repository:
@@ -439,25 +468,33 @@ class GitHubForge:
         return pr
 
     def _retry(self, operation: str, repository: str, call: Callable[[], T]) -> T:
-        """A read or an idempotent write: retried as it is."""
+        """A read: retried as it is, not paced."""
         result: T = self._attempts(operation, repository, call, None)
+        return result
+
+    def _set(self, operation: str, repository: str, call: Callable[[], T]) -> T:
+        """An idempotent write (it sets a value): paced, and retried as it is."""
+        result: T = self._attempts(operation, repository, call, None, paced=True)
         return result
 
     def _write(self, operation: str, repository: str, call: Callable[[], T],
                *, find_effect: Callable[[], Any]) -> Any:
         """A write that must not happen twice: before each retry, `find_effect()` looks
         for what an earlier attempt (whose answer was lost) may have done."""
-        return self._attempts(operation, repository, call, find_effect)
+        return self._attempts(operation, repository, call, find_effect, paced=True)
 
     def _attempts(self, operation: str, repository: str, call: Callable[[], T],
-                  find_effect: Callable[[], Any] | None) -> Any:
+                  find_effect: Callable[[], Any] | None, *, paced: bool = False) -> Any:
         def attempt() -> Any:
             if find_effect is not None and attempts_made[0] > 0:
                 found = self._classify(operation, repository, find_effect)
                 if found is not None:
                     return found
             attempts_made[0] += 1
-            return self._classify(operation, repository, call)
+            if not paced:
+                return self._classify(operation, repository, call)
+            with self.pacer.write():
+                return self._classify(operation, repository, call)
 
         attempts_made = [0]
         try:
@@ -478,6 +515,7 @@ class GitHubForge:
             if error.status in (403, 429):
                 wait = self._rate_limit_wait(error.headers or {}, message)
                 if wait is not None:
+                    self.pacer.slow_down()  # GitHub asked for fewer writes: space them more
                     raise Transient(f"rate limited ({message})", wait) from None
             if error.status == 401:
                 raise ForgeError("github", repository, operation,

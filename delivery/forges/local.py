@@ -237,7 +237,10 @@ class LocalForge:
             pull["body"] = body
 
     def merge_pull_request(self, repository: str, number: int, *,
-                           expected_head_sha: str) -> MergeResult:
+                           expected_head_sha: str, method: str = "merge") -> MergeResult:
+        if method != "merge":  # preflight says so before a run starts
+            return MergeResult(repository, number, "refused",
+                               f"the local forge merges with merge commits only, not {method}")
         git_dir = git_dir_of(repository)
         with self._pull(repository, number) as pull:
             def refused(reason: str) -> MergeResult:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from delivery.errors import RunRefused
 from delivery.forges.base import Forge
 from delivery.forges.local import LocalForge
+from delivery.forges.pacing import Pacer
 from delivery.redact import Redactor
 
 FORGES = ("local", "github")
@@ -42,19 +43,22 @@ def forge_kind(locations: Iterable[str], requested: str | None, base: Path) -> s
 
 def open_forge(kind: str, *, checks: Mapping[str, str] | None = None,
                environ: Mapping[str, str] | None = None,
-               required_approvals: int = 0, redactor: Redactor | None = None) -> Forge:
+               required_approvals: int = 0, redactor: Redactor | None = None,
+               pacer: Pacer | None = None) -> Forge:
     """The forge of a run: the local one with its check commands, or GitHub as inside
     Actions (`GITHUB_TOKEN`, `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`, `GITHUB_SERVER_URL`
     from `environ`, default this process's environment; the token stays in memory).
     `redactor` masks the local checks' output before it is stored (default: one for the
-    secrets of this process's environment)."""
+    secrets of this process's environment). `pacer` spaces GitHub's writes on the run's
+    clock (default: real time)."""
     if kind == "local":
         return LocalForge(checks, required_approvals=required_approvals, redactor=redactor)
     if kind == "github":
         from delivery.forges.github import GitHubForge  # PyGithub loads only when needed
 
         # Without GITHUB_TOKEN this raises ForgeError naming it.
-        return GitHubForge.from_environment(environ if environ is not None else os.environ)
+        return GitHubForge.from_environment(environ if environ is not None else os.environ,
+                                            pacer=pacer)
     raise RunRefused(f"--forge {kind}", "is not a forge", f"use one of {', '.join(FORGES)}")
 
 

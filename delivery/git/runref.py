@@ -20,17 +20,18 @@ import stat
 import subprocess
 import tarfile
 import time
-import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from delivery.errors import GitError
+from delivery.git.runtree import POINTER_SUFFIX, RunTree, join_parts, write_object
 from delivery.git.worktrees import header_environment, mask_headers
 
+__all__ = ["POINTER_SUFFIX", "RunRef", "Saved", "run_ref"]
+
 REF_PREFIX = "refs/delivery/runs/"
-POINTER_SUFFIX = ".delivery-pointer"
 LARGE_ARTIFACT = 1 << 20  # artifacts over 1 MiB stay behind as a pointer
 FILE_LIMIT = 16 << 20  # any other file over 16 MiB too (a stage's huge stdout)
 TOTAL_LIMIT = 256 << 20  # a saved run larger than this is refused when fetched
@@ -42,9 +43,6 @@ def run_ref(run_id: str) -> str:
     return REF_PREFIX + run_id
 
 
-# the run's index split in two: a write rewrites only the entries that changed, not the
-# whole index, however many stages the run has
-_SPLIT = ("-c", "core.splitIndex=true", "-c", "splitIndex.maxPercentChange=50")
 _IDENTITY = "delivery[bot] <delivery-bot@users.noreply.github.com>"
 
 
@@ -69,8 +67,8 @@ class RunRef:
         self.scratch = scratch
         self.headers = tuple(headers)
         self.environ = dict(environ if environ is not None else os.environ)
-        self._indexes: set[str] = set()  # run directories this object has indexed
-        self._extras: dict[str, set[str]] = {}  # their extra files at the last save
+        self._trees: dict[Path, RunTree] = {}  # the run directories this object saved
+        self.last_scans = 0  # folders the last commit listed
         self._pointers: dict[tuple[str, int, int, int], bytes] = {}
         if not (scratch / "HEAD").is_file():
             scratch.mkdir(parents=True, exist_ok=True)
@@ -166,7 +164,8 @@ class RunRef:
             assert proc.stdout is not None
             try:
                 self._unpack(proc.stdout, root)
-            except (tarfile.TarError, OSError) as err:
+                join_parts(root, limit=FILE_LIMIT)
+            except (tarfile.TarError, OSError, ValueError) as err:
                 raise GitError("extract", self.location, f"the saved run cannot be read: "
                                f"{err}", _TAMPERED) from None
             finally:
@@ -202,81 +201,34 @@ class RunRef:
     # -- writing ------------------------------------------------------------------------
     def commit(self, run_dir: Path, parent: str | None, message: str,
                extra: Mapping[str, bytes] | None = None,
-               skip: Sequence[str] = ()) -> str:
-        """A commit of `run_dir`'s files (large files as pointers) plus `extra` files
-        (path -> bytes), on `parent`; its sha. Nothing is pushed.
+               skip: Sequence[str] = (), settle: Iterable[str] = ()) -> str:
+        """A commit of `run_dir`'s files (large files as pointers, the event log in parts)
+        plus `extra` files (path -> bytes), on `parent`; its sha. Nothing is pushed.
 
-        Incremental: an index per run directory, kept by this object, remembers each
-        file's stat and blob, so a save hashes only the files that changed and git
-        reuses the trees of unchanged directories (a save costs the same after 300 stages
-        as after 3). `skip` names files (`name`) or directories (`name/`) not saved."""
-        run_dir = run_dir.resolve()  # git runs in the scratch repository
-        key = hashlib.sha256(str(run_dir).encode()).hexdigest()[:16]
-        index = self.scratch / f"index-{os.getpid()}-{key}"
-        if key not in self._indexes:  # an index of another process is not trusted
-            index.unlink(missing_ok=True)
-            self._indexes.add(key)
-        env = {"GIT_INDEX_FILE": str(index), "GIT_WORK_TREE": str(run_dir)}
-        # git compares every file's stat with the index (in C): only new, modified and
-        # deleted files come back, so the cost does not grow with the run
-        listed = self._git("ls-files", "ls-files", "-z", "--others", "--modified",
-                           "--deleted", env=env).stdout.decode(errors="surrogateescape")
-        managed = self._extras.get(key, set())  # extras and pointers: not files on disk
-        changed: list[str] = []
-        large: dict[str, bytes] = {}
-        for rel in dict.fromkeys(name for name in listed.split("\0") if name):
-            if rel in managed or _skipped(rel, skip):
-                continue
-            pointer = self._pointer(run_dir, rel)
-            if pointer is not None:
-                large[rel] = pointer
-            else:
-                changed.append(rel)
-        if changed:  # hashed and recorded with their stat: unchanged next time
-            self._git("update-index", *_SPLIT, "update-index", "--add", "--remove", "-z",
-                      "--stdin",
-                      stdin="".join(f"{rel}\0" for rel in changed).encode(
-                          errors="surrogateescape"), env=env)
-        blobs = {rel + POINTER_SUFFIX: pointer for rel, pointer in large.items()}
-        blobs.update(extra or {})
-        lines = [f"0 {'0' * 40}\t{rel}\n" for rel in managed
-                 if rel not in blobs]  # extras of the last save that are gone now
-        # the extras are small: written as objects here, not by another git process
-        lines += [f"100644 {self._write_object('blob', data)}\t{rel}\n"
-                  for rel, data in blobs.items()]
-        if lines:
-            self._git("update-index", *_SPLIT, "update-index", "--index-info",
-                      stdin="".join(lines).encode(), env=env)
-        self._extras[key] = set(blobs)
-        tree = self._git("write-tree", "write-tree", env=env).stdout.decode().strip()
+        Incremental (`RunTree`): this object remembers the run directory's files and
+        trees, so a save hashes only what changed and lists only the folders not
+        `settle`d yet (a stage's folder once its stage is over). `skip` names files
+        (`name`) or directories (`name/`) not saved."""
+        run_dir = run_dir.resolve()
+        tree = self._trees.get(run_dir)
+        if tree is None or tree.skip != tuple(skip):
+            tree = RunTree(run_dir, self.scratch / "objects",
+                           lambda rel, info: self._pointer(run_dir, rel, info),
+                           lambda rel: _skipped(rel, skip), skip=tuple(skip))
+            self._trees[run_dir] = tree
+        root = tree.save(extra or {}, settle)
+        self.last_scans = tree.scans
         stamp = f"{int(time.time())} +0000"
-        body = f"tree {tree}\n" + (f"parent {parent}\n" if parent else "")
+        body = f"tree {root}\n" + (f"parent {parent}\n" if parent else "")
         body += f"author {_IDENTITY} {stamp}\ncommitter {_IDENTITY} {stamp}\n\n{message}\n"
-        return self._write_object("commit", body.encode())
+        return write_object(self.scratch / "objects", "commit", body.encode())
 
-    def _write_object(self, kind: str, data: bytes) -> str:
-        """A loose object in the scratch repository (git's own format: zlib of
-        `<kind> <size>\\0<data>`, named by its SHA-1); its name."""
-        raw = f"{kind} {len(data)}\0".encode() + data
-        sha = hashlib.sha1(raw, usedforsecurity=False).hexdigest()
-        path = self.scratch / "objects" / sha[:2] / sha[2:]
-        if not path.exists():
-            path.parent.mkdir(exist_ok=True)
-            spare = path.with_name(f"tmp-{os.getpid()}-{sha[2:]}")
-            spare.write_bytes(zlib.compress(raw, 1))
-            os.replace(spare, path)  # whole or not at all
-        return sha
-
-    def _pointer(self, run_dir: Path, rel: str) -> bytes | None:
+    def _pointer(self, run_dir: Path, rel: str, info: os.stat_result) -> bytes | None:
         """The pointer file saved instead of `rel` when it is large (artifacts over
         LARGE_ARTIFACT, any other file over FILE_LIMIT; the run's own records over it are
         refused: the run could not be resumed without them); None for a file saved as it
         is. Digests are cached by stat: a large file is read once, streamed."""
         path = run_dir / rel
-        try:
-            info = path.lstat()
-        except OSError:
-            return None  # deleted: `update-index --remove` drops it
         limit = LARGE_ARTIFACT if rel.startswith("artifacts/") else FILE_LIMIT
         if info.st_size <= limit or not stat.S_ISREG(info.st_mode):
             return None

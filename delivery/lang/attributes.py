@@ -58,6 +58,8 @@ GRAPH = frozenset({
     "change_set",
     # the run's agent budget (SPEC §7.1): a pause before the next agent stage at 100%
     "budget_tokens", "budget_usd",
+    # `preflight=false`: no check of the token's permissions before the first write
+    "preflight",
 })
 NODE = frozenset({
     "label", "shape", "type", "prompt", "llm_prompt", "outputs", "facts", "max_retries",
@@ -68,6 +70,8 @@ NODE = frozenset({
     "manager.poll_interval", "manager.max_cycles", "manager.stop_condition",
     "manager.actions", "stack.child_dotfile", "stack.child_workdir", "stack.child_autostart",
     "threads", "rollback",
+    # the merge node's merge method (merge, squash, rebase), checked by preflight
+    "method",
 }) | AGENT_NODE
 EDGE = frozenset({"condition", "label", "weight", "loop_restart", "fidelity", "thread_id"})
 

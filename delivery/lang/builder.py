@@ -74,6 +74,8 @@ def value_position(value: Value, offset: int) -> tuple[int, int]:
         return value.line, value.column + offset
     line, column = value.line, value.column + 1
     raw = value.raw[1:-1]
+    if "\\" not in raw and "\n" not in raw:  # one character of text per character written
+        return line, column + min(offset, len(raw))
     i = 0
     produced = 0
     while i < len(raw) and produced < offset:

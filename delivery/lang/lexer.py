@@ -112,6 +112,11 @@ def tokenize(source: str, file: str = "<workflow>") -> list[Token]:
     """
     tokens: list[Token] = []
     append = tokens.append
+    # tuple.__new__ builds a Token in C: the NamedTuple's own __new__ is Python code, a
+    # third of the tokenizer's time on a 20,000-node file
+    new = tuple.__new__
+    token = Token
+    tok_id, tok_string = Tok.ID, Tok.STRING
     match = _MASTER.match
     punct = _PUNCT
     simple = _SIMPLE_KINDS
@@ -134,16 +139,19 @@ def tokenize(source: str, file: str = "<workflow>") -> list[Token]:
         if kind == "nl":
             line += 1
             line_start = start + 1
-        elif kind == "id" or kind == "arrow" or kind == "number" or kind == "duration":
-            append(Token(simple[kind], text, line, start - line_start + 1, text))
+        elif kind == "id":
+            append(new(token, (tok_id, text, line, start - line_start + 1, text)))
         elif kind == "punct":
-            append(Token(punct[text], text, line, start - line_start + 1, text))
+            append(new(token, (punct[text], text, line, start - line_start + 1, text)))
+        elif kind == "arrow" or kind == "number" or kind == "duration":
+            append(new(token, (simple[kind], text, line, start - line_start + 1, text)))
         elif kind == "line_comment":
             pass
         else:  # string or block comment: may span lines
             if kind == "string":
-                append(Token(Tok.STRING, unescape(text[1:-1]), line, start - line_start + 1,
-                             text))
+                body = text[1:-1]
+                append(new(token, (tok_string, unescape(body) if "\\" in body else body,
+                                   line, start - line_start + 1, text)))
             newlines = text.count("\n")
             if newlines:
                 line += newlines

@@ -30,6 +30,10 @@ from delivery.lang.syntax import (
 
 NODE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _KEYWORDS = {"graph", "node", "edge", "subgraph", "digraph", "strict"}
+_ID, _STRING, _NUMBER, _DURATION, _EOF = Tok.ID, Tok.STRING, Tok.NUMBER, Tok.DURATION, Tok.EOF
+_ARROW, _RBRACE = Tok.ARROW, Tok.RBRACE
+_LBRACKET, _RBRACKET, _EQUALS, _COMMA, _SEMI = (Tok.LBRACKET, Tok.RBRACKET, Tok.EQUALS,
+                                                Tok.COMMA, Tok.SEMI)
 # Subgraphs nest at most this deep: the parser and the builder recurse per level.
 MAX_SUBGRAPH_DEPTH = 100
 
@@ -49,7 +53,9 @@ class _Parser:
 
     # -- helpers ---------------------------------------------------------------
     def peek(self, ahead: int = 0) -> Token:
-        return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
+        index = self.i + ahead
+        tokens = self.tokens
+        return tokens[index] if index < len(tokens) else tokens[-1]
 
     def advance(self) -> Token:
         tok = self.tokens[self.i]
@@ -97,16 +103,47 @@ class _Parser:
 
     def parse_statements(self) -> list[Statement]:
         body: list[Statement] = []
+        tokens = self.tokens
         while True:
-            tok = self.peek()
-            if tok.kind is Tok.RBRACE or tok.kind is Tok.EOF:
+            kind = tokens[self.i].kind  # never past the EOF token
+            if kind is _RBRACE or kind is _EOF:
                 return body
-            if tok.kind is Tok.SEMI:
-                self.advance()
+            if kind is _SEMI:
+                self.i += 1
                 continue
             body.append(self.parse_statement())
 
     def parse_statement(self) -> Statement:
+        """Node and edge statements between plain ids, the bulk of a file, indexed
+        directly; any other statement, or anything unusual in one, is parsed again from
+        its start by the general method, which alone raises the errors."""
+        tokens = self.tokens
+        i = self.i
+        tok = tokens[i]
+        if tok.kind is not _ID:
+            return self._statement()
+        text = tok.text
+        after = tokens[i + 1].kind  # tok is not EOF, so a token follows
+        if after is _EQUALS or "." in text or text.lower() in _KEYWORDS:
+            return self._statement()
+        if after is _ARROW:
+            chain = [(text, tok.line, tok.column)]
+            j = i + 1
+            while tokens[j].kind is _ARROW:
+                target = tokens[j + 1]
+                name = target.text
+                if target.kind is not _ID or "." in name or name.lower() in _KEYWORDS:
+                    return self._statement()
+                chain.append((name, target.line, target.column))
+                j += 2
+            self.i = j
+            attrs = self.parse_attr_blocks() if tokens[j].kind is _LBRACKET else []
+            return EdgeStmt(chain, attrs, tok.line, tok.column)
+        self.i = i + 1
+        attrs = self.parse_attr_blocks() if after is _LBRACKET else []
+        return NodeStmt(text, tok.line, tok.column, attrs)
+
+    def _statement(self) -> Statement:
         tok = self.peek()
         if tok.kind is Tok.LBRACE:
             return self.parse_subgraph(anonymous=True)
@@ -179,28 +216,48 @@ class _Parser:
         return SubgraphStmt(name, start.line, start.column, body)
 
     def parse_attr_blocks(self) -> list[AttrAssign]:
+        # The hot loop of a large file (a third of its tokens are in attribute lists): the
+        # tokens are indexed directly. The list ends with EOF and no branch moves past it.
         attrs: list[AttrAssign] = []
+        append = attrs.append
+        tokens = self.tokens
         self.expect(Tok.LBRACKET, "'['")
+        i = self.i
         while True:
-            tok = self.peek()
-            if tok.kind is Tok.RBRACKET:
-                self.advance()
-                if self.peek().kind is Tok.LBRACKET:
-                    self.advance()
+            tok = tokens[i]
+            kind = tok.kind
+            if kind is _RBRACKET:
+                i += 1
+                if tokens[i].kind is _LBRACKET:
+                    i += 1
                     continue
+                self.i = i
                 return attrs
-            if tok.kind is not Tok.ID:
-                if tok.kind is Tok.EOF:
+            if kind is not _ID:
+                self.i = i
+                if kind is _EOF:
                     raise self.error(tok, "']'", "close the attribute list")
                 raise self.error(tok, "an attribute name or ']'")
-            self.advance()
-            eq = self.peek()
-            if eq.kind is not Tok.EQUALS:
+            eq = tokens[i + 1]
+            if eq.kind is not _EQUALS:
+                self.i = i + 1
                 raise self.error(eq, "'='", f"write {tok.text}=VALUE")
-            self.advance()
-            attrs.append(AttrAssign(tok.text, self.parse_value(), tok.line, tok.column))
-            if self.peek().kind in (Tok.COMMA, Tok.SEMI):
-                self.advance()
+            value_tok = tokens[i + 2]
+            value_kind = value_tok.kind
+            if value_kind is _STRING:
+                value = Value("string", value_tok.text, value_tok.line, value_tok.column,
+                              value_tok.raw)
+            elif value_kind is _ID or value_kind is _NUMBER or value_kind is _DURATION:
+                self.i = i + 2
+                value = self.parse_value()
+            else:
+                self.i = i + 2
+                raise self.error(value_tok, "a value",
+                                 "quote values that contain spaces or punctuation")
+            append(AttrAssign(tok.text, value, tok.line, tok.column))
+            i += 3
+            if tokens[i].kind is _COMMA or tokens[i].kind is _SEMI:
+                i += 1
 
     def parse_value(self) -> Value:
         tok = self.peek()

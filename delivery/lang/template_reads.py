@@ -1,4 +1,5 @@
-"""Which context keys a prompt or script template reads, found with Jinja2's own parser.
+"""Which context keys a prompt or script template reads: plain `{{ x.y }}` text here, the
+subset the bundled workflows use in light_reads, anything else with Jinja2's own parser.
 
 A read is a dotted path: `{{ context.pr.state }}` and `{{ pr.state }}` both read
 `pr.state`; `{{ parallel.results['0'].context.x }}` reads `parallel.results.0.context.x`.
@@ -10,38 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
-
-from jinja2 import TemplateSyntaxError, meta, nodes
-from jinja2.compiler import CodeGenerator, Frame
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from delivery.errors import TemplateProblem as TemplateProblem
 
-
-class _ParseEnvironment(ImmutableSandboxedEnvironment):
-    # No operator is folded at compile time: `{{ 9**(9**9) }}` or `{{ 'a' * 10**10 }}`
-    # must not be computed while validating (SPEC §14).
-    intercepted_binops = frozenset({"+", "-", "*", "/", "//", "%", "**"})
-    intercepted_unops = frozenset({"+", "-"})
-
-
-class _ScopeTracker(meta.TrackingCodeGenerator):
-    """Jinja's own scope analysis (which names a template reads from outside), with the
-    optimizer off and no constant output folded: nothing of the template is evaluated."""
-
-    def __init__(self, environment: Any) -> None:
-        CodeGenerator.__init__(self, environment, "<introspection>", "<introspection>",
-                               optimized=False)
-        self.undeclared_identifiers: set[str] = set()
-
-    def _output_child_to_const(self, node: nodes.Expr, frame: Frame, finalize: Any) -> str:
-        if isinstance(node, nodes.TemplateData):
-            return str(node.data)
-        raise nodes.Impossible()
-
-
-_PARSE_ENV = _ParseEnvironment()
 DOLLAR_GOAL = re.compile(r"\$goal\b")
 
 
@@ -83,7 +55,13 @@ def template_reads(source: str) -> list[TemplateRead]:
     """Every context path the template reads; raises TemplateProblem on a syntax error."""
     reads = _simple_reads(source)
     if reads is None:
-        reads = _jinja_reads(source)
+        # Jinja2 only when a template needs it: `validate` of the bundled workflows then
+        # never imports it (issue 23: start-up imports only what a command uses).
+        from delivery.lang.light_reads import light_reads
+        reads = light_reads(source)
+    if reads is None:
+        from delivery.lang.jinja_reads import jinja_reads
+        reads = jinja_reads(source)
     for m in DOLLAR_GOAL.finditer(source):
         reads.append(TemplateRead("goal", source.count("\n", 0, m.start()) + 1))
     return reads
@@ -91,45 +69,13 @@ def template_reads(source: str) -> list[TemplateRead]:
 
 def is_jinja(source: str) -> bool:
     """Whether `source` parses as a Jinja2 template."""
-    try:
-        _PARSE_ENV.parse(source)
-    except TemplateSyntaxError:
-        return False
-    return True
-
-
-def _jinja_reads(source: str) -> list[TemplateRead]:
-    try:
-        ast = _PARSE_ENV.parse(source)
-        tracker = _ScopeTracker(_PARSE_ENV)
-        tracker.visit(ast)
-        roots = tracker.undeclared_identifiers
-        reads: list[TemplateRead] = []
-        _visit(ast, roots, reads)
-    except TemplateSyntaxError as err:
-        raise TemplateProblem(err.message or "template syntax error", err.lineno or 1) from None
-    except RecursionError:
-        raise TemplateProblem("the template is nested too deeply to check", 1) from None
-    return reads
-
-
-def _chain(node: nodes.Node) -> tuple[str, list[str]] | None:
-    """('root', [segments]) for Name.attr['key'].attr chains with constant subscripts."""
-    segments: list[str] = []
-    while True:
-        if isinstance(node, nodes.Getattr):
-            segments.append(node.attr)
-            node = node.node
-        elif isinstance(node, nodes.Getitem):
-            arg = node.arg
-            if not isinstance(arg, nodes.Const) or not isinstance(arg.value, (str, int)):
-                return None
-            segments.append(str(arg.value))
-            node = node.node
-        elif isinstance(node, nodes.Name):
-            return node.name, list(reversed(segments))
-        else:
-            return None
+    if _simple_reads(source) is not None:
+        return True  # plain `{{ x.y }}` text: no need to load Jinja2 to know
+    from delivery.lang.light_reads import light_reads
+    if light_reads(source) is not None:
+        return True  # the subset light_reads reads is valid Jinja2
+    from delivery.lang.jinja_reads import is_jinja as parses
+    return parses(source)
 
 
 def _record(root: str, segments: list[str], lineno: int, reads: list[TemplateRead]) -> None:
@@ -138,62 +84,3 @@ def _record(root: str, segments: list[str], lineno: int, reads: list[TemplateRea
             return
         root, segments = segments[0], segments[1:]
     reads.append(TemplateRead(".".join([root, *segments]), lineno))
-
-
-def _is_guarded(node: nodes.Node) -> bool:
-    if isinstance(node, nodes.Filter) and node.name in ("default", "d"):
-        return True
-    return isinstance(node, nodes.Test) and node.name in ("defined", "undefined")
-
-
-def _defined_keys(test: nodes.Node, roots: set[str]) -> list[str]:
-    """Keys an `{% if %}` test proves present: `x is defined` (alone or joined by `and`)."""
-    if isinstance(test, nodes.And):
-        return _defined_keys(test.left, roots) + _defined_keys(test.right, roots)
-    if isinstance(test, nodes.Test) and test.name == "defined":
-        chain = _chain(test.node)
-        if chain is not None and chain[0] in roots:
-            found: list[TemplateRead] = []
-            _record(chain[0], chain[1], test.lineno, found)
-            return [read.key for read in found]
-    return []
-
-
-def _visit(node: nodes.Node, roots: set[str], reads: list[TemplateRead]) -> None:
-    if _is_guarded(node):
-        return
-    if isinstance(node, nodes.If):
-        guarded = _defined_keys(node.test, roots)
-        if guarded:
-            # {% if x is defined %}{{ x }}{% endif %}: the body's reads of x are guarded
-            inner: list[TemplateRead] = []
-            for child in node.body:
-                _visit(child, roots, inner)
-            reads.extend(r for r in inner if not any(
-                r.key == key or r.key.startswith(key + ".") for key in guarded))
-            for child in (node.test, *node.elif_, *node.else_):
-                _visit(child, roots, reads)
-            return
-    if isinstance(node, nodes.Call) and isinstance(node.node, nodes.Getattr):
-        # x.items() reads x, not a key named 'items'
-        target = _chain(node.node.node)
-        if target is not None and target[0] in roots:
-            _record(target[0], target[1], node.lineno, reads)
-            for child in node.iter_child_nodes(exclude=("node",)):
-                _visit(child, roots, reads)
-            return
-    if isinstance(node, (nodes.Getattr, nodes.Getitem, nodes.Name)):
-        if isinstance(node, nodes.Name) and node.ctx != "load":
-            return
-        chain = _chain(node)
-        if chain is not None:
-            if chain[0] in roots:
-                _record(chain[0], chain[1], node.lineno, reads)
-            return
-        if isinstance(node, nodes.Getitem):
-            # dynamic subscript: x[i] reads x (and whatever i reads)
-            _visit(node.node, roots, reads)
-            _visit(node.arg, roots, reads)
-            return
-    for child in node.iter_child_nodes():
-        _visit(child, roots, reads)

@@ -40,39 +40,51 @@ class Read:
 
 
 class _Cover:
-    """Maps a written key to the bitmask of the read keys it makes available."""
+    """Maps a written key to the bitmask of the read keys it makes available.
+
+    Bits are given in the order the keys are first read in the file: what is written
+    before a reader then sits in the low bits, so the sets of a long workflow stay about
+    half as wide as with an arbitrary order (a Python int is as wide as its highest bit).
+    The tables hold bit numbers, not masks: one mask per key would be as wide as the whole
+    universe (~1.5 KB each at 12,000 keys)."""
 
     def __init__(self, keys: list[str]) -> None:
-        self.bit = {key: 1 << i for i, key in enumerate(keys)}
-        self.under: dict[str, int] = {}  # prefix P -> reads equal to P or below P
-        self.tail_under: dict[str, int] = {}  # same, for reads with the first segment cut off
-        self.tail_exact: dict[str, int] = {}
-        for key, bit in self.bit.items():
+        self.index = {key: i for i, key in enumerate(keys)}
+        self.under: dict[str, list[int]] = {}  # prefix P -> reads equal to P or below P
+        self.tail_under: dict[str, list[int]] = {}  # same, first segment cut off
+        self.tail_exact: dict[str, list[int]] = {}
+        for key, i in self.index.items():
             parts = key.split(".")
             for cut in range(1, len(parts) + 1):
-                prefix = ".".join(parts[:cut])
-                self.under[prefix] = self.under.get(prefix, 0) | bit
+                self.under.setdefault(".".join(parts[:cut]), []).append(i)
                 if cut >= 2:
-                    tail = ".".join(parts[1:cut])
-                    self.tail_under[tail] = self.tail_under.get(tail, 0) | bit
+                    self.tail_under.setdefault(".".join(parts[1:cut]), []).append(i)
             if len(parts) >= 2:
-                tail = ".".join(parts[1:])
-                self.tail_exact[tail] = self.tail_exact.get(tail, 0) | bit
-        self._cache: dict[str, int] = {}
+                self.tail_exact.setdefault(".".join(parts[1:]), []).append(i)
+
+    def bit(self, key: str) -> int:
+        """The mask of one read key (0 when nothing reads it)."""
+        i = self.index.get(key)
+        return 0 if i is None else 1 << i
 
     def mask(self, written: str) -> int:
-        cached = self._cache.get(written)
-        if cached is not None:
-            return cached
         if written.startswith("*."):
             table_under, table_exact, name = self.tail_under, self.tail_exact, written[2:]
+            exact: dict[str, int] | None = None
         else:
-            table_under, table_exact, name = self.under, self.bit, written
-        mask = table_under.get(name, 0)
+            table_under, table_exact, name = self.under, self.tail_exact, written
+            exact = self.index
+        mask = 0
+        for i in table_under.get(name, ()):
+            mask |= 1 << i
         parts = name.split(".")
         for cut in range(1, len(parts)):  # reading a namespace above what is written
-            mask |= table_exact.get(".".join(parts[:cut]), 0)
-        self._cache[written] = mask
+            above = ".".join(parts[:cut])
+            if exact is None:
+                for i in table_exact.get(above, ()):
+                    mask |= 1 << i
+            elif above in exact:
+                mask |= 1 << exact[above]
         return mask
 
     def masks(self, written: Iterable[str]) -> int:
@@ -101,18 +113,26 @@ class Availability:
         self.workflow = workflow
         self.start = start
         self.sections = sections if sections is not None else parallel_sections(workflow)
-        keys = sorted({read.key for read in reads} | self._result_subkeys(reads) | {FREE})
+        first_read: dict[str, tuple[int, int]] = {FREE: (0, 0)}
+        for read in reads:
+            where = (read.line, read.column)
+            if first_read.get(read.key, where) >= where:
+                first_read[read.key] = where
+        keys = sorted(first_read, key=lambda k: (first_read[k], k))
+        keys += sorted(self._result_subkeys(reads) - first_read.keys())
         self.cover = _Cover(keys)
         self.all_bits = (1 << len(keys)) - 1
         self.initial = self.cover.masks(initial_writes(workflow))
         self.always: dict[str, int] = {}
         self.success: dict[str, int] = {}
+        free = self.cover.bit(FREE)
         for node in workflow.nodes.values():
             writes = stage_writes(node, workflow.folders)
-            self.always[node.id] = self.cover.masks(writes.always)
-            self.success[node.id] = self.cover.masks(writes.always + writes.on_success)
+            always = self.always[node.id] = self.cover.masks(writes.always)
+            success = always | self.cover.masks(writes.on_success)
             if writes_freely(node):  # an Attractor agent: may set any key when it succeeds
-                self.success[node.id] |= self.cover.bit[FREE]
+                success |= free
+            self.success[node.id] = success
         self.section_of_fan_in = {
             s.fan_in: s for s in self.sections.values() if s.fan_in is not None
         }
@@ -123,6 +143,10 @@ class Availability:
         self.conditional = {n.id for n in workflow.nodes_of(NodeType.CONDITIONAL)}
         self.into_conditional = {e.index for e in workflow.edges
                                  if e.condition is None and e.target in self.conditional}
+        # edges out of a conditional node that its failure can take, decided once (the
+        # fixpoint asks again on every visit)
+        self.conditional_failure = {e.index for e in workflow.edges
+                                    if e.source in self.conditional and failure_can_take(e)}
         self.success_entry: dict[str, int] = {}
         self._forward_steps: dict[str, list[tuple[str, int, bool]]] | None = None
         self._witness_parents: dict[int, dict[str, tuple[str, bool] | None]] = {}
@@ -148,12 +172,12 @@ class Availability:
                 continue
             rest = m.group(2) or ""
             inner = rest[len("context.") :] if rest.startswith("context.") else None
-            found.append((self.cover.bit[key], int(m.group(1)), inner))
+            found.append((self.cover.bit(key), int(m.group(1)), inner))
         return found
 
     def _source_entry(self, edge: Edge) -> int:
         source = edge.source
-        if source in self.conditional and not failure_can_take(edge):
+        if source in self.conditional and edge.index not in self.conditional_failure:
             return self.success_entry.get(source, self.all_bits)
         return self.entry.get(source, self.all_bits)
 
@@ -179,8 +203,8 @@ class Availability:
         parallel = section.parallel
         base = self.entry.get(parallel, self.all_bits) | self.success[parallel]
         # the list itself and its length; an indexed read is set below, per branch
-        base |= self.cover.bit.get("parallel.results", 0)
-        base |= self.cover.bit.get("parallel.results.length", 0)
+        base |= self.cover.bit("parallel.results")
+        base |= self.cover.bit("parallel.results.length")
         fan_in = section.fan_in
         branch_ends: list[int] = []
         branch_writes: list[int] = []
@@ -202,7 +226,7 @@ class Availability:
             if inner is None:
                 base |= bit
                 continue
-            inner_bit = self.cover.bit.get(inner, 0)
+            inner_bit = self.cover.bit(inner)
             if branch_ends[index] & inner_bit and branch_writes[index] & inner_bit:
                 base |= bit
         return base
@@ -238,15 +262,17 @@ class Availability:
         workflow = self.workflow
         incoming = self._incoming()
         self.incoming = incoming
-        dependents: dict[str, set[str]] = {n: set() for n in workflow.nodes}
+        # lists, not sets (a set is 216 bytes even when empty; 20,000 of them add up): a
+        # repeated dependent is only checked against `queued` once more
+        dependents: dict[str, list[str]] = {n: [] for n in workflow.nodes}
         for target, sources in incoming.items():
             for source, _ in sources:
-                dependents[source].add(target)
+                dependents[source].append(target)
         for fan_in, section in self.section_of_fan_in.items():
-            dependents[section.parallel].add(fan_in)
+            dependents[section.parallel].append(fan_in)
             for branch in section.branches:
                 for node_id in branch.nodes:
-                    dependents[node_id].add(fan_in)
+                    dependents[node_id].append(fan_in)
         self.entry = {}
         queue = deque([self.start])
         queued = {self.start}
@@ -290,7 +316,7 @@ class Availability:
     def available(self, read: Read, key: str | None = None) -> bool:
         if read.node not in self.entry:
             return True  # unreachable: reported by the reachability rule instead
-        bit = self.cover.bit[read.key if key is None else key]
+        bit = self.cover.bit(read.key if key is None else key)
         value = (self.condition_flow(read.edge) if read.edge is not None
                  else self.entry[read.node])
         return bool(value & bit)
@@ -336,7 +362,7 @@ class Availability:
 
         One breadth-first search per key, shared by all its readers; after WITNESS_LIMIT
         keys no more paths are searched (each search walks the whole graph)."""
-        bit = self.cover.bit[read.key]
+        bit = self.cover.bit(read.key)
         if self.initial & bit:
             return []
         parent = self._witness_parents.get(bit)

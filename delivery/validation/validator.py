@@ -344,11 +344,13 @@ class _Checker:
         if not reads:
             return
         analysis = Availability(self.w, start, reads, self.sections)
-        writers = self.writers()
+        writers: dict[str, list[str]] | None = None  # only needed to explain a problem
         sections = analysis.sections
         for read in reads:
             if analysis.available(read):
                 continue
+            if writers is None:
+                writers = self.writers()
             free = analysis.after_free_writer(read) and \
                 reserved_reason(read.key, self.w.folders) is None
             self.explain(read, analysis, writers, sections, free)

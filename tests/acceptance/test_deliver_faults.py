@@ -83,12 +83,11 @@ def github() -> FakeGitHub:
         yield fake
 
 
-def test_an_unknown_repository_fails_the_worktree_stage_naming_it(
+def test_an_unknown_repository_is_refused_by_preflight_naming_it(
         tmp_path: Path, github: FakeGitHub) -> None:
-    ran = run(tmp_path, {"api": "octo/nope"}, forge=fast_forge(github))
-    assert ran.status == "failed" and ran.path[-1] == "add"
-    assert "folder 'api'" in ran.failure_reason and "octo/nope" in ran.failure_reason
-    assert "Traceback" not in ran.failure_reason
+    with pytest.raises(RunRefused, match=r"preflight: api: read: octo/nope cannot be read"):
+        run(tmp_path, {"api": "octo/nope"}, forge=fast_forge(github))
+    assert not (tmp_path / "ws" / ".delivery").exists()
 
 
 def test_without_a_token_the_run_is_refused_before_anything_is_written(

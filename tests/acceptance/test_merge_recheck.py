@@ -21,9 +21,10 @@ from delivery.forges.github import REVERT_MUTATION
 from delivery.testing.github import FakeGitHub, faults
 from delivery.testing.github.graphql_api import validate_query
 
-# GraphQL requests before the merge stage's re-read of web: look, the stop switch's read of
-# the delivery:stop label before land, land's read, api's re-read
-WEB_RECHECK = 4
+# GraphQL requests before the merge stage's re-read of web: preflight's (before the run's
+# first write), look, the stop switch's read of the delivery:stop label before land, land's
+# read, api's re-read
+WEB_RECHECK = 5
 
 
 def _published(github: FakeGitHub, root: Path) -> None:

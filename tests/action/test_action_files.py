@@ -139,7 +139,8 @@ def test_the_app_token_is_scoped_to_the_deliverys_repositories_and_needs() -> No
         granted = {key.removeprefix("permission-"): value for key, value in given.items()
                    if key.startswith("permission-")}
         assert granted == {"contents": "write", "pull-requests": "write",
-                           "issues": "write", "checks": "read", "statuses": "read"}
+                           "issues": "write", "checks": "read", "statuses": "read",
+                           "actions": "read"}  # a claim's Actions run: has it ended?
 
 
 def test_the_examples_use_an_agent_that_edits_files_and_install_its_cli() -> None:

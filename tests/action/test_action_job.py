@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from action_helpers import Actions
 from github_helpers import CI
+from state_helpers import saved_log
 
 from delivery.testing.github import FakeGitHub
 
@@ -205,10 +206,10 @@ def test_a_paused_gate_is_answered_by_a_comment_from_a_user_with_write_permissio
     assert answered.outputs["status"] == "succeeded", answered.stdout + answered.stderr
     assert answered.outputs["run-id"] == run_id
     assert fake.pull(REPO, pr.number).merged
-    saved = subprocess.run(["git", "show", f"refs/delivery/runs/{run_id}:events.jsonl",
-                            f"refs/delivery/runs/{run_id}:checkpoint.json"],
-                           cwd=fake.repository(REPO).path, capture_output=True, text=True,
-                           check=True).stdout
+    ref = f"refs/delivery/runs/{run_id}"
+    saved = saved_log(fake.repository(REPO).path, ref) + subprocess.run(
+        ["git", "show", f"{ref}:checkpoint.json"], cwd=fake.repository(REPO).path,
+        capture_output=True, text=True, check=True).stdout
     assert '"answer_received"' in saved and "github:alice" in saved
 
 

@@ -8,7 +8,7 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import pytest
@@ -183,10 +183,10 @@ class KilledAfterStage(Exception):
 
 
 class DyingSession(StateSession):
-    def save(self, run_dir: Path, message: str) -> None:
+    def save(self, run_dir: Path, message: str, settle: Iterable[str] = ()) -> None:
         if message.endswith("next w"):  # tick done, not pushed
             raise KilledAfterStage(message)
-        super().save(run_dir, message)
+        super().save(run_dir, message, settle)
 
 
 def test_a_job_killed_between_a_stage_and_its_push_loses_and_duplicates_nothing(

@@ -49,11 +49,11 @@ def test_a_delivery_on_github_publishes_merges_and_cleans_up(tmp_path: Path) -> 
         assert ctx["web.worktree.branch"] == "delivery/web-3"
         assert ctx["web.diff.files"] == 1
         assert ctx["pr.state"] == "MERGED" and ctx["worktree.clean"] is True
-        # one GraphQL request per PR read: the publish's look for the change-set status,
-        # look, land (and its re-read right before the merge), after; once who the token is
-        # (only its own sticky comments are edited); and the stop switch's read of the
-        # delivery:stop label before ship and before land
-        assert github.count("POST", "/api/graphql") == 8
+        # preflight's one query, then one GraphQL request per PR read: the publish's look
+        # for the change-set status, look, land (and its re-read right before the merge),
+        # after; once who the token is (only its own sticky comments are edited); and the
+        # stop switch's read of the delivery:stop label before ship and before land
+        assert github.count("POST", "/api/graphql") == 9
         # git (clone, fetch, push) went over HTTP, authenticated by the header
         git_requests = [r for r in github.requests if not r.path.startswith("/api/")]
         assert any(r.method == "POST" and r.path.endswith("git-receive-pack")

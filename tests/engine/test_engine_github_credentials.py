@@ -109,11 +109,11 @@ def test_the_token_reaches_github_as_a_header_and_never_a_command_line(
         assert len({r.path for r in pushes}) == 2  # both repositories were pushed to
         assert git_requests and all(r.authorized for r in git_requests)
 
-        # ship (its change-set look), look, land and after: one GraphQL request each,
-        # whatever the number of folders; land's re-read of each PR before its merge; once
-        # who the token is (for the sticky comments); and the stop switch's one read of
-        # the delivery:stop labels before ship and land
-        assert github.count("POST", "/api/graphql") == 9
+        # preflight, ship (its change-set look), look, land and after: one GraphQL
+        # request each, whatever the number of folders; land's re-read of each PR before
+        # its merge; once who the token is (only its own sticky comments are edited); and
+        # the stop switch's one read of the delivery:stop labels before ship and land
+        assert github.count("POST", "/api/graphql") == 10
         merges = [r.path for r in github.requests
                   if r.method == "PUT" and r.path.endswith("/merge")]
         assert merges == ["/api/v3/repos/octo/api/pulls/1/merge",

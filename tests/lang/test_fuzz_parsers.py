@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from delivery.errors import ConditionSyntaxError, DeclarationError, WorkflowSyntaxError
-from delivery.lang.conditions import parse_condition
+from delivery.lang.conditions import _parse_full, parse_condition
 from delivery.lang.declarations import (
     parse_defaults,
     parse_facts,
@@ -24,10 +24,10 @@ from delivery.lang.declarations import (
     parse_outputs,
     parse_probe_kinds,
 )
+from delivery.lang.jinja_reads import jinja_reads
 from delivery.lang.parser import parse_dot
 from delivery.lang.template_reads import (
     TemplateProblem,
-    _jinja_reads,
     _simple_reads,
     template_reads,
 )
@@ -168,7 +168,7 @@ def test_template_fast_path_agrees_with_jinja(source: str) -> None:
     """Plain `{{ a.b }}` templates skip Jinja2; the answer must be what Jinja2 would give."""
     simple = _simple_reads(source)
     try:
-        full = _jinja_reads(source)
+        full = jinja_reads(source)
     except TemplateProblem:
         assert simple is None
         return
@@ -176,3 +176,25 @@ def test_template_fast_path_agrees_with_jinja(source: str) -> None:
         assert simple == full
     # the public function answers the same either way
     assert template_reads(source)[: len(full)] == full
+
+
+CLAUSE_ALPHABET = st.sampled_from([
+    "a", "b.c", "context.x", "outcome", "_k1", "=", "!=", "<=", ">=", "<", ">", "==",
+    " contains ", "contains", " ", "\t", "\n", "\u00a0", "&&", "||", "&", "|", "!", "(", ")",
+    '"', "left", "more words", "1.5", "-2", "true", "false", "x.", ".y"])
+
+
+def _parse_or_error(parse: Callable[[str], object], text: str) -> object:
+    try:
+        return parse(text)
+    except ConditionSyntaxError as err:
+        return ("error", err.offset, err.expected, err.found)
+
+
+@FUZZ
+@given(st.one_of(st.lists(CLAUSE_ALPHABET, max_size=12).map("".join),
+                 st.lists(CONDITION_ALPHABET, max_size=20).map("".join)))
+def test_condition_fast_path_gives_the_full_parsers_tree(text: str) -> None:
+    """Bare `key op literal` clauses take a regex path; tree, offsets and errors must be
+    exactly what the character-level parser gives."""
+    assert _parse_or_error(parse_condition, text) == _parse_or_error(_parse_full, text)

@@ -16,6 +16,7 @@ from github_helpers import CI, TWO_REPO_FLOW, TWO_REPO_PATH, TWO_REPOS
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
+from delivery.errors import RunRefused
 from delivery.forges.github import GitHubForge
 from delivery.testing import two_repos
 from delivery.testing.github import FakeGitHub, faults
@@ -27,12 +28,13 @@ DELIVERY = TWO_REPO_FLOW
 PATH = TWO_REPO_PATH
 
 
-def deliver(fake: FakeGitHub, tmp_path: Path, clock: FakeClock) -> RunOutcome:
+def deliver(fake: FakeGitHub, tmp_path: Path, clock: FakeClock,
+            flow: str = DELIVERY) -> RunOutcome:
     for name in REPOS.values():
         fake.create_repo(name, files={"app.py": "print(0)\n"}, check_rules=(CI,))
     workspace = tmp_path / "ws"
     workspace.mkdir(parents=True)
-    request = RunRequest(workflow=write_flow(tmp_path, DELIVERY), inputs={"ticket": TICKET},
+    request = RunRequest(workflow=write_flow(tmp_path, flow), inputs={"ticket": TICKET},
                          workspace=workspace, repos=REPOS, forge="github")
     # The forge sleeps on the test's clock: retries wait at once, their waits are recorded.
     forge = GitHubForge.from_environment(fake.env(), sleep=clock.sleep, clock=clock.monotonic)
@@ -93,7 +95,9 @@ def test_faults_that_never_stop_fail_the_run_within_its_retry_budget_naming_the_
         fake: FakeGitHub, tmp_path: Path, kind: str, named: str) -> None:
     fake.inject(faults.random_mix(seed=1, rate=1.0, kinds=[kind]))
     clock = FakeClock()
-    ran = deliver(fake, tmp_path, clock)
+    # the run's own stages meet the faults (preflight's refusal is the next test's)
+    ran = deliver(fake, tmp_path, clock, flow=DELIVERY.replace(
+        'folders="web,api"', 'folders="web,api", preflight=false'))
     assert ran.status == "failed"
     assert named in ran.failure_reason, ran.failure_reason
     budget = RetryBudget()
@@ -103,6 +107,20 @@ def test_faults_that_never_stop_fail_the_run_within_its_retry_budget_naming_the_
     api = [r for r in fake.requests if r.path.startswith("/api/")]
     assert 0 < len(api) <= budget.attempts
     assert not any(fake.repository(n).pulls for n in REPOS.values())
+
+
+def test_faults_that_never_stop_refuse_the_run_at_preflight_within_the_budget_naming_them(
+        fake: FakeGitHub, tmp_path: Path) -> None:
+    fake.inject(faults.random_mix(seed=1, rate=1.0, kinds=["502"]))
+    clock = FakeClock()
+    with pytest.raises(RunRefused) as refused:
+        deliver(fake, tmp_path, clock)
+    reason = str(refused.value)
+    budget = RetryBudget()
+    assert "preflight: the token's permissions could not be read" in reason
+    assert "HTTP 502" in reason and f"gave up after {budget.attempts} attempts" in reason
+    assert "octo/web" in reason and sum(clock.sleeps) <= budget.wait_seconds
+    assert fake.write_requests() == [] and not (tmp_path / "ws" / ".delivery").exists()
 
 
 def test_the_bundled_deliver_workflow_through_faulty_answers_repairs_and_merges_once(

@@ -30,6 +30,7 @@ from delivery.engine.handlers.folders import (
 from delivery.engine.handlers.merge_checks import recheck, rollback
 from delivery.errors import BranchConflict, DeliveryError, GitError
 from delivery.forges.base import Forge, PullRequestRef
+from delivery.forges.pacing import before_first_push
 from delivery.git import diff_against_base, unpushed_commits
 from delivery.git.sync import (
     fetch_remote,
@@ -185,6 +186,8 @@ def _publish_folder(forge: Forge, repository: str, path: Path, branch: str, base
                                f"run's new work on {branch} was not pushed (deliver it "
                                "with a new run on another branch)")
         try:
+            if not pushed and round_ == 0:
+                before_first_push(forge)  # a large set's CI is started spread out
             # the forge hands out the remote again right before the push (a kill point
             # of the acceptance tests: after the commit, before the push)
             push_synced(path, branch, synced, forge.git_remote(repository).http_headers)
@@ -277,8 +280,11 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                 merged.append((folder, repository, seen.number))
                 continue
             try:
+                # `method=` only when the node names one: forges without it merge commits
+                how = node.attr("method").strip()
                 result = forge.merge_pull_request(repository, seen.number,
-                                                  expected_head_sha=seen.head_sha)
+                                                  expected_head_sha=seen.head_sha,
+                                                  **({"method": how} if how else {}))
             except DeliveryError as err:
                 raise StageProblem(f"folder '{folder}': {err}") from None
             if result.outcome == "refused":

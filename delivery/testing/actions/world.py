@@ -16,6 +16,10 @@ Jobs run one at a time. CI finishes after the job whose push started it (the che
 head are computed by the fake's CheckRules then, and stay in progress before), which is how
 a runner would see it: CI takes minutes, a delivery job seconds.
 
+GitHub reports each job's workflow run (`GET /repos/{o}/{r}/actions/runs/{id}`): in progress
+while it runs, completed once it ends, a killed job included; a hosted job's claims name
+its own machine (`DELIVERY_HOST`), so a claim outlives a killed job unless GitHub is asked.
+
 Of a job's steps, `actions/checkout` clones from the fake GitHub, `actions/create-github-app-
 token` hands out the App's token (its scope is recorded in `Job.steps`), and this
 repository's action (`uses: <owner>/delivery@<ref>`) runs action.yml's `deliver` step as
@@ -262,6 +266,18 @@ class ActionsWorld:
         return home, workspace, machine / "cache"
 
     def _run(self, job: Job) -> None:
+        """The job on its runner; GitHub reports its workflow run in progress meanwhile
+        and completed once it ends, killed or not (`GET …/actions/runs/{id}`)."""
+        run_id = int(job.contexts["github"]["run_id"])
+        self.github.record_actions_run(job.repository, run_id, "in_progress")
+        try:
+            self._steps(job)
+        finally:
+            self.github.record_actions_run(
+                job.repository, run_id, "completed",
+                "success" if job.state == "completed" else "failure")
+
+    def _steps(self, job: Job) -> None:
         home, workspace, cache = self._runner(job)
         job.runner = {"home": home, "workspace": workspace, "cache": cache}
         contexts = job.contexts
@@ -334,6 +350,8 @@ class ActionsWorld:
                "GITHUB_RUN_ATTEMPT": "1", "GITHUB_ACTOR": github["actor"],
                "GITHUB_ACTION_PATH": str(self.action_root), "RUNNER_TEMP": str(temp),
                "XDG_CACHE_HOME": str(cache), "DELIVERY_PYTHON": self.python, **step_env}
+        if not self.self_hosted:  # each hosted job on its own machine, as far as claims go
+            env["DELIVERY_HOST"] = f"hosted-runner-{job.number}"
         for name, template in (deliver.get("env") or {}).items():
             env[name] = substitute(str(template), {"inputs": values})
         job.token = "default" if values.get("github-token") == self.default_token else "app"

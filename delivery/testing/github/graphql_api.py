@@ -242,7 +242,14 @@ class Resolvers:
             "owner": _actor(repo.owner),
             "url": f"{self.state.base_url}/{repo.full_name}",
             "defaultBranchRef": {"__typename": "Ref", "name": repo.default_branch,
-                                 "prefix": "refs/heads/"},
+                                 "prefix": "refs/heads/",
+                                 "branchProtectionRule": _protection_rule(repo),
+                                 "rules": lambda info, **_: {"nodes": [], "totalCount": 0}},
+            "viewerPermission": repo.token_permission.upper(),
+            "isArchived": False,
+            "mergeCommitAllowed": "merge" in repo.merge_methods,
+            "squashMergeAllowed": "squash" in repo.merge_methods,
+            "rebaseMergeAllowed": "rebase" in repo.merge_methods,
             "pullRequest": pull_request,
             "pullRequests": pull_requests,
             "issue": issue,
@@ -403,6 +410,18 @@ class Resolvers:
                 "databaseId": comment.id, "author": _actor(comment.author),
                 "viewerDidAuthor": comment.author == self.login,
                 "body": comment.body, "path": thread.path}
+
+
+def _protection_rule(repo: Repository) -> dict[str, Any] | None:
+    """The default branch's protection as GitHub's `BranchProtectionRule` (None: the
+    branch is unprotected); rulesets are answered empty (`Ref.rules`)."""
+    if not repo.required_contexts and not repo.required_approvals:
+        return None
+    return {"__typename": "BranchProtectionRule", "pattern": repo.default_branch,
+            "requiresStatusChecks": bool(repo.required_contexts),
+            "requiredStatusCheckContexts": list(repo.required_contexts),
+            "requiresApprovingReviews": repo.required_approvals > 0,
+            "requiredApprovingReviewCount": repo.required_approvals}
 
 
 def _pr_state(pr: Pull) -> str:

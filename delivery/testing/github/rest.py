@@ -11,6 +11,7 @@ from urllib.parse import parse_qs
 
 from delivery.testing.github import gitops
 from delivery.testing.github.state import (
+    ActionsRun,
     IssueComment,
     MergeRefused,
     Pull,
@@ -84,7 +85,9 @@ class Rest:
             "url": f"{self.api_url}/repos/{repo.full_name}",
             "clone_url": f"{self.state.base_url}/{repo.full_name}.git",
             "default_branch": repo.default_branch,
-            "permissions": {"admin": True, "push": True, "pull": True},
+            "permissions": {"admin": repo.token_permission == "admin",
+                            "push": repo.token_permission in ("admin", "maintain", "write"),
+                            "pull": True},
         }
 
     def pr_json(self, repo: Repository, pr: Pull) -> dict[str, Any]:
@@ -235,12 +238,23 @@ def update_pull(rest: Rest, repo: Repository, number: str, body: Any, **_: Any) 
     return 200, {}, rest.pr_json(repo, pr)
 
 
+# GitHub's answers (HTTP 405) to a merge method the repository's settings do not allow
+MERGE_METHOD_REFUSED = {
+    "merge": "Merge commits are not allowed on this repository.",
+    "squash": "Squash merges are not allowed on this repository.",
+    "rebase": "Rebase merges are not allowed on this repository.",
+}
+
+
 @route("PUT", REPO + r"/pulls/(?P<number>\d+)/merge")
 def merge_pull(rest: Rest, repo: Repository, number: str, body: Any, **_: Any) -> Answer:
     pr = repo.pulls.get(int(number))
     if pr is None:
         return not_found()
     sha = body.get("sha") if isinstance(body, dict) else None
+    method = str(body.get("merge_method") or "merge") if isinstance(body, dict) else "merge"
+    if method not in repo.merge_methods:
+        return 405, {}, {"message": MERGE_METHOD_REFUSED.get(method, "Invalid merge method.")}
     try:
         merge_sha = rest.state.merge(repo, pr, sha)
     except MergeRefused as refused:
@@ -430,3 +444,23 @@ def create_status(rest: Rest, repo: Repository, sha: str, body: Any, **_: Any) -
     repo.statuses.setdefault(sha, {})[context.context] = context
     return 201, {}, {"context": context.context, "state": state.lower(),
                      "target_url": context.target_url, "description": context.description}
+
+
+@route("GET", REPO + r"/actions/runs/(?P<run_id>[0-9]+)")
+def get_actions_run(rest: Rest, repo: Repository, run_id: str, **_: Any) -> Answer:
+    if not repo.actions_readable:
+        return 403, {}, {"message": "Resource not accessible by integration",
+                         "documentation_url": "https://docs.github.com/rest/actions/"
+                                              "workflow-runs#get-a-workflow-run"}
+    run = repo.actions_runs.get(int(run_id))
+    if run is None:
+        return not_found()
+    return 200, {}, actions_run_json(rest, repo, run)
+
+
+def actions_run_json(rest: Rest, repo: Repository, run: ActionsRun) -> dict[str, Any]:
+    return {"id": run.id, "status": run.status, "conclusion": run.conclusion or None,
+            "run_attempt": run.attempt,
+            "url": f"{rest.api_url}/repos/{repo.full_name}/actions/runs/{run.id}",
+            "html_url": f"{rest.state.base_url}/{repo.full_name}/actions/runs/{run.id}",
+            "repository": rest.repo_json(repo)}

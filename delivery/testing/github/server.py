@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from delivery.testing.github import graphql_api, rest
+from delivery.testing.github import graphql_api, limits, rest
 from delivery.testing.github.faults import Fault
 from delivery.testing.github.state import (
+    ActionsRun,
     CheckRule,
     Issue,
     IssueComment,
@@ -52,6 +53,7 @@ class RecordedRequest:
     status: int
     authorized: bool
     body: bytes
+    at: float = 0.0  # the fake's clock when it arrived (pacing is asserted on it)
 
 
 class FakeGitHub:
@@ -75,6 +77,8 @@ class FakeGitHub:
         self._thread: threading.Thread | None = None
         self.state = State(self.root / "repos", "http://127.0.0.1", clock)
         self._rest: rest.Rest | None = None
+        # GitHub's secondary limits on content-creating requests: off unless switched on
+        self.secondary_limits: limits.SecondaryLimits | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> FakeGitHub:
@@ -275,6 +279,14 @@ class FakeGitHub:
             found = self.repository(full_name).statuses.get(sha, {}).get(context)
             return (found.state, found.description) if found else None
 
+    def record_actions_run(self, full_name: str, run_id: int, status: str,
+                           conclusion: str = "", attempt: int = 1) -> None:
+        """An Actions workflow run of `full_name` as GitHub reports it (the simulated
+        Actions world records each job's run: in progress, then completed)."""
+        with self.state.lock:
+            self.repository(full_name).actions_runs[run_id] = ActionsRun(
+                run_id, status, conclusion, attempt)
+
     def hold_checks(self, full_name: str, hold: bool = True) -> None:
         """While held, checks of commits not yet checked stay in progress."""
         with self.state.lock:
@@ -301,6 +313,33 @@ class FakeGitHub:
             pr = self.pull(full_name, number)
             if pr.state == "closed" and not pr.merged:
                 pr.state, pr.closed_at = "open", None
+
+    def set_token_permission(self, full_name: str, permission: str) -> None:
+        """What the token may do on the repository: `admin`, `maintain`, `write`,
+        `triage` or `read` (below `write`: pushes and REST writes answer 403)."""
+        if permission not in ("admin", "maintain", "write", "triage", "read"):
+            raise ValueError(f"no such permission: {permission}")
+        with self.state.lock:
+            self.repository(full_name).token_permission = permission
+
+    def allow_merge_methods(self, full_name: str, *methods: str) -> None:
+        """The repository's settings allow only these of merge, squash and rebase."""
+        with self.state.lock:
+            self.repository(full_name).merge_methods = tuple(methods)
+
+    def enforce_secondary_limits(self, *, per_minute: int = 80,
+                                 per_hour: int = 500) -> limits.SecondaryLimits:
+        """Switch on GitHub's secondary limits (on the fake's clock): content-creating
+        requests past them answer 403 with `Retry-After`."""
+        self.secondary_limits = limits.SecondaryLimits(self.clock, per_minute, per_hour)
+        return self.secondary_limits
+
+    def write_requests(self) -> list[RecordedRequest]:
+        """Every request that could have changed something: REST writes, GraphQL
+        mutations and git pushes (`git-receive-pack` POSTs)."""
+        return [r for r in list(self.requests)
+                if limits.content_creating(r.method, r.path, r.body)
+                or (r.method == "POST" and r.path.endswith("/git-receive-pack"))]
 
     # -- faults and the request record ----------------------------------------------------
     def inject(self, *faults: Fault) -> None:
@@ -432,7 +471,8 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._read_body()
         is_git = not path.startswith("/api/")
         authorized = fake._authorized(self.headers.get("Authorization"), is_git)
-        self._pending = RecordedRequest(method, path, query, 0, authorized, body)
+        self._pending = RecordedRequest(method, path, query, 0, authorized, body,
+                                        fake.clock())
         fake.requests.append(self._pending)
         self._races_after = []
         self._answer(fake, method, path, query, body, authorized, is_git)
@@ -458,6 +498,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(401, {"WWW-Authenticate": 'Basic realm="GitHub"'},
                                   b"Authentication required\n", "text/plain")
             return self._json(401, {}, {"message": "Bad credentials"})
+        refusal = (limits.permission_refusal(fake.state, fake.login, method, path, query)
+                   or limits.secondary_refusal(fake.secondary_limits, method, path, body))
+        if refusal is not None:
+            if refusal.payload is None:
+                return self._send(refusal.status, refusal.headers, refusal.text.encode(),
+                                  "text/plain")
+            return self._json(refusal.status, refusal.headers, refusal.payload)
         fault = fake._take_fault(method, path)
         if fault is not None and fault.kind == "slow":
             time.sleep(fault.seconds)

@@ -62,6 +62,17 @@ class CheckRun:
 
 
 @dataclass
+class ActionsRun:
+    """A workflow run of GitHub Actions (`GET /repos/{o}/{r}/actions/runs/{id}`): queued,
+    in_progress or completed, with its conclusion once completed."""
+
+    id: int
+    status: str = "in_progress"
+    conclusion: str = ""
+    attempt: int = 1
+
+
+@dataclass
 class StatusContext:
     context: str
     state: str  # SUCCESS | FAILURE | ERROR | PENDING | EXPECTED
@@ -160,6 +171,12 @@ class Repository:
     hold_checks: bool = False  # check runs stay IN_PROGRESS until released
     mergeability_delay: int = 0  # reads answering UNKNOWN after each head/base change
     collaborators: dict[str, str] = field(default_factory=dict)
+    # what the fake's token may do here (GitHub's viewerPermission, lower case): below
+    # `write` its pushes and REST writes are refused with 403, as GitHub refuses them
+    token_permission: str = "admin"
+    # the merge methods the repository's settings allow; a merge asking for another is
+    # refused with 405, as GitHub refuses it
+    merge_methods: tuple[str, ...] = ("merge", "squash", "rebase")
     pulls: dict[int, Pull] = field(default_factory=dict)
     comments: dict[int, IssueComment] = field(default_factory=dict)
     statuses: dict[str, dict[str, StatusContext]] = field(default_factory=dict)
@@ -167,6 +184,9 @@ class Repository:
     # issue or PR number -> its labels, and their timeline of (un)labelings
     labels: dict[int, list[str]] = field(default_factory=dict)
     label_events: dict[int, list[LabelEvent]] = field(default_factory=dict)
+    actions_runs: dict[int, ActionsRun] = field(default_factory=dict)
+    # False: the token lacks `actions: read` here, the runs endpoint answers 403
+    actions_readable: bool = True
 
     @property
     def full_name(self) -> str:

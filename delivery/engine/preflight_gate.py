@@ -1,0 +1,82 @@
+"""Preflight before a run's first write (SPEC §7.1 `delivery preflight`).
+
+`start_run` calls `refuse_blocked_run` after the run's settings are checked and before
+anything is written — no run directory, no state ref, no push, no PR: a token that cannot
+push a folder, a merge method a repository does not allow, a state repository refusing
+`refs/delivery/*` refuse the run (exit 2) with one line per problem. It runs whenever the
+workflow has stages that write to a forge (publish, merge, respond) with real handlers;
+`preflight=false` on the graph turns it off. `deliver.dot` therefore runs it by default.
+A resume does not repeat it: the run has written already, and its stages say what fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from delivery.engine.remote_state import StateRunStores
+from delivery.errors import ForgeError, RunRefused
+from delivery.forges import preflight as pf
+from delivery.forges.base import Forge
+from delivery.lang.model import NodeType, Workflow
+
+WRITING_TYPES = (NodeType.PUBLISH, NodeType.MERGE, NodeType.RESPOND)
+
+
+def merge_method(workflow: Workflow) -> str:
+    """The merge method of the workflow's merge nodes (`method=`, default merge)."""
+    for node in workflow.nodes_of(NodeType.MERGE):
+        named = node.attr("method").strip().lower()
+        if named and named not in pf.MERGE_METHODS:
+            raise RunRefused(f"merge node '{node.id}' method={named}", "is not a merge method",
+                             "write method=merge, method=squash or method=rebase")
+        if named:
+            return named
+    return "merge"
+
+
+def state_target(stores: object) -> tuple[str, str, tuple[str, ...]] | None:
+    """(spec, remote, git headers) of the state repository when runs are kept on one."""
+    if not isinstance(stores, StateRunStores):
+        return None
+    state = stores.session.state
+    return state.spec, state.ref.remote, state.ref.headers
+
+
+def preflight(forge: Forge, repos: Mapping[str, str], *, merge_method: str = "merge",
+              state: tuple[str, str, Sequence[str]] | None = None,
+              environ: Mapping[str, str], checks: Mapping[str, str] | None = None,
+              required_approvals: int = 0) -> pf.PreflightReport:
+    """The report for `repos` (folder -> repository) on `forge`, and the state repository."""
+    requests = 0
+    if forge.name == "github":
+        if not isinstance(forge, pf.GraphQLReader):
+            raise ForgeError("github", "-", "check what the token may do",
+                             "this GitHub forge cannot send the preflight query",
+                             "set preflight=false on the graph")
+        folders, requests = pf.github_folders(forge, repos, merge_method)
+    else:
+        folders = pf.local_folders(repos, merge_method, checks=checks or {},
+                                   required_approvals=required_approvals)
+    state_check = None if state is None else pf.state_push_check(
+        state[0], state[1], tuple(state[2]), environ)
+    return pf.PreflightReport(forge=forge.name, folders=folders, state=state_check,
+                              problems=pf.problems_of(folders, state_check, forge.name),
+                              requests=requests)
+
+
+def wanted(workflow: Workflow, setup: Mapping[str, Any],
+           handlers: Mapping[NodeType, object] | None) -> bool:
+    if workflow.attr("preflight", "true").strip().lower() in ("false", "0", "no", "off"):
+        return False
+    real = [t for t in WRITING_TYPES if t not in (handlers or {})]
+    return bool(setup.get("repos")) and bool(workflow.nodes_of(*real))
+
+
+def refuse_blocked_run(report: pf.PreflightReport) -> None:
+    if not report.blocked:
+        return
+    first, *rest = report.problems
+    more = f" (and {len(rest)} more: {'; '.join(p.line() for p in rest)})" if rest else ""
+    raise RunRefused("preflight", f"{first.folder}: {first.field}: {first.problem}{more}",
+                     first.fix + "; `delivery preflight` shows everything it checked")

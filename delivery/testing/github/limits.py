@@ -1,0 +1,120 @@
+"""What the fake GitHub refuses before a request reaches its handler: writes the token may
+not make (its permission on the repository) and, when switched on, GitHub's documented
+secondary rate limits on content-creating requests.
+
+GitHub (docs: "Rate limits for the REST API", "Best practices for using the REST API"):
+no more than 80 content-generating requests a minute and 500 an hour; a request over the
+limit is answered 403 with `Retry-After` and a message naming the secondary rate limit.
+Content-creating means POST, PATCH, PUT and DELETE on the REST API and a GraphQL mutation;
+git pushes are not counted (GitHub documents no such limit for them).
+
+A token below `write` on a repository is refused a push (the receive-pack advertisement,
+which `git push --dry-run` reads too, answers 403 as GitHub's does) and every REST write on
+it (403 "Resource not accessible by integration").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from graphql import GraphQLError, OperationType, parse
+
+from delivery.testing.github.state import State
+
+WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+PUSH_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+SECONDARY_MESSAGE = ("You have exceeded a secondary rate limit. Please wait a few minutes "
+                     "before you try again.")
+_GIT_REPO = re.compile(r"/(?P<owner>[^/]+)/(?P<name>[^/]+?)\.git(?P<rest>/.*)?")
+_REST_REPO = re.compile(r"/api/v3/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)(?:/|$)")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    headers: dict[str, str]
+    payload: dict[str, str] | None  # None: a git answer (plain text)
+    text: str = ""
+
+
+@dataclass
+class SecondaryLimits:
+    """Sliding windows over the fake's clock: `per_minute` content-creating requests in
+    any 60 seconds, `per_hour` in any 3600. `refused` counts the requests turned away."""
+
+    clock: Callable[[], float]
+    per_minute: int = 80
+    per_hour: int = 500
+    admitted: deque[float] = field(default_factory=deque)
+    refused: int = 0
+
+    def admit(self) -> int | None:
+        """None when the request may go ahead (it is counted); else the seconds to wait."""
+        now = self.clock()
+        while self.admitted and self.admitted[0] <= now - 3600:
+            self.admitted.popleft()
+        last_minute = [t for t in self.admitted if t > now - 60]
+        if len(last_minute) >= self.per_minute:
+            self.refused += 1
+            return max(int(last_minute[0] + 60 - now) + 1, 1)
+        if len(self.admitted) >= self.per_hour:
+            self.refused += 1
+            return max(int(self.admitted[0] + 3600 - now) + 1, 1)
+        self.admitted.append(now)
+        return None
+
+
+def content_creating(method: str, path: str, body: bytes) -> bool:
+    """A REST write or a GraphQL mutation (what GitHub's secondary limits count)."""
+    if path == "/api/graphql":
+        return method == "POST" and _is_mutation(body)
+    return path.startswith("/api/v3/") and method in WRITE_METHODS
+
+
+def _is_mutation(body: bytes) -> bool:
+    try:
+        query = json.loads(body or b"{}").get("query")
+        document = parse(query) if isinstance(query, str) else None
+    except (ValueError, AttributeError, GraphQLError):
+        return False
+    return document is not None and any(
+        getattr(d, "operation", None) is OperationType.MUTATION for d in document.definitions)
+
+
+def permission_refusal(state: State, login: str, method: str, path: str,
+                       query: str) -> Refusal | None:
+    """A push or REST write on a repository where the token is below `write`."""
+    git = _GIT_REPO.fullmatch(path)
+    if git is not None:
+        pushing = (git.group("rest") or "").endswith("/git-receive-pack") or \
+            "service=git-receive-pack" in query
+        repo = state.repo(f"{git.group('owner')}/{git.group('name')}")
+        if pushing and repo is not None and repo.token_permission not in PUSH_PERMISSIONS:
+            return Refusal(403, {}, None,
+                           f"Permission to {repo.full_name}.git denied to {login}.\n")
+        return None
+    rest = _REST_REPO.match(path)
+    if rest is not None and method in WRITE_METHODS:
+        repo = state.repo(f"{rest.group('owner')}/{rest.group('name')}")
+        if repo is not None and repo.token_permission not in PUSH_PERMISSIONS:
+            return Refusal(403, {}, {
+                "message": "Resource not accessible by integration",
+                "documentation_url": "https://docs.github.com/rest"})
+    return None
+
+
+def secondary_refusal(limits: SecondaryLimits | None, method: str, path: str,
+                      body: bytes) -> Refusal | None:
+    if limits is None or not content_creating(method, path, body):
+        return None
+    wait = limits.admit()
+    if wait is None:
+        return None
+    return Refusal(403, {"Retry-After": str(wait)}, {
+        "message": SECONDARY_MESSAGE,
+        "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+                             "#about-secondary-rate-limits"})

@@ -1,0 +1,109 @@
+"""The fast DOT lexer and parser give exactly what the earlier ones (tests/lang/oracle_dot.py)
+gave: the same tokens, the same syntax tree, the same error at the same position."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import oracle_dot
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from delivery.errors import WorkflowSyntaxError
+from delivery.lang import lexer, parser
+from delivery.lang.builder import value_position
+from delivery.lang.syntax import Value
+
+AGREE = settings(max_examples=300, deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+ROOT = Path(__file__).resolve().parents[2]
+BUNDLED = [ROOT / "workflows" / "deliver.dot", ROOT / "workflows" / "review-prs.dot"]
+
+# Pieces of DOT, right and wrong, so that generated files are mostly valid statements with
+# every kind of token and a share of errors in every place.
+PIECES = st.sampled_from([
+    "digraph g {", "}", "{", "\n", " ", "\t", ";", ",", "a", "b2", "x.y", "->", "--", "-",
+    "=", "[", "]", '"s"', '"a\\"b"', '"two\nlines"', '"\\\n"', '"open', "42", "-3", "1.5",
+    ".5", "250ms", "2h", "true", "node", "edge", "graph", "subgraph", "subgraph s {",
+    "// note\n", "/* block */", "/* open", "# hash\n", "\n# hash", "<b>", "strict", "\ufeff",
+    "label=", "prompt=\"{{ x }}\"", "a -> b [condition=\"x=1\"]", "n [shape=box, k=v]"])
+
+
+IDS = st.sampled_from(["a", "b", "start", "exit", "n_1", "Node"])
+VALUES = st.sampled_from(['"s"', '"a\\"b\\n"', '"x\ny"', "42", "-3", "1.5", "30s", "true",
+                          "box", '""'])
+ATTRS = st.lists(st.tuples(st.sampled_from(["label", "shape", "prompt", "k.v"]), VALUES,
+                           st.sampled_from([",", ";", "", " ,"])), max_size=3).map(
+    lambda items: "[" + " ".join(f"{k}={v}{sep}" for k, v, sep in items) + "]")
+
+
+def _statements() -> st.SearchStrategy[str]:
+    leaf = st.one_of(
+        st.tuples(IDS, st.one_of(st.just(""), ATTRS)).map(" ".join),
+        st.tuples(st.lists(IDS, min_size=2, max_size=4), st.one_of(st.just(""), ATTRS)).map(
+            lambda p: " -> ".join(p[0]) + " " + p[1]),
+        st.tuples(st.sampled_from(["node", "edge", "graph"]), ATTRS).map(" ".join),
+        st.tuples(st.sampled_from(["goal", "rankdir"]), VALUES).map("=".join),
+        PIECES)
+
+    def nest(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        return st.lists(inner, max_size=4).map(
+            lambda body: "subgraph s {\n" + "\n".join(body) + "\n}")
+
+    return st.recursive(leaf, nest, max_leaves=6)
+
+
+def _files() -> st.SearchStrategy[str]:
+    body = st.lists(PIECES, max_size=30).map(" ".join)
+    statements = st.lists(_statements(), max_size=8).map(
+        lambda items: "digraph g {\n" + st_join(items) + "\n}\n")
+    return st.one_of(body, body.map(lambda b: "digraph g {\n" + b + "\n}\n"), statements,
+                     statements)
+
+
+def st_join(items: list[str]) -> str:
+    return "\n".join(f"  {item}" + (";" if i % 3 == 0 else "") for i, item in enumerate(items))
+
+
+def _outcome(parse: Callable[[str, str], object], source: str) -> object:
+    try:
+        return parse(source, "f.dot")
+    except WorkflowSyntaxError as err:
+        return ("error", err.position, err.expected, err.found, err.fix)
+
+
+def _tokens(tokenize: Callable[[str, str], list[object]], source: str) -> object:
+    try:
+        return [(t.kind.name, t.text, t.line, t.column, t.raw)  # type: ignore[attr-defined]
+                for t in tokenize(source, "f.dot")]
+    except WorkflowSyntaxError as err:
+        return ("error", err.position, err.expected, err.found, err.fix)
+
+
+@AGREE
+@given(_files())
+def test_tokens_are_the_oracles(source: str) -> None:
+    assert _tokens(lexer.tokenize, source) == _tokens(oracle_dot.tokenize, source)
+
+
+@AGREE
+@given(_files())
+def test_syntax_tree_and_errors_are_the_oracles(source: str) -> None:
+    assert _outcome(parser.parse_dot, source) == _outcome(oracle_dot.parse_dot, source)
+
+
+def test_bundled_workflows_parse_as_the_oracle_parses_them() -> None:
+    for path in BUNDLED:
+        source = path.read_text(encoding="utf-8")
+        assert parser.parse_dot(source, str(path)) == oracle_dot.parse_dot(source, str(path))
+
+
+@AGREE
+@given(st.text(alphabet='ab\\\n"t', max_size=12), st.integers(min_value=0, max_value=15))
+def test_value_positions_are_the_oracles(body: str, offset: int) -> None:
+    """Where character `offset` of a quoted value is: the shortcut for values without
+    escapes or newlines answers as the character walk does."""
+    raw = '"' + body.replace('"', '\\"') + '"'
+    value = Value("string", lexer.unescape(raw[1:-1]), 3, 7, raw)
+    assert value_position(value, offset) == oracle_dot.value_position(value, offset)

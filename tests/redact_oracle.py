@@ -1,0 +1,390 @@
+"""The redactor as it was before the fast paths (main at 8b54a33), kept as the oracle
+that `tests/test_redact_oracle.py` checks the current one against. Do not edit.
+
+Masking secrets before anything is written down or sent (SPEC §14).
+
+One `Redactor` is built per run from the environment (`Redactor.from_environment`) and
+every place a run writes or sends text goes through it: the context (so the checkpoint),
+prompts sent to the agent and the replies received, stage files, events, the run's copy
+of the workflow, `--json`/`inspect` output and logs. It replaces two kinds of text with
+`***`:
+
+* exact secret values: the values of `GITHUB_TOKEN`, `OPENAI_API_KEY`, the Action's
+  token input and every environment variable whose name ends in `TOKEN`, `KEY`,
+  `SECRET` or `PASSWORD`, plus any extra values the caller names. As GitHub's runner
+  does (`Worker.InitializeSecretMasker` in actions/runner), a value is masked trimmed
+  of surrounding whitespace, and line by line: each line of a multi-line value
+  (split at CR and LF, each trimmed, empty ones dropped) is a secret of its own, since a
+  program prints a PEM key or a JSON credential one line at a time, and a shell's `echo`
+  or a YAML parser drops the padding. Where the runner masks any non-empty value, here
+  each of these values (the trimmed value or a line) shorter than 6 characters is ignored
+  (`MIN_SECRET_LENGTH`): masking `abc` or a line of a key that is only `}` everywhere
+  would garble ordinary text while hiding at most five characters of the secret. (The
+  runner's ancestor, the Azure Pipelines agent, lets a minimum be set and caps it at 6,
+  `LoggedSecretMasker.MinSecretLengthLimit`: this is that cap.)
+* text shaped like a credential whatever its source: GitHub tokens (`ghp_`, `gho_`,
+  `ghu_`, `ghs_`, `ghr_` + 36 alphanumerics, `github_pat_...`), OpenAI and Anthropic
+  style keys (`sk-...`), Slack tokens (`xoxb-...`), AWS access key ids (`AKIA...`,
+  `ASIA...`), the token after `Bearer`, the value of an `Authorization:` header and the
+  password in a URL (`https://user:password@host`).
+
+Speed: redaction runs on every reply, script output and context value, so it must cost
+little (SPEC §14: milliseconds per megabyte). Nothing runs a regex over a text that lacks
+the literal a pattern starts with: known values are found with one `str.find` per group
+of values sharing their first characters; each credential shape and label with a
+`str.find` of its literal prefix (a small regex where a shape has several). Each pattern
+is then tried only where its prefix occurs, and all masked regions are cut out in one
+copy. Where a prefix is frequent, the regex engine masks the whole text instead (`sub`
+with a literal, `split` for the patterns that keep a label), never with a Python call per
+match. `benchmarks/redaction.py` measures it.
+
+The label in front of a masked value is kept (`Bearer ***`, `Authorization: ***`) so
+the text still says what was there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from fnmatch import fnmatchcase
+from typing import Any, Final, TextIO
+
+MASK: Final = "***"
+MIN_SECRET_LENGTH: Final = 6
+
+# Environment variables whose values are secrets, matched against the upper-cased name.
+SECRET_VARIABLES: Final = (
+    "GITHUB_TOKEN",
+    "GH_TOKEN",
+    "OPENAI_API_KEY",
+    "INPUT_GITHUB-TOKEN",
+    "INPUT_GITHUB_TOKEN",
+    "DELIVERY_*TOKEN*",
+    "*TOKEN",
+    "*KEY",
+    "*SECRET",
+    "*PASSWORD",
+)
+
+_TOKEN_CHARS = r"[A-Za-z0-9._~+/-]"
+_W = "[A-Za-z0-9_]"
+# the characters before a literal prefix that a pattern's lookbehind looks at
+_LOOKBEHIND: Final = 2
+
+# Credential shapes, each replaced whole by MASK: (prefix, pattern). A literal prefix is
+# looked for with `str.find`, several with a small regex (one scan); each pattern
+# starts with its literal (the regex engine's own prefix scan) and checks the character
+# before it with a lookbehind placed *after* the literal, so that a literal replacement
+# (`sub(MASK)`, no Python call per match) masks them.
+_SHAPES: Final[tuple[tuple[str | re.Pattern[str], re.Pattern[str]], ...]] = (
+    (re.compile("gh[pousr]_"),
+     re.compile(rf"gh[pousr]_(?<!{_W}gh[pousr]_)[A-Za-z0-9]{{36,}}")),
+    ("github_pat_", re.compile(rf"github_pat_(?<!{_W}github_pat_)[A-Za-z0-9_]{{20,}}")),
+    ("sk-", re.compile(r"sk-(?<![A-Za-z0-9_-]sk-)[A-Za-z0-9_-]{20,}")),
+    ("xox", re.compile(rf"xox[a-z]-(?<!{_W}xox[a-z]-)[A-Za-z0-9-]{{10,}}")),
+    (re.compile("A[KS]IA"), re.compile(rf"A[KS]IA(?<!{_W}A[KS]IA)[0-9A-Z]{{16}}(?![A-Za-z0-9])")),
+)
+
+# Patterns whose group 1 (a label) is kept and group 2 replaced by MASK, with the literal
+# hints without which they cannot match. `https://user:password@host` keeps the scheme and
+# user; it needs an `@`. Labels are looked for in lower case, UPPER CASE and Capitalized
+# (a case-insensitive scan of every text cost more than all the rest of redaction); each
+# casing is its own pattern starting with its literal.
+_BEARER_TOKEN = rf"(?:(?={_TOKEN_CHARS}*\d){_TOKEN_CHARS}{{8,}}|{_TOKEN_CHARS}{{24,}})=*"
+
+
+def _labelled(first: str, hints: tuple[str, ...], tail: str,
+              rest: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """A pattern per hint: the hint, preceded by `first` (one letter, kept as text before
+    the match) at the start of a word, then `tail` (any case) and `rest`; group 1 ends
+    with the label, group 2 is what is masked."""
+    return tuple(
+        (hint, re.compile(rf"({hint}(?<={first}{hint})(?<!\w\w{hint})(?i:{tail}){rest}"))
+        for hint in hints)
+
+
+_KEPT: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    # (whitespace: the ASCII one, which the regex engine tests faster than `\s`; possessive:
+    # a URL without a password fails at once)
+    ("://", re.compile(r"(://[^/ \t\n\r\f\v:@]++:)([^/ \t\n\r\f\v@]++)(?=@)")),
+    # `Authorization: token abc`, `"Authorization": "Bearer abc"`, `authorization=abc`:
+    # everything up to the end of the line or a closing quote.
+    *_labelled("[Aa]", ("uthoriz", "UTHORIZ"), "ation",
+               r"[\"']?\s*[:=]\s*[\"']?)([^\s\"'][^\r\n\"']*)"),
+    # `Bearer <token>`: the token has a digit (and 8+ characters) or is 24+ characters long.
+    *_labelled("[Bb]", ("earer", "EARER"), "", rf"\s+)({_BEARER_TOKEN})"),
+)
+
+# What cannot be stored as text safely: NUL and lone surrogates (a str holds surrogates
+# only unpaired). Replies are cleaned of them on receipt.
+_UNSAFE_CHARS: Final = re.compile("[\x00\ud800-\udfff]")
+
+
+def mask_token_shapes(text: str) -> str:
+    """`text` with every token-shaped substring replaced by `***` (no known values).
+
+    Each pattern is tried only where its prefix occurs and the masked regions of all of
+    them are cut out in one copy. A text where some prefix is frequent is left to the
+    regex engine instead (`_mask_dense`): a Python step per occurrence would cost more."""
+    masked: list[tuple[int, int]] = []
+    for prefix, pattern in _SHAPES:
+        hits = _few_occurrences(text, prefix)
+        if hits is None:
+            return _mask_dense(text)
+        _matches(text, hits, pattern, 0, masked)
+    for hint, pattern in _KEPT:
+        if hint == "://" and "@" not in text:
+            continue  # a URL's password is followed by `@`
+        hits = _few_occurrences(text, hint)
+        if hits is None:
+            return _mask_dense(text)
+        _matches(text, hits, pattern, 1, masked)
+    return _cut(text, masked) if masked else text
+
+
+# Above this many occurrences of a prefix, one regex pass beats a match tried at each.
+_FEW: Final = 256
+
+
+def _few_occurrences(text: str, prefix: str | re.Pattern[str]) -> list[int] | None:
+    """Where `prefix` occurs in `text`; None when that is more than _FEW places."""
+    hits: list[int] = []
+    for at in _occurrences(text, prefix):
+        if len(hits) == _FEW:
+            return None
+        hits.append(at)
+    return hits
+
+
+def _first(text: str, prefix: str | re.Pattern[str]) -> int:
+    if isinstance(prefix, str):
+        return text.find(prefix)
+    m = prefix.search(text)
+    return -1 if m is None else m.start()
+
+
+def _occurrences(text: str, prefix: str | re.Pattern[str]) -> Iterator[int]:
+    if isinstance(prefix, str):
+        at = text.find(prefix)
+        while at != -1:
+            yield at
+            at = text.find(prefix, at + 1)
+    else:
+        for m in prefix.finditer(text):
+            yield m.start()
+
+
+def _matches(text: str, hits: list[int], pattern: re.Pattern[str], kept: int,
+             masked: list[tuple[int, int]]) -> None:
+    """Adds to `masked` the region of each match of `pattern` starting at one of `hits`
+    (after its group `kept`, when it keeps a label)."""
+    done = 0
+    for at in hits:
+        if at < done:
+            continue
+        m = pattern.match(text, at)  # its lookbehind sees the text before `at`
+        if m is not None:
+            masked.append((m.end(kept) if kept else at, m.end()))
+            done = m.end()
+
+
+def _cut(text: str, masked: list[tuple[int, int]]) -> str:
+    """`text` with each of the `masked` regions (overlapping ones merged) replaced by MASK."""
+    masked.sort()
+    pieces: list[str] = []
+    done = 0
+    for start, end in masked:
+        if start >= done:
+            pieces += (text[done:start], MASK)
+            done = end
+        elif end > done:
+            done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _mask_dense(text: str) -> str:
+    """mask_token_shapes for a text dense with prefixes: every pattern over all of it."""
+    for prefix, shape in _SHAPES:
+        first = _first(text, prefix)
+        if first != -1:
+            first = max(0, first - _LOOKBEHIND)
+            text = text[:first] + shape.sub(MASK, text[first:])
+    for hint, pattern in _KEPT:
+        first = text.find(hint)
+        if first != -1 and (hint != "://" or "@" in text):
+            first = max(0, first - _LOOKBEHIND)
+            text = text[:first] + _keep_group(pattern, text[first:])
+    return text
+
+
+def _keep_group(pattern: re.Pattern[str], text: str) -> str:
+    """`pattern`'s group 2 replaced by MASK all over `text`, without a Python step per
+    match: `split` returns the text between matches interleaved with groups 1 and 2."""
+    parts = pattern.split(text)
+    if len(parts) == 1:
+        return text
+    parts[2::3] = [MASK] * (len(parts) // 3)
+    return "".join(parts)
+
+
+def _common_prefix(texts: list[str]) -> str:
+    first, last = min(texts), max(texts)
+    size = 0
+    while size < len(first) and first[size] == last[size]:
+        size += 1
+    return first[:size]
+
+
+def clean_text(text: str) -> str:
+    """`text` with NUL and lone surrogates replaced by U+FFFD: no file, command line or
+    environment variable can hold them."""
+    if text.isascii():
+        return text.replace("\x00", "\ufffd") if "\x00" in text else text
+    return _UNSAFE_CHARS.sub("\ufffd", text) if _UNSAFE_CHARS.search(text) else text
+
+
+def secret_values(environ: Mapping[str, str]) -> list[str]:
+    """The values of the secret-holding variables of `environ` (SECRET_VARIABLES)."""
+    return [value for name, value in environ.items()
+            if any(fnmatchcase(name.upper(), pattern) for pattern in SECRET_VARIABLES)]
+
+
+_LINE_BREAKS: Final = re.compile("[\r\n]")
+
+
+def secret_variants(secret: str) -> set[str]:
+    """The texts masked for one secret value, as GitHub's runner masks them: the value
+    trimmed of surrounding whitespace (its padding is no secret, and a whitespace-only
+    value masks nothing) and each of its lines, trimmed (empty lines dropped); those
+    shorter than MIN_SECRET_LENGTH are left out."""
+    variants = {secret.strip()}
+    if "\n" in secret or "\r" in secret:
+        variants.update(line.strip() for line in _LINE_BREAKS.split(secret))
+    return {variant for variant in variants if len(variant) >= MIN_SECRET_LENGTH}
+
+
+class Redactor:
+    """Masks known secret values and token-shaped text in strings and nested data."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        kept = {variant for s in secrets if isinstance(s, str) for variant in secret_variants(s)}
+        # Longest first, so a secret that contains another is masked whole.
+        self._secrets: tuple[str, ...] = tuple(sorted(kept, key=lambda s: (-len(s), s)))
+        # Secrets grouped by their first characters, each group searched with one
+        # `str.find` of its members' common prefix (a lone secret: itself).
+        groups: dict[str, list[str]] = {}
+        for secret in self._secrets:
+            groups.setdefault(secret[:MIN_SECRET_LENGTH], []).append(secret)
+        self._groups = tuple((_common_prefix(members), tuple(members))
+                             for members in groups.values())
+        # all of them, longest first (a secret that contains another is masked whole)
+        self._alternation = re.compile("|".join(map(re.escape, self._secrets)))
+        # each secret as it appears inside a JSON string (ASCII, escaped)
+        self._in_json = tuple(json.dumps(s)[1:-1] for s in self._secrets)
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
+        """A redactor for the values of the secret-holding variables in `environ`, and for
+        the `extra` values (an Action's token input, a configured key...)."""
+        return cls([*secret_values(environ), *extra])
+
+    def with_secrets(self, extra: Iterable[str]) -> Redactor:
+        """A redactor for these secrets and `extra` ones."""
+        return Redactor([*self._secrets, *extra])
+
+    def text(self, value: str) -> str:
+        """`value` with every known secret and token-shaped substring replaced by `***`."""
+        if not value:
+            return value
+        if self._groups:
+            value = self._mask_secrets(value)
+        return mask_token_shapes(value)
+
+    redact = text
+
+    def _mask_secrets(self, value: str) -> str:
+        """`value` with every occurrence of a known secret replaced by `***` (overlapping
+        occurrences: their union)."""
+        spans: list[tuple[int, int]] = []
+        for prefix, members in self._groups:
+            for count, at in enumerate(_occurrences(value, prefix)):
+                if count == _FEW:  # frequent: one regex pass over the text does better
+                    return self._alternation.sub(MASK, value)
+                for secret in members:  # longest first
+                    if value.startswith(secret, at):
+                        spans.append((at, at + len(secret)))
+                        break
+        return _cut(value, spans) if spans else value
+
+    def may_change_json(self, text: str) -> bool:
+        """False when redacting the data that `text` (ASCII JSON) encodes would change
+        nothing: every key and string of it appears in `text`, escaped as JSON escapes."""
+        if any(secret in text for secret in self._in_json):
+            return True
+        return mask_token_shapes(text) != text
+
+    def value(self, value: Any, *, clean: bool = False) -> Any:
+        """`value` with every string in it redacted, through dicts, lists and tuples;
+        with `clean`, also rid of NUL and lone surrogates (`clean_text`).
+
+        Dict keys are redacted too; other values are returned unchanged.
+        """
+        if isinstance(value, str):
+            return self.text(clean_text(value) if clean else value)
+        if isinstance(value, Mapping):
+            return {
+                (self.value(k, clean=clean) if isinstance(k, str) else k):
+                    self.value(v, clean=clean) for k, v in value.items()
+            }
+        if isinstance(value, list):
+            return [self.value(v, clean=clean) for v in value]
+        if isinstance(value, tuple):
+            return tuple(self.value(v, clean=clean) for v in value)
+        return value
+
+    def __repr__(self) -> str:  # never show the secrets themselves
+        return f"Redactor({len(self._secrets)} secret(s))"
+
+
+class RedactingStream:
+    """A text stream that redacts whatever is written to it, then passes it on.
+
+    The CLI wraps its stdout and stderr in it: `--json`, `inspect` and error messages
+    never print a secret, whatever code path produced the text.
+    """
+
+    def __init__(self, stream: TextIO, redactor: Redactor) -> None:
+        self._stream = stream
+        self._redactor = redactor
+
+    def write(self, text: str) -> int:
+        self._stream.write(self._redactor.text(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts each record's message (installed on `delivery`'s
+    logger, so that logs never carry a secret)."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = self.redactor.text(message)
+        if redacted != message:
+            record.msg, record.args = redacted, ()
+        return True
