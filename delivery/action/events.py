@@ -7,7 +7,7 @@
       workflow_run completed (CI finished on a PR)            -> resume the PR's run
       pull_request_review, pull_request_review_comment        -> resume the PR's run
       issue_comment on a PR                                   -> resume the PR's run
-      pull_request closed / labeled                           -> resume the PR's run
+      pull_request closed / labeled / unlabeled               -> resume the PR's run
       status (CI outside Actions) success/failure/error       -> resume the runs of its branches
       check_suite completed (CI that is not Actions)          -> resume the suite's PRs
       issue_comment `/delivery answer <gate> <label>`         -> resume with that answer
@@ -41,7 +41,7 @@ RELAYED = ("workflow_run", "pull_request_review", "pull_request_review_comment",
            "issue_comment", "pull_request", "status", "check_suite")
 # CI reports: their sender is the author of the push, which is the bot for a run's own PRs
 CI_EVENTS = frozenset({"workflow_run", "status", "check_suite"})
-PR_ACTIONS = frozenset({"closed", "labeled"})
+PR_ACTIONS = frozenset({"closed", "labeled", "unlabeled"})  # unlabeled: delivery:stop taken off
 FINAL_STATUS = frozenset({"success", "failure", "error"})
 
 

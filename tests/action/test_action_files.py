@@ -103,7 +103,7 @@ def test_the_relay_caller_forwards_every_pr_event_to_the_reusable_relay() -> Non
     on = triggers(caller)
     assert set(on) == RELAY_TRIGGERS
     assert on["workflow_run"]["types"] == ["completed"]
-    assert on["pull_request"]["types"] == ["closed", "labeled"]
+    assert on["pull_request"]["types"] == ["closed", "labeled", "unlabeled"]
     assert caller["permissions"] == {}
     [job] = caller["jobs"].values()
     assert PINNED.fullmatch(job["uses"]) and "/.github/workflows/delivery-relay.yml@" in \

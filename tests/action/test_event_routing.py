@@ -47,8 +47,9 @@ def test_a_workflow_run_that_has_not_completed_or_has_no_pr_resumes_nothing() ->
     assert decide("workflow_run", lonely).kind == "ignore"
 
 
-@pytest.mark.parametrize("action", ["closed", "labeled"])
+@pytest.mark.parametrize("action", ["closed", "labeled", "unlabeled"])
 def test_a_closed_or_labeled_pull_request_resumes_its_run(action: str) -> None:
+    # unlabeled: a person took delivery:stop off, so the paused run goes on
     payload = relayed({"action": action, "sender": ADA, "pull_request": {"number": 7}})
     decided = decide("pull_request", payload)
     assert decided.kind == "resume" and decided.prs == [f"{HERE}#7"]
