@@ -146,7 +146,10 @@ def growth_rows(out: str, _peak: float) -> Headline:
     return _rows(("per-stage cost, last window / first window",
                   _find(r"last/first ([\d.]+)", out)),
                  ("resume start-up, s to the first stage",
-                  _find(r"resume start-up: ([\d.]+) s", out)))
+                  _find(r"resume start-up: ([\d.]+) s", out))) + goal_row(
+        "resume start-up of a paused 5,000-stage run / a whole fresh 10-stage run",
+        (ratio := _find(r"run \([\d.]+ s\): ([\d.]+)x \(goal", out)), "<= 1.3x",
+        lambda r: r <= 1.3, f"{ratio}x" if ratio else "")
 
 
 def validation_rows(out: str, peak: float) -> Headline:
@@ -158,6 +161,18 @@ def validation_rows(out: str, peak: float) -> Headline:
         rows.append((f"growth {n1} -> {n2} nodes (x{n2 / n1:.1f} nodes)",
                      f"{t2 / t1:.2f}x time"))
     rows.append(("peak memory of the validation process, MiB", f"{peak:.0f}"))
+    scan = _find(r"check_source / scan: ([\d.]+)x", out)
+    rows += goal_row("validate the largest workflow / a regex scan of its text", scan,
+                     "<= 4x", lambda r: r <= 4, f"{scan}x" if scan else "")
+    grew = _find(r"^growth \d+ -> \d+ nodes \(x4.0\): ([\d.]+)x time", out)
+    rows += goal_row("time for 4x the nodes", grew, "<= 4.2x", lambda r: r <= 4.2,
+                     f"{grew}x" if grew else "")
+    mib = _find(r"^peak memory checking \d+ nodes: ([\d.]+) MiB", out)
+    rows += goal_row("peak memory checking the largest workflow, MiB", mib, "< 120",
+                     lambda r: r < 120)
+    start = _find(r"^validate start-up: .*: ([\d.]+)x", out)
+    rows += goal_row("delivery validate deliver.dot / a bare python start", start, "<= 6x",
+                     lambda r: r <= 6, f"{start}x" if start else "")
     return rows
 
 
@@ -217,10 +232,12 @@ def store_rows(out: str, _peak: float) -> Headline:
 def saves_rows(out: str, _peak: float) -> Headline:
     rows: Headline = []
     for clock in ("CPU", "wall"):
-        rows += _rows((f"state saves ({clock}): per-stage cost, last 50 / first 50",
-                       _find(rf"^{clock}: event mode .*last/first ([\d.]+)", out)),
-                      (f"state saves ({clock}): event mode / max(5 x local, local + 2 x floor)",
-                       _find(rf"^{clock}: local run .*event/limit ([\d.]+)", out)))
+        rows += goal_row(f"state saves ({clock}): per-stage cost, last 50 / first 50",
+                         _find(rf"^{clock}: event mode .*last/first ([\d.]+)", out),
+                         "<= 1.3", lambda r: r <= 1.3)
+        rows += goal_row(f"state saves ({clock}): event mode / max(5 x local, local + 2 x "
+                         "floor)", _find(rf"^{clock}: local run .*event/limit ([\d.]+)", out),
+                         "<= 1", lambda r: r <= 1)
     return rows
 
 
