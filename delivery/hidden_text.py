@@ -395,6 +395,28 @@ def strip_hidden(text: str) -> str:
 _MENTION: Final = re.compile(r"(?<![A-Za-z0-9_])@(?=[A-Za-z0-9])")
 
 
+# a URL GitHub links (GFM's autolinks, or a markdown link's destination) that reaches the @:
+# at the start of its word or after `(`, `<` or emphasis, a scheme or `www.`, a domain with
+# a dot, then a path
+_URL_REACH: Final = 2048
+_URL_BEFORE: Final = re.compile(
+    r"(?:^|[(<*_~])(?:https?://|www\.)[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+/[^\s<]*$")
+
+
+def _in_url(text: str, at: int) -> bool:
+    """Whether the @ at `at` is inside a link's URL (GitHub mentions nobody there, and an
+    inserted character would break the URL). Only a URL GitHub would link counts:
+    `https://@team` or `xhttps://a.b/@team` are plain text, where the mention pages."""
+    # looked for at most _URL_REACH back (a word of @s must not cost its length squared);
+    # a longer one is quieted, the safe side
+    reach = max(0, at - _URL_REACH)
+    start = max(text.rfind(" ", reach, at), text.rfind("\n", reach, at),
+                text.rfind("\t", reach, at)) + 1
+    if start == 0 and reach > 0:
+        return False
+    return _URL_BEFORE.search(text[start:at]) is not None
+
+
 def quiet_mentions(text: str) -> str:
     """`text` notifying nobody: a zero-width space (`&#8203;`, as Dependabot and Renovate
     write it) after each mention's `@` outside code, so an agent's reply cannot page a
@@ -407,7 +429,7 @@ def quiet_mentions(text: str) -> str:
     last = 0
     for found in _MENTION.finditer(text):
         at = found.start()
-        if layout.in_code(at):
+        if layout.in_code(at) or _in_url(text, at):
             continue
         out.append(text[last:at + 1])
         out.append("&#8203;")

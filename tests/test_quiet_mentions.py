@@ -38,6 +38,18 @@ def test_an_email_address_is_not_a_mention() -> None:
     assert quiet_mentions("mail bob@example.com") == "mail bob@example.com"
 
 
+def test_an_at_inside_a_url_is_left_as_written() -> None:
+    # GitHub links no mention inside a link; an inserted &#8203; would break the URL
+    text = "see https://medium.com/@alice/post and [p](https://x.example/@bob) or www.x.io/@c"
+    assert quiet_mentions(text) == text
+
+
+def test_an_at_that_only_looks_like_part_of_a_url_is_quieted() -> None:
+    # no domain, or no link start: GitHub shows these as text and the mention pages
+    assert quiet_mentions("https://@team x://@team xhttps://a.b/@team") == \
+        f"https://{Q}team x://{Q}team xhttps://a.b/{Q}team"
+
+
 def test_mentions_at_line_starts_in_lists_and_quotes_are_quieted() -> None:
     assert quiet_mentions("- @a\n> @b\n@c") == f"- {Q}a\n> {Q}b\n{Q}c"
 
