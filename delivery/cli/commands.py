@@ -8,6 +8,7 @@ import logging
 import re
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -43,10 +44,10 @@ from delivery.errors import (
     WorkflowInvalid,
     WorkflowSyntaxError,
 )
-from delivery.lang.diagnostics import has_errors
+from delivery.lang.diagnostics import Diagnostic, has_errors
 from delivery.lang.model import NodeType, Workflow
 from delivery.store.files import read_file
-from delivery.store.runstore import WORKFLOW_COPY, LocalRunStore, verify_run
+from delivery.store.runstore import LocalRunStore, verify_run
 from delivery.validation.loader import check_file
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED, EXIT_PAUSED = 0, 1, 2, 3
@@ -139,8 +140,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if problem:
         print(f"delivery run: {args.workflow}: {problem}", file=err)
         return EXIT_REFUSED
+    model, diagnostics = print_warnings(args.workflow, err)
     request = RunRequest(
-        workflow=args.workflow, goal=args.goal, model=print_warnings(args.workflow, err),
+        workflow=args.workflow, goal=args.goal, model=model, diagnostics=diagnostics,
         inputs=parse_assignments(args.input, "--input"), agent=args.agent,
         workspace=args.workspace, run_dir=args.run_dir,
         answers=parse_answers(args.answer),
@@ -157,19 +159,25 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return _report(outcome, args.json, out, args.full)
 
 
-def print_warnings(workflow: Path, err: TextIO) -> Workflow | None:
+def print_warnings(workflow: Path,
+                   err: TextIO) -> tuple[Workflow, list[Diagnostic]] | tuple[None, None]:
     """The validator's warnings on `err` before the first stage (a typo'd attribute is never
-    silent, SPEC §12; stdout stays for --json). Returns the model when it validates, so the
-    run does not read the file twice; None leaves the reading, and any refusal, to the run."""
+    silent, SPEC §12; stdout stays for --json). Returns the model and its diagnostics when
+    it validates, so the run does not read the file twice (and caches them for its
+    resumes); None leaves the reading, and any refusal, to the run."""
     try:
         model, diagnostics = check_file(workflow)
     except (OSError, UnicodeDecodeError):
-        return None
+        return None, None
     if model is None or has_errors(diagnostics):
-        return None  # the run refuses it, printing the errors
+        return None, None  # the run refuses it, printing the errors
+    _print_diagnostics(diagnostics, err)
+    return model, diagnostics
+
+
+def _print_diagnostics(diagnostics: Sequence[Diagnostic], err: TextIO) -> None:
     for diagnostic in diagnostics:
         print(diagnostic.format_text(), file=err)
-    return model
 
 
 def find_run(reference: str | None, *, last: bool = False,
@@ -219,9 +227,11 @@ def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise RunRefused("--for-pr/--take-over", "only apply to runs kept with --state",
                          "add --state git:OWNER/NAME (or the state repository's path)")
     run_path = _run_of(args)
-    print_warnings(run_path / WORKFLOW_COPY, err)
+    # the warnings of the run's workflow, as `run` printed them (from the run's model
+    # cache: the copy is not parsed again)
     outcome = resume_run(run_path, _resume_world(run_path), answers=parse_answers(args.answer),
-                         options=_options(err), observer=_observer(err), budget=args.budget)
+                         options=_options(err), observer=_observer(err), budget=args.budget,
+                         warnings=lambda found: _print_diagnostics(found, err))
     return _report(outcome, args.json, out, args.full)
 
 

@@ -65,14 +65,15 @@ from delivery.forges.select import (
 )
 from delivery.forges.stop_label import StopLabelForge
 from delivery.git import cache_root
-from delivery.lang.diagnostics import has_errors
+from delivery.lang.diagnostics import Diagnostic, has_errors
 from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.base import RunStore, RunStores
+from delivery.store.model_cache import load_checked, load_run_workflow, write_cache
 from delivery.store.records import RunInfo, RunStatus
-from delivery.store.runstore import LocalRunStores, new_run_id
-from delivery.validation.loader import check_source, load_workflow
+from delivery.store.runstore import WORKFLOW_COPY, LocalRunStores, new_run_id
+from delivery.validation.loader import check_source
 
 EVENT_VALUE_CHARS = 2000
 
@@ -113,6 +114,9 @@ class RunRequest:
     # `workflow` already loaded and validated (route scenarios run one file many times);
     # None: read and validated here
     model: Workflow | None = None
+    # with `model`: the warnings its validation gave, so that the run's model cache
+    # (delivery.store.model_cache) is written at the start; None: a resume writes it
+    diagnostics: Sequence[Diagnostic] | None = None
     # refusals name the command line's options (--input, --repo) instead of these fields
     cli: bool = False
     # `--logs DIR`: write the Attractor view of the run there as it goes (and on resumes)
@@ -373,7 +377,10 @@ def start_run(request: RunRequest, world: World | None = None, *,
     world = world or World()
     redactor = _redactor(world)
     workflow_path = request.workflow.resolve()
-    workflow = request.model or load_workflow(workflow_path)
+    if request.model is not None:
+        workflow, diagnostics = request.model, request.diagnostics
+    else:
+        workflow, diagnostics = load_checked(workflow_path)
     spelling = Spelling(request.cli)
     values = initial_context(workflow, request.goal, request.inputs, spelling)
     workspace = (request.workspace or Path.cwd()).resolve()
@@ -404,7 +411,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
                          "check the file") from None
     redacted = redactor.text(source)
     if redacted != source:
-        workflow = _redacted_workflow(redacted, workflow_path)
+        workflow, diagnostics = _redacted_workflow(redacted, workflow_path)
         source = redacted
     store = world.stores.create(run_path)
     values["internal.run_id"] = run_id
@@ -420,6 +427,9 @@ def start_run(request: RunRequest, world: World | None = None, *,
         logs=str(request.logs.resolve()) if request.logs is not None else "",
         budget_tokens=budget.tokens or 0, budget_usd=budget.usd or 0.0)
     store.create_run(_redacted_info(info, redactor), source.encode())
+    if diagnostics is not None:  # what resumes load instead of the copy (issue 23)
+        write_cache(store.path, workflow, diagnostics, source.encode(),
+                    str(store.path / WORKFLOW_COPY))
     start = workflow.start
     assert start is not None  # validated
     # large inputs go to the artifact store before the first save, also in `initial`
@@ -478,9 +488,9 @@ def _workflow_source(path: Path) -> str:
     return path.read_text(encoding="utf-8").removeprefix("\ufeff")
 
 
-def _redacted_workflow(source: str, path: Path) -> Workflow:
-    """The workflow with its secrets masked; refused when masking them broke it (a secret
-    written as a bare word, say)."""
+def _redacted_workflow(source: str, path: Path) -> tuple[Workflow, list[Diagnostic]]:
+    """The workflow with its secrets masked, and its diagnostics; refused when masking them
+    broke it (a secret written as a bare word, say)."""
     workflow, diagnostics = check_source(source, str(path))
     if workflow is None or has_errors(diagnostics):
         first = next(d for d in diagnostics if d.severity == "error")
@@ -488,16 +498,19 @@ def _redacted_workflow(source: str, path: Path) -> Workflow:
                          f"longer validates ({first.format_text().splitlines()[0]})",
                          "do not write secrets into a workflow: read them from the "
                          "environment in a script ($GITHUB_TOKEN)")
-    return workflow
+    return workflow, diagnostics
 
 
 def resume_run(run_path: Path, world: World | None = None,
                answers: Mapping[str, str | Sequence[str]] | None = None, *,
                options: EngineOptions | None = None,
                observer: Progress | None = None, answered_by: str = "",
-               budget: str = "") -> RunOutcome:
+               budget: str = "",
+               warnings: Callable[[Sequence[Diagnostic]], None] | None = None) -> RunOutcome:
     """Continue a run from its saved state; the interrupted stage runs again. `budget`
-    (`--budget`) replaces the limit of its kind: how a run paused on its budget goes on."""
+    (`--budget`) replaces the limit of its kind: how a run paused on its budget goes on.
+    `warnings` is given the workflow's warnings (what a fresh load of its copy finds)
+    before anything runs."""
     world = world or World()
     raised = budget_option(budget)
     store = world.stores.open(run_path.resolve())
@@ -515,7 +528,12 @@ def resume_run(run_path: Path, world: World | None = None,
         raise RunRefused(f"run {run_path}", f"its workflow copy {copy} was changed after the "
                          "run started (its SHA-256 differs from run.json's)",
                          "restore the copy, or start a new run with the changed workflow")
-    workflow = load_workflow(copy)
+    # the model the run started with, from the run's model cache (the copy is parsed and
+    # validated again only when the cache is missing, stale or damaged)
+    loaded_workflow = load_run_workflow(store.path, copy, source)
+    workflow = loaded_workflow.workflow
+    if warnings is not None:
+        warnings(loaded_workflow.diagnostics)
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     agents = _agents(workflow, info.agent, Path(info.workspace), world, info.gates)
     # opening the log locks the run against a second resume, and repairs a torn last line

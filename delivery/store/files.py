@@ -142,6 +142,16 @@ def seal(data: bytes) -> bytes:
     return body[:-1] + separator + b'"checksum":"' + digest + b'"}\n'
 
 
+def seal_holds(data: bytes) -> bool:
+    """Whether `data` ends with the checksum member seal() wrote, matching what precedes
+    it (checked on the bytes: nothing is parsed)."""
+    # the member seal() wrote comes last: find it from the end
+    start = max(data.rfind(b',"checksum":"'), data.rfind(b'{"checksum":"') + 1)
+    sealed = _SEALED.match(data, start) if start > 0 else None
+    return sealed is not None and hashlib.sha256(
+        data[: sealed.start()] + b"}").hexdigest().encode() == sealed.group(1)
+
+
 def unseal(data: bytes) -> tuple[dict[str, Any] | None, str]:
     """(the JSON object in `data` without its checksum, or None; why not). An object
     without a checksum member is taken as it is (a hand-edited file)."""
@@ -152,11 +162,7 @@ def unseal(data: bytes) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(value, dict):
         return None, f"expected a JSON object, found {type(value).__name__}"
     if "checksum" in value:
-        # the member seal() wrote comes last: find it from the end
-        start = max(data.rfind(b',"checksum":"'), data.rfind(b'{"checksum":"') + 1)
-        sealed = _SEALED.match(data, start) if start > 0 else None
-        if sealed is None or hashlib.sha256(
-                data[: sealed.start()] + b"}").hexdigest().encode() != sealed.group(1):
+        if not seal_holds(data):
             return None, ("its checksum does not match its content (a save torn by a power "
                           "failure, or an edit: delete the \"checksum\" member to keep one)")
         del value["checksum"]
