@@ -11,6 +11,15 @@ the log is the run's durable record: `sync()` after a stage's record is the one 
 stage needs. Opening the log for appending locks it (released on close, or when the process
 dies) and cuts a torn last line left by a crash, logging `log_repaired`; it reads only the
 end of the file, so opening costs the same for a long run as for a short one.
+
+Opening also checks the chain, so that nothing is appended to a broken log. Given the head
+a snapshot recorded (`verified`: a resume), it checks the line the head names — the log
+must still hold it at the recorded offset, with the recorded hash and `seq` — and the
+chain from there to the end, not the lines before: those were checked when the snapshot
+was written, and re-reading them would make every resume cost more the longer the run.
+What that leaves undetected on a resume: an edit *before* the snapshot's head that keeps
+every byte offset (an edit that changes the length moves the head line, and the whole log
+is then checked). `delivery verify` (`verify_events`) always checks the whole chain.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -78,9 +88,10 @@ class EventLog:
 
     def __init__(self, path: Path, *, redactor: Redactor | None = None,
                  stamp: Callable[[], str] = utc_stamp, check: bool = True,
-                 tail: Path | None = None) -> None:
+                 tail: Path | None = None, verified: LogHead | None = None) -> None:
         """`check`: refuse a log whose chain is broken (appending to it would bury the
-        damage under lines that verify); the check reads the whole log, fast.
+        damage under lines that verify): the whole log, or, with `verified` (the head a
+        snapshot recorded) and a log that still holds that head, the lines after it.
         `tail`: the side file the unflushed end of the log is mirrored to
         (`delivery.store.tail`); lines it holds that a power failure took from the log are
         written back first."""
@@ -103,8 +114,7 @@ class EventLog:
             dropped = self._find_end_and_repair()
             restored = self._restore(tail) if tail is not None else 0
             if check and self._offset:
-                data = os.pread(self._fd, self._offset, 0)
-                problem = chain_problem(data)
+                problem = self._chain_problem(verified)
                 if problem is not None:
                     raise RunStoreError(f"{self.path}: has a broken event log: line "
                                         f"{problem[0]}: {problem[1]}")
@@ -116,6 +126,18 @@ class EventLog:
             raise
         if dropped or restored:
             self.append("log_repaired", dropped_bytes=dropped, restored_lines=restored)
+
+    def _chain_problem(self, verified: LogHead | None) -> tuple[int, str] | None:
+        """chain_problem() of the log, from `verified` on when the log holds it."""
+        assert self._fd is not None
+        start, prev, number = 0, ZERO_HASH, 0
+        if verified is not None and verified.count and verified.offset <= self._offset:
+            line = _line_ending_at(self._fd, verified.offset)
+            if (line is not None and sha256(line) == verified.head
+                    and line.startswith(b'{"seq":%d,' % verified.count)):
+                start, prev, number = verified.offset, verified.head, verified.count
+        data = os.pread(self._fd, self._offset - start, start)
+        return chain_problem(data, prev=prev, number=number)
 
     def _restore(self, tail: Path) -> int:
         """Write back the lines the tail file holds beyond the log's end (what a power
@@ -288,6 +310,46 @@ def _last_line(fd: int, size: int) -> tuple[int, bytes | None]:
     return (0, None) if end is None else (end, tail[:-1])
 
 
+def _line_ending_at(fd: int, offset: int) -> bytes | None:
+    """The line whose newline is the byte before `offset` (without it), reading backwards
+    from there only; None when that byte is not a newline."""
+    if offset <= 0 or os.pread(fd, 1, offset - 1) != b"\n":
+        return None
+    position, line = offset - 1, b""
+    while position > 0:
+        start = max(0, position - _TAIL_CHUNK)
+        line = os.pread(fd, position - start, start) + line
+        position = start
+        cut = line.rfind(b"\n")
+        if cut >= 0:
+            return line[cut + 1:]
+    return line  # the first line of the file
+
+
+def _read_from(path: Path, offset: int) -> tuple[bytes | None, bytes] | None:
+    """(the line ending at `offset` or None, everything after `offset`) of the log at
+    `path`, read from that line on only; None when there is no log."""
+    try:
+        fd = open_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    except OSError as error:  # a symlink is refused by open_file itself
+        raise RunStoreError(f"{path}: cannot read event log: "
+                            f"{error.strerror or error}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RunStoreError(f"{path}: event log is not a regular file")
+        line = _line_ending_at(fd, offset) if 0 < offset <= info.st_size else None
+        chunks, position = [], offset
+        while chunk := os.pread(fd, 1 << 24, position):
+            chunks.append(chunk)
+            position += len(chunk)
+        return line, b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _seq_of(line: bytes) -> int | None:
     try:
         event = json.loads(line)
@@ -314,22 +376,24 @@ def read_after(path: Path, since: LogHead,
     `event_type`, only events of that type are given (the rest is still checked)."""
     only_type = event_type
     only = None if event_type is None else b'"type":' + json.dumps(event_type).encode()
-    data = read_file(path, "event log")
-    if data is None:
+    # read from the head's line on: what is before it is not read at all (a resume costs
+    # the same early and late in a run)
+    found = _read_from(path, since.offset)
+    if found is None:
         if since.count:
             raise RunStoreError(f"{path}: the event log is missing; the checkpoint recorded "
                                 f"{since.count} lines")
         return
-    if len(data) < since.offset or (since.offset and data[since.offset - 1:since.offset] != b"\n"):
+    head_line, data = found
+    if since.offset and head_line is None:
         raise RunStoreError(f"{path}: the log is shorter than the checkpoint recorded "
                             f"({since.count} lines, {since.offset} bytes): lines were cut off "
                             "the end")
-    if since.offset and sha256(data[data.rfind(b"\n", 0, since.offset - 1) + 1:
-                                    since.offset - 1]) != since.head:
+    if head_line is not None and sha256(head_line) != since.head:
         raise RunStoreError(f"{path}: line {since.count} does not match the head the "
                             "checkpoint recorded: the log was edited")
     prev, seq = since.head, since.count
-    position = since.offset
+    position = 0
     while True:
         newline = data.find(b"\n", position)
         if newline < 0:
@@ -369,12 +433,13 @@ def _line_problem(line: bytes, number: int, prev: str) -> dict[str, Any] | str:
     return event
 
 
-def chain_problem(data: bytes) -> tuple[int, str] | None:
+def chain_problem(data: bytes, *, prev: str = ZERO_HASH,
+                  number: int = 0) -> tuple[int, str] | None:
     """The first line of `data` (complete lines) that breaks the chain, and why; None if
-    it holds. Lines as the log writes them are checked by their bytes (`seq` first, `prev`
-    last), without parsing; any other line is parsed."""
-    prev = ZERO_HASH
-    position, number, end = 0, 0, len(data)
+    it holds. `data` starts after line `number` whose hash is `prev` (the start of the log
+    by default). Lines as the log writes them are checked by their bytes (`seq` first,
+    `prev` last), without parsing; any other line is parsed."""
+    position, end = 0, len(data)
     while position < end:
         newline = data.find(b"\n", position)
         if newline < 0:

@@ -99,6 +99,8 @@ class LocalRunStore:
         self._log: EventLog | None = None
         self._since_snapshot = 0  # log bytes written since the last snapshot
         self._snapshot_size = 0
+        # the snapshot open_log read (or why it could not), for load(): parsed once
+        self._opened_snapshot: tuple[RunState, LogHead] | RunStoreError | None = None
 
     # -- the directory -----------------------------------------------------------------------
     @property
@@ -172,8 +174,17 @@ class LocalRunStore:
     def open_log(self, redactor: Redactor | None = None,
                  stamp: Callable[[], str] | None = None) -> None:
         if self._log is None:
+            # The log's chain is checked from the snapshot's head on (the lines before it
+            # were checked when it was written): opening costs the same late in a run.
+            try:
+                snapshot = self.read_snapshot()
+            except RunStoreError as error:
+                self._opened_snapshot, snapshot = error, None
+            else:
+                self._opened_snapshot = snapshot
             self._log = EventLog(self.events_path, redactor=redactor, stamp=stamp or utc_stamp,
-                                 tail=self.tail_path)
+                                 tail=self.tail_path,
+                                 verified=snapshot[1] if snapshot is not None else None)
 
     def _events(self) -> EventLog:
         if self._log is None:
@@ -217,6 +228,7 @@ class LocalRunStore:
         # previous snapshot, and the records after it in the (synced) log still apply.
         write_replacing(self.checkpoint_path, data, sync_dir=False)
         self._since_snapshot, self._snapshot_size = 0, len(data)
+        self._opened_snapshot = None  # load() reads the new one
 
     def read_snapshot(self) -> tuple[RunState, LogHead] | None:
         """checkpoint.json: the state and the log position it covers; None if there is no
@@ -242,8 +254,11 @@ class LocalRunStore:
 
     def load(self) -> Loaded | None:
         recovered = ""
+        opened, self._opened_snapshot = self._opened_snapshot, None
         try:
-            snapshot = self.read_snapshot()
+            if isinstance(opened, RunStoreError):
+                raise opened
+            snapshot = opened if opened is not None else self.read_snapshot()
         except RunStoreError as error:
             snapshot, recovered = None, f"{error}; rebuilt from the event log"
         if snapshot is None:

@@ -661,3 +661,113 @@ def test_when_the_tail_file_is_full_the_log_itself_is_flushed_and_the_tail_start
     run.close()
     loaded = run.load()
     assert loaded is not None and len(loaded.state.path) == 30
+
+
+# --- reopening a run: the chain is checked from the snapshot's head on (issue 23) -------
+
+
+def paused_with_records(tmp_path: Path, stages: int = 6) -> LocalRunStore:
+    """A run with two events before its first snapshot, then `stages` records after it,
+    closed as a SIGKILL leaves it (no final snapshot)."""
+    run = RunDirectory.create(tmp_path / "run")
+    run.write_run_info(INFO)
+    run.open_log()
+    run.append_event("run_started", goal="g")
+    run.append_event("note", text="before the snapshot")
+    state = RunState(run_id="r1", next_node="a", context={"goal": "g"}, initial={"goal": "g"})
+    run.save_whole(state)
+    for n in range(stages):
+        stage(run, state, f"n{n}", **{f"k{n}": n})
+    run.close()
+    return run
+
+
+def snapshot_head(run: LocalRunStore) -> LogHead:
+    snapshot = run.read_snapshot()
+    assert snapshot is not None
+    return snapshot[1]
+
+
+def rewrite_line(run: LocalRunStore, number: int, old: bytes, new: bytes) -> None:
+    lines = run.events_path.read_bytes().splitlines(keepends=True)
+    assert old in lines[number - 1]
+    lines[number - 1] = lines[number - 1].replace(old, new)
+    run.events_path.write_bytes(b"".join(lines))
+
+
+def test_reopening_with_the_snapshots_head_does_not_reread_the_lines_before_it(
+        tmp_path: Path) -> None:
+    """The documented limit: an edit before the head that keeps every byte offset is not
+    seen on a resume (only `delivery verify` reads the whole chain), and the resume point
+    is still right."""
+    run = paused_with_records(tmp_path)
+    assert snapshot_head(run).count == 3
+    rewrite_line(run, 1, b'"goal":"g"', b'"goal":"G"')  # the same length
+    with pytest.raises(RunStoreError, match="broken event log: line 2: prev"):
+        EventLog(run.events_path).close()  # the whole chain: refused
+    run.open_log()  # from the snapshot's head on: goes on
+    loaded = run.load()
+    run.close()
+    assert loaded is not None and loaded.state.path == [f"n{n}" for n in range(6)]
+    result = verify_run(run.path)  # still detected by delivery verify
+    assert (result.ok, result.line_number) == (False, 2)
+
+
+def test_reopening_refuses_a_log_edited_after_the_snapshots_head(tmp_path: Path) -> None:
+    run = paused_with_records(tmp_path)
+    head = snapshot_head(run)
+    rewrite_line(run, head.count + 2, b'"k1":1', b'"k1":7')  # the record of n1
+    with pytest.raises(RunStoreError, match=f"broken event log: line {head.count + 3}: prev"):
+        run.open_log()
+    assert run.events_path.read_bytes().count(b"\n") == head.count + 6  # nothing appended
+
+
+def test_reopening_refuses_a_changed_line_at_the_snapshots_head(tmp_path: Path) -> None:
+    run = paused_with_records(tmp_path)
+    head = snapshot_head(run)
+    rewrite_line(run, head.count, b'"next_node":"a"', b'"next_node":"b"')
+    with pytest.raises(RunStoreError, match=f"broken event log: line {head.count + 1}: prev"):
+        run.open_log()
+
+
+def test_an_edit_before_the_head_that_moves_it_is_refused_by_the_whole_check(
+        tmp_path: Path) -> None:
+    run = paused_with_records(tmp_path)
+    rewrite_line(run, 2, b"before the snapshot", b"before it")  # shorter: the head moved
+    with pytest.raises(RunStoreError, match="broken event log: line 3: prev"):
+        run.open_log()
+
+
+def test_a_torn_last_line_is_still_cut_when_reopening_from_the_head(tmp_path: Path) -> None:
+    run = paused_with_records(tmp_path)
+    whole = run.events_path.read_bytes()
+    run.events_path.write_bytes(whole + b'{"seq":99,"ts":"torn')
+    run.tail_path.unlink()  # a SIGKILL, not a power failure: nothing to write back
+    run.open_log()
+    run.close()
+    after = run.events_path.read_bytes()
+    assert after.startswith(whole)
+    assert json.loads(after[len(whole):])["dropped_bytes"] == len(b'{"seq":99,"ts":"torn')
+    assert verify_run(run.path).ok
+
+
+def test_a_corrupt_snapshot_reopens_with_the_whole_chain_checked(tmp_path: Path) -> None:
+    run = paused_with_records(tmp_path)
+    run.checkpoint_path.write_text("{")
+    rewrite_line(run, 1, b'"goal":"g"', b'"goal":"G"')
+    with pytest.raises(RunStoreError, match="broken event log: line 2"):
+        run.open_log()
+
+
+def test_bytes_before_the_snapshots_head_do_not_change_the_resume_point(tmp_path: Path) -> None:
+    """Resume takes the snapshot and the records after its head: what is before the head
+    is not parsed (here not even JSON, of the same length)."""
+    run = paused_with_records(tmp_path)
+    head = snapshot_head(run)
+    data = run.events_path.read_bytes()
+    first = data.index(b"\n")
+    run.events_path.write_bytes(b"x" * first + data[first:])
+    loaded = run.load()
+    assert loaded is not None and loaded.state.context["k5"] == 5
+    assert loaded.state.path == [f"n{n}" for n in range(6)]
+    assert head.offset > first
