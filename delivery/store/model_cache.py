@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, with_c
 from typing_extensions import TypedDict
 
 from delivery import __version__
-from delivery.errors import RunStoreError, WorkflowInvalid
+from delivery.errors import RunStoreError, WorkflowError, WorkflowInvalid
 from delivery.lang.conditions import parse_condition
 from delivery.lang.declarations import DefaultValue, FactDecl, InputDecl, OutputDecl, OutputKind
 from delivery.lang.diagnostics import Diagnostic, Severity, has_errors
@@ -385,8 +385,8 @@ def _workflow(model: _Model) -> Workflow:
 
 
 def read_cache(run_dir: Path, source: bytes, file: str) -> CachedWorkflow | None:
-    """The cached workflow of `run_dir` if the cache holds the one built from `source` as
-    `file` by this code; None (and why, in the debug log) for anything else."""
+    """The cached workflow of `run_dir` if the cache holds the one built from `source` by
+    this code, naming `file`; None (and why, in the debug log) for anything else."""
     path = run_dir / CACHE_FILE
     try:
         data = read_file(path, "model cache")  # never through a symlink
@@ -395,19 +395,29 @@ def read_cache(run_dir: Path, source: bytes, file: str) -> CachedWorkflow | None
         return None
     if data is None:
         return None
+    found = parse_cache(data, source, file, str(path))
+    if found is None or has_errors(found.diagnostics):
+        return None
+    return found
+
+
+def parse_cache(data: bytes, source: bytes, file: str,
+                where: str = CACHE_FILE) -> CachedWorkflow | None:
+    """The workflow a cache file's bytes hold, if they hold the one built from `source`
+    by this code, named `file`; None (and why, in the debug log) otherwise."""
     if not seal_holds(data):
-        log.debug("model cache ignored: %s: its checksum does not match", path)
+        log.debug("model cache ignored: %s: its checksum does not match", where)
         return None
     try:
         with _collector_paused():
             cached = _FILE_ADAPTER.validate_json(data)
     except ValidationError as error:
-        log.debug("model cache ignored: %s: %s", path, str(error).splitlines()[0])
+        log.debug("model cache ignored: %s: %s", where, str(error).splitlines()[0])
         return None
     if (cached.code, cached.workflow_sha256) != (code_fingerprint(),
                                                   hashlib.sha256(source).hexdigest()):
         log.debug("model cache ignored: %s: built from another workflow or by other code",
-                  path)
+                  where)
         return None
     # The path is only a name in the model and its messages (nothing is read through it):
     # a run directory moved (or fetched elsewhere, SPEC §13) names where its copy is now.
@@ -416,13 +426,11 @@ def read_cache(run_dir: Path, source: bytes, file: str) -> CachedWorkflow | None
     try:
         with _collector_paused():
             workflow = _workflow(cached.model)
-    except (ValueError, TypeError) as error:  # a condition that no longer parses, say
-        log.debug("model cache ignored: %s: %s", path, error)
+    except (ValueError, TypeError, WorkflowError) as error:  # a condition that no longer parses
+        log.debug("model cache ignored: %s: %s", where, error)
         return None
     diagnostics = tuple(Diagnostic(**{**d.model_dump(), "file": file if d.file == was
                                       else d.file}) for d in cached.diagnostics)
-    if has_errors(diagnostics):
-        return None
     return CachedWorkflow(workflow, diagnostics, from_cache=True)
 
 
