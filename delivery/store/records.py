@@ -292,7 +292,9 @@ class RunState:
         if record.agent_state is not None:
             self.agent_state = record.agent_state
         elif record.agent_patch is not None:
-            self.agent_state = merge_patch(self.agent_state, record.agent_patch)
+            # in place: a copy of the whole agent state per record (replay's cursors hold
+            # one entry per stage run) made each resume cost more the longer the run
+            patch_in_place(self.agent_state, record.agent_patch)
         self.mark_recorded()
 
     # -- whole ---------------------------------------------------------------------------
@@ -391,3 +393,15 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             merged[key] = merge_patch(merged.get(key), value)
     return merged
+
+
+def patch_in_place(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    """`merge_patch(target, patch)` written into `target` (which must not be shared): the
+    same result, without copying what the patch does not touch."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            patch_in_place(target[key], value)
+        else:
+            target[key] = merge_patch(None, value)
