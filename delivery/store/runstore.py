@@ -2,6 +2,7 @@
 
     <run>/run.json          what was run (RunInfo; written through a temporary file)
     <run>/workflow.dot      the run's copy of its workflow (resume checks its SHA-256)
+    <run>/workflow.model.json  its validated model, for resumes (delivery.store.model_cache)
     <run>/events.jsonl      the hash-chained event log; it holds the stage records
     <run>/checkpoint.json   a snapshot of the state, with the log position it covers
     <run>/<node>/<attempt>/ prompt.md, response.md, stdout.txt, stderr.txt, status.json
@@ -17,7 +18,8 @@ a bounded share of each stage however long the run gets. A snapshot is written t
 file, flushed and renamed over the old one, and ends with a checksum.
 
 **Resume** = the snapshot + the `state` events after the log position it recorded (the
-chain from there is checked on the way). The log alone is enough: the first `state` event
+chain from there is checked on the way; only that part of the log is read, see
+`delivery.store.eventlog` for what this leaves to `delivery verify`). The log alone is enough: the first `state` event
 holds the starting context whole, so a missing or torn `checkpoint.json` is rebuilt from the
 log (and logged as `checkpoint_recovered`).
 
