@@ -1,5 +1,5 @@
 """Hypothesis over the run-file readers (SPEC §14): a finished run's `checkpoint.json`,
-`events.jsonl` or `run.json` damaged any way — random bytes, cut short, bytes inserted,
+`events.jsonl`, `run.json` or model cache (`workflow.model.json`) damaged any way — random bytes, cut short, bytes inserted,
 deep nesting, a member set to any JSON — and `delivery inspect`, `inspect --json`,
 `verify` and `resume` read it. Each answers with an exit status and at most one line on
 stderr (exactly one when it refuses, exit 2), never a traceback, in bounded time and memory:
@@ -83,7 +83,8 @@ json_values = st.recursive(
 
 @st.composite
 def damage(draw: st.DrawFn) -> tuple[str, str, Any]:
-    name = draw(st.sampled_from(["checkpoint.json", "events.jsonl", "run.json"]))
+    name = draw(st.sampled_from(["checkpoint.json", "events.jsonl", "run.json",
+                                 "workflow.model.json"]))
     kind = draw(st.sampled_from(["random", "cut", "insert", "deep", "member", "line"]))
     if kind == "random":
         return name, kind, draw(st.binary(max_size=2000))
