@@ -378,19 +378,18 @@ def _attributes(rows: list[AttrRow]) -> Attributes:
     return out
 
 
-_NODE_POSITIONAL: Final = frozenset({"id", "line", "column", "attrs"})
-
-
 def _node(fields: _Node) -> Node:
-    # the TypedDict's keys are Node's fields (a test holds them equal)
-    extra: dict[str, Any] = {name: value for name, value in fields.items()
-                             if name not in _NODE_POSITIONAL}
+    # the TypedDict's keys are Node's fields (a test holds them equal); the dict is the
+    # validator's own, so it is taken apart rather than copied
+    extra: dict[str, Any] = fields  # type: ignore[assignment]
+    node_id, line, column, attrs = (extra.pop("id"), extra.pop("line"), extra.pop("column"),
+                                    extra.pop("attrs"))
     if "outputs" in extra:
-        extra["outputs"] = tuple(OutputDecl(n, k, o) for n, k, o in fields["outputs"])
+        extra["outputs"] = tuple(OutputDecl(n, k, o) for n, k, o in extra["outputs"])
     if "facts" in extra:
-        extra["facts"] = tuple(FactDecl(n, o) for n, o in fields["facts"])
+        extra["facts"] = tuple(FactDecl(n, o) for n, o in extra["facts"])
     if "probe_kinds" in extra:
-        extra["probe_kinds"] = tuple(fields["probe_kinds"])
+        extra["probe_kinds"] = tuple(extra["probe_kinds"])
     manager = extra.get("manager")
     if manager is not None:
         stop = manager["stop_condition"]
@@ -398,8 +397,7 @@ def _node(fields: _Node) -> Node:
             manager["child_dotfile"], manager["child_workdir"], manager["poll_interval"],
             manager["max_cycles"], parse_condition(stop) if stop is not None else None,
             tuple(manager["actions"]))
-    return Node(fields["id"], fields["line"], fields["column"], _attributes(fields["attrs"]),
-                **extra)
+    return Node(node_id, line, column, _attributes(attrs), **extra)
 
 
 def _workflow(model: _Model) -> Workflow:
