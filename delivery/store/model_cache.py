@@ -46,7 +46,6 @@ from typing import Any, Final, Literal, NotRequired
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
-from delivery import __version__
 from delivery.errors import RunStoreError, WorkflowError, WorkflowInvalid
 from delivery.lang.conditions import parse_condition
 from delivery.lang.declarations import DefaultValue, FactDecl, InputDecl, OutputDecl, OutputKind
@@ -202,10 +201,10 @@ def _collector_paused() -> Iterator[None]:
 # -- the key ---------------------------------------------------------------------------
 @cache
 def code_fingerprint() -> str:
-    """The version and a SHA-256 of the sources of `delivery.lang` and
-    `delivery.validation` (what builds and validates a model): a developer's edit to
-    either makes older caches stale without a version bump. Computed once per process."""
-    digest = hashlib.sha256(__version__.encode())
+    """A SHA-256 of the sources of `delivery.lang` and `delivery.validation` (what builds
+    and validates a model): another release, or a developer's edit to either, makes older
+    caches stale without a version bump. Computed once per process (~1 ms)."""
+    digest = hashlib.sha256()
     for package in ("lang", "validation"):
         folder = Path(__file__).resolve().parent.parent / package
         try:
@@ -219,7 +218,7 @@ def code_fingerprint() -> str:
                 return ""
             digest.update(f"\0{package}/{name}\0{len(data)}\0".encode())
             digest.update(data)
-    return f"{__version__}+{digest.hexdigest()[:32]}"
+    return digest.hexdigest()
 
 
 # -- writing -------------------------------------------------------------------------------

@@ -19,9 +19,9 @@ file, flushed and renamed over the old one, and ends with a checksum.
 
 **Resume** = the snapshot + the `state` events after the log position it recorded (the
 chain from there is checked on the way; only that part of the log is read, see
-`delivery.store.eventlog` for what this leaves to `delivery verify`). The log alone is enough: the first `state` event
-holds the starting context whole, so a missing or torn `checkpoint.json` is rebuilt from the
-log (and logged as `checkpoint_recovered`).
+`delivery.store.eventlog` for what this leaves to `delivery verify`). The log alone is
+enough: the first `state` event holds the starting context whole, so a missing or torn
+`checkpoint.json` is rebuilt from the log (and logged as `checkpoint_recovered`).
 
 What a crash leaves: a SIGKILL anywhere loses at most the stage that was running (its
 record was not written, so it runs again — SPEC §11); a torn last line is cut when the log

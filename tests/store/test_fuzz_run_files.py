@@ -1,9 +1,10 @@
 """Hypothesis over the run-file readers (SPEC §14): a finished run's `checkpoint.json`,
-`events.jsonl`, `run.json` or model cache (`workflow.model.json`) damaged any way — random bytes, cut short, bytes inserted,
-deep nesting, a member set to any JSON — and `delivery inspect`, `inspect --json`,
-`verify` and `resume` read it. Each answers with an exit status and at most one line on
-stderr (exactly one when it refuses, exit 2), never a traceback, in bounded time and memory:
-the readers run in a child process under a 1.5 GB address-space limit and a timeout.
+`events.jsonl`, `run.json` or model cache (`workflow.model.json`) damaged any way — random
+bytes, cut short, bytes inserted, deep nesting, a member set to any JSON — and `delivery
+inspect`, `inspect --json`, `verify` and `resume` read it. Each answers with an exit status
+and at most one line on stderr (exactly one when it refuses, exit 2), never a traceback, in
+bounded time and memory: the readers run in a child process under a 1.5 GB address-space
+limit and a timeout.
 """
 
 from __future__ import annotations

@@ -158,7 +158,7 @@ DAMAGE = {
         lambda v: v["model"]["nodes"][0].update(script_runner="x")),
     "a wrong type": _resealed(lambda v: v["model"].update(line="one")),
     "built from another workflow": _resealed(lambda v: v.update(workflow_sha256="0" * 64)),
-    "built by other code": _resealed(lambda v: v.update(code="0.0.0+other")),
+    "built by other code": _resealed(lambda v: v.update(code="0" * 64)),
     "a condition that does not parse": _resealed(
         lambda v: v["model"]["edges"][1].__setitem__(6, "((")),
 }
