@@ -85,7 +85,7 @@ _SHAPES: Final[tuple[tuple[str | re.Pattern[str], re.Pattern[str]], ...]] = (
     (re.compile("A[KS]IA"), re.compile(rf"A[KS]IA(?<!{_W}A[KS]IA)[0-9A-Z]{{16}}(?![A-Za-z0-9])")),
 )
 
-# Patterns whose group 1 (a label) is kept and group 2 replaced by MASK, with the literal
+# Patterns whose group 1 (a label) is kept and the rest replaced by MASK, with the literal
 # hints without which they cannot match. `https://user:password@host` keeps the scheme and
 # user; it needs an `@`. Labels are looked for in lower case, UPPER CASE and Capitalized
 # (a case-insensitive scan of every text cost more than all the rest of redaction); each
@@ -97,7 +97,8 @@ def _labelled(first: str, hints: tuple[str, ...], tail: str,
               rest: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
     """A pattern per hint: the hint, preceded by `first` (one letter, kept as text before
     the match) at the start of a word, then `tail` (any case) and `rest`; group 1 ends
-    with the label, group 2 is what is masked."""
+    with the label, the rest of the match is what is masked (one group: `split`, which
+    returns every group, then yields only the labels, see _keep_label)."""
     return tuple(
         (hint, re.compile(rf"({hint}(?<={first}{hint})(?<!\w\w{hint})(?i:{tail}){rest}"))
         for hint in hints)
@@ -106,13 +107,13 @@ def _labelled(first: str, hints: tuple[str, ...], tail: str,
 _KEPT: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     # (whitespace: the ASCII one, which the regex engine tests faster than `\s`; possessive:
     # a URL without a password fails at once)
-    ("://", re.compile(r"(://[^/ \t\n\r\f\v:@]++:)([^/ \t\n\r\f\v@]++)(?=@)")),
+    ("://", re.compile(r"(://[^/ \t\n\r\f\v:@]++:)[^/ \t\n\r\f\v@]++(?=@)")),
     # `Authorization: token abc`, `"Authorization": "Bearer abc"`, `authorization=abc`:
     # everything up to the end of the line or a closing quote.
     *_labelled("[Aa]", ("uthoriz", "UTHORIZ"), "ation",
-               r"[\"']?\s*[:=]\s*[\"']?)([^\s\"'][^\r\n\"']*)"),
+               r"[\"']?\s*[:=]\s*[\"']?)[^\s\"'][^\r\n\"']*"),
     # `Bearer <token>`: the token has a digit (and 8+ characters) or is 24+ characters long.
-    *_labelled("[Bb]", ("earer", "EARER"), "", rf"\s+)({_BEARER_TOKEN})"),
+    *_labelled("[Bb]", ("earer", "EARER"), "", rf"\s+){_BEARER_TOKEN}"),
 )
 
 # What cannot be stored as text safely: NUL and lone surrogates (a str holds surrogates
@@ -231,28 +232,41 @@ def _cut(text: str, masked: list[tuple[int, int]]) -> str:
 
 
 def _mask_dense(text: str) -> str:
-    """mask_token_shapes for a text dense with prefixes: every pattern over all of it."""
+    """mask_token_shapes for a text dense with some prefix: each pattern in turn over the
+    text the previous ones left. A pattern whose prefix is frequent is masked by the regex
+    engine over all of it (`sub` with a literal, `split` for a label kept); one whose prefix
+    is rare or absent, only where its prefix occurs (each regex pass over a megabyte costs
+    about as much as a thousand of those matches). Either way a pattern's leftmost
+    non-overlapping matches are what is masked, so the order and the result are those of
+    running every pattern's `sub` in turn."""
     for prefix, shape in _SHAPES:
-        first = _first(text, prefix)
-        if first != -1:
-            text = _from(first, text, shape, None)
+        text = _mask_one(text, prefix, shape, 0)
     for hint, pattern in _KEPT:
-        first = text.find(hint)
-        if first != -1 and (hint != "://" or "@" in text):
-            text = _from(first, text, None, pattern)
+        if hint != "://" or "@" in text:
+            text = _mask_one(text, hint, pattern, 1)
     return text
 
 
-def _from(first: int, text: str, shape: re.Pattern[str] | None,
-          kept: re.Pattern[str] | None) -> str:
-    """`shape` masked whole, or `kept`'s group 2, in `text` from just before `first` (the
-    lookbehinds see the _LOOKBEHIND characters before it). Cutting the text costs two
-    copies of it: only worth it when the part skipped is large."""
+def _mask_one(text: str, prefix: str | re.Pattern[str], pattern: re.Pattern[str],
+              kept: int) -> str:
+    """`text` with each leftmost non-overlapping match of `pattern` (which starts with
+    `prefix`) masked: whole, or after its group 1 when `kept`."""
+    hits = _few_occurrences(text, prefix)
+    if hits is None:
+        return _from(_first(text, prefix), text, pattern, kept)
+    if not hits:
+        return text
+    masked: list[tuple[int, int]] = []
+    _matches(text, hits, pattern, kept, masked)
+    return _cut(text, masked) if masked else text
+
+
+def _from(first: int, text: str, pattern: re.Pattern[str], kept: int) -> str:
+    """`pattern` masked (whole, or after its group 1 when `kept`) in `text` from just
+    before `first` (the lookbehinds see the _LOOKBEHIND characters before it). Cutting the
+    text costs two copies of it: only worth it when the part skipped is large."""
     def mask(part: str) -> str:
-        if shape is not None:
-            return shape.sub(MASK, part)
-        assert kept is not None
-        return _keep_group(kept, part)
+        return _keep_label(pattern, part) if kept else pattern.sub(MASK, part)
 
     start = first - _LOOKBEHIND
     if start < len(text) // 8:
@@ -260,14 +274,18 @@ def _from(first: int, text: str, shape: re.Pattern[str] | None,
     return text[:start] + mask(text[start:])
 
 
-def _keep_group(pattern: re.Pattern[str], text: str) -> str:
-    """`pattern`'s group 2 replaced by MASK all over `text`, without a Python step per
-    match: `split` returns the text between matches interleaved with groups 1 and 2."""
+def _keep_label(pattern: re.Pattern[str], text: str) -> str:
+    """What follows `pattern`'s group 1 (its label) in each match replaced by MASK all
+    over `text`, without a Python step per match: `split` returns the text between
+    matches interleaved with the labels, and slices put a MASK after each label."""
     parts = pattern.split(text)
-    if len(parts) == 1:
+    matches = len(parts) // 2
+    if not matches:
         return text
-    parts[2::3] = [MASK] * (len(parts) // 3)
-    return "".join(parts)
+    out = [MASK] * (len(parts) + matches)
+    out[0::3] = parts[0::2]
+    out[1::3] = parts[1::2]
+    return "".join(out)
 
 
 def _common_prefix(texts: list[str]) -> str:
