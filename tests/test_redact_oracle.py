@@ -69,3 +69,29 @@ def test_new_texts_are_masked_while_old_ones_leave_the_memo_and_their_ids_are_re
                max_size=30))
 def test_cleaning_replaces_what_the_previous_cleaning_replaced(text: str) -> None:
     assert clean_text(text) == oracle.clean_text(text)
+
+
+def test_a_reply_cleaned_and_masked_on_receipt_is_stored_as_it_is() -> None:
+    redactor = Redactor(["hunter2-secret"])
+    received = redactor.clean_text("said hunter2-secret\x00 and \ud800")
+    assert received == "said ***\ufffd and \ufffd"
+    assert redactor.value(received, clean=True) is received
+    assert redactor.text(received) is received
+
+
+def test_a_masked_text_that_was_never_cleaned_is_still_cleaned() -> None:
+    redactor = Redactor(["hunter2-secret"])
+    masked = redactor.text("said hunter2-secret\x00")
+    assert masked == "said ***\x00"
+    assert redactor.value(masked, clean=True) == "said ***\ufffd"
+    assert redactor.value({"k": masked}, clean=True) == {"k": "said ***\ufffd"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXTS)
+def test_cleaning_and_masking_at_once_is_masking_the_cleaned_text(text: str) -> None:
+    previous = oracle.Redactor(SECRETS)
+    redactor = Redactor(SECRETS)
+    assert redactor.clean_text(text) == previous.text(oracle.clean_text(text))
+    assert redactor.value(redactor.text(text), clean=True) \
+        == previous.value(previous.text(text), clean=True)
