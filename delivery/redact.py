@@ -33,7 +33,9 @@ of values sharing their first characters; each credential shape and label with a
 is then tried only where its prefix occurs, and all masked regions are cut out in one
 copy. Where a prefix is frequent, the regex engine masks the whole text instead (`sub`
 with a literal, `split` for the patterns that keep a label), never with a Python call per
-match. `benchmarks/redaction.py` measures it.
+match. A text the redactor returned lately comes back unscanned, and a long text quoting
+such texts on lines of their own (a stage's transcript quoting its reply) is scanned only
+around them (`Redactor._holds_only_masked`). `benchmarks/redaction.py` measures it.
 
 The label in front of a masked value is kept (`Bearer ***`, `Authorization: ***`) so
 the text still says what was there.
@@ -148,27 +150,44 @@ def mask_token_shapes(text: str) -> str:
     Each pattern is tried only where its prefix occurs and the masked regions of all of
     them are cut out in one copy. A text where some prefix is frequent is left to the
     regex engine instead (`_mask_dense`): a Python step per occurrence would cost more."""
+    return _mask_shapes(text)[0]
+
+
+def _mask_shapes(text: str) -> tuple[str, bool]:
+    """(mask_token_shapes(text), whether all of it was masked in one cut: the result is
+    then one in which no pattern matches anything but a `***` it put there)."""
     if len(text) <= _SHORT and not _may_hold_token(text):
-        return text  # every match holds one of the literals
+        return text, True  # every match holds one of the literals
     masked: list[tuple[int, int]] = []
     for prefix, pattern in _SHAPES:
         hits = _few_occurrences(text, prefix)
         if hits is None:
-            return _mask_dense(text)
+            return _mask_dense(text), False
         _matches(text, hits, pattern, 0, masked)
     for hint, pattern in _KEPT:
         if hint == "://" and "@" not in text:
             continue  # a URL's password is followed by `@`
         hits = _few_occurrences(text, hint)
         if hits is None:
-            return _mask_dense(text)
+            return _mask_dense(text), False
         _matches(text, hits, pattern, 1, masked)
-    return _cut(text, masked) if masked else text
+    return (_cut(text, masked) if masked else text), True
 
 
 # Texts text() remembers having returned (a stage's prompt, reply, transcript and a few
 # small values): bounded, so at most this many replies are kept alive by it.
 _MEMO: Final = 16
+
+# A text at least this long may hold texts this redactor returned (a stage's transcript
+# quoting its reply): those are not scanned again (Redactor._holds_only_masked), only
+# the text around them with _EDGE characters of each.
+_EMBEDDED: Final = 64 * 1024
+_EDGE: Final = 512
+# what a header's label may run through between its name and its value
+_RUN_ONLY: Final = re.compile(r"[\s:=\"']*")
+# the characters of a text compared first when looking for it in another
+_PROBE: Final = 64
+_PROBES: Final = 8
 
 # Above this many occurrences of a prefix, one regex pass beats a match tried at each.
 _FEW: Final = 256
@@ -288,6 +307,19 @@ def _keep_label(pattern: re.Pattern[str], text: str) -> str:
     return "".join(out)
 
 
+def _find_whole(value: str, text: str) -> int:
+    """Where `text` (long) first occurs in `value`, -1 if nowhere or not found soon: its
+    first characters looked for, the rest compared where they are, at a few places only
+    (a repetitive text would make this quadratic; a full scan is the answer then)."""
+    probe = text[:_PROBE]
+    at = value.find(probe)
+    for _ in range(_PROBES):
+        if at == -1 or value.startswith(text, at):
+            return at
+        at = value.find(probe, at + 1)
+    return -1
+
+
 def _common_prefix(texts: list[str]) -> str:
     first, last = min(texts), max(texts)
     size = 0
@@ -354,8 +386,14 @@ class Redactor:
         # each secret as it appears inside a JSON string (ASCII, escaped)
         self._in_json = tuple(json.dumps(s)[1:-1] for s in self._secrets)
         # the texts text() returned lately, by id (see text()), each with whether it is
-        # known to be clean (clean_text would return it as it is)
-        self._done: dict[int, tuple[str, bool]] = {}
+        # known to be clean (clean_text would return it as it is) and whether it was
+        # masked in one cut (see _holds_only_masked)
+        self._done: dict[int, tuple[str, bool, bool]] = {}
+        # a secret holding `*` could be completed by a MASK next to its other part, and
+        # one longer than the windows could cross an edge unseen: no texts taken as
+        # masked within others then
+        self._embeddable = all("*" not in secret and len(secret) < _EDGE // 2
+                               for secret in self._secrets)
         self._done_lock = threading.Lock()
 
     @classmethod
@@ -386,31 +424,80 @@ class Redactor:
     def _masked(self, value: str, *, clean: bool) -> str:
         """text() of a `value` it has not returned lately; `clean`: the value is known to
         be clean, and so is what it returns (masking only cuts text out and puts `***` in)."""
-        if self._groups:
-            value = self._mask_secrets(value)
-        value = mask_token_shapes(value)
+        if len(value) >= _EMBEDDED and self._embeddable and self._holds_only_masked(value):
+            whole = True  # a stage file quoting a reply: `value` needs no masking
+        else:
+            whole = True
+            if self._groups:
+                value, whole = self._mask_secrets(value)
+            value, shapes_whole = _mask_shapes(value)
+            whole = whole and shapes_whole
         with self._done_lock:
             done = self._done
-            done[id(value)] = (value, clean)
+            done[id(value)] = (value, clean, whole)
             if len(done) > _MEMO:
                 del done[next(iter(done))]  # the oldest
         return value
 
+    def _holds_only_masked(self, value: str) -> bool:
+        """Whether masking `value` would change nothing, told without scanning all of it:
+        true when the long texts in it are ones this redactor masked in one cut (in which
+        no pattern matches but at a `***` it put there), each on lines of its own, and the
+        text around each of them, _EDGE characters of theirs included, needs no masking.
+
+        Only across those lines' ends could a match reach out of a masked text: no shape,
+        password, token or header value runs over a line break, a secret is shorter than
+        _EDGE / 2, and what a header's label runs through (white space, `:`, `=`, quotes)
+        may span lines but not _EDGE / 2 characters of a text's edge without another
+        character (tested below), so every match that could change the whole lies in the
+        windows masked here, the part of it that is masked there is no `***`, and the
+        masking of that window changes it."""
+        embedded: list[tuple[int, int, str]] = []
+        with self._done_lock:
+            known = [(text, whole) for text, _, whole in self._done.values()]
+        for text, whole in known:
+            if whole and len(text) >= _EMBEDDED // 2 and len(text) <= len(value):
+                at = _find_whole(value, text)
+                if at != -1:
+                    embedded.append((at, at + len(text), text))
+        if not embedded:
+            return False
+        embedded.sort(key=lambda found: (found[0], -found[1]))
+        windows: list[str] = []
+        done, before = 0, ""
+        for start, end, text in embedded:
+            if start < done:
+                continue  # within one taken already (or past its end: then scanned)
+            if start and (value[start - 1] != "\n" or _RUN_ONLY.fullmatch(text, 0, _EDGE // 2)):
+                return False
+            if end < len(value) and (value[end] != "\n" or _RUN_ONLY.fullmatch(
+                    text, len(text) - _EDGE // 2)):
+                return False
+            windows.append(before + value[done:start] + text[:_EDGE])
+            done, before = end, text[-_EDGE:]
+        windows.append(before + value[done:])
+        for window in windows:
+            if self._groups and self._mask_secrets(window)[0] != window:
+                return False
+            if mask_token_shapes(window) != window:
+                return False
+        return True
+
     redact = text
 
-    def _mask_secrets(self, value: str) -> str:
-        """`value` with every occurrence of a known secret replaced by `***` (overlapping
-        occurrences: their union)."""
+    def _mask_secrets(self, value: str) -> tuple[str, bool]:
+        """(`value` with every occurrence of a known secret replaced by `***` (overlapping
+        occurrences: their union), whether that was done in one cut)."""
         spans: list[tuple[int, int]] = []
         for prefix, members in self._groups:
             for count, at in enumerate(_occurrences(value, prefix)):
                 if count == _FEW:  # frequent: one regex pass over the text does better
-                    return self._alternation.sub(MASK, value)
+                    return self._alternation.sub(MASK, value), False
                 for secret in members:  # longest first
                     if value.startswith(secret, at):
                         spans.append((at, at + len(secret)))
                         break
-        return _cut(value, spans) if spans else value
+        return (_cut(value, spans) if spans else value), True
 
     def clean_text(self, value: str) -> str:
         """text() of clean_text(value). A reply is cleaned and masked on receipt and then
@@ -425,7 +512,7 @@ class Redactor:
             cleaned = clean_text(value)
             if cleaned is value:  # masked already: only known to be clean now
                 with self._done_lock:
-                    self._done[id(value)] = (value, True)
+                    self._done[id(value)] = (value, True, known[2])
                 return value
             return self._masked(cleaned, clean=True)
         return self._masked(clean_text(value), clean=True)
