@@ -188,6 +188,8 @@ _RUN_ONLY: Final = re.compile(r"[\s:=\"']*")
 # the characters of a text compared first when looking for it in another
 _PROBE: Final = 64
 _PROBES: Final = 8
+# how many of the texts returned lately are looked for in a long one
+_QUOTED: Final = 4
 
 # Above this many occurrences of a prefix, one regex pass beats a match tried at each.
 _FEW: Final = 256
@@ -453,13 +455,13 @@ class Redactor:
         windows masked here, the part of it that is masked there is no `***`, and the
         masking of that window changes it."""
         embedded: list[tuple[int, int, str]] = []
-        with self._done_lock:
-            known = [(text, whole) for text, _, whole in self._done.values()]
-        for text, whole in known:
-            if whole and len(text) >= _EMBEDDED // 2 and len(text) <= len(value):
-                at = _find_whole(value, text)
-                if at != -1:
-                    embedded.append((at, at + len(text), text))
+        with self._done_lock:  # the latest few long ones (each looked for costs a scan)
+            known = [text for text, _, whole in reversed(self._done.values())
+                     if whole and _EMBEDDED // 2 <= len(text) <= len(value)][:_QUOTED]
+        for text in known:
+            at = _find_whole(value, text)
+            if at != -1:
+                embedded.append((at, at + len(text), text))
         if not embedded:
             return False
         embedded.sort(key=lambda found: (found[0], -found[1]))
