@@ -443,9 +443,10 @@ class Redactor:
 
     def _holds_only_masked(self, value: str) -> bool:
         """Whether masking `value` would change nothing, told without scanning all of it:
-        true when the long texts in it are ones this redactor masked in one cut (in which
-        no pattern matches but at a `***` it put there), each on lines of its own, and the
-        text around each of them, _EDGE characters of theirs included, needs no masking.
+        true when the long texts in it are prompts or replies this redactor cleaned and
+        masked lately, in one cut (in which no pattern matches but at a `***` it put
+        there), each on lines of its own, and the text around each of them, _EDGE
+        characters of theirs included, needs no masking.
 
         Only across those lines' ends could a match reach out of a masked text: no shape,
         password, token or header value runs over a line break, a secret is shorter than
@@ -455,13 +456,18 @@ class Redactor:
         windows masked here, the part of it that is masked there is no `***`, and the
         masking of that window changes it."""
         embedded: list[tuple[int, int, str]] = []
-        with self._done_lock:  # the latest few long ones (each looked for costs a scan)
-            known = [text for text, _, whole in reversed(self._done.values())
-                     if whole and _EMBEDDED // 2 <= len(text) <= len(value)][:_QUOTED]
-        for text in known:
+        # the latest few long prompts and replies (each looked for costs a scan)
+        with self._done_lock:
+            known = [text for text, clean, whole in reversed(self._done.values())
+                     if clean and whole and _EMBEDDED // 2 <= len(text) <= len(value)]
+        left = len(value)
+        for text in known[:_QUOTED]:
+            if left < len(text):
+                break  # no room for another
             at = _find_whole(value, text)
             if at != -1:
                 embedded.append((at, at + len(text), text))
+                left -= len(text)
         if not embedded:
             return False
         embedded.sort(key=lambda found: (found[0], -found[1]))

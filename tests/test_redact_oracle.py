@@ -97,7 +97,7 @@ def test_cleaning_and_masking_at_once_is_masking_the_cleaned_text(text: str) -> 
         == previous.value(previous.text(text), clean=True)
 
 
-# A stage file quoting texts the redactor returned (a transcript of prompt and reply):
+# A stage file quoting prompts and replies the redactor cleaned and masked (a transcript):
 # long masked texts whose first and last lines are anything, between lines of any text.
 FILLER = "plain words of a long reply\n" * 2600  # past the length a text is looked for in
 # (with runs longer than what is looked at around a quoted text: a password, a header's
@@ -114,7 +114,7 @@ GLUE = st.lists(st.one_of(FRAGMENTS, RUNS, LONG_RUNS, st.just("\n"),
 def test_a_text_quoting_masked_texts_is_masked_as_a_whole_one(
         texts: list[tuple[str, str]], glue: list[str], on_lines: bool) -> None:
     redactor = Redactor(SECRETS)
-    masked = [redactor.text(head + FILLER + tail) for head, tail in texts]
+    masked = [redactor.clean_text(head + FILLER + tail) for head, tail in texts]
     edge = "\n" if on_lines else ""
     quoting = glue[0] + edge + (edge + glue[1] + edge).join(masked) + edge + glue[2]
     assert redactor.text(quoting) == oracle.Redactor(SECRETS).text(quoting)
@@ -123,14 +123,14 @@ def test_a_text_quoting_masked_texts_is_masked_as_a_whole_one(
 def test_a_header_left_open_at_the_end_of_a_quoted_reply_still_masks_what_follows() -> None:
     # `Authorization:` ending the reply: its value is the next line of the stage file
     redactor = Redactor(SECRETS)
-    reply = redactor.text(FILLER + "Authorization:")
+    reply = redactor.clean_text(FILLER + "Authorization:")
     transcript = f"## turn 1: reply\n\n{reply}\n\nsecret-on-the-next-line\n"
     assert redactor.text(transcript).endswith("Authorization:\n\n***\n")
 
 
 def test_a_quoted_reply_and_what_is_around_it_are_masked_once() -> None:
     redactor = Redactor(SECRETS)
-    reply = redactor.text("ghp_" + "a" * 36 + "\n" + FILLER)
+    reply = redactor.clean_text("ghp_" + "a" * 36 + "\n" + FILLER)
     transcript = f"## turn 1: prompt\n\nsay hunter2-secret\n\n## turn 2: reply\n\n{reply}\n"
     assert redactor.text(transcript) == transcript.replace("hunter2-secret", "***")
     assert reply.startswith("***\n")
@@ -140,7 +140,7 @@ def _quoted(before: str, text: str, after: str) -> tuple[str, str]:
     """(what the redactor makes of `before` + a masked long text + `after`, what the
     previous redactor made of it)."""
     redactor = Redactor(SECRETS)
-    quoting = before + redactor.text(text) + after
+    quoting = before + redactor.clean_text(text) + after
     return redactor.text(quoting), oracle.Redactor(SECRETS).text(quoting)
 
 
@@ -162,3 +162,27 @@ def test_a_header_whose_white_space_runs_out_of_a_quoted_text_is_masked() -> Non
 def test_a_header_whose_white_space_runs_into_a_quoted_text_is_masked() -> None:
     ours, previous = _quoted("Authorization:\n", " " * 600 + "value\n" + FILLER, "")
     assert ours == previous and ours.startswith("Authorization:\n" + " " * 600 + "***\n")
+
+
+def test_a_secret_that_a_mask_completes_is_masked_in_a_text_quoting_the_masked_one() -> None:
+    # masking the first secret leaves `***tail-secret`, the second: a quoting text must
+    # not be taken as masked already
+    secrets = ["hunter2-secret", "***tail-secret"]
+    redactor = Redactor(secrets)
+    reply = redactor.clean_text(FILLER + "hunter2-secrettail-secret\n" + FILLER)
+    assert "\n***tail-secret\n" in reply
+    transcript = f"## turn 1: reply\n\n{reply}\n"
+    assert redactor.text(transcript) == oracle.Redactor(secrets).text(transcript)
+    assert "\n***\n" in redactor.text(transcript)
+
+
+def test_a_long_secret_crossing_the_end_of_a_quoted_text_is_masked() -> None:
+    # a secret of many short lines (none of them a secret of its own) that the quoted
+    # reply ends in the middle of
+    secret = "abcde\n" * 99 + "abcde"
+    redactor = Redactor([secret])
+    cut = 6 * 91 + 5  # a line break of the secret
+    reply = redactor.clean_text(FILLER + secret[:cut])
+    transcript = f"{reply}\n{secret[cut + 1:]}\n"
+    assert redactor.text(transcript) == oracle.Redactor([secret]).text(transcript)
+    assert redactor.text(transcript).endswith("\n***\n")
