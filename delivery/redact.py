@@ -426,14 +426,13 @@ class Redactor:
     def _masked(self, value: str, *, clean: bool) -> str:
         """text() of a `value` it has not returned lately; `clean`: the value is known to
         be clean, and so is what it returns (masking only cuts text out and puts `***` in)."""
-        if len(value) >= _EMBEDDED and self._embeddable and self._holds_only_masked(value):
-            whole = True  # a stage file quoting a reply: `value` needs no masking
-        else:
-            whole = True
+        whole = True  # masked in one cut (see _holds_only_masked)
+        if len(value) < _EMBEDDED or not self._embeddable or not self._holds_only_masked(value):
             if self._groups:
                 value, whole = self._mask_secrets(value)
             value, shapes_whole = _mask_shapes(value)
             whole = whole and shapes_whole
+        # (else a stage file quoting prompts and replies: it needs no masking)
         with self._done_lock:
             done = self._done
             done[id(value)] = (value, clean, whole)
