@@ -18,11 +18,11 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from delivery.lang.conditions import Condition
 from delivery.lang.model import Edge, NodeType, Workflow
-from delivery.lang.topology import ParallelSection, parallel_sections, retry_targets
+from delivery.lang.topology import ParallelSection, parallel_sections, retry_table
 from delivery.validation.writes import initial_writes, stage_writes, writes_freely
 
 WITNESS_LIMIT = 50
@@ -30,8 +30,10 @@ FREE = "\x00free"  # a pseudo key: "an agent without outputs= ran", on every pat
 _RESULT = re.compile(r"parallel\.results\.([0-9]+)(?:\.(.*))?\Z")
 
 
-@dataclass(frozen=True, slots=True)
-class Read:
+class Read(NamedTuple):
+    """One read of a context key (a tuple: a large workflow has one per template name and
+    condition clause, and a tuple is built in C)."""
+
     key: str
     node: str  # the reading node (for a condition: the edge's source)
     edge: Edge | None  # set when the read is in this edge's condition
@@ -61,6 +63,9 @@ class _Cover:
                     self.tail_under.setdefault(".".join(parts[1:cut]), []).append(i)
             if len(parts) >= 2:
                 self.tail_exact.setdefault(".".join(parts[1:]), []).append(i)
+        # written keys nothing reads: `last_response`, `tool.output` ... are written by
+        # thousands of stages (the other masks are not kept: each is as wide as its bit)
+        self.unread: set[str] = set()
 
     def bit(self, key: str) -> int:
         """The mask of one read key (0 when nothing reads it)."""
@@ -68,6 +73,19 @@ class _Cover:
         return 0 if i is None else 1 << i
 
     def mask(self, written: str) -> int:
+        if written in self.unread:
+            return 0
+        mask = self._mask(written)
+        if not mask:
+            self.unread.add(written)
+        return mask
+
+    def _mask(self, written: str) -> int:
+        if "." not in written:  # no namespace above it, nothing below but what it prefixes
+            mask = 0
+            for i in self.under.get(written, ()):
+                mask |= 1 << i
+            return mask
         if written.startswith("*."):
             table_under, table_exact, name = self.tail_under, self.tail_exact, written[2:]
             exact: dict[str, int] | None = None
@@ -137,16 +155,26 @@ class Availability:
             s.fan_in: s for s in self.sections.values() if s.fan_in is not None
         }
         self.result_bits = self._result_bits(keys)
-        self.failure_edges = {e.index for e in workflow.edges if failure_can_take(e, workflow)}
         # A conditional node entered after a failure routes only on edges that can be taken
         # after a failure; its other edges see only what the success paths into it carry.
         self.conditional = {n.id for n in workflow.nodes_of(NodeType.CONDITIONAL)}
         self.into_conditional = {e.index for e in workflow.edges
                                  if e.condition is None and e.target in self.conditional}
-        # edges out of a conditional node that its failure can take, decided once (the
-        # fixpoint asks again on every visit)
-        self.conditional_failure = {e.index for e in workflow.edges
-                                    if e.source in self.conditional and failure_can_take(e)}
+        # edges a failure can take (failure_can_take with the workflow), and those out of a
+        # conditional node that its failure can take (without it: only by the condition),
+        # each edge's condition asked once
+        self.failure_edges: set[int] = set()
+        self.conditional_failure: set[int] = set()
+        nodes, conditional = workflow.nodes, self.conditional
+        for edge in workflow.edges:
+            condition = edge.condition
+            if condition is None:
+                if nodes[edge.target].type is NodeType.CONDITIONAL:
+                    self.failure_edges.add(edge.index)
+            elif condition.tests_outcome() and condition.may_hold({"outcome": "failed"}):
+                self.failure_edges.add(edge.index)
+                if edge.source in conditional:
+                    self.conditional_failure.add(edge.index)
         self.success_entry: dict[str, int] = {}
         self._forward_steps: dict[str, list[tuple[str, int, bool]]] | None = None
         self._witness_parents: dict[int, dict[str, tuple[str, bool] | None]] = {}
@@ -246,15 +274,16 @@ class Availability:
         for edge in self.workflow.edges:
             if id(edge) not in branch_end_edges:
                 flows[edge.target].append((edge.source, edge))
-        for node_id in self.workflow.nodes:
+        retries = retry_table(self.workflow)
+        for node_id, targets in retries.items():
             if node_id == self.start:
                 continue  # the start node does no work and cannot fail
-            for target in retry_targets(self.workflow, node_id):
+            for target in targets:
                 flows[target].append((node_id, None))
         gates = [n.id for n in self.workflow.nodes.values() if n.goal_gate]
         for exit_node in self.workflow.nodes_of(NodeType.EXIT):
             for gate in gates:
-                for target in retry_targets(self.workflow, gate):
+                for target in retries[gate]:
                     flows[target].append((exit_node.id, None))
         return flows
 
@@ -276,27 +305,42 @@ class Availability:
         self.entry = {}
         queue = deque([self.start])
         queued = {self.start}
+        entry, always, succeeded = self.entry, self.always, self.success
+        success_entry, all_bits, initial = self.success_entry, self.all_bits, self.initial
+        conditional, conditional_failure = self.conditional, self.conditional_failure
+        failure_edges, into_conditional = self.failure_edges, self.into_conditional
         while queue:
             node_id = queue.popleft()
             queued.discard(node_id)
-            success = self.all_bits
+            success = all_bits
             if node_id == self.start:
                 value = success = self.initial
             else:
-                value = self.all_bits
+                value = all_bits
+                # edge_flow and _source_entry, inlined: this loop runs once per edge and visit
                 for source, edge in incoming[node_id]:
-                    if source not in self.entry:
+                    source_entry = entry.get(source)
+                    if source_entry is None:
                         continue  # not reached yet: the top of the lattice
                     if edge is None:
-                        flow = self.entry[source] | self.always[source]
+                        flow = source_entry | always[source]
                         value &= flow
                         success &= flow
+                        continue
+                    index = edge.index
+                    if source in conditional and index not in conditional_failure:
+                        source_entry = success_entry.get(source, all_bits)
+                    if edge.loop_restart:
+                        flow = initial
+                    elif index in failure_edges:
+                        flow = source_entry | always[source]
                     else:
-                        value &= self.edge_flow(edge)
-                        if edge.index in self.into_conditional:
-                            success &= self._source_entry(edge) | self.success[source]
-                        else:
-                            success &= self.edge_flow(edge)
+                        flow = source_entry | succeeded[source]
+                    value &= flow
+                    if index in into_conditional:
+                        success &= source_entry | succeeded[source]
+                    else:
+                        success &= flow
                 joined = self.section_of_fan_in.get(node_id)
                 if joined is not None and joined.parallel in self.entry:
                     value &= self._join_flow(joined)

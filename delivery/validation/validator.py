@@ -41,6 +41,10 @@ class _Checker:
         self.w = workflow
         self.out: list[Diagnostic] = []
         self.sections = parallel_sections(workflow)  # shared by the structure and availability
+        # every condition's atoms, walked out of its tree once: several rules read them
+        self.edge_atoms: list[tuple[Edge, list[Compare | Truthy]]] = [
+            (edge, list(edge.condition.atoms())) for edge in workflow.edges
+            if edge.condition is not None]
 
     def add(self, rule: str, message: str, line: int, column: int, *, fix: str = "",
             node: str | None = None, edge: str | None = None,
@@ -226,11 +230,10 @@ class _Checker:
 
     # -- conditions, choices and literals -----------------------------------------------
     def compares(self) -> Iterator[tuple[Edge, Compare]]:
-        for edge in self.w.edges:
-            if edge.condition is not None:
-                for atom in edge.condition.atoms():
-                    if isinstance(atom, Compare):
-                        yield edge, atom
+        for edge, atoms in self.edge_atoms:
+            for atom in atoms:
+                if isinstance(atom, Compare):
+                    yield edge, atom
 
     def spaced_literals(self) -> None:
         """A bare literal runs over spaces (as Attractor reads a clause), so `x=a and y=b`
@@ -249,6 +252,7 @@ class _Checker:
         w = self.w
         domains: dict[str, set[str]] = {}
         open_keys: set[str] = {d.name for d in w.inputs}
+        atoms_of = {id(edge): atoms for edge, atoms in self.edge_atoms}
         for node in w.nodes.values():
             for out in node.outputs:
                 if out.kind is not OutputKind.CHOICE:
@@ -256,8 +260,8 @@ class _Checker:
                     continue
                 literals = {
                     atom.literal
-                    for edge in w.outgoing[node.id] if edge.condition is not None
-                    for atom in edge.condition.atoms()
+                    for edge in w.outgoing[node.id]
+                    for atom in atoms_of.get(id(edge), ())
                     if isinstance(atom, Compare) and atom.key == out.name and atom.op in ("=", "!=")
                 }
                 if not literals:
@@ -334,10 +338,9 @@ class _Checker:
         return reads
 
     def _condition_atoms(self) -> Iterator[tuple[Edge, Compare | Truthy]]:
-        for edge in self.w.edges:
-            if edge.condition is not None:
-                for atom in edge.condition.atoms():
-                    yield edge, atom
+        for edge, atoms in self.edge_atoms:
+            for atom in atoms:
+                yield edge, atom
 
     def availability(self, start: str) -> None:
         reads = self.reads()
