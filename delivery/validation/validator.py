@@ -26,7 +26,11 @@ from delivery.lang.template_reads import (
 from delivery.lang.topology import ParallelSection, parallel_sections, reachable
 from delivery.validation import security
 from delivery.validation.availability import Availability, Read, failure_can_take
-from delivery.validation.writes import is_always_available, stage_writes
+from delivery.validation.writes import (
+    ALWAYS_AVAILABLE,
+    ALWAYS_AVAILABLE_PREFIXES,
+    stage_writes,
+)
 from probes.pr_state import PR_STATES
 
 OUTCOMES = ("succeeded", "failed", "partial_success", "retry", "skipped", *OUTCOME_ALIASES)
@@ -306,10 +310,17 @@ class _Checker:
     # -- templates and availability ------------------------------------------------------
     def reads(self) -> list[Read]:
         reads: list[Read] = []
+        append = reads.append
+        # tuple.__new__ builds a Read in C (a NamedTuple's own __new__ is Python code), and
+        # is_always_available is inlined: this runs once per template name and clause
+        new, read_type = tuple.__new__, Read
+        always, always_prefixes = ALWAYS_AVAILABLE, ALWAYS_AVAILABLE_PREFIXES
         for node in self.w.nodes.values():
-            for name in ("prompt", "script", "tool_command"):
-                attr = node.prompt_attr if name == "prompt" else node.attrs.get(name)
-                if attr is None or (name == "prompt" and node.type not in LLM_TYPES):
+            attrs = node.attrs
+            prompt = node.prompt_attr if node.type in LLM_TYPES else None
+            for name, attr in (("prompt", prompt), ("script", attrs.get("script")),
+                               ("tool_command", attrs.get("tool_command"))):
+                if attr is None:
                     continue
                 try:
                     found = node_template_reads(node, name, attr.text)
@@ -319,28 +330,28 @@ class _Checker:
                              attr.value.column if problem.lineno == 1 else 1, node=node.id,
                              fix="fix the Jinja2 syntax ({{ name }}, {% if %} ... {% endif %})")
                     continue
+                first_line, first_column = attr.value.line, attr.value.column
                 for read in found:
-                    if is_always_available(read.key):
+                    key = read.key
+                    if key in always or key.startswith(always_prefixes):
                         continue
-                    line = attr.value.line + read.lineno - 1
-                    column = attr.value.column if read.lineno == 1 else 1
-                    reads.append(Read(read.key, node.id, None, line, column))
+                    lineno = read.lineno
+                    append(new(read_type, (key, node.id, None, first_line + lineno - 1,
+                                           first_column if lineno == 1 else 1)))
         for node in self.w.nodes_of(NodeType.RESPOND):
             attr = node.attrs.get("threads")
             if attr is not None and _KEY.match(node.threads_key):
                 reads.append(Read(node.threads_key, node.id, None, attr.value.line,
                                   attr.value.column))
-        for edge, atom in self._condition_atoms():
-            if is_always_available(atom.key):
-                continue
-            line, column = value_position(edge.attrs["condition"].value, atom.offset)
-            reads.append(Read(atom.key, edge.source, edge, line, column))
-        return reads
-
-    def _condition_atoms(self) -> Iterator[tuple[Edge, Compare | Truthy]]:
         for edge, atoms in self.edge_atoms:
+            value = edge.attrs["condition"].value
             for atom in atoms:
-                yield edge, atom
+                key = atom.key
+                if key in always or key.startswith(always_prefixes):
+                    continue
+                line, column = value_position(value, atom.offset)
+                append(new(read_type, (key, edge.source, edge, line, column)))
+        return reads
 
     def availability(self, start: str) -> None:
         reads = self.reads()
