@@ -53,6 +53,7 @@ from delivery.lang.model import (
     NodeType,
     TemplateMode,
     Workflow,
+    make_attribute,
     parse_duration,
 )
 from delivery.lang.syntax import (
@@ -159,7 +160,8 @@ class _Builder:
         node.declared = True
         table = node.attrs
         for assign in attrs:
-            table[assign.key] = Attribute(assign.key, assign.value, assign.line, assign.column)
+            table[assign.key] = make_attribute(assign.key, assign.value, assign.line, assign.column,
+                                               False)
         return node
 
     def add_edges(self, stmt: EdgeStmt, scope: _Scope) -> None:
@@ -170,7 +172,8 @@ class _Builder:
                 self.nodes[node_id] = node
         attrs = dict(scope.edge_defaults)
         for assign in stmt.attrs:
-            attrs[assign.key] = Attribute(assign.key, assign.value, assign.line, assign.column)
+            attrs[assign.key] = make_attribute(assign.key, assign.value, assign.line, assign.column,
+                                               False)
         chain, edges = stmt.chain, self.edges
         if len(chain) == 2:  # the common a -> b: no pairs to zip
             (source, s_line, s_col), (target, _, _) = chain

@@ -35,6 +35,8 @@ from delivery.lang.syntax import (
     Statement,
     SubgraphStmt,
     Value,
+    make_attr_assign,
+    make_value,
 )
 
 NODE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -201,7 +203,8 @@ class _Parser:
         skip = _SKIP_RE.match
         fast = self._fast_statement
         while True:
-            self._resync()
+            if self.tokens:
+                self._resync()
             pos = self.pos
             gap = skip(source, pos)  # the pattern matches the empty string: never None
             end = gap.end() if gap is not None else pos
@@ -251,15 +254,16 @@ class _Parser:
                 raw = item.group(value_kind)
                 column = item.start(value_kind) - line_start + 1
                 if value_kind == "s":
-                    value = Value("string", raw[1:-1], line, column, raw)
+                    value = make_value("string", raw[1:-1], line, column, raw)
                 elif value_kind == "w":
-                    value = Value("bool" if raw in ("true", "false") else "word", raw, line,
-                                  column, raw)
+                    value = make_value("bool" if raw in ("true", "false") else "word", raw, line,
+                                       column, raw)
                 elif value_kind == "n":
-                    value = Value("float" if "." in raw else "int", raw, line, column, raw)
+                    value = make_value("float" if "." in raw else "int", raw, line, column, raw)
                 else:
-                    value = Value("duration", raw, line, column, raw)
-                append(AttrAssign(item.group("k"), value, line, item.start() - line_start + 1))
+                    value = make_value("duration", raw, line, column, raw)
+                append(make_attr_assign(item.group("k"), value, line,
+                                        item.start() - line_start + 1))
         self.pos = m.end()
         column = m.start() - line_start + 1
         if chain is not None:
