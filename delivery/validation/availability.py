@@ -26,6 +26,8 @@ from delivery.lang.topology import ParallelSection, parallel_sections, retry_tab
 from delivery.validation.writes import initial_writes, stage_writes, writes_freely
 
 WITNESS_LIMIT = 50
+_LOW_64 = (1 << 64) - 1
+_SHARE_CANDIDATES = 8
 FREE = "\x00free"  # a pseudo key: "an agent without outputs= ran", on every path
 _RESULT = re.compile(r"parallel\.results\.([0-9]+)(?:\.(.*))?\Z")
 
@@ -333,8 +335,19 @@ class Availability:
         failure_edges, into_conditional = self.failure_edges, self.into_conditional
         # Equal sets share one int: along a chain most stages write nothing that is read,
         # so their entries are equal, and each is as wide as the keys read so far (a
-        # 20,000-node workflow's entries were 17 MB, 6 MB of them distinct). Dropped after.
-        shared: dict[int, int] = {}
+        # 20,000-node workflow's entries were 17 MB, 6 MB of them distinct). Found by width
+        # and lowest 64 bits, each O(1), then compared (from the highest digit: unequal ints
+        # differ early); hashing the int itself reads all of it. Dropped after.
+        shared: dict[tuple[int, int], list[int]] = {}
+
+        def share(mask: int) -> int:
+            same = shared.setdefault((mask.bit_length(), mask & _LOW_64), [])
+            for candidate in same:
+                if candidate == mask:
+                    return candidate
+            if len(same) < _SHARE_CANDIDATES:  # bounded: never a scan growing with the graph
+                same.append(mask)
+            return mask
         while queue:
             node_id = queue.popleft()
             queued.discard(node_id)
@@ -373,10 +386,10 @@ class Availability:
                     success &= self._join_flow(joined)
             changed = self.entry.get(node_id) != value or node_id not in self.entry
             if node_id in self.conditional and self.success_entry.get(node_id) != success:
-                self.success_entry[node_id] = shared.setdefault(success, success)
+                self.success_entry[node_id] = share(success)
                 changed = True
             if changed:
-                self.entry[node_id] = shared.setdefault(value, value)
+                self.entry[node_id] = share(value)
                 for dependent in dependents[node_id]:
                     if dependent not in queued:
                         queued.add(dependent)
