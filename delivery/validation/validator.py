@@ -278,13 +278,18 @@ class _Checker:
             open_keys.update(f.name for f in node.facts)
         for key in open_keys:
             domains.pop(key, None)
+        # what a key may be compared with, worked out once per key (a choice is compared on
+        # several edges)
+        domain_of: dict[str, tuple[bool, tuple[str, ...] | None, str]] = {}
         for edge, atom in self.compares():
             if atom.op not in ("=", "!="):
                 continue
             key = atom.key
-            allowed: tuple[str, ...] | None = None
-            what = ""
-            if key == "outcome" or key.endswith(".outcome"):
+            known = domain_of.get(key)
+            if known is None:
+                known = domain_of[key] = _literal_domain(key, domains)
+            is_outcome, allowed, what = known
+            if is_outcome:
                 if atom.literal not in OUTCOMES:
                     # an agent may report a custom outcome (SPEC §2): warn, do not refuse
                     self.at_attr("custom_outcome", edge.attrs["condition"], f"'{atom.literal}' "
@@ -294,13 +299,6 @@ class _Checker:
                                  "it if an agent reports this outcome", edge=edge.name,
                                  offset=atom.literal_offset, severity="warning")
                 continue
-            elif key == "pr.state" or key.endswith(".pr.state"):
-                allowed, what = PR_STATES, "a PR state"
-            elif key in ("pr.ready", "worktree.clean") or key.endswith(
-                    (".pr.ready", ".diff.empty", ".worktree.exists", ".worktree.dirty", ".failed")):
-                allowed, what = BOOLEANS, "a boolean"
-            elif domains.get(key):
-                allowed, what = tuple(sorted(domains[key])), f"the choice '{key}'"
             if allowed is not None and atom.literal not in allowed:
                 self.at_attr("impossible_literal", edge.attrs["condition"], f"{what} is never "
                              f"'{atom.literal}' (it is one of {', '.join(allowed)})",
@@ -483,6 +481,21 @@ class _Checker:
         if start is not None:
             self.availability(start)
         return self.out
+
+
+def _literal_domain(key: str, domains: Mapping[str, set[str]]
+                    ) -> tuple[bool, tuple[str, ...] | None, str]:
+    """(whether `key` is an outcome, the literals it can equal or None for any, what it is)."""
+    if key == "outcome" or key.endswith(".outcome"):
+        return True, None, ""
+    if key == "pr.state" or key.endswith(".pr.state"):
+        return False, PR_STATES, "a PR state"
+    if key in ("pr.ready", "worktree.clean") or key.endswith(
+            (".pr.ready", ".diff.empty", ".worktree.exists", ".worktree.dirty", ".failed")):
+        return False, BOOLEANS, "a boolean"
+    if domains.get(key):
+        return False, tuple(sorted(domains[key])), f"the choice '{key}'"
+    return False, None, ""
 
 
 def node_template_reads(node: Node, name: str, text: str) -> list[TemplateRead]:
