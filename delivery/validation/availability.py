@@ -404,6 +404,20 @@ class Availability:
                  else self.entry[read.node])
         return bool(value & bit)
 
+    def unavailable(self, reads: Iterable[Read]) -> list[Read]:
+        """The reads `available` answers False for, in order (one loop for all of them)."""
+        entry, index, found = self.entry, self.cover.index, []
+        for read in reads:
+            value = entry.get(read.node)
+            if value is None:
+                continue  # unreachable: reported by the reachability rule instead
+            bit = index.get(read.key)
+            if read.edge is not None:
+                value = self.condition_flow(read.edge)
+            if bit is None or not (value >> bit) & 1:
+                found.append(read)
+        return found
+
     def after_free_writer(self, read: Read) -> bool:
         """Whether every path to the read passes an agent without outputs= (SPEC §10: the
         read's availability is then unproven, a warning, rather than an error)."""

@@ -358,9 +358,7 @@ class _Checker:
         analysis = Availability(self.w, start, reads, self.sections)
         writers: dict[str, list[str]] | None = None  # only needed to explain a problem
         sections = analysis.sections
-        for read in reads:
-            if analysis.available(read):
-                continue
+        for read in analysis.unavailable(reads):
             if writers is None:
                 writers = self.writers()
             free = analysis.after_free_writer(read) and \
