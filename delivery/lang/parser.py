@@ -69,16 +69,16 @@ _ATTR = rf"(?P<k>{_ID}){_BLANK}={_BLANK}{_value(capture=True)}"
 # comments and ';' (the general loop skips ';' tokens the same way).
 _GAP = r"(?:[ \t\r\f\v]++|\n(?:[ \t]*\#[^\n]*)?|//[^\n]*|/\*.*?\*/)*+"
 _SKIP = r"(?:[ \t\r\f\v]++|\n(?:[ \t]*\#[^\n]*)?|//[^\n]*|/\*.*?\*/|;)*+"
-_STATEMENT = re.compile(
+_STATEMENT = (
     rf"(?P<head>{_PLAIN_ID})"
     rf"(?P<chain>(?:{_BLANK}->{_BLANK}{_PLAIN_ID})*+){_BLANK}"
     rf"(?:\[(?P<attrs>{_BLANK}(?:{_ID}{_BLANK}={_BLANK}{_value(capture=False)}{_BLANK}"
     rf"(?:[,;]{_BLANK})?)*+)\])?"
     # the statement ends here only if what follows cannot continue it (newlines do not end
     # a statement: `a` then `[x=1]` on the next line is one node statement)
-    rf"(?={_GAP}(?![\[=\-]))",
-    re.DOTALL,
+    rf"(?={_GAP}(?![\[=\-]))"
 )
+_GAPPED_STATEMENT = re.compile(_SKIP + _STATEMENT, re.DOTALL)
 _ATTR_ITEM = re.compile(_ATTR)
 _CHAIN_ID = re.compile(_PLAIN_ID)
 _SKIP_RE = re.compile(_SKIP, re.DOTALL)
@@ -200,24 +200,29 @@ class _Parser:
         body: list[Statement] = []
         append = body.append
         source = self.source
-        skip = _SKIP_RE.match
+        gapped, skip = _GAPPED_STATEMENT.match, _SKIP_RE.match
         fast = self._fast_statement
         while True:
             if self.tokens:
                 self._resync()
             pos = self.pos
-            gap = skip(source, pos)  # the pattern matches the empty string: never None
-            end = gap.end() if gap is not None else pos
+            # the common case in one match: what separates statements, then a fast one
+            m = gapped(source, pos)
+            end = m.start("head") if m is not None else -1
+            if m is None:
+                gap = skip(source, pos)  # the pattern matches the empty string: never None
+                end = gap.end() if gap is not None else pos
             if end != pos:
                 newlines = source.count("\n", pos, end)
                 if newlines:
                     self.line += newlines
                     self.line_start = source.rfind("\n", pos, end) + 1
                 self.pos = end
-            stmt = fast()
-            if stmt is not None:
-                append(stmt)
-                continue
+            if m is not None:
+                stmt = fast(m)
+                if stmt is not None:
+                    append(stmt)
+                    continue
             kind = self.peek().kind
             if kind is Tok.RBRACE or kind is Tok.EOF:
                 return body
@@ -226,12 +231,10 @@ class _Parser:
                 continue
             append(self.parse_statement())
 
-    def _fast_statement(self) -> Statement | None:
-        """The statement at the lexer's offset when it is a one-line node or edge statement
-        the fast pattern matches whole (None otherwise: nothing consumed)."""
-        m = _STATEMENT.match(self.source, self.pos)
-        if m is None:
-            return None
+    def _fast_statement(self, m: re.Match[str]) -> Statement | None:
+        """The statement `m` matched (a one-line node or edge statement the fast pattern
+        matches whole), at the lexer's offset; None for a keyword, left to the general
+        path (nothing consumed)."""
         head = m.group("head")
         if head.lower() in _KEYWORDS:
             return None
@@ -239,7 +242,7 @@ class _Parser:
         chain_start, chain_end = m.span("chain")
         chain: list[tuple[str, int, int]] | None = None
         if chain_start != chain_end:
-            chain = [(head, line, m.start() - line_start + 1)]
+            chain = [(head, line, m.start("head") - line_start + 1)]
             for target in _CHAIN_ID.finditer(self.source, chain_start, chain_end):
                 name = target.group()
                 if name.lower() in _KEYWORDS:
@@ -265,7 +268,7 @@ class _Parser:
                 append(make_attr_assign(item.group("k"), value, line,
                                         item.start() - line_start + 1))
         self.pos = m.end()
-        column = m.start() - line_start + 1
+        column = m.start("head") - line_start + 1
         if chain is not None:
             return EdgeStmt(chain, attrs, line, column)
         return NodeStmt(head, line, column, attrs)
