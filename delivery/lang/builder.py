@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import cast
 
 from delivery.errors import ConditionSyntaxError, DeclarationError
@@ -52,6 +53,7 @@ from delivery.lang.model import (
     NodeType,
     TemplateMode,
     Workflow,
+    make_attribute,
     parse_duration,
 )
 from delivery.lang.syntax import (
@@ -156,8 +158,10 @@ class _Builder:
         elif not node.declared and attrs is not None:
             node.line, node.column = line, column
         node.declared = True
+        table = node.attrs
         for assign in attrs:
-            node.attrs[assign.key] = self.attribute(assign)
+            table[assign.key] = make_attribute(assign.key, assign.value, assign.line, assign.column,
+                                               False)
         return node
 
     def add_edges(self, stmt: EdgeStmt, scope: _Scope) -> None:
@@ -168,10 +172,15 @@ class _Builder:
                 self.nodes[node_id] = node
         attrs = dict(scope.edge_defaults)
         for assign in stmt.attrs:
-            attrs[assign.key] = self.attribute(assign)
-        pairs = zip(stmt.chain, stmt.chain[1:], strict=False)
-        for (source, s_line, s_col), (target, _, _) in pairs:
-            self.edges.append(Edge(source, target, s_line, s_col, attrs, len(self.edges)))
+            attrs[assign.key] = make_attribute(assign.key, assign.value, assign.line, assign.column,
+                                               False)
+        chain, edges = stmt.chain, self.edges
+        if len(chain) == 2:  # the common a -> b: no pairs to zip
+            (source, s_line, s_col), (target, _, _) = chain
+            edges.append(Edge(source, target, s_line, s_col, attrs, len(edges)))
+            return
+        for (source, s_line, s_col), (target, _, _) in pairwise(chain):
+            edges.append(Edge(source, target, s_line, s_col, attrs, len(edges)))
 
     # -- meaning ------------------------------------------------------------------
     def resolve_type(self, node: Node, has_mdiamond: bool) -> None:
@@ -439,11 +448,13 @@ class _Builder:
         owners += [("node", n.attrs, n.id, None) for n in workflow.nodes.values()]
         owners += [("edge", e.attrs, None, e.name) for e in workflow.edges]
         seen: set[tuple[int, int, str]] = set()
-        known: set[tuple[str, str]] = set()  # (kind, name) already found known: most are
+        # per kind, the names already found known: most are
+        known_of: dict[str, set[str]] = {"graph": set(), "node": set(), "edge": set()}
         for kind, attrs, node, edge in owners:
+            known = known_of[kind]
             for attr in attrs.values():
                 name = attr.name
-                if (kind, name) in known:
+                if name in known:
                     continue
                 if attr.inherited:  # reported once, where the default block says it
                     key = (attr.line, attr.column, name)
@@ -459,7 +470,7 @@ class _Builder:
                               "it quiet", severity="warning")
                     continue
                 if is_known(name, kind, extra):
-                    known.add((kind, name))
+                    known.add(name)
                     continue
                 guess = did_you_mean(name)
                 elsewhere = [k for k in ("graph", "node", "edge")

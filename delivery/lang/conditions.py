@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from delivery.errors import ConditionSyntaxError
-from delivery.lang.paths import MISSING, normalize_key, resolve, string_form
+from delivery.lang.paths import CONTEXT_PREFIX, MISSING, normalize_key, resolve, string_form
+from delivery.lang.syntax import slot_constructor
 
 Op = Literal["=", "!=", "<", "<=", ">", ">=", "contains"]
 LiteralKind = Literal["word", "string", "number", "bool"]
@@ -179,6 +180,12 @@ def _eval3(node: Expr, known: Mapping[str, str]) -> bool | None:
 
 # -- parsing -----------------------------------------------------------------------
 
+# Compare, Truthy and Condition without their __init__, for the fast path below, which
+# builds one per clause of every condition of a file (see slot_constructor)
+_make_compare: Callable[[str, str, str, str, int, int], Compare] = slot_constructor(Compare)
+_make_truthy: Callable[[str, int], Truthy] = slot_constructor(Truthy)
+_make_condition: Callable[[str, Expr], Condition] = slot_constructor(Condition)
+
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
 _OP = re.compile(r"!=|<=|>=|==|=|<|>|contains(?=[\s\"])")
 _BARE = re.compile(r"[^\s&|()!<>=\"]+")
@@ -205,18 +212,20 @@ def _parse_simple(text: str) -> Condition | None:
     ands: list[Expr] = []
     pos, end = 0, len(text)
     match = _FAST_CLAUSE.match
+    number = _NUMBER.match
     while True:
         m = match(text, pos)
         if m is None:
             return None
         key, op, literal, joiner = m.groups()
+        if key.startswith(CONTEXT_PREFIX):  # normalize_key, inlined
+            key = key[len(CONTEXT_PREFIX):]
         if op is None:
-            atom: Expr = Truthy(normalize_key(key), m.start(1))
+            atom: Expr = _make_truthy(key, m.start(1))
         else:
-            kind: LiteralKind = "bool" if literal in ("true", "false") else \
-                "number" if _NUMBER.match(literal) else "word"
-            atom = Compare(normalize_key(key), cast(Op, op), literal, kind, m.start(1),
-                           m.start(3))
+            kind = "bool" if literal in ("true", "false") else \
+                "number" if number(literal) else "word"
+            atom = _make_compare(key, op, literal, kind, m.start(1), m.start(3))
         ands.append(atom)
         if joiner != "&&":
             ors.append(ands[0] if len(ands) == 1 else And(tuple(ands)))
@@ -226,7 +235,7 @@ def _parse_simple(text: str) -> Condition | None:
             break
         if pos >= end:
             return None  # a trailing && or ||: the full parser reports it
-    return Condition(text, ors[0] if len(ors) == 1 else Or(tuple(ors)))
+    return _make_condition(text, ors[0] if len(ors) == 1 else Or(tuple(ors)))
 
 
 def parse_condition(text: str) -> Condition:

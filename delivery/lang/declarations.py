@@ -95,6 +95,11 @@ class OutputKind(str, Enum):  # noqa: UP042  (str() stays as it was)
     WORK = "work"
 
 
+# looked up per declared output: an Enum's call and its iteration are Python code
+_OUTPUT_KINDS = {kind.value: kind for kind in OutputKind}
+_OUTPUT_KIND_LIST = ", ".join(_OUTPUT_KINDS)
+
+
 @dataclass(frozen=True, slots=True)
 class OutputDecl:
     name: str
@@ -211,7 +216,7 @@ def parse_defaults(text: str) -> list[DefaultValue]:
 
 def parse_outputs(text: str) -> list[OutputDecl]:
     decls: list[OutputDecl] = []
-    kinds = ", ".join(k.value for k in OutputKind)
+    kinds = _OUTPUT_KIND_LIST
     for item, offset in _split_list(text):
         name, sep, kind_text = item.partition(":")
         name, kind_text = name.strip(), kind_text.strip()
@@ -225,13 +230,12 @@ def parse_outputs(text: str) -> list[OutputDecl]:
                 "outputs", text, offset, f"output name '{name}' is not a dotted identifier",
                 "names look like verdict or review.summary",
             )
-        try:
-            kind = OutputKind(kind_text)
-        except ValueError:
+        kind = _OUTPUT_KINDS.get(kind_text)
+        if kind is None:
             raise DeclarationError(
                 "outputs", text, offset + item.index(":") + 1,
                 f"unknown output kind '{kind_text}'", f"use one of {kinds}",
-            ) from None
+            )
         if any(d.name == name for d in decls):
             raise DeclarationError(
                 "outputs", text, offset, f"output '{name}' is declared twice", "declare it once"

@@ -160,6 +160,52 @@ def tokenize(source: str, file: str = "<workflow>") -> list[Token]:
     return tokens
 
 
+def next_token(source: str, pos: int, line: int, line_start: int,
+               file: str) -> tuple[Token, int, int, int, int]:
+    """One token from offset `pos` (blanks, comments and newlines before it skipped), as
+    `tokenize` would give it there: (token, its start offset, the offset after it, line and
+    line start after it). For the parser's general path, which lexes only the statements its
+    fast path leaves to it; at the end of the text it gives the EOF token every time."""
+    while True:
+        m = _MASTER.match(source, pos)
+        if m is None:
+            blank = _BLANKS.match(source, pos)
+            bad = blank.end() if blank else pos
+            _raise_unexpected(source, bad, file, line, bad - line_start + 1)
+        kind = m.lastgroup
+        end = m.end()
+        if kind == "end" or kind is None:
+            return Token(Tok.EOF, "", line, end - line_start + 1, ""), end, end, line, line_start
+        text = m.group(kind)
+        start = end - len(text)
+        column = start - line_start + 1
+        if kind == "nl":
+            line += 1
+            line_start = start + 1
+        elif kind == "id" or kind == "arrow" or kind == "number" or kind == "duration":
+            return Token(_SIMPLE_KINDS[kind], text, line, column, text), start, end, line, \
+                line_start
+        elif kind == "punct":
+            return Token(_PUNCT[text], text, line, column, text), start, end, line, line_start
+        elif kind != "line_comment":  # string or block comment: may span lines
+            newlines = text.count("\n")
+            after_line, after_start = line, line_start
+            if newlines:
+                after_line += newlines
+                after_start = start + text.rfind("\n") + 1
+            if kind == "string":
+                return (Token(Tok.STRING, unescape(text[1:-1]), line, column, text), start, end,
+                        after_line, after_start)
+            line, line_start = after_line, after_start
+        pos = end
+
+
+def skip_first_hash_line(source: str) -> int:
+    """Where lexing starts: after a '#' line at the very start (DOT's preprocessor rule)."""
+    first = _HASH_FIRST_LINE.match(source)
+    return first.end() if first else 0
+
+
 def _raise_unexpected(source: str, pos: int, file: str, line: int, column: int) -> NoReturn:
     where = Position(file, line, column)
     rest = source[pos : pos + 2]

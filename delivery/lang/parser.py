@@ -7,6 +7,15 @@
     value      := STRING | NUMBER | DURATION | ID
 
 The first error stops the parse: no partial graph is ever returned.
+
+Two paths, one result (tests/lang/test_dot_oracle.py holds them to the earlier parser,
+kept as tests/lang/oracle_dot.py). The bulk of a large file is one-line node and edge
+statements between plain ids: one compiled regular expression matches such a statement
+whole at its start offset and the syntax tree is built from the match (an attribute is one
+more match), with no token in between. Anything else, or anything unusual in one (an
+escape or newline in a string, a comment inside, a keyword, a second attribute block), is
+lexed token by token from the statement's start and parsed by the general methods, which
+alone raise the errors. Tokens are lexed lazily, so none outlive their statement.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import re
 from typing import Literal
 
 from delivery.errors import Position, WorkflowSyntaxError
-from delivery.lang.lexer import Tok, Token, tokenize
+from delivery.lang.lexer import Tok, Token, next_token, skip_first_hash_line
 from delivery.lang.syntax import (
     AttrAssign,
     DefaultsStmt,
@@ -26,42 +35,128 @@ from delivery.lang.syntax import (
     Statement,
     SubgraphStmt,
     Value,
+    make_attr_assign,
+    make_value,
 )
 
 NODE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _KEYWORDS = {"graph", "node", "edge", "subgraph", "digraph", "strict"}
-_ID, _STRING, _NUMBER, _DURATION, _EOF = Tok.ID, Tok.STRING, Tok.NUMBER, Tok.DURATION, Tok.EOF
-_ARROW, _RBRACE = Tok.ARROW, Tok.RBRACE
-_LBRACKET, _RBRACKET, _EQUALS, _COMMA, _SEMI = (Tok.LBRACKET, Tok.RBRACKET, Tok.EQUALS,
-                                                Tok.COMMA, Tok.SEMI)
 # Subgraphs nest at most this deep: the parser and the builder recurse per level.
 MAX_SUBGRAPH_DEPTH = 100
+
+# -- the fast path ----------------------------------------------------------------------
+# Each token below is an atomic group written as the lexer's own pattern for it, so it
+# matches exactly the text the lexer's token would (the lexer, too, takes the first
+# alternative that matches and never gives back what it took). A statement that the fast
+# pattern does not match whole is left to the general path.
+_BLANK = r"[ \t\r\f\v]*+"
+_PLAIN_ID = r"(?>[A-Za-z_][A-Za-z0-9_]*+)(?!\.[A-Za-z_])"  # a dotted id is the general path's
+_ID = r"(?>[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)*+)"
+
+
+def _value(capture: bool) -> str:
+    """A value token; `capture` names its kind's group (s, d, n or w)."""
+    def group(name: str, pattern: str) -> str:
+        return f"(?P<{name}>{pattern})" if capture else f"(?:{pattern})"
+    return ("(?>" + group("s", r'"[^"\\\n]*+"')  # a string without escapes or newlines
+            + "|" + group("d", r"[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d)(?![A-Za-z0-9_])")
+            + "|" + group("n", r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?![A-Za-z_])")
+            + "|" + group("w", _ID) + ")")
+
+
+_ATTR = rf"(?P<k>{_ID}){_BLANK}={_BLANK}{_value(capture=True)}"
+# What may separate statements: blanks, newlines (a '#' line after one is a comment),
+# comments and ';' (the general loop skips ';' tokens the same way).
+_GAP = r"(?:[ \t\r\f\v]++|\n(?:[ \t]*\#[^\n]*)?|//[^\n]*|/\*.*?\*/)*+"
+_SKIP = r"(?:[ \t\r\f\v]++|\n(?:[ \t]*\#[^\n]*)?|//[^\n]*|/\*.*?\*/|;)*+"
+_STATEMENT = (
+    rf"(?P<head>{_PLAIN_ID})"
+    rf"(?P<chain>(?:{_BLANK}->{_BLANK}{_PLAIN_ID})*+){_BLANK}"
+    rf"(?:\[(?P<attrs>{_BLANK}(?:{_ID}{_BLANK}={_BLANK}{_value(capture=False)}{_BLANK}"
+    rf"(?:[,;]{_BLANK})?)*+)\])?"
+    # the statement ends here only if what follows cannot continue it (newlines do not end
+    # a statement: `a` then `[x=1]` on the next line is one node statement)
+    rf"(?={_GAP}(?![\[=\-]))"
+)
+_GAPPED_STATEMENT = re.compile(_SKIP + _STATEMENT, re.DOTALL)
+_ATTR_ITEM = re.compile(_ATTR)
+_CHAIN_ID = re.compile(_PLAIN_ID)
+_SKIP_RE = re.compile(_SKIP, re.DOTALL)
 
 
 def parse_dot(source: str, file: str = "<workflow>") -> DotGraph:
     """Parse DOT text into a syntax tree, or raise WorkflowSyntaxError naming file:line:col."""
     # a UTF-8 byte order mark some editors write is not part of the text
-    return _Parser(tokenize(source.removeprefix("\ufeff"), file), file).parse_graph()
+    return _Parser(source.removeprefix("\ufeff"), file).parse()
 
 
 class _Parser:
-    def __init__(self, tokens: list[Token], file: str) -> None:
-        self.tokens = tokens
-        self.i = 0
+    def __init__(self, source: str, file: str) -> None:
+        self.source = source
         self.file = file
         self.depth = 0
+        # the lexer's state: the offset it reads from next, the line there and where that
+        # line starts (columns are offsets from it)
+        self.pos = skip_first_hash_line(source)
+        self.line = 1
+        self.line_start = 0
+        # tokens lexed and not yet dropped (at most a statement's), with their offsets
+        self.tokens: list[Token] = []
+        self.offsets: list[int] = []
+        self.i = 0
+
+    def parse(self) -> DotGraph:
+        try:
+            return self.parse_graph()
+        except WorkflowSyntaxError:
+            # The earlier parser lexed the whole file first, so a character that starts no
+            # token, anywhere, was the error reported: finish lexing to find one.
+            self._lex_rest()
+            raise
+
+    def _lex_rest(self) -> None:
+        pos, line, line_start = self.pos, self.line, self.line_start
+        while True:
+            tok, _, pos, line, line_start = next_token(self.source, pos, line, line_start,
+                                                       self.file)
+            if tok.kind is Tok.EOF:
+                return
 
     # -- helpers ---------------------------------------------------------------
+    def _fill(self, index: int) -> None:
+        tokens = self.tokens
+        while len(tokens) <= index:
+            if tokens and tokens[-1].kind is Tok.EOF:
+                return
+            tok, start, self.pos, self.line, self.line_start = next_token(
+                self.source, self.pos, self.line, self.line_start, self.file)
+            tokens.append(tok)
+            self.offsets.append(start)
+
     def peek(self, ahead: int = 0) -> Token:
         index = self.i + ahead
-        tokens = self.tokens
-        return tokens[index] if index < len(tokens) else tokens[-1]
+        if index >= len(self.tokens):
+            self._fill(index)
+            if index >= len(self.tokens):
+                return self.tokens[-1]
+        return self.tokens[index]
 
     def advance(self) -> Token:
-        tok = self.tokens[self.i]
+        tok = self.peek()
         if tok.kind is not Tok.EOF:
             self.i += 1
         return tok
+
+    def _resync(self) -> None:
+        """Drop the tokens consumed and any looked ahead at: the lexer goes back to the
+        first unconsumed one, where the fast path may take over."""
+        if self.i < len(self.tokens):
+            tok = self.tokens[self.i]
+            start = self.offsets[self.i]
+            self.pos, self.line, self.line_start = start, tok.line, start - tok.column + 1
+        self.tokens.clear()
+        self.offsets.clear()
+        self.i = 0
 
     def error(self, tok: Token, expected: str, fix: str = "") -> WorkflowSyntaxError:
         return WorkflowSyntaxError(
@@ -103,47 +198,83 @@ class _Parser:
 
     def parse_statements(self) -> list[Statement]:
         body: list[Statement] = []
-        tokens = self.tokens
+        append = body.append
+        source = self.source
+        gapped, skip = _GAPPED_STATEMENT.match, _SKIP_RE.match
+        fast = self._fast_statement
         while True:
-            kind = tokens[self.i].kind  # never past the EOF token
-            if kind is _RBRACE or kind is _EOF:
+            if self.tokens:
+                self._resync()
+            pos = self.pos
+            # the common case in one match: what separates statements, then a fast one
+            m = gapped(source, pos)
+            end = m.start("head") if m is not None else -1
+            if m is None:
+                gap = skip(source, pos)  # the pattern matches the empty string: never None
+                end = gap.end() if gap is not None else pos
+            if end != pos:
+                newlines = source.count("\n", pos, end)
+                if newlines:
+                    self.line += newlines
+                    self.line_start = source.rfind("\n", pos, end) + 1
+                self.pos = end
+            if m is not None:
+                stmt = fast(m)
+                if stmt is not None:
+                    append(stmt)
+                    continue
+            kind = self.peek().kind
+            if kind is Tok.RBRACE or kind is Tok.EOF:
                 return body
-            if kind is _SEMI:
-                self.i += 1
+            if kind is Tok.SEMI:
+                self.advance()
                 continue
-            body.append(self.parse_statement())
+            append(self.parse_statement())
 
+    def _fast_statement(self, m: re.Match[str]) -> Statement | None:
+        """The statement `m` matched (a one-line node or edge statement the fast pattern
+        matches whole), at the lexer's offset; None for a keyword, left to the general
+        path (nothing consumed)."""
+        head = m.group("head")
+        if head.lower() in _KEYWORDS:
+            return None
+        line, line_start = self.line, self.line_start
+        chain_start, chain_end = m.span("chain")
+        chain: list[tuple[str, int, int]] | None = None
+        if chain_start != chain_end:
+            chain = [(head, line, m.start("head") - line_start + 1)]
+            for target in _CHAIN_ID.finditer(self.source, chain_start, chain_end):
+                name = target.group()
+                if name.lower() in _KEYWORDS:
+                    return None
+                chain.append((name, line, target.start() - line_start + 1))
+        attrs: list[AttrAssign] = []
+        attrs_start, attrs_end = m.span("attrs")
+        if attrs_start >= 0:
+            append = attrs.append
+            for item in _ATTR_ITEM.finditer(self.source, attrs_start, attrs_end):
+                value_kind = item.lastgroup or "w"  # one of s, d, n, w always matched
+                raw = item.group(value_kind)
+                column = item.start(value_kind) - line_start + 1
+                if value_kind == "s":
+                    value = make_value("string", raw[1:-1], line, column, raw)
+                elif value_kind == "w":
+                    value = make_value("bool" if raw in ("true", "false") else "word", raw, line,
+                                       column, raw)
+                elif value_kind == "n":
+                    value = make_value("float" if "." in raw else "int", raw, line, column, raw)
+                else:
+                    value = make_value("duration", raw, line, column, raw)
+                append(make_attr_assign(item.group("k"), value, line,
+                                        item.start() - line_start + 1))
+        self.pos = m.end()
+        column = m.start("head") - line_start + 1
+        if chain is not None:
+            return EdgeStmt(chain, attrs, line, column)
+        return NodeStmt(head, line, column, attrs)
+
+    # -- the general path --------------------------------------------------------
     def parse_statement(self) -> Statement:
-        """Node and edge statements between plain ids, the bulk of a file, indexed
-        directly; any other statement, or anything unusual in one, is parsed again from
-        its start by the general method, which alone raises the errors."""
-        tokens = self.tokens
-        i = self.i
-        tok = tokens[i]
-        if tok.kind is not _ID:
-            return self._statement()
-        text = tok.text
-        after = tokens[i + 1].kind  # tok is not EOF, so a token follows
-        if after is _EQUALS or "." in text or text.lower() in _KEYWORDS:
-            return self._statement()
-        if after is _ARROW:
-            chain = [(text, tok.line, tok.column)]
-            j = i + 1
-            while tokens[j].kind is _ARROW:
-                target = tokens[j + 1]
-                name = target.text
-                if target.kind is not _ID or "." in name or name.lower() in _KEYWORDS:
-                    return self._statement()
-                chain.append((name, target.line, target.column))
-                j += 2
-            self.i = j
-            attrs = self.parse_attr_blocks() if tokens[j].kind is _LBRACKET else []
-            return EdgeStmt(chain, attrs, tok.line, tok.column)
-        self.i = i + 1
-        attrs = self.parse_attr_blocks() if after is _LBRACKET else []
-        return NodeStmt(text, tok.line, tok.column, attrs)
-
-    def _statement(self) -> Statement:
         tok = self.peek()
         if tok.kind is Tok.LBRACE:
             return self.parse_subgraph(anonymous=True)
@@ -216,48 +347,28 @@ class _Parser:
         return SubgraphStmt(name, start.line, start.column, body)
 
     def parse_attr_blocks(self) -> list[AttrAssign]:
-        # The hot loop of a large file (a third of its tokens are in attribute lists): the
-        # tokens are indexed directly. The list ends with EOF and no branch moves past it.
         attrs: list[AttrAssign] = []
-        append = attrs.append
-        tokens = self.tokens
         self.expect(Tok.LBRACKET, "'['")
-        i = self.i
         while True:
-            tok = tokens[i]
-            kind = tok.kind
-            if kind is _RBRACKET:
-                i += 1
-                if tokens[i].kind is _LBRACKET:
-                    i += 1
+            tok = self.peek()
+            if tok.kind is Tok.RBRACKET:
+                self.advance()
+                if self.peek().kind is Tok.LBRACKET:
+                    self.advance()
                     continue
-                self.i = i
                 return attrs
-            if kind is not _ID:
-                self.i = i
-                if kind is _EOF:
+            if tok.kind is not Tok.ID:
+                if tok.kind is Tok.EOF:
                     raise self.error(tok, "']'", "close the attribute list")
                 raise self.error(tok, "an attribute name or ']'")
-            eq = tokens[i + 1]
-            if eq.kind is not _EQUALS:
-                self.i = i + 1
+            self.advance()
+            eq = self.peek()
+            if eq.kind is not Tok.EQUALS:
                 raise self.error(eq, "'='", f"write {tok.text}=VALUE")
-            value_tok = tokens[i + 2]
-            value_kind = value_tok.kind
-            if value_kind is _STRING:
-                value = Value("string", value_tok.text, value_tok.line, value_tok.column,
-                              value_tok.raw)
-            elif value_kind is _ID or value_kind is _NUMBER or value_kind is _DURATION:
-                self.i = i + 2
-                value = self.parse_value()
-            else:
-                self.i = i + 2
-                raise self.error(value_tok, "a value",
-                                 "quote values that contain spaces or punctuation")
-            append(AttrAssign(tok.text, value, tok.line, tok.column))
-            i += 3
-            if tokens[i].kind is _COMMA or tokens[i].kind is _SEMI:
-                i += 1
+            self.advance()
+            attrs.append(AttrAssign(tok.text, self.parse_value(), tok.line, tok.column))
+            if self.peek().kind in (Tok.COMMA, Tok.SEMI):
+                self.advance()
 
     def parse_value(self) -> Value:
         tok = self.peek()
@@ -274,8 +385,7 @@ class _Parser:
             return Value("duration", tok.text, tok.line, tok.column, tok.raw)
         if kind is Tok.ID:
             self.advance()
-            lowered = tok.text
-            if lowered in ("true", "false"):
-                return Value("bool", lowered, tok.line, tok.column, tok.raw)
+            if tok.text in ("true", "false"):
+                return Value("bool", tok.text, tok.line, tok.column, tok.raw)
             return Value("word", tok.text, tok.line, tok.column, tok.raw)
         raise self.error(tok, "a value", "quote values that contain spaces or punctuation")

@@ -47,23 +47,55 @@ def successors(workflow: Workflow, node_id: str) -> list[str]:
     return targets + [t for t in retry_targets(workflow, node_id) if t not in targets]
 
 
+def retry_table(workflow: Workflow) -> dict[str, list[str]]:
+    """`retry_targets` of every node, worked out once: the graph's targets are shared by
+    every node that names none of its own (the lists are not to be changed)."""
+    shared: list[str] | None = None
+    table: dict[str, list[str]] = {}
+    for node_id, node in workflow.nodes.items():
+        attrs = node.attrs
+        if "retry_target" in attrs or "fallback_retry_target" in attrs:
+            table[node_id] = retry_targets(workflow, node_id)
+        else:
+            if shared is None:
+                shared = []
+                for name in ("retry_target", "fallback_retry_target"):
+                    source = workflow.attr(name)
+                    if source and source in workflow.nodes and source not in shared:
+                        shared.append(source)
+            table[node_id] = shared
+    return table
+
+
 def reachable(workflow: Workflow, start: str) -> set[str]:
+    """Every node a run from `start` may visit (along edges, retry targets and, at an exit,
+    the retry targets of goal gates)."""
+    outgoing = workflow.outgoing
+    retries = retry_table(workflow)
+    nodes = workflow.nodes
+    gate_targets: list[str] | None = None  # the same for every exit: found at the first
     seen = {start}
     queue = deque([start])
     while queue:
         current = queue.popleft()
-        for target in successors(workflow, current):
+        for edge in outgoing.get(current, ()):
+            target = edge.target
             if target not in seen:
                 seen.add(target)
                 queue.append(target)
-        if workflow.nodes[current].type is NodeType.EXIT:
+        for target in retries.get(current, ()):
+            if target not in seen:
+                seen.add(target)
+                queue.append(target)
+        if nodes[current].type is NodeType.EXIT:
             # a goal gate not met at an exit jumps to the retry targets
-            for gate in workflow.nodes.values():
-                if gate.goal_gate:
-                    for target in retry_targets(workflow, gate.id):
-                        if target not in seen:
-                            seen.add(target)
-                            queue.append(target)
+            if gate_targets is None:
+                gate_targets = [target for gate in nodes.values() if gate.goal_gate
+                                for target in retries[gate.id]]
+            for target in gate_targets:
+                if target not in seen:
+                    seen.add(target)
+                    queue.append(target)
     return seen
 
 

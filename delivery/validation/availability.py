@@ -18,20 +18,24 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from delivery.lang.conditions import Condition
 from delivery.lang.model import Edge, NodeType, Workflow
-from delivery.lang.topology import ParallelSection, parallel_sections, retry_targets
+from delivery.lang.topology import ParallelSection, parallel_sections, retry_table
 from delivery.validation.writes import initial_writes, stage_writes, writes_freely
 
 WITNESS_LIMIT = 50
+_LOW_64 = (1 << 64) - 1
+_SHARE_CANDIDATES = 8
 FREE = "\x00free"  # a pseudo key: "an agent without outputs= ran", on every path
 _RESULT = re.compile(r"parallel\.results\.([0-9]+)(?:\.(.*))?\Z")
 
 
-@dataclass(frozen=True, slots=True)
-class Read:
+class Read(NamedTuple):
+    """One read of a context key (a tuple: a large workflow has one per template name and
+    condition clause, and a tuple is built in C)."""
+
     key: str
     node: str  # the reading node (for a condition: the edge's source)
     edge: Edge | None  # set when the read is in this edge's condition
@@ -61,6 +65,9 @@ class _Cover:
                     self.tail_under.setdefault(".".join(parts[1:cut]), []).append(i)
             if len(parts) >= 2:
                 self.tail_exact.setdefault(".".join(parts[1:]), []).append(i)
+        # written keys nothing reads: `last_response`, `tool.output` ... are written by
+        # thousands of stages (the other masks are not kept: each is as wide as its bit)
+        self.unread: set[str] = set()
 
     def bit(self, key: str) -> int:
         """The mask of one read key (0 when nothing reads it)."""
@@ -68,6 +75,19 @@ class _Cover:
         return 0 if i is None else 1 << i
 
     def mask(self, written: str) -> int:
+        if written in self.unread:
+            return 0
+        mask = self._mask(written)
+        if not mask:
+            self.unread.add(written)
+        return mask
+
+    def _mask(self, written: str) -> int:
+        if "." not in written:  # no namespace above it, nothing below but what it prefixes
+            mask = 0
+            for i in self.under.get(written, ()):
+                mask |= 1 << i
+            return mask
         if written.startswith("*."):
             table_under, table_exact, name = self.tail_under, self.tail_exact, written[2:]
             exact: dict[str, int] | None = None
@@ -92,6 +112,27 @@ class _Cover:
         for key in written:
             mask |= self.mask(key)
         return mask
+
+
+class _Masks:
+    """A mask of read keys per node, kept as narrow as its bits: a stage writes a few keys,
+    whose bits sit together but may be high (a Python int is as wide as its highest bit, and
+    20,000 stages' masks were ~6 MB); a high mask is kept shifted down to its lowest bit."""
+
+    __slots__ = ("table",)
+
+    def __init__(self) -> None:
+        self.table: dict[str, int | tuple[int, int]] = {}
+
+    def __setitem__(self, node_id: str, mask: int) -> None:
+        low = (mask & -mask).bit_length() - 1
+        self.table[node_id] = (mask >> low, low) if low >= 64 else mask
+
+    def __getitem__(self, node_id: str) -> int:
+        mask = self.table[node_id]
+        if isinstance(mask, int):
+            return mask
+        return mask[0] << mask[1]
 
 
 def failure_can_take(edge: Edge, workflow: Workflow | None = None) -> bool:
@@ -123,12 +164,13 @@ class Availability:
         self.cover = _Cover(keys)
         self.all_bits = (1 << len(keys)) - 1
         self.initial = self.cover.masks(initial_writes(workflow))
-        self.always: dict[str, int] = {}
-        self.success: dict[str, int] = {}
+        self.always = _Masks()
+        self.success = _Masks()
         free = self.cover.bit(FREE)
         for node in workflow.nodes.values():
             writes = stage_writes(node, workflow.folders)
-            always = self.always[node.id] = self.cover.masks(writes.always)
+            always = self.cover.masks(writes.always)
+            self.always[node.id] = always
             success = always | self.cover.masks(writes.on_success)
             if writes_freely(node):  # an Attractor agent: may set any key when it succeeds
                 success |= free
@@ -137,16 +179,26 @@ class Availability:
             s.fan_in: s for s in self.sections.values() if s.fan_in is not None
         }
         self.result_bits = self._result_bits(keys)
-        self.failure_edges = {e.index for e in workflow.edges if failure_can_take(e, workflow)}
         # A conditional node entered after a failure routes only on edges that can be taken
         # after a failure; its other edges see only what the success paths into it carry.
         self.conditional = {n.id for n in workflow.nodes_of(NodeType.CONDITIONAL)}
         self.into_conditional = {e.index for e in workflow.edges
                                  if e.condition is None and e.target in self.conditional}
-        # edges out of a conditional node that its failure can take, decided once (the
-        # fixpoint asks again on every visit)
-        self.conditional_failure = {e.index for e in workflow.edges
-                                    if e.source in self.conditional and failure_can_take(e)}
+        # edges a failure can take (failure_can_take with the workflow), and those out of a
+        # conditional node that its failure can take (without it: only by the condition),
+        # each edge's condition asked once
+        self.failure_edges: set[int] = set()
+        self.conditional_failure: set[int] = set()
+        nodes, conditional = workflow.nodes, self.conditional
+        for edge in workflow.edges:
+            condition = edge.condition
+            if condition is None:
+                if nodes[edge.target].type is NodeType.CONDITIONAL:
+                    self.failure_edges.add(edge.index)
+            elif condition.tests_outcome() and condition.may_hold({"outcome": "failed"}):
+                self.failure_edges.add(edge.index)
+                if edge.source in conditional:
+                    self.conditional_failure.add(edge.index)
         self.success_entry: dict[str, int] = {}
         self._forward_steps: dict[str, list[tuple[str, int, bool]]] | None = None
         self._witness_parents: dict[int, dict[str, tuple[str, bool] | None]] = {}
@@ -246,15 +298,16 @@ class Availability:
         for edge in self.workflow.edges:
             if id(edge) not in branch_end_edges:
                 flows[edge.target].append((edge.source, edge))
-        for node_id in self.workflow.nodes:
+        retries = retry_table(self.workflow)
+        for node_id, targets in retries.items():
             if node_id == self.start:
                 continue  # the start node does no work and cannot fail
-            for target in retry_targets(self.workflow, node_id):
+            for target in targets:
                 flows[target].append((node_id, None))
         gates = [n.id for n in self.workflow.nodes.values() if n.goal_gate]
         for exit_node in self.workflow.nodes_of(NodeType.EXIT):
             for gate in gates:
-                for target in retry_targets(self.workflow, gate):
+                for target in retries[gate]:
                     flows[target].append((exit_node.id, None))
         return flows
 
@@ -276,37 +329,67 @@ class Availability:
         self.entry = {}
         queue = deque([self.start])
         queued = {self.start}
+        entry, always, succeeded = self.entry, self.always, self.success
+        success_entry, all_bits, initial = self.success_entry, self.all_bits, self.initial
+        conditional, conditional_failure = self.conditional, self.conditional_failure
+        failure_edges, into_conditional = self.failure_edges, self.into_conditional
+        # Equal sets share one int: along a chain most stages write nothing that is read,
+        # so their entries are equal, and each is as wide as the keys read so far (a
+        # 20,000-node workflow's entries were 17 MB, 6 MB of them distinct). Found by width
+        # and lowest 64 bits, each O(1), then compared (from the highest digit: unequal ints
+        # differ early); hashing the int itself reads all of it. Dropped after.
+        shared: dict[tuple[int, int], list[int]] = {}
+
+        def share(mask: int) -> int:
+            same = shared.setdefault((mask.bit_length(), mask & _LOW_64), [])
+            for candidate in same:
+                if candidate == mask:
+                    return candidate
+            if len(same) < _SHARE_CANDIDATES:  # bounded: never a scan growing with the graph
+                same.append(mask)
+            return mask
         while queue:
             node_id = queue.popleft()
             queued.discard(node_id)
-            success = self.all_bits
+            success = all_bits
             if node_id == self.start:
                 value = success = self.initial
             else:
-                value = self.all_bits
+                value = all_bits
+                # edge_flow and _source_entry, inlined: this loop runs once per edge and visit
                 for source, edge in incoming[node_id]:
-                    if source not in self.entry:
+                    source_entry = entry.get(source)
+                    if source_entry is None:
                         continue  # not reached yet: the top of the lattice
                     if edge is None:
-                        flow = self.entry[source] | self.always[source]
+                        flow = source_entry | always[source]
                         value &= flow
                         success &= flow
+                        continue
+                    index = edge.index
+                    if source in conditional and index not in conditional_failure:
+                        source_entry = success_entry.get(source, all_bits)
+                    if edge.loop_restart:
+                        flow = initial
+                    elif index in failure_edges:
+                        flow = source_entry | always[source]
                     else:
-                        value &= self.edge_flow(edge)
-                        if edge.index in self.into_conditional:
-                            success &= self._source_entry(edge) | self.success[source]
-                        else:
-                            success &= self.edge_flow(edge)
+                        flow = source_entry | succeeded[source]
+                    value &= flow
+                    if index in into_conditional:
+                        success &= source_entry | succeeded[source]
+                    else:
+                        success &= flow
                 joined = self.section_of_fan_in.get(node_id)
                 if joined is not None and joined.parallel in self.entry:
                     value &= self._join_flow(joined)
                     success &= self._join_flow(joined)
             changed = self.entry.get(node_id) != value or node_id not in self.entry
             if node_id in self.conditional and self.success_entry.get(node_id) != success:
-                self.success_entry[node_id] = success
+                self.success_entry[node_id] = share(success)
                 changed = True
             if changed:
-                self.entry[node_id] = value
+                self.entry[node_id] = share(value)
                 for dependent in dependents[node_id]:
                     if dependent not in queued:
                         queued.add(dependent)
@@ -320,6 +403,20 @@ class Availability:
         value = (self.condition_flow(read.edge) if read.edge is not None
                  else self.entry[read.node])
         return bool(value & bit)
+
+    def unavailable(self, reads: Iterable[Read]) -> list[Read]:
+        """The reads `available` answers False for, in order (one loop for all of them)."""
+        entry, index, found = self.entry, self.cover.index, []
+        for read in reads:
+            value = entry.get(read.node)
+            if value is None:
+                continue  # unreachable: reported by the reachability rule instead
+            bit = index.get(read.key)
+            if read.edge is not None:
+                value = self.condition_flow(read.edge)
+            if bit is None or not (value >> bit) & 1:
+                found.append(read)
+        return found
 
     def after_free_writer(self, read: Read) -> bool:
         """Whether every path to the read passes an agent without outputs= (SPEC §10: the

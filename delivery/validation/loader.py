@@ -20,12 +20,23 @@ from delivery.validation.validator import validate
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Parsing allocates many small acyclic objects; the cyclic collector would rescan them
-    again and again (super-linear on large graphs) while finding nothing to free."""
+    again and again (super-linear on large graphs) while finding nothing to free.
+
+    On the way out, what was allocated meanwhile (the model, ~1M objects at 20,000 nodes)
+    goes straight to the oldest generation: freeze() then unfreeze() moves every tracked
+    object there without a pass over them, where re-enabling alone would have the next
+    allocation run a young collection over all of them, then a middle one (~0.4 s of a
+    1.5 s check at 20,000 nodes). Cyclic garbage among them, if any, is still found by the
+    next full collection. Skipped when the process has frozen objects of its own, which
+    unfreeze() would release."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
         if was_enabled:
             gc.enable()
 

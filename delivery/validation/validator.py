@@ -26,7 +26,11 @@ from delivery.lang.template_reads import (
 from delivery.lang.topology import ParallelSection, parallel_sections, reachable
 from delivery.validation import security
 from delivery.validation.availability import Availability, Read, failure_can_take
-from delivery.validation.writes import is_always_available, stage_writes
+from delivery.validation.writes import (
+    ALWAYS_AVAILABLE,
+    ALWAYS_AVAILABLE_PREFIXES,
+    stage_writes,
+)
 from probes.pr_state import PR_STATES
 
 OUTCOMES = ("succeeded", "failed", "partial_success", "retry", "skipped", *OUTCOME_ALIASES)
@@ -41,6 +45,10 @@ class _Checker:
         self.w = workflow
         self.out: list[Diagnostic] = []
         self.sections = parallel_sections(workflow)  # shared by the structure and availability
+        # every condition's atoms, walked out of its tree once: several rules read them
+        self.edge_atoms: list[tuple[Edge, list[Compare | Truthy]]] = [
+            (edge, list(edge.condition.atoms())) for edge in workflow.edges
+            if edge.condition is not None]
 
     def add(self, rule: str, message: str, line: int, column: int, *, fix: str = "",
             node: str | None = None, edge: str | None = None,
@@ -226,11 +234,10 @@ class _Checker:
 
     # -- conditions, choices and literals -----------------------------------------------
     def compares(self) -> Iterator[tuple[Edge, Compare]]:
-        for edge in self.w.edges:
-            if edge.condition is not None:
-                for atom in edge.condition.atoms():
-                    if isinstance(atom, Compare):
-                        yield edge, atom
+        for edge, atoms in self.edge_atoms:
+            for atom in atoms:
+                if isinstance(atom, Compare):
+                    yield edge, atom
 
     def spaced_literals(self) -> None:
         """A bare literal runs over spaces (as Attractor reads a clause), so `x=a and y=b`
@@ -249,6 +256,7 @@ class _Checker:
         w = self.w
         domains: dict[str, set[str]] = {}
         open_keys: set[str] = {d.name for d in w.inputs}
+        atoms_of = {id(edge): atoms for edge, atoms in self.edge_atoms}
         for node in w.nodes.values():
             for out in node.outputs:
                 if out.kind is not OutputKind.CHOICE:
@@ -256,8 +264,8 @@ class _Checker:
                     continue
                 literals = {
                     atom.literal
-                    for edge in w.outgoing[node.id] if edge.condition is not None
-                    for atom in edge.condition.atoms()
+                    for edge in w.outgoing[node.id]
+                    for atom in atoms_of.get(id(edge), ())
                     if isinstance(atom, Compare) and atom.key == out.name and atom.op in ("=", "!=")
                 }
                 if not literals:
@@ -270,13 +278,18 @@ class _Checker:
             open_keys.update(f.name for f in node.facts)
         for key in open_keys:
             domains.pop(key, None)
+        # what a key may be compared with, worked out once per key (a choice is compared on
+        # several edges)
+        domain_of: dict[str, tuple[bool, tuple[str, ...] | None, str]] = {}
         for edge, atom in self.compares():
             if atom.op not in ("=", "!="):
                 continue
             key = atom.key
-            allowed: tuple[str, ...] | None = None
-            what = ""
-            if key == "outcome" or key.endswith(".outcome"):
+            known = domain_of.get(key)
+            if known is None:
+                known = domain_of[key] = _literal_domain(key, domains)
+            is_outcome, allowed, what = known
+            if is_outcome:
                 if atom.literal not in OUTCOMES:
                     # an agent may report a custom outcome (SPEC §2): warn, do not refuse
                     self.at_attr("custom_outcome", edge.attrs["condition"], f"'{atom.literal}' "
@@ -286,13 +299,6 @@ class _Checker:
                                  "it if an agent reports this outcome", edge=edge.name,
                                  offset=atom.literal_offset, severity="warning")
                 continue
-            elif key == "pr.state" or key.endswith(".pr.state"):
-                allowed, what = PR_STATES, "a PR state"
-            elif key in ("pr.ready", "worktree.clean") or key.endswith(
-                    (".pr.ready", ".diff.empty", ".worktree.exists", ".worktree.dirty", ".failed")):
-                allowed, what = BOOLEANS, "a boolean"
-            elif domains.get(key):
-                allowed, what = tuple(sorted(domains[key])), f"the choice '{key}'"
             if allowed is not None and atom.literal not in allowed:
                 self.at_attr("impossible_literal", edge.attrs["condition"], f"{what} is never "
                              f"'{atom.literal}' (it is one of {', '.join(allowed)})",
@@ -302,10 +308,17 @@ class _Checker:
     # -- templates and availability ------------------------------------------------------
     def reads(self) -> list[Read]:
         reads: list[Read] = []
+        append = reads.append
+        # tuple.__new__ builds a Read in C (a NamedTuple's own __new__ is Python code), and
+        # is_always_available is inlined: this runs once per template name and clause
+        new, read_type = tuple.__new__, Read
+        always, always_prefixes = ALWAYS_AVAILABLE, ALWAYS_AVAILABLE_PREFIXES
         for node in self.w.nodes.values():
-            for name in ("prompt", "script", "tool_command"):
-                attr = node.prompt_attr if name == "prompt" else node.attrs.get(name)
-                if attr is None or (name == "prompt" and node.type not in LLM_TYPES):
+            attrs = node.attrs
+            prompt = node.prompt_attr if node.type in LLM_TYPES else None
+            for name, attr in (("prompt", prompt), ("script", attrs.get("script")),
+                               ("tool_command", attrs.get("tool_command"))):
+                if attr is None:
                     continue
                 try:
                     found = node_template_reads(node, name, attr.text)
@@ -315,29 +328,28 @@ class _Checker:
                              attr.value.column if problem.lineno == 1 else 1, node=node.id,
                              fix="fix the Jinja2 syntax ({{ name }}, {% if %} ... {% endif %})")
                     continue
+                first_line, first_column = attr.value.line, attr.value.column
                 for read in found:
-                    if is_always_available(read.key):
+                    key = read.key
+                    if key in always or key.startswith(always_prefixes):
                         continue
-                    line = attr.value.line + read.lineno - 1
-                    column = attr.value.column if read.lineno == 1 else 1
-                    reads.append(Read(read.key, node.id, None, line, column))
+                    lineno = read.lineno
+                    append(new(read_type, (key, node.id, None, first_line + lineno - 1,
+                                           first_column if lineno == 1 else 1)))
         for node in self.w.nodes_of(NodeType.RESPOND):
             attr = node.attrs.get("threads")
             if attr is not None and _KEY.match(node.threads_key):
                 reads.append(Read(node.threads_key, node.id, None, attr.value.line,
                                   attr.value.column))
-        for edge, atom in self._condition_atoms():
-            if is_always_available(atom.key):
-                continue
-            line, column = value_position(edge.attrs["condition"].value, atom.offset)
-            reads.append(Read(atom.key, edge.source, edge, line, column))
+        for edge, atoms in self.edge_atoms:
+            value = edge.attrs["condition"].value
+            for atom in atoms:
+                key = atom.key
+                if key in always or key.startswith(always_prefixes):
+                    continue
+                line, column = value_position(value, atom.offset)
+                append(new(read_type, (key, edge.source, edge, line, column)))
         return reads
-
-    def _condition_atoms(self) -> Iterator[tuple[Edge, Compare | Truthy]]:
-        for edge in self.w.edges:
-            if edge.condition is not None:
-                for atom in edge.condition.atoms():
-                    yield edge, atom
 
     def availability(self, start: str) -> None:
         reads = self.reads()
@@ -346,9 +358,7 @@ class _Checker:
         analysis = Availability(self.w, start, reads, self.sections)
         writers: dict[str, list[str]] | None = None  # only needed to explain a problem
         sections = analysis.sections
-        for read in reads:
-            if analysis.available(read):
-                continue
+        for read in analysis.unavailable(reads):
             if writers is None:
                 writers = self.writers()
             free = analysis.after_free_writer(read) and \
@@ -469,6 +479,21 @@ class _Checker:
         if start is not None:
             self.availability(start)
         return self.out
+
+
+def _literal_domain(key: str, domains: Mapping[str, set[str]]
+                    ) -> tuple[bool, tuple[str, ...] | None, str]:
+    """(whether `key` is an outcome, the literals it can equal or None for any, what it is)."""
+    if key == "outcome" or key.endswith(".outcome"):
+        return True, None, ""
+    if key == "pr.state" or key.endswith(".pr.state"):
+        return False, PR_STATES, "a PR state"
+    if key in ("pr.ready", "worktree.clean") or key.endswith(
+            (".pr.ready", ".diff.empty", ".worktree.exists", ".worktree.dirty", ".failed")):
+        return False, BOOLEANS, "a boolean"
+    if domains.get(key):
+        return False, tuple(sorted(domains[key])), f"the choice '{key}'"
+    return False, None, ""
 
 
 def node_template_reads(node: Node, name: str, text: str) -> list[TemplateRead]:

@@ -62,6 +62,23 @@ def _files() -> st.SearchStrategy[str]:
                      statements)
 
 
+# One-line node and edge statements (the parser's fast path) next to what may continue or
+# break them: a following line starting with '[' or '->', a comment, a '#' line, a value that
+# is two tokens, a dotted or keyword id, an escape or newline in a string.
+FAST_PIECES = st.sampled_from([
+    "a", "b2", "start", "Node", "a.b", "a.", "node", "Graph", "x -> y", "x->y->z", "a -> b.c",
+    "a -> node", " [", "[", "]", "][", "k=v", "k = v", "k=\"s\"", "k=\"a\\\"b\"",
+    "k=\"two\nlines\"", "k=1", "k=-2", "k=1.5", "k=.5", "k=1.5.3", "k=12a", "k=a1.5", "k=30s",
+    "k=2h", "k=1x", "k=true", "k=false", "k=a.b", "k=->", "k.v=1", ",", ";", ",,", " ", "\t",
+    "\n", "\n[", "\n->", "\n-> c", "\n  # hash\n", "// c\n", "/* c */", "/* c\n */",
+    "/* open", "=", "-", "--", "{", "}", "$", "\"q\"", "\r", "\f"])
+
+
+def _fast_files() -> st.SearchStrategy[str]:
+    return st.lists(FAST_PIECES, max_size=25).map(
+        lambda pieces: "digraph g {\n" + "".join(pieces) + "\n}\n")
+
+
 def st_join(items: list[str]) -> str:
     return "\n".join(f"  {item}" + (";" if i % 3 == 0 else "") for i, item in enumerate(items))
 
@@ -90,6 +107,24 @@ def test_tokens_are_the_oracles(source: str) -> None:
 @AGREE
 @given(_files())
 def test_syntax_tree_and_errors_are_the_oracles(source: str) -> None:
+    assert _outcome(parser.parse_dot, source) == _outcome(oracle_dot.parse_dot, source)
+
+
+@AGREE
+@given(_fast_files())
+def test_fast_statements_and_their_neighbours_parse_as_the_oracle_parses_them(
+        source: str) -> None:
+    assert _outcome(parser.parse_dot, source) == _outcome(oracle_dot.parse_dot, source)
+
+
+@AGREE
+@given(st.lists(st.sampled_from(["a [k=1]", "a -> b", "a =", "[", "}", "=", "\n"]),
+                max_size=8), st.sampled_from(["$", "<b>", '"open', "/* open", "--", "ok"]))
+def test_a_character_no_token_starts_is_reported_before_an_earlier_parse_error(
+        statements: list[str], tail: str) -> None:
+    """The oracle lexed the whole file before parsing; the parser lexes lazily and must
+    still report the character that starts no token, wherever it is."""
+    source = "digraph g {\n" + "\n".join(statements) + "\n}\n" + tail
     assert _outcome(parser.parse_dot, source) == _outcome(oracle_dot.parse_dot, source)
 
 

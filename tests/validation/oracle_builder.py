@@ -1,0 +1,628 @@
+"""delivery/lang/builder.py as it was before issue 23's speed-ups, kept as the oracle that
+tests/validation/test_validation_oracle.py compares the fast one with. Not used by delivery.
+
+Syntax tree → typed Workflow model.
+
+Applies `node`/`edge` defaults in scope (a default reaches the nodes and edges created
+after it, inside its subgraph), expands edge chains, resolves node types (type= wins over
+shape, then the start/exit id conventions), and parses every declaration and condition
+once. Problems found here are returned as diagnostics, not raised, so that `validate`
+can report all of them together.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import cast
+
+from delivery.errors import ConditionSyntaxError, DeclarationError
+from delivery.lang.attributes import (
+    GRAPHVIZ_SHAPES,
+    did_you_mean,
+    is_known,
+    not_honoured,
+    shape_suggestion,
+)
+from delivery.lang.conditions import parse_condition
+from delivery.lang.declarations import (
+    OutputKind,
+    parse_defaults,
+    parse_facts,
+    parse_folder_list,
+    parse_inputs,
+    parse_outputs,
+    parse_probe_kinds,
+)
+from delivery.lang.diagnostics import Diagnostic
+from delivery.lang.model import (
+    DEFAULT_MAX_PARALLEL,
+    EXIT_IDS,
+    FIDELITIES,
+    JOIN_ALIASES,
+    JOIN_POLICIES,
+    MANAGER_ACTIONS,
+    SHAPES,
+    START_IDS,
+    TEMPLATE_MODES,
+    TYPE_ALIASES,
+    Attribute,
+    Attributes,
+    Edge,
+    JoinPolicy,
+    ManagerSettings,
+    Node,
+    NodeType,
+    TemplateMode,
+    Workflow,
+    parse_duration,
+)
+from delivery.lang.syntax import (
+    AttrAssign,
+    DefaultsStmt,
+    DotGraph,
+    EdgeStmt,
+    GraphAttrStmt,
+    NodeStmt,
+    Statement,
+    SubgraphStmt,
+    Value,
+)
+from delivery.lang.template_reads import is_jinja
+
+
+def value_position(value: Value, offset: int) -> tuple[int, int]:
+    """Line and column of character `offset` of a value's unescaped text."""
+    if not value.quoted:
+        return value.line, value.column + offset
+    line, column = value.line, value.column + 1
+    raw = value.raw[1:-1]
+    if "\\" not in raw and "\n" not in raw:  # one character of text per character written
+        return line, column + min(offset, len(raw))
+    i = 0
+    produced = 0
+    while i < len(raw) and produced < offset:
+        step = 2 if raw[i] == "\\" and i + 1 < len(raw) else 1
+        if raw[i] == "\n" or (step == 2 and raw[i + 1] == "\n"):
+            line += 1
+            column = 1
+        else:
+            column += step
+        produced += 0 if (step == 2 and raw[i + 1] == "\n") else 1
+        i += step
+    return line, column
+
+
+@dataclass
+class _Scope:
+    node_defaults: dict[str, Attribute] = field(default_factory=dict)
+    edge_defaults: dict[str, Attribute] = field(default_factory=dict)
+    subgraph: str | None = None
+
+    def child(self, name: str | None) -> _Scope:
+        return _Scope(dict(self.node_defaults), dict(self.edge_defaults), name or self.subgraph)
+
+
+class _Builder:
+    def __init__(self, dot: DotGraph) -> None:
+        self.dot = dot
+        self.file = dot.file
+        self.graph_attrs: Attributes = {}
+        self.nodes: dict[str, Node] = {}
+        self.edges: list[Edge] = []
+        self.subgraphs: dict[str, Attributes] = {}
+        self.diagnostics: list[Diagnostic] = []
+
+    def diag(self, rule: str, message: str, line: int, column: int, *, node: str | None = None,
+             edge: str | None = None, fix: str = "", severity: str = "error") -> None:
+        self.diagnostics.append(
+            Diagnostic(rule, "error" if severity == "error" else "warning", message, self.file,
+                       line, column, node, edge, fix)
+        )
+
+    # -- statements ---------------------------------------------------------------
+    def walk(self, body: list[Statement], scope: _Scope, attrs_sink: Attributes) -> None:
+        for stmt in body:
+            if isinstance(stmt, NodeStmt):
+                self.declare_node(stmt.node_id, stmt.line, stmt.column, stmt.attrs, scope)
+            elif isinstance(stmt, EdgeStmt):
+                self.add_edges(stmt, scope)
+            elif isinstance(stmt, DefaultsStmt):
+                table = (
+                    attrs_sink if stmt.target == "graph"
+                    else scope.node_defaults if stmt.target == "node"
+                    else scope.edge_defaults
+                )
+                for assign in stmt.attrs:
+                    table[assign.key] = self.attribute(assign, inherited=stmt.target != "graph")
+            elif isinstance(stmt, GraphAttrStmt):
+                attrs_sink[stmt.attr.key] = self.attribute(stmt.attr)
+            else:
+                self.walk_subgraph(stmt, scope)
+
+    def walk_subgraph(self, stmt: SubgraphStmt, scope: _Scope) -> None:
+        own: Attributes = {}
+        if stmt.name:
+            self.subgraphs[stmt.name] = own
+        self.walk(stmt.body, scope.child(stmt.name), own)
+
+    @staticmethod
+    def attribute(assign: AttrAssign, inherited: bool = False) -> Attribute:
+        return Attribute(assign.key, assign.value, assign.line, assign.column, inherited)
+
+    def declare_node(self, node_id: str, line: int, column: int, attrs: list[AttrAssign],
+                     scope: _Scope) -> Node:
+        node = self.nodes.get(node_id)
+        if node is None:
+            node = Node(node_id, line, column, dict(scope.node_defaults), subgraph=scope.subgraph)
+            self.nodes[node_id] = node
+        elif not node.declared and attrs is not None:
+            node.line, node.column = line, column
+        node.declared = True
+        for assign in attrs:
+            node.attrs[assign.key] = self.attribute(assign)
+        return node
+
+    def add_edges(self, stmt: EdgeStmt, scope: _Scope) -> None:
+        for node_id, line, column in stmt.chain:
+            if node_id not in self.nodes:
+                node = Node(node_id, line, column, dict(scope.node_defaults),
+                            subgraph=scope.subgraph, declared=False)
+                self.nodes[node_id] = node
+        attrs = dict(scope.edge_defaults)
+        for assign in stmt.attrs:
+            attrs[assign.key] = self.attribute(assign)
+        pairs = zip(stmt.chain, stmt.chain[1:], strict=False)
+        for (source, s_line, s_col), (target, _, _) in pairs:
+            self.edges.append(Edge(source, target, s_line, s_col, attrs, len(self.edges)))
+
+    # -- meaning ------------------------------------------------------------------
+    def resolve_type(self, node: Node, has_mdiamond: bool) -> None:
+        type_attr = node.attrs.get("type")
+        if type_attr is not None and type_attr.text:
+            text = type_attr.text
+            resolved = TYPE_ALIASES.get(text)
+            if resolved is None:
+                try:
+                    resolved = NodeType(text)
+                except ValueError:
+                    known = ", ".join(t.value for t in NodeType)
+                    self.diag("type_known", f"unknown node type '{text}'", type_attr.value.line,
+                              type_attr.value.column, node=node.id,
+                              fix=f"use one of {known} (or Attractor's codergen, tool, wait.human)")
+                    return
+            node.type = resolved
+            return
+        shape = node.attrs.get("shape")
+        own_shape = shape if shape is not None and not shape.inherited else None
+        shape_type = SHAPES.get(own_shape.text) if own_shape is not None else None
+        if node.id in START_IDS and not has_mdiamond:
+            # Attractor finds the start by shape, then by id, whatever the id's shape
+            node.type = NodeType.START
+        elif node.id in EXIT_IDS and shape_type in (None, NodeType.EXIT):
+            node.type = NodeType.EXIT
+        elif shape is not None:
+            node.type = self.shape_type(node, shape)
+        else:
+            node.type = NodeType.AGENT
+
+    def manager_values(self, node: Node, workflow: Workflow) -> None:
+        """A manager loop's attributes (Attractor §4.11), typed once; each bad value is an
+        error at its position."""
+        attrs, nid = node.attrs, node.id
+        dotfile = attrs.get("stack.child_dotfile") or workflow.attrs.get("stack.child_dotfile")
+        if dotfile is None or not dotfile.text.strip():
+            self.diag("manager_loop", f"manager loop '{nid}' has no child pipeline to "
+                      "supervise", node.line, node.column, node=nid,
+                      fix='set graph [stack.child_dotfile="child.dot"] (a path relative to the '
+                      "run's workspace)")
+        autostart = attrs.get("stack.child_autostart")
+        if autostart is not None and self.bool_value(autostart, node=nid) is False:
+            self.diag("manager_loop", f"manager loop '{nid}': stack.child_autostart=false "
+                      "(observing a child started elsewhere) is not supported",
+                      autostart.value.line, autostart.value.column, node=nid,
+                      fix="remove stack.child_autostart=false: the manager starts its child")
+        poll, cycles, stop = 45.0, 1000, None
+        actions: tuple[str, ...] = ("observe", "wait")
+        if "manager.poll_interval" in attrs:
+            poll = self.duration_value(attrs["manager.poll_interval"], node=nid) or poll
+        if "manager.max_cycles" in attrs:
+            cycles = self.int_value(attrs["manager.max_cycles"], 1, node=nid) or cycles
+        stop_attr = attrs.get("manager.stop_condition")
+        if stop_attr is not None and stop_attr.text.strip():
+            try:
+                stop = parse_condition(stop_attr.text)
+            except ConditionSyntaxError as err:
+                line, column = value_position(stop_attr.value, err.offset)
+                self.diag("condition_syntax", f"manager.stop_condition {stop_attr.text!r}: "
+                          f"expected {err.expected}, found {err.found}", line, column,
+                          node=nid, fix="write a condition such as "
+                          "stack.child.status=completed")
+        actions_attr = attrs.get("manager.actions")
+        if actions_attr is not None:
+            given = tuple(a.strip().lower() for a in actions_attr.text.split(",") if a.strip())
+            unknown = [a for a in given if a not in MANAGER_ACTIONS]
+            if unknown:
+                self.value_error(actions_attr, f"manager.actions: unknown action "
+                                 f"'{unknown[0]}'", f"use {', '.join(MANAGER_ACTIONS)}",
+                                 node=nid)
+            elif "steer" in given:
+                self.diag("attribute_not_honoured", f"manager loop '{nid}': the steer action "
+                          "is not run (delivery's child stages take no intervention "
+                          "instructions); observe and wait are", actions_attr.value.line,
+                          actions_attr.value.column, node=nid,
+                          fix='write manager.actions="observe,wait"', severity="warning")
+            actions = tuple(a for a in given if a in ("observe", "wait"))
+        workdir = attrs.get("stack.child_workdir") or workflow.attrs.get("stack.child_workdir")
+        node.manager = ManagerSettings(
+            child_dotfile=dotfile.text.strip() if dotfile is not None else "",
+            child_workdir=workdir.text.strip() if workdir is not None else "",
+            poll_interval=poll, max_cycles=cycles, stop_condition=stop, actions=actions)
+
+    def shape_type(self, node: Node, shape: Attribute) -> NodeType:
+        resolved = SHAPES.get(shape.text)
+        if resolved is not None:
+            return resolved
+        if shape.text not in GRAPHVIZ_SHAPES:
+            guess = shape_suggestion(shape.text)
+            hint = f"did you mean shape={guess}? " if guess else ""
+            self.diag("unknown_shape", f"shape '{shape.text}' is not a Graphviz shape; the "
+                      "node runs as an agent", shape.value.line, shape.value.column,
+                      node=node.id, fix=f"{hint}Attractor's shapes are "
+                      f"{', '.join(SHAPES)}; delivery's own types are chosen with type=",
+                      severity="warning")
+        return NodeType.AGENT
+
+    def declaration_error(self, err: DeclarationError, attr: Attribute, node: str | None) -> None:
+        line, column = value_position(attr.value, err.offset)
+        self.diag(f"{err.attribute}_syntax" if err.attribute in ("defaults", "probe") else
+                  f"{err.attribute}_declaration", err.problem, line, column, node=node, fix=err.fix)
+
+    def value_error(self, attr: Attribute, problem: str, fix: str, *, node: str | None = None,
+                    edge: str | None = None) -> None:
+        rule = "fidelity_valid" if "fidelity" in attr.name else "attribute_value"
+        self.diag(rule, problem, attr.value.line, attr.value.column, node=node, edge=edge,
+                  fix=fix)
+
+    def int_value(self, attr: Attribute, minimum: int | None, *, node: str | None = None,
+                  edge: str | None = None) -> int | None:
+        name, text = attr.name, attr.text
+        try:
+            number = int(text)
+        except ValueError:
+            what = "a whole number" if _FLOAT.match(text) else "an integer"
+            self.value_error(attr, f"{name}={text!r} is not {what}", f"write {name}="
+                             f"{max(minimum or 0, 1) if name != 'weight' else 2}",
+                             node=node, edge=edge)
+            return None
+        if minimum is not None and number < minimum:
+            self.value_error(attr, f"{name}={number} must be {minimum} or more",
+                             f"write {name}={minimum} or more", node=node, edge=edge)
+            return None
+        return number
+
+    def bool_value(self, attr: Attribute, *, node: str | None = None,
+                   edge: str | None = None) -> bool | None:
+        if attr.text in ("true", "false"):
+            return attr.text == "true"
+        self.value_error(attr, f"{attr.name}={attr.text!r} is not true or false",
+                         f"write {attr.name}=true", node=node, edge=edge)
+        return None
+
+    def duration_value(self, attr: Attribute, *, node: str | None = None) -> float | None:
+        seconds = parse_duration(attr.text)
+        if seconds is None:
+            self.value_error(attr, f"{attr.name}={attr.text!r} is not a duration",
+                             "write 250ms, 30s, 15m, 2h or 1d", node=node)
+        return seconds
+
+    def factor_value(self, attr: Attribute, *, node: str | None = None) -> float:
+        try:
+            factor = float(attr.text)
+        except ValueError:
+            factor = 0.0
+        if factor >= 1.0:
+            return factor
+        self.value_error(attr, f"{attr.name}={attr.text!r} is not a number of 1 or more",
+                         f"write {attr.name}=2 (or 1 for a fixed interval)", node=node)
+        return 1.0
+
+    def money_value(self, attr: Attribute) -> float | None:
+        """A positive amount of US dollars (`budget_usd=25`, `budget_usd=2.50`)."""
+        text = attr.text.removeprefix("$")
+        try:
+            amount = float(text)
+        except ValueError:
+            amount = -1.0
+        if amount > 0 and amount != float("inf"):
+            return amount
+        self.value_error(attr, f"{attr.name}={attr.text!r} is not a positive amount of "
+                         "dollars", f"write {attr.name}=25 (or 2.50)")
+        return None
+
+    def choice_value(self, attr: Attribute, allowed: tuple[str, ...], *,
+                     node: str | None = None) -> str | None:
+        if attr.text in allowed:
+            return attr.text
+        self.value_error(attr, f"{attr.name}={attr.text!r} is not one of {', '.join(allowed)}",
+                         f"write {attr.name}={allowed[0]}", node=node)
+        return None
+
+    def node_values(self, node: Node, graph_template: TemplateMode) -> None:
+        """Parse every typed node attribute once; a bad value is an error at its position."""
+        attrs, nid = node.attrs, node.id
+        node.template = graph_template
+        for attr in attrs.values():
+            name = attr.name
+            if name == "max_retries":
+                node.max_retries = self.int_value(attr, 0, node=nid)
+            elif name == "max_parallel":
+                node.max_parallel = self.int_value(attr, 1, node=nid) or DEFAULT_MAX_PARALLEL
+            elif name in ("goal_gate", "allow_partial", "auto_status", "delegatable"):
+                value = self.bool_value(attr, node=nid)
+                if value is not None:
+                    setattr(node, name, value)
+            elif name == "timeout":
+                node.timeout = self.duration_value(attr, node=nid)
+            elif name == "interval":
+                node.interval = self.duration_value(attr, node=nid) or 0.0
+            elif name == "max_interval":
+                node.max_interval = self.duration_value(attr, node=nid)
+            elif name == "backoff":
+                node.backoff = self.factor_value(attr, node=nid)
+            elif name == "join_policy":
+                policy = self.choice_value(attr, JOIN_POLICIES, node=nid)
+                if policy is not None:
+                    node.join_policy = cast(JoinPolicy, policy)
+            elif name == "template":
+                mode = self.choice_value(attr, TEMPLATE_MODES, node=nid)
+                if mode is not None:
+                    node.template = cast(TemplateMode, mode)
+            elif name == "fidelity" and attr.text not in FIDELITIES:
+                self.value_error(attr, f"unknown fidelity '{attr.text}'",
+                                 f"use one of {', '.join(FIDELITIES)}", node=nid)
+        join = attrs.get("join")
+        if join is not None and "join_policy" not in attrs:
+            alias = self.choice_value(join, tuple(JOIN_ALIASES), node=nid)
+            if alias is not None:
+                node.join_policy = JOIN_ALIASES[alias]
+
+    def edge_values(self, edge: Edge) -> None:
+        for attr in edge.attrs.values():
+            if attr.name == "weight":
+                edge.weight = self.int_value(attr, None, edge=edge.name) or 0
+            elif attr.name == "loop_restart":
+                edge.loop_restart = bool(self.bool_value(attr, edge=edge.name))
+            elif attr.name == "fidelity" and attr.text not in FIDELITIES:
+                self.value_error(attr, f"unknown fidelity '{attr.text}'",
+                                 f"use one of {', '.join(FIDELITIES)}", edge=edge.name)
+
+    def graph_values(self, workflow: Workflow) -> None:
+        attrs = workflow.attrs
+        for name in ("default_max_retry", "default_max_retries"):  # ours wins when both
+            if name in attrs:
+                value = self.int_value(attrs[name], 0)
+                if value is not None:
+                    workflow.default_max_retries = value
+        tokens = attrs.get("budget_tokens")
+        if tokens is not None:
+            workflow.budget_tokens = self.int_value(tokens, 1)
+        usd = attrs.get("budget_usd")
+        if usd is not None:
+            workflow.budget_usd = self.money_value(usd)
+        fidelity = attrs.get("default_fidelity")
+        if fidelity is not None and fidelity.text not in FIDELITIES:
+            self.value_error(fidelity, f"unknown fidelity '{fidelity.text}'",
+                             f"use one of {', '.join(FIDELITIES)}")
+        extra = attrs.get("extra_attributes")
+        if extra is not None:
+            workflow.extra_attributes = frozenset(
+                part.strip() for part in extra.text.split(",") if part.strip())
+        template = attrs.get("template")
+        if template is not None:
+            mode = self.choice_value(template, TEMPLATE_MODES)
+            workflow.template = cast(TemplateMode, mode or "jinja")
+        else:
+            literal = _first_non_jinja(workflow)
+            workflow.template = "jinja" if literal is None else "plain"
+            if literal is not None:
+                node_id, attr = literal
+                self.diag("template_plain", f"{attr.name} of '{node_id}' is not a Jinja "
+                          "template, so this file's prompts are sent as written (only $goal "
+                          "is expanded) and its scripts run as written", attr.value.line,
+                          attr.value.column, node=node_id, fix="set graph [template=plain] to "
+                          "say so, or template=jinja and fix the template",
+                          severity="warning")
+
+    def unknown_attributes(self, workflow: Workflow) -> None:
+        extra = workflow.extra_attributes
+        owners: list[tuple[str, Attributes, str | None, str | None]] = [
+            ("graph", workflow.attrs, None, None)]
+        owners += [("graph", attrs, None, None) for attrs in self.subgraphs.values()]
+        owners += [("node", n.attrs, n.id, None) for n in workflow.nodes.values()]
+        owners += [("edge", e.attrs, None, e.name) for e in workflow.edges]
+        seen: set[tuple[int, int, str]] = set()
+        known: set[tuple[str, str]] = set()  # (kind, name) already found known: most are
+        for kind, attrs, node, edge in owners:
+            for attr in attrs.values():
+                name = attr.name
+                if (kind, name) in known:
+                    continue
+                if attr.inherited:  # reported once, where the default block says it
+                    key = (attr.line, attr.column, name)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                reason = not_honoured(name)
+                if reason is not None and name not in extra:
+                    self.diag("attribute_not_honoured", f"{kind} attribute '{name}' is "
+                              f"Attractor's, but delivery does not act on it: {reason}",
+                              attr.line, attr.column, node=node, edge=edge,
+                              fix=f"remove {name}=, or list it in extra_attributes= to keep "
+                              "it quiet", severity="warning")
+                    continue
+                if is_known(name, kind, extra):
+                    known.add((kind, name))
+                    continue
+                guess = did_you_mean(name)
+                elsewhere = [k for k in ("graph", "node", "edge")
+                             if k != kind and is_known(name, k, frozenset())]
+                if guess is not None and guess != name:
+                    fix = f"did you mean {guess}=? (or list '{name}' in the graph's " \
+                          "extra_attributes= if it is meant for another tool)"
+                elif elsewhere:
+                    fix = f"'{name}' is a {' or '.join(elsewhere)} attribute; move it there"
+                else:
+                    fix = f"remove it, or list '{name}' in the graph's extra_attributes=\"" \
+                          f"{name}\" if another tool reads it"
+                self.diag("unknown_attribute", f"unknown {kind} attribute '{name}': it has no "
+                          "effect", attr.line, attr.column, node=node, edge=edge, fix=fix,
+                          severity="warning")
+
+    def build(self) -> tuple[Workflow, list[Diagnostic]]:
+        self.walk(self.dot.body, _Scope(), self.graph_attrs)
+        workflow = Workflow(self.dot.name, self.file, self.dot.line, self.dot.column,
+                            self.graph_attrs, self.nodes, self.edges, subgraphs=self.subgraphs)
+        self.graph_declarations(workflow)
+        has_mdiamond = any(_is_mdiamond(node) for node in self.nodes.values())
+        for node in self.nodes.values():
+            self.resolve_type(node, has_mdiamond)
+            self.node_declarations(node)
+        self.graph_values(workflow)
+        for node in self.nodes.values():
+            self.node_values(node, workflow.template)
+            if node.type is NodeType.MANAGER_LOOP:
+                self.manager_values(node, workflow)
+        for edge in self.edges:
+            self.edge_condition(edge)
+            self.edge_values(edge)
+        self.unknown_attributes(workflow)
+        return workflow, self.diagnostics
+
+    def graph_declarations(self, workflow: Workflow) -> None:
+        attrs = self.graph_attrs
+        if "folders" in attrs:
+            try:
+                workflow.folders = parse_folder_list(attrs["folders"].text)
+            except DeclarationError as err:
+                self.declaration_error(err, attrs["folders"], None)
+        if "inputs" in attrs:
+            try:
+                workflow.inputs = tuple(parse_inputs(attrs["inputs"].text))
+            except DeclarationError as err:
+                self.declaration_error(err, attrs["inputs"], None)
+        if "defaults" in attrs:
+            try:
+                workflow.defaults = tuple(parse_defaults(attrs["defaults"].text))
+            except DeclarationError as err:
+                self.declaration_error(err, attrs["defaults"], None)
+
+    def node_declarations(self, node: Node) -> None:
+        attrs = node.attrs
+        if "outputs" in attrs and _names_files(attrs["outputs"].text):
+            attr = attrs["outputs"]
+            self.diag("outputs_files", f"outputs={attr.text!r} names files (a convention of "
+                      "other Attractor engines), not delivery outputs (name:kind); they are not "
+                      "checked and the node's reply may set any key", attr.value.line,
+                      attr.value.column, node=node.id, fix="to declare what the agent returns, "
+                      "write outputs=\"summary:text\"", severity="warning")
+        elif "outputs" in attrs:
+            try:
+                node.outputs = tuple(parse_outputs(attrs["outputs"].text))
+            except DeclarationError as err:
+                self.declaration_error(err, attrs["outputs"], node.id)
+        if "facts" in attrs:
+            try:
+                node.facts = tuple(parse_facts(attrs["facts"].text))
+            except DeclarationError as err:
+                self.declaration_error(err, attrs["facts"], node.id)
+        if node.type is NodeType.PROBE:
+            if "probe" in attrs:
+                try:
+                    node.probe_kinds = parse_probe_kinds(attrs["probe"].text)
+                except DeclarationError as err:
+                    self.declaration_error(err, attrs["probe"], node.id)
+            else:
+                node.probe_kinds = ("pr", "threads", "diff", "worktree")
+        if "threads" in attrs:
+            node.threads_key = attrs["threads"].text.strip()
+
+    def edge_condition(self, edge: Edge) -> None:
+        attr = edge.attrs.get("condition")
+        if attr is None or not attr.text.strip():
+            return
+        try:
+            edge.condition = parse_condition(attr.text)
+        except ConditionSyntaxError as err:
+            line, column = value_position(attr.value, err.offset)
+            shown = attr.text if len(attr.text) <= 80 else attr.text[:77] + "..."
+            self.diag("condition_syntax", f"condition {shown!r}: expected {err.expected}, "
+                      f"found {err.found}", line, column, edge=edge.name,
+                      fix="conditions look like outcome=succeeded && pr.state!=MERGED")
+
+
+_FLOAT = re.compile(r"-?[0-9]*\.[0-9]+\Z")
+# Attractor's own type names; any other `type=` is delivery's spelling.
+_ATTRACTOR_TYPES = frozenset({"start", "exit", "codergen", "tool", "wait.human", "conditional",
+                              "parallel", "parallel.fan_in", "stack.manager_loop"})
+_DELIVERY_GRAPH_ATTRS = ("inputs", "defaults", "folders")
+_DELIVERY_NODE_ATTRS = ("outputs", "facts", "probe", "folder", "script", "order",
+                        "delegatable", "interval", "threads", "rollback")
+
+
+_FILE_ITEM = re.compile(r"[\w.~-]*[./][\w./~-]*\Z")
+
+
+def _names_files(text: str) -> bool:
+    """`outputs="review-report.md"`: file names (Kilroy's convention), not name:kind."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items or ":" in text:
+        return False
+    # `summary.text` is a typo of summary:text, not a file: the declaration reports it
+    kinds = tuple(f".{kind.value}" for kind in OutputKind)
+    return all(_FILE_ITEM.match(item) and not item.endswith(kinds) for item in items)
+
+
+def _is_mdiamond(node: Node) -> bool:
+    shape = node.attrs.get("shape")
+    kind = node.attrs.get("type")
+    return (shape is not None and shape.text == "Mdiamond") or (
+        kind is not None and kind.text == "start")
+
+
+def _has_delivery_declarations(workflow: Workflow) -> bool:
+    """Whether the file uses anything of delivery's own (SPEC §4): then its prompts are
+    Jinja templates; a plain Attractor file keeps its prompts as written (only `$goal`)."""
+    if any(name in workflow.attrs for name in _DELIVERY_GRAPH_ATTRS):
+        return True
+    for node in workflow.nodes.values():
+        if any(name in node.attrs for name in _DELIVERY_NODE_ATTRS if name != "outputs"):
+            return True
+        if "outputs" in node.attrs and not _names_files(node.attrs["outputs"].text):
+            return True
+        kind = node.attrs.get("type")
+        if kind is not None and kind.text and kind.text not in _ATTRACTOR_TYPES:
+            return True
+    return False
+
+
+def _first_non_jinja(workflow: Workflow) -> tuple[str, Attribute] | None:
+    """In an Attractor file (nothing of delivery's own), the first prompt or script that is
+    not valid Jinja — Helm's `{{ .Values.x }}`, bash's `${#a[@]}`: such a file keeps its
+    prompts and scripts as written (SPEC §4). None: the file's templates are Jinja."""
+    if _has_delivery_declarations(workflow):
+        return None
+    for node in workflow.nodes.values():
+        for attr in (node.prompt_attr, node.attrs.get("tool_command")):
+            if attr is not None and _TEMPLATE_MARK.search(attr.text) and \
+                    not is_jinja(attr.text):
+                return node.id, attr
+    return None
+
+
+_TEMPLATE_MARK = re.compile(r"\{[{%#]")
+
+
+def build_workflow(dot: DotGraph) -> tuple[Workflow, list[Diagnostic]]:
+    """The model of a parsed graph, with the problems found while building it."""
+    return _Builder(dot).build()
