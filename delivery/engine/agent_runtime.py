@@ -21,7 +21,13 @@ from pathlib import Path
 from delivery.agents.base import AgentBackend, AgentSession, SessionRequest, Usage
 from delivery.agents.registry import Agents
 from delivery.engine.context import Context
-from delivery.engine.preamble import RunFacts, recent_stages, render_preamble
+from delivery.engine.preamble import (
+    MAX_VALUES,
+    SCAN_FACTOR,
+    RunFacts,
+    recent_stages,
+    render_preamble,
+)
 from delivery.lang.model import Edge, Node, Workflow
 from delivery.lang.stylesheet import derived_class, model_settings
 
@@ -156,7 +162,9 @@ class AgentRuntime:
         files = self.changed_files() if fidelity in ("compact", "summary:high") else []
         return RunFacts(goal=str(context.get("goal") or ""), run_id=self.run_id,
                         stages=stages, context=context.stored(), files=files,
-                        usage=dict(self.usage_by_node), memo=self.preamble_memo)
+                        usage=dict(self.usage_by_node), memo=self.preamble_memo,
+                        shown_keys=lambda: context.newest_shown_keys(MAX_VALUES,
+                                                                     MAX_VALUES * SCAN_FACTOR))
 
     def changed_files(self) -> list[str]:
         """Uncommitted changes (`git status`) in the workspace and each folder that is a
