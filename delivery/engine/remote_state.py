@@ -426,6 +426,11 @@ class StateRunStore:
         self._stage_dirs.add(f"{node_id}/{attempt}")
         return self.local.write_stage_file(node_id, attempt, name, text, redactor=redactor)
 
+    def write_stage_text(self, node_id: str, attempt: int, name: str, text: str, *,
+                         redactor: Redactor | None = None) -> None:
+        self._stage_dirs.add(f"{node_id}/{attempt}")
+        self.local.write_stage_text(node_id, attempt, name, text, redactor=redactor)
+
     def _settled(self) -> list[str]:
         settled, self._stage_dirs = sorted(self._stage_dirs), set()
         return settled

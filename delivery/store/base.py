@@ -91,6 +91,11 @@ class RunStore(Protocol):
     def write_stage_file(self, node_id: str, attempt: int, name: str, text: str, *,
                          redactor: Redactor | None = None) -> Path: ...
 
+    def write_stage_text(self, node_id: str, attempt: int, name: str, text: str, *,
+                         redactor: Redactor | None = None) -> None:
+        """`write_stage_file` without building the path it returns (the engine's calls)."""
+        ...
+
 
 class RunStores(Protocol):
     """Makes the store of a new run, or opens the store of an existing one."""

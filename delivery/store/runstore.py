@@ -312,13 +312,19 @@ class LocalRunStore:
 
     def write_stage_file(self, node_id: str, attempt: int, name: str, text: str, *,
                          redactor: Redactor | None = None) -> Path:
+        self.write_stage_text(node_id, attempt, name, text, redactor=redactor)
+        return Path(self._made[(node_id, attempt)], name)
+
+    def write_stage_text(self, node_id: str, attempt: int, name: str, text: str, *,
+                         redactor: Redactor | None = None) -> None:
+        """`write_stage_file` without the Path it returns: the engine writes three files a
+        stage, and building a Path costs about as much as the write on a fast disk."""
         path = os.path.join(self._made_stage_dir(node_id, attempt), self._stage_file_name(name))
         if redactor is not None:
             text = redactor.text(text)
         # Evidence rewritten whole when an interrupted stage runs again: a plain write (no
         # temporary file, no fsync), never through a symlink.
         write_file(path, text.encode("utf-8", "backslashreplace"))
-        return Path(path)
 
     def read_stage_file(self, node_id: str, attempt: int, name: str) -> str | None:
         self._check_stage_names(node_id, attempt)
