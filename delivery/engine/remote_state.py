@@ -408,8 +408,9 @@ class StateRunStore:
                  stamp: Callable[[], str] | None = None) -> None:
         self.local.open_log(redactor, stamp)
 
-    def append_event(self, event_type: str, **fields: Any) -> dict[str, Any]:
-        return self.local.append_event(event_type, **fields)
+    def append_event(self, event_type: str, *, defer: bool = False,
+                     **fields: Any) -> dict[str, Any]:
+        return self.local.append_event(event_type, defer=defer, **fields)
 
     def load(self) -> Loaded | None:
         return self.local.load()

@@ -67,7 +67,11 @@ class RunStore(Protocol):
         repair what a crash left (a torn last event, logged as `log_repaired`)."""
         ...
 
-    def append_event(self, event_type: str, **fields: Any) -> dict[str, Any]: ...
+    def append_event(self, event_type: str, *, defer: bool = False,
+                     **fields: Any) -> dict[str, Any]:
+        """One event; with `defer` it may be written only with the next event or flush
+        (the events that end a stage, just before its record)."""
+        ...
 
     def save_whole(self, state: RunState) -> None:
         """The whole state, durable when this returns: a new run's start, or a state that

@@ -180,8 +180,11 @@ class LocalRunStore:
             raise RunStoreError(f"{self.path}: the run is not open for writing")
         return self._log
 
-    def append_event(self, event_type: str, **fields: Any) -> dict[str, Any]:
-        return self._events().append(event_type, **fields)
+    def append_event(self, event_type: str, *, defer: bool = False,
+                     **fields: Any) -> dict[str, Any]:
+        """One event; `defer`: written with the next one or the next flush (see
+        `EventLog.append_json`) — for the events that end a stage, right before its record."""
+        return self._events().append(event_type, defer=defer, **fields)
 
     def save_whole(self, state: RunState) -> None:
         state.mark_recorded()
@@ -203,7 +206,8 @@ class LocalRunStore:
     def _append_record(self, record: StageRecord) -> None:
         log = self._events()
         before = log.head.offset
-        log.append_json(RECORD_EVENT, record.to_fields())
+        # written in one go with the events deferred before it, then flushed
+        log.append_json(RECORD_EVENT, record.to_fields(), defer=True)
         log.sync()
         self._since_snapshot += log.head.offset - before
 
