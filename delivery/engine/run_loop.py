@@ -125,7 +125,7 @@ class Engine:
         # thread_id; otherwise routing never writes it
         self._entry_edges = any(edge_matters(edge) for edge in workflow.edges)
         self._lock = threading.Lock()
-        # the thread that walks the run and saves after each stage (see _event's `ending`)
+        # the thread that walks the run and saves after each stage (see _ending_event)
         self._main_thread: int | None = None
         self.state: RunState | None = None
         self._path_length_before_step = 0  # where a paused run's path is cut back to
@@ -305,13 +305,17 @@ class Engine:
         if self._on_saved is not None:
             self._on_saved(state, context)
 
-    def _event(self, event_type: str, *, ending: bool = False, **fields: Any) -> None:
-        """Log an event. `ending`: one of the events that end a stage (stage_finished,
-        the route taken), after which the walk saves the stage's record with nothing to
-        wait for in between: on the main walk it is written in one go with that record
-        (one write instead of one each); a branch of a parallel section, whose stages
-        are not saved one by one, writes it at once."""
-        defer = ending and threading.get_ident() == self._main_thread
+    def _event(self, event_type: str, **fields: Any) -> None:
+        with self._lock:
+            self.store.append_event(event_type, **fields)
+
+    def _ending_event(self, event_type: str, **fields: Any) -> None:
+        """One of the events that end a stage (stage_finished, the route taken), after
+        which the walk saves the stage's record with nothing to wait for in between: on the
+        main walk it is written in one go with that record (one write instead of one
+        each); a branch of a parallel section, whose stages are not saved one by one,
+        writes it at once."""
+        defer = threading.get_ident() == self._main_thread
         with self._lock:
             self.store.append_event(event_type, defer=defer, **fields)
 
@@ -393,11 +397,11 @@ class Engine:
             if warning is not None:
                 self._event("budget_warning", node=node.id, **warning)
         self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
-        self._event("stage_finished", ending=True, node=node.id, attempt=attempt,
+        self._ending_event("stage_finished", node=node.id, attempt=attempt,
                     outcome=result.outcome, failure_reason=result.failure_reason,
                     seconds=round(seconds, 6), **usage)
         for event_type, fields in result.events:
-            self._event(event_type, ending=True, node=node.id,
+            self._ending_event(event_type, node=node.id,
                         **{k: v for k, v in fields.items() if k != "node"})
         self.progress.stage_finished(node, result, seconds)
         return result
@@ -441,7 +445,7 @@ class Engine:
         if edge is not None:
             # what routing read and which rule chose the edge: `inspect --routes` shows it
             read = facts_read(outgoing, context.lookup)
-            self._event("edge_taken", ending=True, source=edge.source, target=edge.target,
+            self._ending_event("edge_taken", source=edge.source, target=edge.target,
                         label=edge.label, condition=edge.condition.text if edge.condition else "",
                         rule=route_rule(edge, preferred_label=preferred, failed=failed,
                                         suggested_next_ids=suggested),
