@@ -398,11 +398,11 @@ class Engine:
                 self._event("budget_warning", node=node.id, **warning)
         self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
         self._ending_event("stage_finished", node=node.id, attempt=attempt,
-                    outcome=result.outcome, failure_reason=result.failure_reason,
-                    seconds=round(seconds, 6), **usage)
+                           outcome=result.outcome, failure_reason=result.failure_reason,
+                           seconds=round(seconds, 6), **usage)
         for event_type, fields in result.events:
             self._ending_event(event_type, node=node.id,
-                        **{k: v for k, v in fields.items() if k != "node"})
+                               **{k: v for k, v in fields.items() if k != "node"})
         self.progress.stage_finished(node, result, seconds)
         return result
 
@@ -446,10 +446,11 @@ class Engine:
             # what routing read and which rule chose the edge: `inspect --routes` shows it
             read = facts_read(outgoing, context.lookup)
             self._ending_event("edge_taken", source=edge.source, target=edge.target,
-                        label=edge.label, condition=edge.condition.text if edge.condition else "",
-                        rule=route_rule(edge, preferred_label=preferred, failed=failed,
-                                        suggested_next_ids=suggested),
-                        **({"facts": read} if read else {}))
+                               label=edge.label,
+                               condition=edge.condition.text if edge.condition else "",
+                               rule=route_rule(edge, preferred_label=preferred, failed=failed,
+                                               suggested_next_ids=suggested),
+                               **({"facts": read} if read else {}))
             if edge.loop_restart:
                 self._restart(context)
             if self._entry_edges:
