@@ -26,6 +26,7 @@ from delivery.engine.preamble import (
     MAX_VALUES,
     SCAN_FACTOR,
     RunFacts,
+    listed_nodes,
     recent_stages,
     render_preamble,
 )
@@ -101,6 +102,7 @@ class AgentRuntime:
     preamble_memo: dict[tuple[str, str], tuple[str, str | None]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _markers: list[tuple[str, Path, str]] | None = None
+    _listed: frozenset[str] | None = None
 
     def plan(self, node: Node, context: Context) -> StagePlan:
         edge = entry_edge(self.workflow, context)
@@ -160,7 +162,9 @@ class AgentRuntime:
 
     # -- preamble facts ---------------------------------------------------------------
     def facts(self, context: Context, fidelity: str) -> RunFacts:
-        stages = recent_stages(self.workflow, self.path(), self.outcomes())
+        if self._listed is None:
+            self._listed = listed_nodes(self.workflow)  # the workflow's: once a run
+        stages = recent_stages(self.workflow, self.path(), self.outcomes(), self._listed)
         files = self.changed_files() if fidelity in ("compact", "summary:high") else []
         return RunFacts(goal=str(context.get("goal") or ""), run_id=self.run_id,
                         stages=stages, context=context.stored(), files=files,

@@ -37,6 +37,13 @@ def is_hidden_key(key: str) -> bool:
 
 # Values stored as they are: immutable, and exactly what a JSON round trip gives back.
 _IMMUTABLE: Final = frozenset({str, int, float, bool, type(None)})
+# Values that are valid JSON and short, checked by type and size alone (not float: NaN is
+# refused; not any int: one past Python's digit limit cannot be written).
+_SHORT_SAFE: Final = frozenset({bool, type(None)})
+_SMALL_INT: Final = 10**18
+# A str this long cannot reach OFFLOAD_THRESHOLD as JSON: each character is at most 6 bytes
+# escaped (\uXXXX), 2 for the quotes.
+_SHORT_TEXT: Final = (OFFLOAD_THRESHOLD - 2) // 6
 
 
 def _size(text: str) -> int:
@@ -127,19 +134,26 @@ class Context:
             # ...and NUL or lone surrogates (from a reply's JSON, say) would break a later
             # script's command line or a stage file: replaced by U+FFFD
             value = self.redactor.value(value, clean=True)
-        try:
-            text = _dumps(value)
-        except (TypeError, ValueError) as err:
-            problem = f"context key {key!r}: value is not JSON-serializable ({err})"
-            raise TypeError(problem) from None
+        kind = type(value)
+        if kind in _SHORT_SAFE or (kind is str and len(value) <= _SHORT_TEXT) or (
+                kind is int and -_SMALL_INT < value < _SMALL_INT):
+            # valid JSON and too short to offload: most of what a stage sets (outcome,
+            # failure_reason, last_stage...) needs no encoding to tell
+            stored = value
+        else:
+            try:
+                text = _dumps(value)
+            except (TypeError, ValueError) as err:
+                problem = f"context key {key!r}: value is not JSON-serializable ({err})"
+                raise TypeError(problem) from None
+            if self.artifacts is not None and _size(text) > OFFLOAD_THRESHOLD:
+                stored = self.artifacts.offload(key, value, text)
+            elif kind in _IMMUTABLE:
+                stored = value  # nothing to copy
+            else:
+                stored = json.loads(text)
         if key not in self._values:
             self._count_prefixes(key, +1)
-        if self.artifacts is not None and _size(text) > OFFLOAD_THRESHOLD:
-            stored = self.artifacts.offload(key, value, text)
-        elif type(value) in _IMMUTABLE:
-            stored = value  # nothing to copy
-        else:
-            stored = json.loads(text)
         self._values[key] = stored
         self._changed.add(key)
         self._deleted.discard(key)

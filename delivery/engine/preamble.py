@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -54,18 +54,26 @@ def _template() -> Template:
     return environment.from_string(source.read_text(encoding="utf-8"))
 
 
-def recent_stages(workflow: Workflow, path: Sequence[str],
-                  outcomes: Mapping[str, str]) -> list[tuple[str, str]]:
+def listed_nodes(workflow: Workflow) -> frozenset[str]:
+    """The nodes a preamble lists when they ran (not start, conditionals or exits)."""
+    return frozenset(node_id for node_id, node in workflow.nodes.items()
+                     if node.type not in _SKIPPED)
+
+
+def recent_stages(workflow: Workflow, path: Sequence[str], outcomes: Mapping[str, str],
+                  listed: Container[str] | None = None) -> list[tuple[str, str]]:
     """(node, outcome) of the last RECENT_STAGES completed stages, each once, oldest first.
 
     Walked from the end: the path grows with the run and this runs before every agent stage.
+    `listed`: `listed_nodes(workflow)`, which a run computes once.
     """
+    if listed is None:
+        listed = listed_nodes(workflow)
     recent: dict[str, str] = {}
     for node_id in reversed(path):
         if len(recent) == RECENT_STAGES:
             break
-        if node_id not in recent and node_id in outcomes and \
-                workflow.nodes[node_id].type not in _SKIPPED:
+        if node_id not in recent and node_id in outcomes and node_id in listed:
             recent[node_id] = outcomes[node_id]
     return list(reversed(recent.items()))
 
