@@ -241,6 +241,15 @@ def saves_rows(out: str, _peak: float) -> Headline:
     return rows
 
 
+def scenarios_rows(out: str, _peak: float) -> Headline:
+    # Issue 23's goal for this one is "keep": no slower than the 0.7-0.95 s it measured.
+    seconds = _find(r"^\d+ scenarios \(\d+ stages\): ([\d.]+) s median", out)
+    count = _find(r"^(\d+) scenarios", out)
+    return goal_row(f"delivery test of a file of {count} scenarios beyond start-up, s (median)",
+                    seconds, "<= 0.95 (keep)", lambda s: s <= 0.95) + _rows(
+        ("same, ms per scenario", _find(r", ([\d.]+) ms per scenario", out)))
+
+
 def _tmpfs() -> bool:
     return Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK)
 
@@ -285,6 +294,8 @@ BENCHMARKS = [
     Benchmark("saves", "state_saves.py", ["--stages", "300", "--window", "50"],
               ["--stages", "60", "--window", "15"], saves_rows,
               "State-ref saves in event mode: early vs late, against a local run and the floor"),
+    Benchmark("scenarios", "scenarios.py", [], [], scenarios_rows,
+              "A scenario file of 50 route scenarios, beyond start-up"),
     Benchmark("stages", "run_footprint.py", ["stages", "--stages", "1000"],
               ["stages", "--stages", "100"], stages_rows, "Peak memory of a long run"),
 ]

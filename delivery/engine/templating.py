@@ -308,10 +308,8 @@ class Renderer:
         self.max_template_chars = max_template_chars
         self.max_output_chars = max_output_chars
         self.max_render_seconds = max_render_seconds
-        self._environments = {
-            shell: _Environment(max_size=max_output_chars, shell=shell) for shell in (False, True)
-        }
-        self._compiled: dict[tuple[bool, str], Any] = {}
+        self._environments = {shell: _environment(max_output_chars, shell)
+                              for shell in (False, True)}
 
     def render(self, source: str, context: Context, *, folders: Sequence[str] = (),
                shell: bool = False, plain: bool = False) -> str:
@@ -349,8 +347,9 @@ class Renderer:
             _BUDGET.reset(token)
 
     def _compile(self, source: str, shell: bool) -> Any:
-        cache_key = (shell, source)
-        if cache_key not in self._compiled:
+        cache_key = (self.max_output_chars, shell, source)
+        compiled = _COMPILED.get(cache_key)
+        if compiled is None:
             expanded = DOLLAR_GOAL.sub("{{ " + _GOAL_NAME + " }}", source)
             try:
                 compiled = self._environments[shell].from_string(expanded)
@@ -358,10 +357,25 @@ class Renderer:
                 raise TemplateRenderError(f"syntax error: {err.message}", err.lineno) from None
             except RecursionError:
                 raise TemplateRenderError("the template is nested too deeply") from None
-            if len(self._compiled) >= 1024:
-                self._compiled.clear()
-            self._compiled[cache_key] = compiled
-        return self._compiled[cache_key]
+            if len(_COMPILED) >= 1024:
+                _COMPILED.clear()
+            _COMPILED[cache_key] = compiled
+        return compiled
+
+
+# Compiling a template costs ~10 ms; a process that runs many workflows (`delivery test`, a
+# library user) compiles each source once. A compiled template holds no render state — the
+# variables and the time budget are passed to each render — so runs can share it, as long as
+# it comes from an environment with the same limits.
+_ENVIRONMENTS: dict[tuple[int, bool], _Environment] = {}
+_COMPILED: dict[tuple[int, bool, str], Any] = {}
+
+
+def _environment(max_size: int, shell: bool) -> _Environment:
+    key = (max_size, shell)
+    if key not in _ENVIRONMENTS:
+        _ENVIRONMENTS[key] = _Environment(max_size=max_size, shell=shell)
+    return _ENVIRONMENTS[key]
 
 
 def _variables(context: Context, folders: Sequence[str], uses_goal: object) -> dict[str, Any]:

@@ -285,6 +285,15 @@ def test_a_too_long_output_is_an_error() -> None:
         renderer.render("{% for i in range(50) %}abc{% endfor %}", Context())
 
 
+def test_renderers_with_different_limits_keep_their_own_limits() -> None:
+    # Compiled templates are shared across renderers in a process; the limits must not be.
+    source = "{{ ('x' * 50) | length }}"
+    assert Renderer().render(source, Context()) == "50"
+    with pytest.raises(TemplateRenderError, match="over the limit of 10"):
+        Renderer(max_output_chars=10).render(source, Context())
+    assert Renderer().render(source, Context()) == "50"
+
+
 BOMBS = {
     "string repeat": "{{ 'a' * 10**9 }}",
     "chained repeat": "{{ 'a' * 100000 * 100000 }}",
