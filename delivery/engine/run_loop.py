@@ -310,11 +310,9 @@ class Engine:
             self.store.append_event(event_type, **fields)
 
     def _ending_event(self, event_type: str, **fields: Any) -> None:
-        """One of the events that end a stage (stage_finished, the route taken), after
-        which the walk saves the stage's record with nothing to wait for in between: on the
-        main walk it is written in one go with that record (one write instead of one
-        each); a branch of a parallel section, whose stages are not saved one by one,
-        writes it at once."""
+        """An event that ends a stage (stage_finished, the route taken): on the main walk,
+        which saves the record next with nothing to wait for, written in one go with it;
+        a parallel branch (not saved stage by stage) writes it at once."""
         defer = threading.get_ident() == self._main_thread
         with self._lock:
             self.store.append_event(event_type, defer=defer, **fields)
