@@ -11,11 +11,11 @@
 stage's changes (a `StageRecord`: the context keys it set, the path it added, ...). They are
 appended to the event log as a `state` event and the log is flushed (`fdatasync`): that one
 write is what makes the stage durable. The events the engine appended with `defer` just
-before (those that end the stage) go out in the same write. The whole state is written to `checkpoint.json`
-only now and then — when the log has grown by more than SNAPSHOT_BYTES and twice the
-last snapshot's size since the last one, and when the run ends or pauses — so snapshots cost
-a bounded share of each stage however long the run gets. A snapshot is written to a new
-file, flushed and renamed over the old one, and ends with a checksum.
+before (those that end the stage) go out in the same write. The whole state is written
+to `checkpoint.json` only now and then — when the log has grown by more than SNAPSHOT_BYTES
+and twice the last snapshot's size since the last one, and when the run ends or pauses — so
+snapshots cost a bounded share of each stage however long the run gets. A snapshot is
+written to a new file, flushed and renamed over the old one, and ends with a checksum.
 
 **Resume** = the snapshot + the `state` events after the log position it recorded (the
 chain from there is checked on the way). The log alone is enough: the first `state` event
