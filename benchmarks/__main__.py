@@ -200,6 +200,11 @@ def redaction_rows(out: str, _peak: float) -> Headline:
     for m in re.finditer(r"^(code|prose|token-dense)\s+[\d.]+\s+(\d+)", out, re.MULTILINE):
         rows += goal_row(f"redaction MB/s ({m.group(1)})", m.group(2), ">= 100",
                          lambda r: r >= 100)
+    quoting = re.search(r"^transcript quoting a masked [\d.]+ MB reply: ([\d.]+) ms "
+                        r"\(a scan of all of it: ([\d.]+) ms", out, re.MULTILINE)
+    if quoting:
+        rows.append(("response.md quoting a masked 1 MB reply, ms (a full scan)",
+                     f"{quoting.group(1)} ({quoting.group(2)})"))
     return rows
 
 

@@ -33,7 +33,9 @@ of values sharing their first characters; each credential shape and label with a
 is then tried only where its prefix occurs, and all masked regions are cut out in one
 copy. Where a prefix is frequent, the regex engine masks the whole text instead (`sub`
 with a literal, `split` for the patterns that keep a label), never with a Python call per
-match. `benchmarks/redaction.py` measures it.
+match. A text the redactor returned lately comes back unscanned, and a long text quoting
+such texts on lines of their own (a stage's transcript quoting its reply) is scanned only
+around them (`Redactor._holds_only_masked`). `benchmarks/redaction.py` measures it.
 
 The label in front of a masked value is kept (`Bearer ***`, `Authorization: ***`) so
 the text still says what was there.
@@ -85,7 +87,7 @@ _SHAPES: Final[tuple[tuple[str | re.Pattern[str], re.Pattern[str]], ...]] = (
     (re.compile("A[KS]IA"), re.compile(rf"A[KS]IA(?<!{_W}A[KS]IA)[0-9A-Z]{{16}}(?![A-Za-z0-9])")),
 )
 
-# Patterns whose group 1 (a label) is kept and group 2 replaced by MASK, with the literal
+# Patterns whose group 1 (a label) is kept and the rest replaced by MASK, with the literal
 # hints without which they cannot match. `https://user:password@host` keeps the scheme and
 # user; it needs an `@`. Labels are looked for in lower case, UPPER CASE and Capitalized
 # (a case-insensitive scan of every text cost more than all the rest of redaction); each
@@ -97,7 +99,8 @@ def _labelled(first: str, hints: tuple[str, ...], tail: str,
               rest: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
     """A pattern per hint: the hint, preceded by `first` (one letter, kept as text before
     the match) at the start of a word, then `tail` (any case) and `rest`; group 1 ends
-    with the label, group 2 is what is masked."""
+    with the label, the rest of the match is what is masked (one group: `split`, which
+    returns every group, then yields only the labels, see _keep_label)."""
     return tuple(
         (hint, re.compile(rf"({hint}(?<={first}{hint})(?<!\w\w{hint})(?i:{tail}){rest}"))
         for hint in hints)
@@ -106,13 +109,13 @@ def _labelled(first: str, hints: tuple[str, ...], tail: str,
 _KEPT: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
     # (whitespace: the ASCII one, which the regex engine tests faster than `\s`; possessive:
     # a URL without a password fails at once)
-    ("://", re.compile(r"(://[^/ \t\n\r\f\v:@]++:)([^/ \t\n\r\f\v@]++)(?=@)")),
+    ("://", re.compile(r"(://[^/ \t\n\r\f\v:@]++:)[^/ \t\n\r\f\v@]++(?=@)")),
     # `Authorization: token abc`, `"Authorization": "Bearer abc"`, `authorization=abc`:
     # everything up to the end of the line or a closing quote.
     *_labelled("[Aa]", ("uthoriz", "UTHORIZ"), "ation",
-               r"[\"']?\s*[:=]\s*[\"']?)([^\s\"'][^\r\n\"']*)"),
+               r"[\"']?\s*[:=]\s*[\"']?)[^\s\"'][^\r\n\"']*"),
     # `Bearer <token>`: the token has a digit (and 8+ characters) or is 24+ characters long.
-    *_labelled("[Bb]", ("earer", "EARER"), "", rf"\s+)({_BEARER_TOKEN})"),
+    *_labelled("[Bb]", ("earer", "EARER"), "", rf"\s+){_BEARER_TOKEN}"),
 )
 
 # What cannot be stored as text safely: NUL and lone surrogates (a str holds surrogates
@@ -147,27 +150,46 @@ def mask_token_shapes(text: str) -> str:
     Each pattern is tried only where its prefix occurs and the masked regions of all of
     them are cut out in one copy. A text where some prefix is frequent is left to the
     regex engine instead (`_mask_dense`): a Python step per occurrence would cost more."""
+    return _mask_shapes(text)[0]
+
+
+def _mask_shapes(text: str) -> tuple[str, bool]:
+    """(mask_token_shapes(text), whether all of it was masked in one cut: the result is
+    then one in which no pattern matches anything but a `***` it put there)."""
     if len(text) <= _SHORT and not _may_hold_token(text):
-        return text  # every match holds one of the literals
+        return text, True  # every match holds one of the literals
     masked: list[tuple[int, int]] = []
     for prefix, pattern in _SHAPES:
         hits = _few_occurrences(text, prefix)
         if hits is None:
-            return _mask_dense(text)
+            return _mask_dense(text), False
         _matches(text, hits, pattern, 0, masked)
     for hint, pattern in _KEPT:
         if hint == "://" and "@" not in text:
             continue  # a URL's password is followed by `@`
         hits = _few_occurrences(text, hint)
         if hits is None:
-            return _mask_dense(text)
+            return _mask_dense(text), False
         _matches(text, hits, pattern, 1, masked)
-    return _cut(text, masked) if masked else text
+    return (_cut(text, masked) if masked else text), True
 
 
 # Texts text() remembers having returned (a stage's prompt, reply, transcript and a few
 # small values): bounded, so at most this many replies are kept alive by it.
 _MEMO: Final = 16
+
+# A text at least this long may hold texts this redactor returned (a stage's transcript
+# quoting its reply): those are not scanned again (Redactor._holds_only_masked), only
+# the text around them with _EDGE characters of each.
+_EMBEDDED: Final = 64 * 1024
+_EDGE: Final = 512
+# what a header's label may run through between its name and its value
+_RUN_ONLY: Final = re.compile(r"[\s:=\"']*")
+# the characters of a text compared first when looking for it in another
+_PROBE: Final = 64
+_PROBES: Final = 8
+# how many of the texts returned lately are looked for in a long one
+_QUOTED: Final = 4
 
 # Above this many occurrences of a prefix, one regex pass beats a match tried at each.
 _FEW: Final = 256
@@ -231,28 +253,41 @@ def _cut(text: str, masked: list[tuple[int, int]]) -> str:
 
 
 def _mask_dense(text: str) -> str:
-    """mask_token_shapes for a text dense with prefixes: every pattern over all of it."""
+    """mask_token_shapes for a text dense with some prefix: each pattern in turn over the
+    text the previous ones left. A pattern whose prefix is frequent is masked by the regex
+    engine over all of it (`sub` with a literal, `split` for a label kept); one whose prefix
+    is rare or absent, only where its prefix occurs (each regex pass over a megabyte costs
+    about as much as a thousand of those matches). Either way a pattern's leftmost
+    non-overlapping matches are what is masked, so the order and the result are those of
+    running every pattern's `sub` in turn."""
     for prefix, shape in _SHAPES:
-        first = _first(text, prefix)
-        if first != -1:
-            text = _from(first, text, shape, None)
+        text = _mask_one(text, prefix, shape, 0)
     for hint, pattern in _KEPT:
-        first = text.find(hint)
-        if first != -1 and (hint != "://" or "@" in text):
-            text = _from(first, text, None, pattern)
+        if hint != "://" or "@" in text:
+            text = _mask_one(text, hint, pattern, 1)
     return text
 
 
-def _from(first: int, text: str, shape: re.Pattern[str] | None,
-          kept: re.Pattern[str] | None) -> str:
-    """`shape` masked whole, or `kept`'s group 2, in `text` from just before `first` (the
-    lookbehinds see the _LOOKBEHIND characters before it). Cutting the text costs two
-    copies of it: only worth it when the part skipped is large."""
+def _mask_one(text: str, prefix: str | re.Pattern[str], pattern: re.Pattern[str],
+              kept: int) -> str:
+    """`text` with each leftmost non-overlapping match of `pattern` (which starts with
+    `prefix`) masked: whole, or after its group 1 when `kept`."""
+    hits = _few_occurrences(text, prefix)
+    if hits is None:
+        return _from(_first(text, prefix), text, pattern, kept)
+    if not hits:
+        return text
+    masked: list[tuple[int, int]] = []
+    _matches(text, hits, pattern, kept, masked)
+    return _cut(text, masked) if masked else text
+
+
+def _from(first: int, text: str, pattern: re.Pattern[str], kept: int) -> str:
+    """`pattern` masked (whole, or after its group 1 when `kept`) in `text` from just
+    before `first` (the lookbehinds see the _LOOKBEHIND characters before it). Cutting the
+    text costs two copies of it: only worth it when the part skipped is large."""
     def mask(part: str) -> str:
-        if shape is not None:
-            return shape.sub(MASK, part)
-        assert kept is not None
-        return _keep_group(kept, part)
+        return _keep_label(pattern, part) if kept else pattern.sub(MASK, part)
 
     start = first - _LOOKBEHIND
     if start < len(text) // 8:
@@ -260,14 +295,31 @@ def _from(first: int, text: str, shape: re.Pattern[str] | None,
     return text[:start] + mask(text[start:])
 
 
-def _keep_group(pattern: re.Pattern[str], text: str) -> str:
-    """`pattern`'s group 2 replaced by MASK all over `text`, without a Python step per
-    match: `split` returns the text between matches interleaved with groups 1 and 2."""
+def _keep_label(pattern: re.Pattern[str], text: str) -> str:
+    """What follows `pattern`'s group 1 (its label) in each match replaced by MASK all
+    over `text`, without a Python step per match: `split` returns the text between
+    matches interleaved with the labels, and slices put a MASK after each label."""
     parts = pattern.split(text)
-    if len(parts) == 1:
+    matches = len(parts) // 2
+    if not matches:
         return text
-    parts[2::3] = [MASK] * (len(parts) // 3)
-    return "".join(parts)
+    out = [MASK] * (len(parts) + matches)
+    out[0::3] = parts[0::2]
+    out[1::3] = parts[1::2]
+    return "".join(out)
+
+
+def _find_whole(value: str, text: str) -> int:
+    """Where `text` (long) first occurs in `value`, -1 if nowhere or not found soon: its
+    first characters looked for, the rest compared where they are, at a few places only
+    (a repetitive text would make this quadratic; a full scan is the answer then)."""
+    probe = text[:_PROBE]
+    at = value.find(probe)
+    for _ in range(_PROBES):
+        if at == -1 or value.startswith(text, at):
+            return at
+        at = value.find(probe, at + 1)
+    return -1
 
 
 def _common_prefix(texts: list[str]) -> str:
@@ -287,9 +339,11 @@ def clean_text(text: str) -> str:
 
 
 def _no_surrogates(text: str) -> bool:
-    """Whether `text` holds no lone surrogate: UTF-8 cannot encode one."""
+    """Whether `text` holds no lone surrogate: UTF-16 cannot encode one either, and
+    encodes a text of non-Latin characters (two bytes each in memory) at about twice the
+    speed of UTF-8."""
     try:
-        text.encode("utf-8")
+        text.encode("utf-16-le")
     except UnicodeEncodeError:
         return False
     return True
@@ -333,8 +387,15 @@ class Redactor:
         self._alternation = re.compile("|".join(map(re.escape, self._secrets)))
         # each secret as it appears inside a JSON string (ASCII, escaped)
         self._in_json = tuple(json.dumps(s)[1:-1] for s in self._secrets)
-        # the texts text() returned lately, by id (see text())
-        self._done: dict[int, str] = {}
+        # the texts text() returned lately, by id (see text()), each with whether it is
+        # known to be clean (clean_text would return it as it is) and whether it was
+        # masked in one cut (see _holds_only_masked)
+        self._done: dict[int, tuple[str, bool, bool]] = {}
+        # a secret holding `*` could be completed by a MASK next to its other part, and
+        # one longer than the windows could cross an edge unseen: no texts taken as
+        # masked within others then
+        self._embeddable = all("*" not in secret and len(secret) < _EDGE // 2
+                               for secret in self._secrets)
         self._done_lock = threading.Lock()
 
     @classmethod
@@ -357,33 +418,111 @@ class Redactor:
         immutable, and the memo holds each one it names, so an id cannot be reused."""
         if not value:
             return value
-        if self._done.get(id(value)) is value:
+        known = self._done.get(id(value))
+        if known is not None and known[0] is value:
             return value
-        if self._groups:
-            value = self._mask_secrets(value)
-        value = mask_token_shapes(value)
+        return self._masked(value, clean=False)
+
+    def _masked(self, value: str, *, clean: bool) -> str:
+        """text() of a `value` it has not returned lately; `clean`: the value is known to
+        be clean, and so is what it returns (masking only cuts text out and puts `***` in)."""
+        whole = True  # masked in one cut (see _holds_only_masked)
+        if len(value) < _EMBEDDED or not self._embeddable or not self._holds_only_masked(value):
+            if self._groups:
+                value, whole = self._mask_secrets(value)
+            value, shapes_whole = _mask_shapes(value)
+            whole = whole and shapes_whole
+        # (else a stage file quoting prompts and replies: it needs no masking)
         with self._done_lock:
             done = self._done
-            done[id(value)] = value
+            done[id(value)] = (value, clean, whole)
             if len(done) > _MEMO:
                 del done[next(iter(done))]  # the oldest
         return value
 
+    def _holds_only_masked(self, value: str) -> bool:
+        """Whether masking `value` would change nothing, told without scanning all of it:
+        true when the long texts in it are prompts or replies this redactor cleaned and
+        masked lately, in one cut (in which no pattern matches but at a `***` it put
+        there), each on lines of its own, and the text around each of them, _EDGE
+        characters of theirs included, needs no masking.
+
+        Only across those lines' ends could a match reach out of a masked text: no shape,
+        password, token or header value runs over a line break, a secret is shorter than
+        _EDGE / 2, and what a header's label runs through (white space, `:`, `=`, quotes)
+        may span lines but not _EDGE / 2 characters of a text's edge without another
+        character (tested below), so every match that could change the whole lies in the
+        windows masked here, the part of it that is masked there is no `***`, and the
+        masking of that window changes it."""
+        embedded: list[tuple[int, int, str]] = []
+        # the latest few long prompts and replies (each looked for costs a scan)
+        with self._done_lock:
+            known = [text for text, clean, whole in reversed(self._done.values())
+                     if clean and whole and _EMBEDDED // 2 <= len(text) <= len(value)]
+        left = len(value)
+        for text in known[:_QUOTED]:
+            if left < len(text):
+                break  # no room for another
+            at = _find_whole(value, text)
+            if at != -1:
+                embedded.append((at, at + len(text), text))
+                left -= len(text)
+        if not embedded:
+            return False
+        embedded.sort(key=lambda found: (found[0], -found[1]))
+        windows: list[str] = []
+        done, before = 0, ""
+        for start, end, text in embedded:
+            if start < done:
+                continue  # within one taken already (or past its end: then scanned)
+            if start and (value[start - 1] != "\n" or _RUN_ONLY.fullmatch(text, 0, _EDGE // 2)):
+                return False
+            if end < len(value) and (value[end] != "\n" or _RUN_ONLY.fullmatch(
+                    text, len(text) - _EDGE // 2)):
+                return False
+            windows.append(before + value[done:start] + text[:_EDGE])
+            done, before = end, text[-_EDGE:]
+        windows.append(before + value[done:])
+        for window in windows:
+            if self._groups and self._mask_secrets(window)[0] != window:
+                return False
+            if mask_token_shapes(window) != window:
+                return False
+        return True
+
     redact = text
 
-    def _mask_secrets(self, value: str) -> str:
-        """`value` with every occurrence of a known secret replaced by `***` (overlapping
-        occurrences: their union)."""
+    def _mask_secrets(self, value: str) -> tuple[str, bool]:
+        """(`value` with every occurrence of a known secret replaced by `***` (overlapping
+        occurrences: their union), whether that was done in one cut)."""
         spans: list[tuple[int, int]] = []
         for prefix, members in self._groups:
             for count, at in enumerate(_occurrences(value, prefix)):
                 if count == _FEW:  # frequent: one regex pass over the text does better
-                    return self._alternation.sub(MASK, value)
+                    return self._alternation.sub(MASK, value), False
                 for secret in members:  # longest first
                     if value.startswith(secret, at):
                         spans.append((at, at + len(secret)))
                         break
-        return _cut(value, spans) if spans else value
+        return (_cut(value, spans) if spans else value), True
+
+    def clean_text(self, value: str) -> str:
+        """text() of clean_text(value). A reply is cleaned and masked on receipt and then
+        stored in the context, which asks for this again: the text this redactor returned
+        from a clean one is returned as it is, without the cleaning's scan of it either."""
+        if not value:
+            return value
+        known = self._done.get(id(value))
+        if known is not None and known[0] is value:
+            if known[1]:
+                return value
+            cleaned = clean_text(value)
+            if cleaned is value:  # masked already: only known to be clean now
+                with self._done_lock:
+                    self._done[id(value)] = (value, True, known[2])
+                return value
+            return self._masked(cleaned, clean=True)
+        return self._masked(clean_text(value), clean=True)
 
     def may_change_json(self, text: str) -> bool:
         """False when redacting the data that `text` (ASCII JSON) encodes would change
@@ -399,7 +538,7 @@ class Redactor:
         Dict keys are redacted too; other values are returned unchanged.
         """
         if isinstance(value, str):
-            return self.text(clean_text(value) if clean else value)
+            return self.clean_text(value) if clean else self.text(value)
         if isinstance(value, Mapping):
             return {
                 (self.value(k, clean=clean) if isinstance(k, str) else k):

@@ -69,3 +69,120 @@ def test_new_texts_are_masked_while_old_ones_leave_the_memo_and_their_ids_are_re
                max_size=30))
 def test_cleaning_replaces_what_the_previous_cleaning_replaced(text: str) -> None:
     assert clean_text(text) == oracle.clean_text(text)
+
+
+def test_a_reply_cleaned_and_masked_on_receipt_is_stored_as_it_is() -> None:
+    redactor = Redactor(["hunter2-secret"])
+    received = redactor.clean_text("said hunter2-secret\x00 and \ud800")
+    assert received == "said ***\ufffd and \ufffd"
+    assert redactor.value(received, clean=True) is received
+    assert redactor.text(received) is received
+
+
+def test_a_masked_text_that_was_never_cleaned_is_still_cleaned() -> None:
+    redactor = Redactor(["hunter2-secret"])
+    masked = redactor.text("said hunter2-secret\x00")
+    assert masked == "said ***\x00"
+    assert redactor.value(masked, clean=True) == "said ***\ufffd"
+    assert redactor.value({"k": masked}, clean=True) == {"k": "said ***\ufffd"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXTS)
+def test_cleaning_and_masking_at_once_is_masking_the_cleaned_text(text: str) -> None:
+    previous = oracle.Redactor(SECRETS)
+    redactor = Redactor(SECRETS)
+    assert redactor.clean_text(text) == previous.text(oracle.clean_text(text))
+    assert redactor.value(redactor.text(text), clean=True) \
+        == previous.value(previous.text(text), clean=True)
+
+
+# A stage file quoting prompts and replies the redactor cleaned and masked (a transcript):
+# long masked texts whose first and last lines are anything, between lines of any text.
+FILLER = "plain words of a long reply\n" * 2600  # past the length a text is looked for in
+# (with runs longer than what is looked at around a quoted text: a password, a header's
+# white space)
+LONG_RUNS = st.sampled_from(["p" * 600, " " * 600, "\n" * 300, "a1" * 300])
+EDGES = st.lists(st.one_of(FRAGMENTS, RUNS, LONG_RUNS), max_size=12).map("".join)
+GLUE = st.lists(st.one_of(FRAGMENTS, RUNS, LONG_RUNS, st.just("\n"),
+                          st.just("## turn 2: reply\n\n")), max_size=8).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(EDGES, EDGES), min_size=1, max_size=3),
+       st.lists(GLUE, min_size=4, max_size=4), st.booleans())
+def test_a_text_quoting_masked_texts_is_masked_as_a_whole_one(
+        texts: list[tuple[str, str]], glue: list[str], on_lines: bool) -> None:
+    redactor = Redactor(SECRETS)
+    masked = [redactor.clean_text(head + FILLER + tail) for head, tail in texts]
+    edge = "\n" if on_lines else ""
+    quoting = glue[0] + edge + (edge + glue[1] + edge).join(masked) + edge + glue[2]
+    assert redactor.text(quoting) == oracle.Redactor(SECRETS).text(quoting)
+
+
+def test_a_header_left_open_at_the_end_of_a_quoted_reply_still_masks_what_follows() -> None:
+    # `Authorization:` ending the reply: its value is the next line of the stage file
+    redactor = Redactor(SECRETS)
+    reply = redactor.clean_text(FILLER + "Authorization:")
+    transcript = f"## turn 1: reply\n\n{reply}\n\nsecret-on-the-next-line\n"
+    assert redactor.text(transcript).endswith("Authorization:\n\n***\n")
+
+
+def test_a_quoted_reply_and_what_is_around_it_are_masked_once() -> None:
+    redactor = Redactor(SECRETS)
+    reply = redactor.clean_text("ghp_" + "a" * 36 + "\n" + FILLER)
+    transcript = f"## turn 1: prompt\n\nsay hunter2-secret\n\n## turn 2: reply\n\n{reply}\n"
+    assert redactor.text(transcript) == transcript.replace("hunter2-secret", "***")
+    assert reply.startswith("***\n")
+
+
+def _quoted(before: str, text: str, after: str) -> tuple[str, str]:
+    """(what the redactor makes of `before` + a masked long text + `after`, what the
+    previous redactor made of it)."""
+    redactor = Redactor(SECRETS)
+    quoting = before + redactor.clean_text(text) + after
+    return redactor.text(quoting), oracle.Redactor(SECRETS).text(quoting)
+
+
+def test_a_password_running_out_of_a_quoted_text_is_masked() -> None:
+    ours, previous = _quoted("", FILLER + "https://user:" + "p" * 600, "@host\n")
+    assert ours == previous and ours.endswith("https://user:***@host\n")
+
+
+def test_a_password_running_into_a_quoted_text_is_masked() -> None:
+    ours, previous = _quoted("see https://user:", "p" * 600 + "@host\n" + FILLER, "")
+    assert ours == previous and ours.startswith("see https://user:***@host\n")
+
+
+def test_a_header_whose_white_space_runs_out_of_a_quoted_text_is_masked() -> None:
+    ours, previous = _quoted("", FILLER + "Authorization:" + " " * 600, "\nvalue\n")
+    assert ours == previous and ours.endswith("Authorization:" + " " * 600 + "\n***\n")
+
+
+def test_a_header_whose_white_space_runs_into_a_quoted_text_is_masked() -> None:
+    ours, previous = _quoted("Authorization:\n", " " * 600 + "value\n" + FILLER, "")
+    assert ours == previous and ours.startswith("Authorization:\n" + " " * 600 + "***\n")
+
+
+def test_a_secret_that_a_mask_completes_is_masked_in_a_text_quoting_the_masked_one() -> None:
+    # masking the first secret leaves `***tail-secret`, the second: a quoting text must
+    # not be taken as masked already
+    secrets = ["hunter2-secret", "***tail-secret"]
+    redactor = Redactor(secrets)
+    reply = redactor.clean_text(FILLER + "hunter2-secrettail-secret\n" + FILLER)
+    assert "\n***tail-secret\n" in reply
+    transcript = f"## turn 1: reply\n\n{reply}\n"
+    assert redactor.text(transcript) == oracle.Redactor(secrets).text(transcript)
+    assert "\n***\n" in redactor.text(transcript)
+
+
+def test_a_long_secret_crossing_the_end_of_a_quoted_text_is_masked() -> None:
+    # a secret of many short lines (none of them a secret of its own) that the quoted
+    # reply ends in the middle of
+    secret = "abcde\n" * 99 + "abcde"
+    redactor = Redactor([secret])
+    cut = 6 * 91 + 5  # a line break of the secret
+    reply = redactor.clean_text(FILLER + secret[:cut])
+    transcript = f"{reply}\n{secret[cut + 1:]}\n"
+    assert redactor.text(transcript) == oracle.Redactor([secret]).text(transcript)
+    assert redactor.text(transcript).endswith("\n***\n")

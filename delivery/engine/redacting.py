@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from delivery.agents.base import AgentBackend, AgentSession, SessionRequest, TurnSink
-from delivery.redact import Redactor, clean_text
+from delivery.redact import Redactor
 
 
 class RedactingSession:
@@ -22,10 +22,11 @@ class RedactingSession:
         self._redactor = redactor
 
     def send(self, message: str, sink: TurnSink | None = None) -> str:
-        reply = self._session.send(self._redactor.text(clean_text(message)), sink)
+        reply = self._session.send(self._redactor.clean_text(message), sink)
         if not isinstance(reply, str):
             return reply  # the handler reports a backend that returns no text
-        return self._redactor.text(clean_text(reply))
+        # remembered as clean and masked: the context stores it without another scan
+        return self._redactor.clean_text(reply)
 
 
 class RedactingAgent:

@@ -34,14 +34,6 @@ _ASCII: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 _TEXT: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
 
 
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 class ArtifactStore:
     """Large context values of one run (see the module docstring)."""
 
@@ -56,10 +48,18 @@ class ArtifactStore:
 
     def offload(self, key: str, value: Any, text: str | None = None) -> str:
         """Store `value` (whose compact JSON is `text`, if the caller has it already);
-        returns its pointer."""
+        returns its pointer.
+
+        The text is encoded to UTF-8 once: those bytes are both hashed for the file name
+        and written (a 1 MB reply used to be encoded three times, twice only to be
+        hashed or checked for surrogates)."""
         if text is None:
             text = _TEXT.encode(value)
-        path = self.values_dir / self._file_name(key, text)
+        try:
+            data = text.encode()
+        except UnicodeEncodeError:
+            data = None  # a lone surrogate (from a reply): escaped below
+        path = self.values_dir / self._file_name(key, text, data)
         if not os.path.lexists(path):
             if not self._made:
                 try:
@@ -71,7 +71,8 @@ class ArtifactStore:
                 make_dir(str(self.values_dir), "artifact folder")
                 self._made = True
             # escaped where UTF-8 cannot hold it (a lone surrogate from a reply)
-            data = (_ASCII.encode(value) if _has_surrogate(text) else text).encode()
+            if data is None:
+                data = _ASCII.encode(value).encode()
             # content-addressed: a rename lost to a power failure is rewritten next time
             write_replacing(path, data, sync_dir=False)
         return POINTER_PREFIX + str(path)
@@ -129,10 +130,17 @@ class ArtifactStore:
         return value
 
     @staticmethod
-    def _file_name(key: str, text: str) -> str:
+    def _file_name(key: str, text: str, data: bytes | None = None) -> str:
+        """`<key>-<16 hex>.json`: the hex starts the SHA-256 of key, NUL and text as UTF-8
+        (surrogates passed through). `data`, when given, is `text` as UTF-8 already: the
+        same bytes, hashed without another copy of the text."""
         stem = _UNSAFE.sub("_", key).strip("._")[:_NAME_CHARS] or "value"
-        digest = hashlib.sha256(f"{key}\0{text}".encode(errors="surrogatepass")).hexdigest()[:16]
-        return f"{stem}-{digest}.json"
+        if data is None:
+            digest = hashlib.sha256(f"{key}\0{text}".encode(errors="surrogatepass"))
+        else:
+            digest = hashlib.sha256(f"{key}\0".encode(errors="surrogatepass"))
+            digest.update(data)
+        return f"{stem}-{digest.hexdigest()[:16]}.json"
 
     def _path_of(self, pointer: str) -> Path:
         if not pointer.startswith(POINTER_PREFIX):

@@ -1,0 +1,52 @@
+"""The artifact store encodes a value once and still names its file by the same content
+address as before (SHA-256 of key, NUL and the JSON text): a run written by an earlier
+version finds its values under the names it knows, and a value with a lone surrogate is
+still written escaped."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from delivery.store.artifacts import ArtifactStore
+
+# text with the characters that change the encoding: non-ASCII, astral, lone surrogates
+TEXTS = st.text(alphabet=st.sampled_from(["a", "é", "→", "😀", "\ud800", "\udfff", '"', "\n"]),
+                max_size=40)
+
+
+def _address(key: str, value: object) -> str:
+    """The content address as an earlier version computed it."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    digest = hashlib.sha256(f"{key}\0{text}".encode(errors="surrogatepass")).hexdigest()
+    return digest[:16]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["response.s1", "a key", "ключ"]), TEXTS)
+def test_a_value_is_named_by_its_content_address_and_reads_back(key: str, text: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = ArtifactStore(Path(tmp) / "artifacts")
+        pointer = store.offload(key, {"reply": text})
+        assert pointer.endswith(f"-{_address(key, {'reply': text})}.json")
+        # what JSON gives back (a lone surrogate pair, escaped, reads back as one character)
+        assert store.load(pointer) == json.loads(json.dumps({"reply": text}))
+
+
+def test_a_value_with_a_lone_surrogate_is_written_escaped(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    pointer = store.offload("k", "half \ud800 of a pair")
+    data = Path(pointer.removeprefix("file://")).read_bytes()
+    assert data == b'"half \\ud800 of a pair"'
+
+
+def test_a_value_is_written_as_its_compact_utf8_json(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    pointer = store.offload("k", {"text": "é → 😀"})
+    data = Path(pointer.removeprefix("file://")).read_bytes()
+    assert data == '{"text":"é → 😀"}'.encode()
