@@ -7,10 +7,11 @@
 Both engines run the same linear workflow of trivial stages, `start -> s1 -> ... -> sN ->
 exit`, in one process, side by side:
 
-- delivery: a DOT file of agent nodes (`type=prompt`) answered by the replay backend. After
-  every stage the engine writes the stage's `prompt.md` / `response.md` / `status.json`,
-  appends to `events.jsonl` and atomically replaces `checkpoint.json`, flushed to the disk
-  before the next stage starts (the checkpoint carries the event lines not yet synced).
+- delivery: a DOT file of agent nodes (`type=prompt`) answered by the replay backend. Every
+  stage writes its `prompt.md` / `response.md` / `status.json` in `<node>/<attempt>/`, and
+  its events and stage record to `events.jsonl`, made durable with one flush before the
+  next stage starts (`checkpoint.json` is rewritten now and then, see
+  `delivery.store.runstore`).
 - LangGraph (`pip install delivery[bench]`): a StateGraph chain of N nodes, each appending
   its name to `path` and setting `last`, compiled with `SqliteSaver` on a file (WAL) and run
   with `durability="sync"`, so a checkpoint is committed after every step before the next
@@ -20,7 +21,11 @@ Each timing covers everything after interpreter start: building/parsing the work
 running it and closing its stores. One warm-up run of each engine (imports, caches) is
 excluded; the repetitions alternate between the engines so that disk noise hits both.
 `--profile` runs delivery once more under cProfile and prints where its time goes.
-`--dir /dev/shm` (a RAM disk: flushes cost nothing) compares the engines' CPU alone.
+`--dir /dev/shm` (a RAM disk: flushes cost nothing) compares the engines' CPU alone. The
+kernel's share of the CPU time is printed too: on a disk it is mostly the file system
+creating each stage's two folders and three files, which costs more where many files were
+deleted in the last minutes (ext4 without a journal skips recently freed inodes one by
+one) — so a quiet machine that has not just run a test suite gives the steadier figure.
 
 The physical floor is measured in the same run, alternating with the engines: as many
 appends of a small line to a file in the same directory as there are stages, each followed
@@ -57,6 +62,13 @@ from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 # CPU seconds of the last in-process run (time.process_time, every thread of the process):
 # on a shared machine the wall clock also counts other jobs' turns on the cores and disk.
 LAST_CPU = [0.0]
+# ...and of it, the seconds spent in the kernel (os.times: system time): on a disk, the file
+# system's work for the files and folders a stage creates, which tmpfs does not have.
+LAST_SYSTEM = [0.0]
+
+
+def _system_seconds() -> float:
+    return os.times().system
 
 
 def workflow_source(stages: int) -> str:
@@ -100,11 +112,12 @@ def _settle() -> None:
 def time_delivery(stages: int, base: Path) -> float:
     tmp = tempfile.mkdtemp(dir=base, prefix="delivery-")
     _settle()
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu, system = time.perf_counter(), time.process_time(), _system_seconds()
     workflow = write_workflow(Path(tmp), stages)
     outcome = run_delivery(workflow, Path(tmp), stages)
     seconds = time.perf_counter() - start
     LAST_CPU[0] = time.process_time() - cpu
+    LAST_SYSTEM[0] = _system_seconds() - system
     if outcome.status != "succeeded" or len(outcome.path) != stages + 2:
         raise SystemExit(f"delivery run did not succeed: status={outcome.status} "
                          f"reason={outcome.failure_reason!r} path length={len(outcome.path)}")
@@ -131,7 +144,7 @@ def time_langgraph(stages: int, base: Path, durability: str = "sync") -> float:
 
     tmp = tempfile.mkdtemp(dir=base, prefix="langgraph-")
     _settle()
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu, system = time.perf_counter(), time.process_time(), _system_seconds()
     builder = StateGraph(State)
     names = [f"s{i}" for i in range(1, stages + 1)]
     for name in names:
@@ -145,6 +158,7 @@ def time_langgraph(stages: int, base: Path, durability: str = "sync") -> float:
                              durability=durability)  # type: ignore[arg-type]
     seconds = time.perf_counter() - start
     LAST_CPU[0] = time.process_time() - cpu
+    LAST_SYSTEM[0] = _system_seconds() - system
     if len(final["path"]) != stages or final["last"] != f"s{stages}":
         raise SystemExit(f"LangGraph run went wrong: {len(final['path'])} stages, "
                          f"last={final['last']!r}")
@@ -265,11 +279,13 @@ def main() -> None:
         warmup = {name: run() for name, run in runners.items()}
         times: dict[str, list[float]] = {name: [] for name in runners}
         cpu: dict[str, list[float]] = {name: [] for name in list(runners)[:2]}
+        system: dict[str, list[float]] = {name: [] for name in cpu}
         for _ in range(reps):
             for name, run in runners.items():
                 times[name].append(run())
                 if name in cpu:
                     cpu[name].append(LAST_CPU[0])
+                    system[name].append(LAST_SYSTEM[0])
         profile = profile_delivery(stages, base) if args.profile else ""
 
     print(f"{stages}-stage linear workflow, checkpoint to disk after every stage; "
@@ -297,6 +313,12 @@ def main() -> None:
     print(f"CPU ms/stage (median): delivery {ours_cpu * 1000 / stages:.3f}, "
           f"LangGraph {theirs_cpu * 1000 / stages:.3f}; LangGraph CPU / "
           f"delivery CPU (median): {theirs_cpu / ours_cpu:.2f}")
+    kernel_ours, kernel_theirs = (statistics.median(system[name]) * 1000 / stages
+                                  for name in ("delivery", names[1]))
+    print(f"of which in the kernel, ms/stage (median): delivery {kernel_ours:.3f}, "
+          f"LangGraph {kernel_theirs:.3f} (creating a stage's folders and files on a disk "
+          "costs more the more files were deleted there in the last minutes: ext4 skips "
+          "recently freed inodes)")
     for label, pick in (("best", min), ("median", statistics.median)):
         print(f"disk floor ({label}): {pick(floor) * 1000 / stages:.3f} ms per stage "
               f"(one fdatasync of a small append); delivery / floor ({label}): "

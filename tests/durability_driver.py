@@ -216,16 +216,16 @@ def install(spec: str) -> None:
         store.write_run_info = write_run_info  # type: ignore[method-assign]
     elif kind == "stage-file":
         (node, name), wanted = _split(point.args, 2)
-        original_write: Callable[..., Path] = store.write_stage_file
+        # the method every stage file goes through (write_stage_file calls it too)
+        original_write: Callable[..., None] = store.write_stage_text
 
-        def write_stage_file(self: runstore.LocalRunStore, node_id: str, attempt: int,
-                             file_name: str, text: str, **kwargs: Any) -> Path:
-            path = original_write(self, node_id, attempt, file_name, text, **kwargs)
+        def write_stage_text(self: runstore.LocalRunStore, node_id: str, attempt: int,
+                             file_name: str, text: str, **kwargs: Any) -> None:
+            original_write(self, node_id, attempt, file_name, text, **kwargs)
             if node_id == node and file_name == name and point.hit(wanted=wanted):
                 die()
-            return path
 
-        store.write_stage_file = write_stage_file  # type: ignore[method-assign]
+        store.write_stage_text = write_stage_text  # type: ignore[method-assign]
     else:
         raise SystemExit(f"durability_driver: unknown kill point {spec!r}")
 

@@ -12,6 +12,7 @@ backend can continue the thread's session (a command profile with `resume_comman
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
 from collections.abc import Callable, Mapping
@@ -21,7 +22,14 @@ from pathlib import Path
 from delivery.agents.base import AgentBackend, AgentSession, SessionRequest, Usage
 from delivery.agents.registry import Agents
 from delivery.engine.context import Context
-from delivery.engine.preamble import RunFacts, recent_stages, render_preamble
+from delivery.engine.preamble import (
+    MAX_VALUES,
+    SCAN_FACTOR,
+    RunFacts,
+    listed_nodes,
+    recent_stages,
+    render_preamble,
+)
 from delivery.lang.model import Edge, Node, Workflow
 from delivery.lang.stylesheet import derived_class, model_settings
 
@@ -93,6 +101,8 @@ class AgentRuntime:
     # fidelity, bounded by the workflow
     preamble_memo: dict[tuple[str, str], tuple[str, str | None]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _markers: list[tuple[str, Path, str]] | None = None
+    _listed: frozenset[str] | None = None
 
     def plan(self, node: Node, context: Context) -> StagePlan:
         edge = entry_edge(self.workflow, context)
@@ -152,20 +162,31 @@ class AgentRuntime:
 
     # -- preamble facts ---------------------------------------------------------------
     def facts(self, context: Context, fidelity: str) -> RunFacts:
-        stages = recent_stages(self.workflow, self.path(), self.outcomes())
+        if self._listed is None:
+            self._listed = listed_nodes(self.workflow)  # the workflow's: once a run
+        stages = recent_stages(self.workflow, self.path(), self.outcomes(), self._listed)
         files = self.changed_files() if fidelity in ("compact", "summary:high") else []
         return RunFacts(goal=str(context.get("goal") or ""), run_id=self.run_id,
                         stages=stages, context=context.stored(), files=files,
-                        usage=dict(self.usage_by_node), memo=self.preamble_memo)
+                        usage=dict(self.usage_by_node), memo=self.preamble_memo,
+                        shown_keys=lambda: context.newest_shown_keys(MAX_VALUES,
+                                                                     MAX_VALUES * SCAN_FACTOR))
+
+    def _git_markers(self) -> list[tuple[str, Path, str]]:
+        """(folder name, folder, its `.git` as a string) of the workspace ("") and each
+        folder, built once a run: joining Paths before every agent stage cost more than
+        the checks."""
+        if self._markers is None:
+            self._markers = [(name, folder, os.path.join(folder, ".git")) for name, folder in
+                             [("", self.workspace), *sorted(self.folders.items())]]
+        return self._markers
 
     def changed_files(self) -> list[str]:
         """Uncommitted changes (`git status`) in the workspace and each folder that is a
         git repository; nothing when none is."""
         places: dict[str, Path] = {}
-        if (self.workspace / ".git").exists():
-            places[""] = self.workspace
-        for name, folder in sorted(self.folders.items()):
-            if (folder / ".git").exists():
+        for name, folder, marker in self._git_markers():
+            if os.path.exists(marker):  # asked every stage: a stage may make a repository
                 places[name] = folder
         files: list[str] = []
         for name, where in places.items():

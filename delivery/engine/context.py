@@ -10,6 +10,7 @@ path walks into one. Stored values are private copies: callers never share them.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
@@ -23,8 +24,26 @@ from delivery.store.artifacts import ArtifactStore as ArtifactStore
 
 OFFLOAD_THRESHOLD: Final = 100 * 1024  # bytes of serialized JSON
 
+# The engine's own keys, which a preamble never lists (the goal has its own line).
+HIDDEN_PREFIXES: Final = ("internal.", "graph.", "response.", "inputs.", "thread.", "current_")
+HIDDEN_KEYS: Final = frozenset({"goal", "outcome", "failure_reason", "failure_class",
+                                "failure_signature", "preferred_label", "last_stage",
+                                "last_response", "current_node", "current_work"})
+
+
+def is_hidden_key(key: str) -> bool:
+    """One of the engine's own keys (HIDDEN_KEYS, HIDDEN_PREFIXES)."""
+    return key in HIDDEN_KEYS or key.startswith(HIDDEN_PREFIXES)
+
 # Values stored as they are: immutable, and exactly what a JSON round trip gives back.
 _IMMUTABLE: Final = frozenset({str, int, float, bool, type(None)})
+# Values that are valid JSON and short, checked by type and size alone (not float: NaN is
+# refused; not any int: one past Python's digit limit cannot be written).
+_SHORT_SAFE: Final = frozenset({bool, type(None)})
+_SMALL_INT: Final = 10**18
+# A str this long cannot reach OFFLOAD_THRESHOLD as JSON: each character is at most 6 bytes
+# escaped (\uXXXX), 2 for the quotes.
+_SHORT_TEXT: Final = (OFFLOAD_THRESHOLD - 2) // 6
 
 
 def _size(text: str) -> int:
@@ -58,6 +77,10 @@ class Context:
         # dotted prefix -> {child name: number of keys under it}, kept up to date on every
         # write so that a template's nested view costs nothing to build
         self._children: dict[str, dict[str, int]] = {}
+        # the stored keys that are the engine's own (is_hidden_key), kept with the prefix
+        # counts: a preamble picks the newest other keys before every agent stage, and
+        # most of the newest are the engine's (response.<node>, one per stage)
+        self._hidden: set[str] = set()
         if values:
             self.update(values)
 
@@ -94,6 +117,15 @@ class Context:
     def keys(self) -> list[str]:
         return list(self._values)
 
+    def newest_shown_keys(self, limit: int, scan: int) -> list[str]:
+        """The `limit` newest keys (first written last) that are not the engine's own,
+        among the `scan` newest keys, sorted: `preamble.visible_keys` of `stored()`,
+        without classifying each key again."""
+        hidden = self._hidden
+        found = [key for key in itertools.islice(reversed(self._values), scan)
+                 if key not in hidden]
+        return sorted(found[:limit])
+
     # -- writing ---------------------------------------------------------------------
 
     def set(self, key: str, value: Any) -> None:
@@ -102,24 +134,36 @@ class Context:
             # ...and NUL or lone surrogates (from a reply's JSON, say) would break a later
             # script's command line or a stage file: replaced by U+FFFD
             value = self.redactor.value(value, clean=True)
-        try:
-            text = _dumps(value)
-        except (TypeError, ValueError) as err:
-            problem = f"context key {key!r}: value is not JSON-serializable ({err})"
-            raise TypeError(problem) from None
+        kind = type(value)
+        if kind in _SHORT_SAFE or (kind is str and len(value) <= _SHORT_TEXT) or (
+                kind is int and -_SMALL_INT < value < _SMALL_INT):
+            # valid JSON and too short to offload: most of what a stage sets (outcome,
+            # failure_reason, last_stage...) needs no encoding to tell
+            stored = value
+        else:
+            try:
+                text = _dumps(value)
+            except (TypeError, ValueError) as err:
+                problem = f"context key {key!r}: value is not JSON-serializable ({err})"
+                raise TypeError(problem) from None
+            if self.artifacts is not None and _size(text) > OFFLOAD_THRESHOLD:
+                stored = self.artifacts.offload(key, value, text)
+            elif kind in _IMMUTABLE:
+                stored = value  # nothing to copy
+            else:
+                stored = json.loads(text)
         if key not in self._values:
             self._count_prefixes(key, +1)
-        if self.artifacts is not None and _size(text) > OFFLOAD_THRESHOLD:
-            stored = self.artifacts.offload(key, value, text)
-        elif type(value) in _IMMUTABLE:
-            stored = value  # nothing to copy
-        else:
-            stored = json.loads(text)
         self._values[key] = stored
         self._changed.add(key)
         self._deleted.discard(key)
 
     def _count_prefixes(self, key: str, change: int) -> None:
+        if is_hidden_key(key):
+            if change > 0:
+                self._hidden.add(key)
+            else:
+                self._hidden.discard(key)
         segments = key.split(".")
         for cut in range(len(segments)):
             names = self._children.setdefault(".".join(segments[:cut]), {})
@@ -168,6 +212,7 @@ class Context:
         forked = Context(artifacts=self.artifacts, redactor=self.redactor)
         forked._values = copy.deepcopy(self._values)
         forked._children = {prefix: dict(names) for prefix, names in self._children.items()}
+        forked._hidden = set(self._hidden)
         return forked
 
     def changes_since(self, snapshot: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -32,7 +32,7 @@ from typing import Any
 from jinja2 import StrictUndefined, Template
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from delivery.engine.context import POINTER_PREFIX, ArtifactStore
+from delivery.engine.context import HIDDEN_KEYS, HIDDEN_PREFIXES, POINTER_PREFIX, ArtifactStore
 from delivery.lang.model import NodeType, Workflow
 
 RECENT_STAGES = 50
@@ -40,11 +40,6 @@ RECENT_STAGES = 50
 MAX_VALUES = 40
 SCAN_FACTOR = 10  # keys looked at per value shown, at most
 _SKIPPED = (NodeType.START, NodeType.CONDITIONAL, NodeType.EXIT)
-# engine keys a preamble never lists (the goal has its own line)
-HIDDEN_PREFIXES = ("internal.", "graph.", "response.", "inputs.", "thread.", "current_")
-HIDDEN_KEYS = frozenset({"goal", "outcome", "failure_reason", "failure_class",
-                         "failure_signature", "preferred_label", "last_stage",
-                         "last_response", "current_node", "current_work"})
 LEVELS = {"truncate": 0, "summary:low": 1, "summary:medium": 2, "compact": 3,
           "summary:high": 4}
 _VALUE_CHARS = {"summary:medium": 200, "compact": 120, "summary:high": 500}
@@ -59,18 +54,26 @@ def _template() -> Template:
     return environment.from_string(source.read_text(encoding="utf-8"))
 
 
-def recent_stages(workflow: Workflow, path: Sequence[str],
-                  outcomes: Mapping[str, str]) -> list[tuple[str, str]]:
+def listed_nodes(workflow: Workflow) -> frozenset[str]:
+    """The nodes a preamble lists when they ran (not start, conditionals or exits)."""
+    return frozenset(node_id for node_id, node in workflow.nodes.items()
+                     if node.type not in _SKIPPED)
+
+
+def recent_stages(workflow: Workflow, path: Sequence[str], outcomes: Mapping[str, str],
+                  listed: Container[str] | None = None) -> list[tuple[str, str]]:
     """(node, outcome) of the last RECENT_STAGES completed stages, each once, oldest first.
 
     Walked from the end: the path grows with the run and this runs before every agent stage.
+    `listed`: `listed_nodes(workflow)`, which a run computes once.
     """
+    if listed is None:
+        listed = listed_nodes(workflow)
     recent: dict[str, str] = {}
     for node_id in reversed(path):
         if len(recent) == RECENT_STAGES:
             break
-        if node_id not in recent and node_id in outcomes and \
-                workflow.nodes[node_id].type not in _SKIPPED:
+        if node_id not in recent and node_id in outcomes and node_id in listed:
             recent[node_id] = outcomes[node_id]
     return list(reversed(recent.items()))
 
@@ -88,6 +91,9 @@ class RunFacts:
     # (fidelity, node) -> (the response it was made from, its detail line): one run's
     # memo, so the fifty stages listed are not summarised again before every agent stage
     memo: dict[tuple[str, str], tuple[str, str | None]] | None = None
+    # what visible_keys(context) gives, from a Context that keeps its engine keys apart
+    # (Context.newest_shown_keys); None: visible_keys walks `context`
+    shown_keys: Callable[[], list[str]] | None = None
 
 
 def response_summary(text: str, limit: int) -> str:
@@ -134,25 +140,27 @@ def render_preamble(fidelity: str, facts: RunFacts) -> str:
     level = LEVELS[fidelity]
     context = facts.context
     limit = _VALUE_CHARS.get(fidelity, 0)
-    values = [(key, shown_value(context[key], limit)) for key in visible_keys(context)] \
-        if level >= 2 else []
-    stages = []
-    memo = facts.memo
+    if level >= 2:
+        keys = facts.shown_keys() if facts.shown_keys is not None else visible_keys(context)
+        values = [(key, shown_value(context[key], limit)) for key in keys]
+    else:
+        values = []
+    stages: list[tuple[str, str, list[str]]] = []
+    memo = facts.memo if facts.memo is not None else {}
+    usage = facts.usage if level >= 4 else {}
+    get = context.get
     for node, outcome in facts.stages if level >= 1 else ():
-        details: list[str] = []
-        response = context.get(f"response.{node}")
-        if isinstance(response, str) and level >= 3:
-            known = memo.get((fidelity, node)) if memo is not None else None
-            if known is not None and known[0] is response:  # the same stored reply
-                detail = known[1]
-            else:
-                detail = _response_detail(fidelity, response)
-                if memo is not None:
-                    memo[(fidelity, node)] = (response, detail)
-            if detail is not None:
-                details.append(detail)
-        if level >= 4 and node in facts.usage:
-            details.append("Model: " + facts.usage[node])
+        response = get("response." + node) if level >= 3 else None
+        if not isinstance(response, str):
+            stages.append((node, outcome, ["Model: " + usage[node]] if node in usage else []))
+            continue
+        known = memo.get((fidelity, node))
+        if known is None or known[0] is not response:  # not the same stored reply
+            known = (response, _response_detail(fidelity, response))
+            memo[(fidelity, node)] = known
+        details = [] if known[1] is None else [known[1]]
+        if node in usage:
+            details.append("Model: " + usage[node])
         stages.append((node, outcome, details))
     last_failure = str(context.get("failure_reason") or "") if level >= 2 else ""
     return _template().render(

@@ -408,8 +408,9 @@ class StateRunStore:
                  stamp: Callable[[], str] | None = None) -> None:
         self.local.open_log(redactor, stamp)
 
-    def append_event(self, event_type: str, **fields: Any) -> dict[str, Any]:
-        return self.local.append_event(event_type, **fields)
+    def append_event(self, event_type: str, *, defer: bool = False,
+                     **fields: Any) -> dict[str, Any]:
+        return self.local.append_event(event_type, defer=defer, **fields)
 
     def load(self) -> Loaded | None:
         return self.local.load()
@@ -425,6 +426,11 @@ class StateRunStore:
                          redactor: Redactor | None = None) -> Path:
         self._stage_dirs.add(f"{node_id}/{attempt}")
         return self.local.write_stage_file(node_id, attempt, name, text, redactor=redactor)
+
+    def write_stage_text(self, node_id: str, attempt: int, name: str, text: str, *,
+                         redactor: Redactor | None = None) -> None:
+        self._stage_dirs.add(f"{node_id}/{attempt}")
+        self.local.write_stage_text(node_id, attempt, name, text, redactor=redactor)
 
     def _settled(self) -> list[str]:
         settled, self._stage_dirs = sorted(self._stage_dirs), set()

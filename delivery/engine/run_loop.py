@@ -125,6 +125,8 @@ class Engine:
         # thread_id; otherwise routing never writes it
         self._entry_edges = any(edge_matters(edge) for edge in workflow.edges)
         self._lock = threading.Lock()
+        # the thread that walks the run and saves after each stage (see _ending_event)
+        self._main_thread: int | None = None
         self.state: RunState | None = None
         self._path_length_before_step = 0  # where a paused run's path is cut back to
         self.budget = budget  # checked before each agent stage (delivery.engine.budget)
@@ -135,6 +137,7 @@ class Engine:
     # -- public -----------------------------------------------------------------------
     def run(self, state: RunState, context: Context) -> RunState:
         self.state = state
+        self._main_thread = threading.get_ident()
         if state.status is not RunStatus.RUNNING or state.next_node is None:
             return state
         try:
@@ -306,6 +309,14 @@ class Engine:
         with self._lock:
             self.store.append_event(event_type, **fields)
 
+    def _ending_event(self, event_type: str, **fields: Any) -> None:
+        """An event that ends a stage (stage_finished, the route taken): on the main walk,
+        which saves the record next with nothing to wait for, written in one go with it;
+        a parallel branch (not saved stage by stage) writes it at once."""
+        defer = threading.get_ident() == self._main_thread
+        with self._lock:
+            self.store.append_event(event_type, defer=defer, **fields)
+
     # -- one stage --------------------------------------------------------------------
     def _next_attempt(self, node_id: str) -> int:
         state = self._state()
@@ -384,11 +395,12 @@ class Engine:
             if warning is not None:
                 self._event("budget_warning", node=node.id, **warning)
         self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
-        self._event("stage_finished", node=node.id, attempt=attempt, outcome=result.outcome,
-                    failure_reason=result.failure_reason, seconds=round(seconds, 6), **usage)
+        self._ending_event("stage_finished", node=node.id, attempt=attempt,
+                           outcome=result.outcome, failure_reason=result.failure_reason,
+                           seconds=round(seconds, 6), **usage)
         for event_type, fields in result.events:
-            self._event(event_type, node=node.id, **{k: v for k, v in fields.items()
-                                                     if k != "node"})
+            self._ending_event(event_type, node=node.id,
+                               **{k: v for k, v in fields.items() if k != "node"})
         self.progress.stage_finished(node, result, seconds)
         return result
 
@@ -431,11 +443,12 @@ class Engine:
         if edge is not None:
             # what routing read and which rule chose the edge: `inspect --routes` shows it
             read = facts_read(outgoing, context.lookup)
-            self._event("edge_taken", source=edge.source, target=edge.target, label=edge.label,
-                        condition=edge.condition.text if edge.condition else "",
-                        rule=route_rule(edge, preferred_label=preferred, failed=failed,
-                                        suggested_next_ids=suggested),
-                        **({"facts": read} if read else {}))
+            self._ending_event("edge_taken", source=edge.source, target=edge.target,
+                               label=edge.label,
+                               condition=edge.condition.text if edge.condition else "",
+                               rule=route_rule(edge, preferred_label=preferred, failed=failed,
+                                               suggested_next_ids=suggested),
+                               **({"facts": read} if read else {}))
             if edge.loop_restart:
                 self._restart(context)
             if self._entry_edges:

@@ -271,7 +271,7 @@ class _Run:
                                                              state.answers_used)
 
         def write_stage_file(node_id: str, attempt: int, name: str, text: str) -> None:
-            self.store.write_stage_file(node_id, attempt, name, text, redactor=self.redactor)
+            self.store.write_stage_text(node_id, attempt, name, text, redactor=self.redactor)
 
         def take_resumed() -> bool:
             # A resume lost the agent sessions: the first agent stage after it gets a

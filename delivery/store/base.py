@@ -67,7 +67,11 @@ class RunStore(Protocol):
         repair what a crash left (a torn last event, logged as `log_repaired`)."""
         ...
 
-    def append_event(self, event_type: str, **fields: Any) -> dict[str, Any]: ...
+    def append_event(self, event_type: str, *, defer: bool = False,
+                     **fields: Any) -> dict[str, Any]:
+        """One event; with `defer` it may be written only with the next event or flush
+        (the events that end a stage, just before its record)."""
+        ...
 
     def save_whole(self, state: RunState) -> None:
         """The whole state, durable when this returns: a new run's start, or a state that
@@ -90,6 +94,11 @@ class RunStore(Protocol):
 
     def write_stage_file(self, node_id: str, attempt: int, name: str, text: str, *,
                          redactor: Redactor | None = None) -> Path: ...
+
+    def write_stage_text(self, node_id: str, attempt: int, name: str, text: str, *,
+                         redactor: Redactor | None = None) -> None:
+        """`write_stage_file` without building the path it returns (the engine's calls)."""
+        ...
 
 
 class RunStores(Protocol):

@@ -104,6 +104,8 @@ class EventLog:
         self._head = ZERO_HASH
         self._offset = 0
         self._fd: int | None = None
+        # lines appended with `defer` and not yet written (`_write_pending`)
+        self._pending: list[bytes] = []
         try:
             self._fd = open_file(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         except OSError as error:
@@ -201,49 +203,72 @@ class EventLog:
     def head(self) -> LogHead:
         return LogHead(self._count, self._head, self._offset)
 
-    def append(self, event_type: str, **fields: Any) -> dict[str, Any]:
+    def append(self, event_type: str, *, defer: bool = False,
+               **fields: Any) -> dict[str, Any]:
         """Write one event line (not yet synced, see `sync`) and return it, with `hash`.
-        Values JSON cannot hold (paths, enums, ...) are written as their str()."""
-        body = fields if all(type(v) in _SCALARS for v in fields.values()) else _jsonable(fields)
-        return self.append_json(event_type, body)
+        Values JSON cannot hold (paths, enums, ...) are written as their str().
+        `defer`: see `append_json`."""
+        for value in fields.values():
+            if type(value) not in _SCALARS:
+                return self.append_json(event_type, _jsonable(fields), defer=defer)
+        return self.append_json(event_type, fields, defer=defer)
 
-    def append_json(self, event_type: str, body: dict[str, Any]) -> dict[str, Any]:
-        """`append` for fields that are plain JSON already (a stage record): not walked."""
+    def append_json(self, event_type: str, body: dict[str, Any], *,
+                    defer: bool = False) -> dict[str, Any]:
+        """`append` for fields that are plain JSON already (a stage record): not walked.
+
+        `defer`: the line is written with the next line appended without it, or by the
+        next `sync`/`flush_log`/`close` — one write for the lines a stage ends with, which
+        nothing waits between (the chain and `head` count it at once). A process killed
+        before that loses it, as it loses the unsynced stage record it comes before."""
         if self._fd is None:
             raise RunStoreError(f"{self.path}: event log is closed")
-        clash = RESERVED_EVENT_FIELDS.intersection(body)
-        if clash:
+        if RESERVED_EVENT_FIELDS.intersection(body):
+            clash = RESERVED_EVENT_FIELDS.intersection(body)
             raise RunStoreError(f"{self.path}: event {event_type!r}: field(s) "
                                 f"{', '.join(sorted(clash))} are set by the log itself")
         ts = self._stamp()
-        event: dict[str, Any] = {"seq": self._count + 1, "ts": ts, "type": event_type,
-                                 **body, "prev": self._head}
+        seq = self._count + 1
+        event: dict[str, Any] = {"seq": seq, "ts": ts, "type": event_type, **body,
+                                 "prev": self._head}
         text = _LINE_ENCODER.encode(event)
         # Every key and string of the event is in its line: a line that cannot hold a
         # secret needs no walk through the values (most cannot).
         if self._redactor is not None and self._redactor.may_change_json(text):
-            event = {"seq": self._count + 1, "ts": ts, "type": event_type,
+            event = {"seq": seq, "ts": ts, "type": event_type,
                      **self._redactor.value(body), "prev": self._head}
             text = _LINE_ENCODER.encode(event)
-        line = text.encode()
+        line = text.encode() + b"\n"
+        self._pending.append(line)
+        if not defer:
+            self._write_pending()
+        self._count = seq
+        self._head = head = sha256(line[:-1])
+        self._offset += len(line)
+        event["hash"] = head
+        return event
+
+    def _write_pending(self) -> None:
+        """Write the lines appended and not yet written, in one write."""
+        assert self._fd is not None  # callers check that the log is open
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending.clear()
         try:
-            write_all(self._fd, line + b"\n")
+            write_all(self._fd, data)
             if self._tail is not None and not self._tail_full:
-                self._tail_full = not self._tail.add(line + b"\n")
+                self._tail_full = not self._tail.add(data)
         except (OSError, RunStoreError) as error:
             self.close(sync=False)  # a partial line may be on disk: reopening repairs it
             problem = error.strerror if isinstance(error, OSError) else error
             raise RunStoreError(f"{self.path}: cannot append event: {problem}") from None
-        self._count += 1
-        self._head = sha256(line)
-        self._offset += len(line) + 1
-        return {**event, "hash": self._head}
 
     def sync(self) -> None:
         """Make every appended event durable: the tail file is flushed (data only), or,
         without one or when it is full, the log itself."""
         if self._fd is None:
             raise RunStoreError(f"{self.path}: event log is closed")
+        if self._pending:
+            self._write_pending()
         if self._tail is not None and not self._tail_full:
             try:
                 self._tail.flush()
@@ -257,6 +282,8 @@ class EventLog:
         """Flush the log file itself (a journal commit) and start the tail file again."""
         if self._fd is None:
             raise RunStoreError(f"{self.path}: event log is closed")
+        if self._pending:
+            self._write_pending()
         try:
             fdatasync(self._fd)
             if self._tail is not None:
@@ -268,7 +295,11 @@ class EventLog:
             raise RunStoreError(f"{self.path}: cannot sync event log: {problem}") from None
 
     def close(self, *, sync: bool = True) -> None:
+        if self._fd is not None and sync and self._pending:
+            with contextlib.suppress(RunStoreError):
+                self._write_pending()  # closes the log when it fails
         if self._fd is not None:
+            self._pending.clear()
             if sync:
                 # closing after a failure: what is on disk is what resume sees
                 with contextlib.suppress(OSError):

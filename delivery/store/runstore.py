@@ -11,11 +11,12 @@
 **One flush per stage, whatever came before.** After every stage the engine hands over the
 stage's changes (a `StageRecord`: the context keys it set, the path it added, ...). They are
 appended to the event log as a `state` event and the log is flushed (`fdatasync`): that one
-write is what makes the stage durable. The whole state is written to `checkpoint.json`
-only now and then — when the log has grown by more than SNAPSHOT_BYTES and twice the
-last snapshot's size since the last one, and when the run ends or pauses — so snapshots cost
-a bounded share of each stage however long the run gets. A snapshot is written to a new
-file, flushed and renamed over the old one, and ends with a checksum.
+write is what makes the stage durable. The events the engine appended with `defer` just
+before (those that end the stage) go out in the same write. The whole state is written
+to `checkpoint.json` only now and then — when the log has grown by more than SNAPSHOT_BYTES
+and twice the last snapshot's size since the last one, and when the run ends or pauses — so
+snapshots cost a bounded share of each stage however long the run gets. A snapshot is
+written to a new file, flushed and renamed over the old one, and ends with a checksum.
 
 **Resume** = the snapshot + the `state` events after the log position it recorded (the
 chain from there is checked on the way; only that part of the log is read, see
@@ -193,8 +194,11 @@ class LocalRunStore:
             raise RunStoreError(f"{self.path}: the run is not open for writing")
         return self._log
 
-    def append_event(self, event_type: str, **fields: Any) -> dict[str, Any]:
-        return self._events().append(event_type, **fields)
+    def append_event(self, event_type: str, *, defer: bool = False,
+                     **fields: Any) -> dict[str, Any]:
+        """One event; `defer`: written with the next one or the next flush (see
+        `EventLog.append_json`) — for the events that end a stage, right before its record."""
+        return self._events().append(event_type, defer=defer, **fields)
 
     def save_whole(self, state: RunState) -> None:
         state.mark_recorded()
@@ -216,7 +220,8 @@ class LocalRunStore:
     def _append_record(self, record: StageRecord) -> None:
         log = self._events()
         before = log.head.offset
-        log.append_json(RECORD_EVENT, record.to_fields())
+        # written in one go with the events deferred before it, then flushed
+        log.append_json(RECORD_EVENT, record.to_fields(), defer=True)
         log.sync()
         self._since_snapshot += log.head.offset - before
 
@@ -329,13 +334,19 @@ class LocalRunStore:
 
     def write_stage_file(self, node_id: str, attempt: int, name: str, text: str, *,
                          redactor: Redactor | None = None) -> Path:
+        self.write_stage_text(node_id, attempt, name, text, redactor=redactor)
+        return Path(self._made[(node_id, attempt)], name)
+
+    def write_stage_text(self, node_id: str, attempt: int, name: str, text: str, *,
+                         redactor: Redactor | None = None) -> None:
+        """`write_stage_file` without the Path it returns: the engine writes three files a
+        stage, and building a Path costs about as much as the write on a fast disk."""
         path = os.path.join(self._made_stage_dir(node_id, attempt), self._stage_file_name(name))
         if redactor is not None:
             text = redactor.text(text)
         # Evidence rewritten whole when an interrupted stage runs again: a plain write (no
         # temporary file, no fsync), never through a symlink.
         write_file(path, text.encode("utf-8", "backslashreplace"))
-        return Path(path)
 
     def read_stage_file(self, node_id: str, attempt: int, name: str) -> str | None:
         self._check_stage_names(node_id, attempt)

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from delivery.engine.context import OFFLOAD_THRESHOLD, ArtifactError, ArtifactStore, Context
 from delivery.errors import RunError
@@ -292,3 +294,33 @@ def test_changes_since_sees_a_new_offloaded_value(store: ArtifactStore) -> None:
     context.set("log", BIG_TEXT + "!")
     changed = context.changes_since(before)
     assert list(changed) == ["log"] and ArtifactStore.is_pointer(changed["log"])
+
+
+_JSON_LEAVES = (st.none() | st.booleans() | st.integers() | st.floats()
+                | st.integers(min_value=-(10**40), max_value=10**40) | st.text(max_size=40))
+_VALUES = st.recursive(_JSON_LEAVES, lambda inner: st.lists(inner, max_size=4)
+                       | st.dictionaries(st.text(max_size=5), inner, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_VALUES)
+def test_set_stores_what_a_json_round_trip_gives_and_refuses_what_json_cannot_hold(
+        value: Any) -> None:
+    # short scalars skip the encoding: they must end exactly as the encoded path does
+    context = Context()
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except ValueError:
+        with pytest.raises(TypeError, match="not JSON-serializable"):
+            context.set("k", value)
+        assert "k" not in context.stored()
+        return
+    context.set("k", value)
+    stored = context.stored()["k"]
+    assert stored == json.loads(text) and type(stored) is type(json.loads(text))
+
+
+def test_a_long_text_is_still_offloaded(store: ArtifactStore) -> None:
+    context = Context(artifacts=store)
+    context.set("big", "\u00e9" * (OFFLOAD_THRESHOLD // 2 + 1))  # 2 bytes a character
+    assert ArtifactStore.is_pointer(context.stored()["big"])

@@ -1,9 +1,17 @@
+from collections.abc import Mapping
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from delivery.engine.context import Context, is_hidden_key
 from delivery.engine.preamble import (
     MAX_VALUES,
     RECENT_STAGES,
+    SCAN_FACTOR,
     RunFacts,
     recent_stages,
     render_preamble,
+    visible_keys,
 )
 from delivery.validation.loader import check_source
 
@@ -80,3 +88,54 @@ def test_a_preamble_shows_only_the_newest_context_values() -> None:
     text = render_preamble("summary:medium", RunFacts(goal="Ship", context=context))
     shown = [i for i in range(3 * MAX_VALUES) if f"key{i:04d}" in text]
     assert shown == list(range(2 * MAX_VALUES, 3 * MAX_VALUES))
+
+
+# Keys a run may write: the engine's own (hidden from a preamble) and a stage's, few
+# enough that sets, deletes and re-sets of the same key happen often.
+_KEYS = st.sampled_from([*(f"response.s{i}" for i in range(6)), "outcome", "goal",
+                         "current_node", "internal.x", "graph.goal", "current_work",
+                         *(f"k{i}" for i in range(8)), "a.b", "a.b.c", "response"])
+_OPS = st.lists(st.tuples(st.sampled_from(["set", "delete", "fork", "restore"]), _KEYS),
+                max_size=80)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=_OPS, limit=st.integers(1, 6), factor=st.integers(1, 4))
+def test_a_context_picks_the_same_shown_keys_as_a_walk_of_its_stored_map(
+        ops: list[tuple[str, str]], limit: int, factor: int) -> None:
+    # Context keeps its engine keys apart so that the preamble need not classify each of
+    # the newest keys before every stage: what it picks must be what the walk picks.
+    context = Context()
+    for number, (op, key) in enumerate(ops):
+        if op == "set":
+            context.set(key, number)
+        elif op == "delete":
+            context.delete(key)
+        elif op == "fork":
+            context = context.fork()
+        else:
+            context = Context.restore(dict(context.stored()))
+        assert context.newest_shown_keys(limit, limit * factor) == \
+            _walked(context.stored(), limit, limit * factor)
+    assert context.newest_shown_keys(MAX_VALUES, MAX_VALUES * SCAN_FACTOR) == \
+        visible_keys(context.stored())
+
+
+def _walked(stored: Mapping[str, object], limit: int, scan: int) -> list[str]:
+    newest = list(reversed(list(stored)))[:scan]
+    return sorted([key for key in newest if not is_hidden_key(key)][:limit])
+
+
+def test_a_preamble_from_a_context_reads_as_one_from_its_stored_map() -> None:
+    context = Context()
+    for i in range(3 * MAX_VALUES):
+        context.set(f"key{i:04d}", f"value {i}")
+        context.set(f"response.s{i}", "Done.")
+    stages = [(f"s{i}", "succeeded") for i in range(RECENT_STAGES)]
+    walked = RunFacts(goal="Ship", stages=stages, context=context.stored())
+    kept = RunFacts(goal="Ship", stages=stages, context=context.stored(),
+                    shown_keys=lambda: context.newest_shown_keys(MAX_VALUES,
+                                                                 MAX_VALUES * SCAN_FACTOR))
+    for fidelity in ("summary:medium", "compact", "summary:high"):
+        assert render_preamble(fidelity, kept) == render_preamble(fidelity, walked)
+    assert "key0119: value 119" in render_preamble("compact", kept)

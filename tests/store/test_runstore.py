@@ -362,6 +362,17 @@ def test_head_counts_lines_and_hashes_the_last_one(tmp_path: Path) -> None:
         assert log.head.offset == path.stat().st_size
 
 
+def test_a_stage_record_is_written_with_the_events_deferred_before_it(tmp_path: Path) -> None:
+    run, state = started(tmp_path)
+    run.append_event("stage_finished", defer=True, node="a")
+    stage(run, state, "a", outcome="succeeded")
+    types = [json.loads(line)["type"] for line in lines_of(run.events_path)]
+    assert types[-2:] == ["stage_finished", "state"]
+    run.close()
+    loaded = RunDirectory.open(tmp_path / "run").load()
+    assert loaded is not None and loaded.state.next_node == "after_a"
+
+
 def test_reopening_continues_the_chain(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
     write_events(path, 3)
