@@ -197,7 +197,8 @@ _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?\Z")
 # read by one compiled regex per clause instead of the character-level parser below (a
 # 20,000-node workflow spent ~0.6 s there). Anything else — quotes, '!', parentheses, '==',
 # a stray character — goes to the full parser, which alone reports errors;
-# tests/lang/test_conditions.py checks that both give the same tree.
+# tests/lang/test_fuzz_parsers.py::test_condition_fast_path_gives_the_full_parsers_tree
+# checks that both give the same tree.
 _FAST_CLAUSE = re.compile(
     r"\s*+([A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z0-9_]++)*+)\s*+"
     r"(?:(!=|<=|>=|=|<|>|contains(?=\s))\s*+"
