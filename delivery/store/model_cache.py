@@ -51,7 +51,6 @@ from delivery.lang.conditions import parse_condition
 from delivery.lang.declarations import DefaultValue, FactDecl, InputDecl, OutputDecl, OutputKind
 from delivery.lang.diagnostics import Diagnostic, Severity, has_errors
 from delivery.lang.model import (
-    Attribute,
     Attributes,
     Edge,
     JoinPolicy,
@@ -60,8 +59,9 @@ from delivery.lang.model import (
     NodeType,
     TemplateMode,
     Workflow,
+    make_attribute,
 )
-from delivery.lang.syntax import Value, ValueKind
+from delivery.lang.syntax import ValueKind, make_value
 from delivery.store.files import NOFOLLOW, open_file, read_file, seal, seal_holds, write_all
 from delivery.validation.loader import (
     MAX_WORKFLOW_BYTES,
@@ -333,48 +333,11 @@ def write_cache(run_dir: Path, workflow: Workflow, diagnostics: Sequence[Diagnos
 
 
 # -- reading -------------------------------------------------------------------------------
-def _slot_setters(cls: type, names: tuple[str, ...]) -> tuple[Any, ...] | None:
-    """The slots' own setters of a frozen, slotted dataclass whose fields are `names`, in
-    order; None when it is not one (then its constructor is used)."""
-    fields = tuple(f.name for f in dataclasses.fields(cls))
-    slots = getattr(cls, "__slots__", ())
-    if fields != names or set(slots) != set(names) or hasattr(cls, "__post_init__"):
-        return None
-    return tuple(cls.__dict__[name].__set__ for name in names)
-
-
-# A resume builds two of these per attribute (20,000 for a 5,000-stage workflow): set
-# through the slots, they cost a third of the frozen constructors' object.__setattr__
-# calls. Same objects (the round-trip tests compare them); the constructors are the
-# fallback should either class change shape.
-_VALUE_SLOTS: Final = _slot_setters(Value, ("kind", "text", "line", "column", "raw"))
-_ATTRIBUTE_SLOTS: Final = _slot_setters(Attribute,
-                                        ("name", "value", "line", "column", "inherited"))
-
-
 def _attributes(rows: list[AttrRow]) -> Attributes:
-    if _VALUE_SLOTS is None or _ATTRIBUTE_SLOTS is None:
-        return {row[0]: Attribute(row[0], Value(row[4], row[5], row[6], row[7], row[8]),
-                                  row[1], row[2], row[3]) for row in rows}
-    kind, text, value_line, value_column, raw = _VALUE_SLOTS
-    name, value, line, column, inherited = _ATTRIBUTE_SLOTS
-    new = object.__new__
-    out: Attributes = {}
-    for row in rows:
-        made = new(Value)
-        kind(made, row[4])
-        text(made, row[5])
-        value_line(made, row[6])
-        value_column(made, row[7])
-        raw(made, row[8])
-        attr = new(Attribute)
-        name(attr, row[0])
-        value(attr, made)
-        line(attr, row[1])
-        column(attr, row[2])
-        inherited(attr, row[3])
-        out[row[0]] = attr
-    return out
+    # A resume builds two objects per attribute (20,000 for a 5,000-stage workflow): the
+    # parser's slot constructors make the same objects at a third of __init__'s cost.
+    return {row[0]: make_attribute(row[0], make_value(row[4], row[5], row[6], row[7], row[8]),
+                                   row[1], row[2], row[3]) for row in rows}
 
 
 def _node(fields: _Node) -> Node:
