@@ -1,7 +1,7 @@
 """What an agent stage is told about the run so far (fidelity, SPEC §5, Attractor §5.4).
 
-The text comes from `templates/preamble.md.j2`; each mode shows visibly more than the one
-before it:
+The text is the one `templates/preamble.md.j2` gives; each mode shows visibly more than the
+one before it:
 
 * `truncate` — the goal and the run id;
 * `summary:low` — + the completed stages with their outcomes;
@@ -15,6 +15,11 @@ before it:
 Context values are the 40 written first most recently, without the engine's own keys
 (`internal.*`, `graph.*`, `response.*`, …), so a preamble does not grow with the run;
 a value offloaded to the artifact store is shown as a reference to its file, never inlined.
+
+The template says what the text is; `_render` writes the same text with plain string joins,
+because a preamble is built before every agent stage and the sandboxed template's loop over
+fifty stages cost about a tenth of a stage's CPU (issue 23). tests/engine/
+test_preamble_template.py renders both for arbitrary facts and compares them.
 """
 
 from __future__ import annotations
@@ -24,13 +29,8 @@ import json
 import re
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from types import MappingProxyType
 from typing import Any
-
-from jinja2 import StrictUndefined, Template
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from delivery.engine.context import HIDDEN_KEYS, HIDDEN_PREFIXES, POINTER_PREFIX, ArtifactStore
 from delivery.lang.model import NodeType, Workflow
@@ -45,13 +45,6 @@ LEVELS = {"truncate": 0, "summary:low": 1, "summary:medium": 2, "compact": 3,
 _VALUE_CHARS = {"summary:medium": 200, "compact": 120, "summary:high": 500}
 _SUMMARY_CHARS = 500
 _CONTRACT = re.compile(r"```json|\{\s*\"context_updates\"")
-
-
-@cache
-def _template() -> Template:
-    source = resources.files("delivery.bundled.templates").joinpath("preamble.md.j2")
-    environment = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
-    return environment.from_string(source.read_text(encoding="utf-8"))
 
 
 def listed_nodes(workflow: Workflow) -> frozenset[str]:
@@ -163,11 +156,34 @@ def render_preamble(fidelity: str, facts: RunFacts) -> str:
             details.append("Model: " + usage[node])
         stages.append((node, outcome, details))
     last_failure = str(context.get("failure_reason") or "") if level >= 2 else ""
-    return _template().render(
-        mode=fidelity, goal=facts.goal, run_id=facts.run_id if level == 0 else "",
-        stages=stages, failure=last_failure, files=list(facts.files) if level >= 3 else [],
-        values=values,
-    ).strip("\n")
+    return _render(goal=facts.goal, run_id=facts.run_id if level == 0 else "", stages=stages,
+                   failure=last_failure, files=list(facts.files) if level >= 3 else [],
+                   values=values)
+
+
+def _render(*, goal: str, run_id: str, stages: Sequence[tuple[str, str, Sequence[str]]],
+            failure: str, files: Sequence[str], values: Sequence[tuple[str, str]]) -> str:
+    """What templates/preamble.md.j2 renders for these variables, line for line."""
+    parts = ["Goal: ", goal]
+    if run_id:
+        parts += ["\nRun: ", run_id]
+    if stages:
+        parts.append("\n\n## Completed stages")
+        for node, outcome, details in stages:
+            parts += ["\n- **", node, "**: ", outcome]
+            for detail in details:
+                parts += ["\n  - ", detail]
+    if failure:
+        parts += ["\n\nThe last stage failed: ", failure]
+    if files:
+        parts.append("\n\n## Files changed in the workspace")
+        for name in files:
+            parts += ["\n- ", name]
+    if values:
+        parts.append("\n\n## Context")
+        for key, value in values:
+            parts += ["\n- ", key, ": ", value]
+    return "".join(parts).strip("\n")
 
 
 def _response_detail(fidelity: str, response: str) -> str | None:
