@@ -122,6 +122,16 @@ def _engine_rows(out: str, where: str, at_least: float) -> Headline:
         rows += _rows(("disk floor: one fdatasync of a small append, ms (median)", floor))
         rows += goal_row("per-stage cost / disk floor (median)", over, "<= 3x",
                          lambda r: r <= 3, f"{over}x" if over else "")
+        layout = _find(r"^layout floor \(median\): ([\d.]+) ms", out)
+        layout_over = _find(r"^layout floor \(median\): .*, ([\d.]+)x the disk floor", out)
+        ours_over = _find(r"^layout floor \(median\): .*delivery / layout floor "
+                          r"\(median\): ([\d.]+)", out)
+        rows += _rows(("layout floor: a stage's folders, files and one flush, no engine, ms "
+                       "(median)", layout),
+                      ("layout floor / disk floor (median)",
+                       f"{layout_over}x" if layout_over else None),
+                      ("per-stage cost / layout floor (median)",
+                       f"{ours_over}x" if ours_over else None))
     return rows
 
 

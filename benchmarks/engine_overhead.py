@@ -30,7 +30,10 @@ one) — so a quiet machine that has not just run a test suite gives the steadie
 The physical floor is measured in the same run, alternating with the engines: as many
 appends of a small line to a file in the same directory as there are stages, each followed
 by one `fdatasync` — what making one stage durable cannot cost less than. The benchmark
-prints it and delivery's per-stage time over it.
+prints it and delivery's per-stage time over it. Beside it, the layout floor: the same
+syscalls a stage of SPEC §11's run directory makes (two folders, three files, its log
+lines, one flush of the tail file) with no engine around them — what a run that keeps that
+layout cannot cost less than, and so how much of delivery's time is the engine's own.
 
 `--cli` times both engines as whole processes instead — `delivery run` on the workflow
 with a replay script, and a Python process running the LangGraph chain — each at
@@ -183,6 +186,48 @@ def time_floor(stages: int, base: Path) -> float:
     return time.perf_counter() - start
 
 
+# What one stage of the benchmark's run writes (SPEC §11), in bytes: prompt.md, response.md,
+# status.json, and its event lines (stage_started, stage_finished, edge_taken, the record).
+LAYOUT_FILES = (("prompt.md", 2500), ("response.md", 2500), ("status.json", 200))
+LAYOUT_LOG_BYTES = 1150
+
+
+def time_layout_floor(stages: int, base: Path) -> float:
+    """The file work of a stage in the run directory's layout (SPEC §11) with no engine:
+    its two folders `<node>/<attempt>/`, its three files written, its log lines appended to
+    the log and to a preallocated tail file, the tail flushed with one fdatasync (as
+    `delivery.store.tail` does). What a run that keeps this layout cannot cost less than."""
+    tmp = tempfile.mkdtemp(dir=base, prefix="layout-")
+    _settle()
+    sync = getattr(os, "fdatasync", os.fsync)
+    line = b"x" * (LAYOUT_LOG_BYTES - 1) + b"\n"
+    bodies = [(name, b"y" * size) for name, size in LAYOUT_FILES]
+    start = time.perf_counter()
+    log = os.open(os.path.join(tmp, "events.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                  0o644)
+    tail = os.open(os.path.join(tmp, "events.tail"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(tail, b"\0" * (len(line) * stages + 4096))
+        os.fsync(tail)
+        for i in range(stages):
+            folder = os.path.join(tmp, f"s{i + 1}")
+            os.mkdir(folder)
+            attempt = os.path.join(folder, "1")
+            os.mkdir(attempt)
+            for name, body in bodies:
+                fd = os.open(os.path.join(attempt, name),
+                             os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+                os.write(fd, body)
+                os.close(fd)
+            os.write(log, line)
+            os.pwrite(tail, line, i * len(line))
+            sync(tail)
+    finally:
+        os.close(log)
+        os.close(tail)
+    return time.perf_counter() - start
+
+
 LANGGRAPH_PROCESS = """
 import sys
 sys.path.insert(0, {here!r})
@@ -275,6 +320,7 @@ def main() -> None:
             f"langgraph+sqlite ({args.durability})":
                 lambda: time_langgraph(stages, base, args.durability),
             "floor (append+fdatasync)": lambda: time_floor(stages, base),
+            "layout floor (files+sync)": lambda: time_layout_floor(stages, base),
         }
         warmup = {name: run() for name, run in runners.items()}
         times: dict[str, list[float]] = {name: [] for name in runners}
@@ -302,7 +348,8 @@ def main() -> None:
     print("all runs: " + "; ".join(
         f"{name} " + " ".join(f"{v:.3f}" for v in values) for name, values in times.items()))
     names = list(times)
-    ours, theirs, floor = times["delivery"], times[names[1]], times[names[2]]
+    ours, theirs, floor, layout = (times["delivery"], times[names[1]], times[names[2]],
+                                   times[names[3]])
     for label, pick in (("best", min), ("median", statistics.median)):
         ratio = pick(theirs) / pick(ours)
         verdict = (f"delivery is {ratio:.1f}x faster" if ratio >= 1
@@ -323,6 +370,11 @@ def main() -> None:
         print(f"disk floor ({label}): {pick(floor) * 1000 / stages:.3f} ms per stage "
               f"(one fdatasync of a small append); delivery / floor ({label}): "
               f"{pick(ours) / pick(floor):.2f}")
+    for label, pick in (("best", min), ("median", statistics.median)):
+        print(f"layout floor ({label}): {pick(layout) * 1000 / stages:.3f} ms per stage "
+              f"(a stage's two folders and three files, its log lines, one fdatasync; no "
+              f"engine), {pick(layout) / pick(floor):.2f}x the disk floor; delivery / layout "
+              f"floor ({label}): {pick(ours) / pick(layout):.2f}")
     if profile:
         print("\n== cProfile of one delivery run ==")
         print(profile)
