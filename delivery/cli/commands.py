@@ -103,6 +103,22 @@ def cmd_graph_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return graph.cmd_graph(args, out, err, taken)
 
 
+# a path longer than this is shown by its ends: a 5,000-stage loop's whole path is one
+# unreadable line of ~40 KB (`--json` and `delivery inspect` give every stage)
+PATH_SHOWN = 40
+PATH_HEAD = 10
+
+
+def path_line(path: Sequence[str]) -> str:
+    """`a -> b -> ...`, with the middle of a long path left out and counted."""
+    if len(path) <= PATH_SHOWN:
+        return " -> ".join(path)
+    tail = PATH_SHOWN - PATH_HEAD
+    left_out = len(path) - PATH_SHOWN
+    return (" -> ".join(path[:PATH_HEAD]) + f" -> ... ({left_out} more stages) ... -> "
+            + " -> ".join(path[-tail:]))
+
+
 def _options(err: TextIO) -> EngineOptions:
     """Human gates are asked on the console when both ends are a terminal."""
     return EngineOptions(interactive=err.isatty() and sys.stdin.isatty())
@@ -122,7 +138,7 @@ def _report(outcome: RunOutcome, as_json: bool, out: TextIO, full: bool = False)
         if outcome.failure_reason:
             label = "waiting" if outcome.status == "paused" else "failure"
             print(f"  {label}: {outcome.failure_reason}", file=out)
-        print(f"  path: {' -> '.join(outcome.path)}", file=out)
+        print(f"  path: {path_line(outcome.path)}", file=out)
         rows = pr_rows(outcome.context)
         if rows:
             print_table(rows, out)
@@ -320,7 +336,7 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"run {report['run_id']}: {report['status']}", file=out)
     if report["failure_reason"]:
         print(f"  failure: {_one_line(str(report['failure_reason']))}", file=out)
-    print(f"  path: {' -> '.join(path)}", file=out)
+    print(f"  path: {path_line(path)}", file=out)
     print("  stages:", file=out)
     for stage in stages:
         reason = f" — {stage['failure_reason']}" if stage.get("failure_reason") else ""
