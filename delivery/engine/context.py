@@ -205,7 +205,14 @@ class Context:
         return changed, deleted
 
     def resolved_snapshot(self) -> dict[str, Any]:
-        return {key: copy.deepcopy(self._deref(value)) for key, value in self._values.items()}
+        return _resolved(self._values, self._deref)
+
+    def resolved_later(self) -> Callable[[], dict[str, Any]]:
+        """A function returning what resolved_snapshot() returns now: the stored map is
+        copied (a shallow copy: a stored value is replaced, never changed in place), the
+        artifacts are read only when it is called."""
+        values, deref = dict(self._values), self._deref
+        return lambda: _resolved(values, deref)
 
     def fork(self) -> Context:
         """An independent copy sharing the artifact store (for a parallel branch)."""
@@ -229,6 +236,10 @@ class Context:
         if self.artifacts is None:
             raise ArtifactError(value, "this context has no artifact store to read it from")
         return self.artifacts.read_shared(value)
+
+
+def _resolved(values: Mapping[str, Any], deref: Callable[[Any], Any]) -> dict[str, Any]:
+    return {key: copy.deepcopy(deref(value)) for key, value in values.items()}
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -250,6 +250,23 @@ def test_resolved_snapshot_replaces_pointers_with_values(store: ArtifactStore) -
     assert context.resolved_snapshot() == {"a": 1, "log": BIG_TEXT}
 
 
+def test_resolved_later_is_the_snapshot_of_when_it_was_asked(store: ArtifactStore) -> None:
+    context = Context({"a": 1, "log": BIG_TEXT, "gone": "soon"}, artifacts=store)
+    later = context.resolved_later()
+    context.set("a", 2)
+    context.set("log", "short")
+    context.delete("gone")
+    assert later() == {"a": 1, "log": BIG_TEXT, "gone": "soon"}
+
+
+def test_resolved_later_reads_the_store_only_when_called(store: ArtifactStore) -> None:
+    context = Context({"log": BIG_TEXT}, artifacts=store)
+    later = context.resolved_later()
+    for path in store.values_dir.iterdir():
+        path.write_text('"rewritten"', encoding="utf-8")  # what a read now finds
+    assert later() == {"log": "rewritten"}
+
+
 def test_a_forks_writes_do_not_leak_back() -> None:
     parent = Context({"a": 1, "nested": {"list": [1]}})
     child = parent.fork()
