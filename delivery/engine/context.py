@@ -140,6 +140,10 @@ class Context:
             # valid JSON and too short to offload: most of what a stage sets (outcome,
             # failure_reason, last_stage...) needs no encoding to tell
             stored = value
+        elif kind is str and self.artifacts is not None and len(value) > OFFLOAD_THRESHOLD:
+            # offloaded whatever its JSON (at least a byte a character): a long reply is
+            # written without the encoder's pass and without measuring it first
+            stored = self.artifacts.offload_text(key, value)
         else:
             try:
                 text = _dumps(value)
