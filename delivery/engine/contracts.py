@@ -189,12 +189,12 @@ def _objects(text: str) -> Iterator[tuple[int, dict[str, Any]]]:
             start = _OBJECT_START.search(text, i + 1)
 
 
-# Where an object with a key can start: `{`, then what a first key and its colon can be
-# (a string of no quote, backslash or control character but as an escape), then the first
-# character of a JSON value (NaN and Infinity included), all with JSON's whitespace. Any
-# other `{` starts no object, or an empty one, which has no marker: skipping it changes
-# nothing. A reply full of code (f-strings, dict literals such as {"key": name}, shell
-# `${...}`) then costs a decode only where one is valid JSON so far.
+# Where an object with a key can start: `{`, a first key (a string: no quote, backslash or
+# control character outside an escape), its colon, then the first character of a JSON
+# value (NaN and Infinity included), with JSON's whitespace between. Any other `{` starts
+# no object, or an empty one, which has no marker: skipping it changes nothing. A reply
+# full of code (f-strings, dict literals such as {"key": name}, shell `${...}`, `{}`) then
+# costs a decode only where one is valid JSON so far.
 _OBJECT_START: Final = re.compile(
     r'\{[ \t\n\r]*"(?:[^"\\\x00-\x1f]|\\.)*"[ \t\n\r]*:[ \t\n\r]*[-"{\[0-9tfnNI]')
 
