@@ -140,6 +140,10 @@ class Context:
             # valid JSON and too short to offload: most of what a stage sets (outcome,
             # failure_reason, last_stage...) needs no encoding to tell
             stored = value
+        elif kind is str and self.artifacts is not None and len(value) > OFFLOAD_THRESHOLD:
+            # offloaded whatever its JSON (at least a byte a character): a long reply is
+            # written without the encoder's pass and without measuring it first
+            stored = self.artifacts.offload_text(key, value)
         else:
             try:
                 text = _dumps(value)
@@ -205,7 +209,14 @@ class Context:
         return changed, deleted
 
     def resolved_snapshot(self) -> dict[str, Any]:
-        return {key: copy.deepcopy(self._deref(value)) for key, value in self._values.items()}
+        return _resolved(self._values, self._deref)
+
+    def resolved_later(self) -> Callable[[], dict[str, Any]]:
+        """A function returning what resolved_snapshot() returns now: the stored map is
+        copied (a shallow copy: a stored value is replaced, never changed in place), the
+        artifacts are read only when it is called."""
+        values, deref = dict(self._values), self._deref
+        return lambda: _resolved(values, deref)
 
     def fork(self) -> Context:
         """An independent copy sharing the artifact store (for a parallel branch)."""
@@ -229,6 +240,10 @@ class Context:
         if self.artifacts is None:
             raise ArtifactError(value, "this context has no artifact store to read it from")
         return self.artifacts.read_shared(value)
+
+
+def _resolved(values: Mapping[str, Any], deref: Callable[[Any], Any]) -> dict[str, Any]:
+    return {key: copy.deepcopy(deref(value)) for key, value in values.items()}
 
 
 def _same(a: Any, b: Any) -> bool:

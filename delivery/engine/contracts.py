@@ -189,10 +189,14 @@ def _objects(text: str) -> Iterator[tuple[int, dict[str, Any]]]:
             start = _OBJECT_START.search(text, i + 1)
 
 
-# Where a JSON object can start: `{`, JSON whitespace, then a key's quote or the closing
-# brace. Any other `{` fails to decode at once, so skipping it changes nothing; in a reply
-# full of code (f-strings, dict literals, shell `${...}`) it saves a decode per brace.
-_OBJECT_START: Final = re.compile(r'\{[ \t\n\r]*["}]')
+# Where an object with a key can start: `{`, a first key (a string: no quote, backslash or
+# control character outside an escape), its colon, then the first character of a JSON
+# value (NaN and Infinity included), with JSON's whitespace between. Any other `{` starts
+# no object, or an empty one, which has no marker: skipping it changes nothing. A reply
+# full of code (f-strings, dict literals such as {"key": name}, shell `${...}`, `{}`) then
+# costs a decode only where one is valid JSON so far.
+_OBJECT_START: Final = re.compile(
+    r'\{[ \t\n\r]*"(?:[^"\\\x00-\x1f]|\\.)*"[ \t\n\r]*:[ \t\n\r]*[-"{\[0-9tfnNI]')
 
 
 def _balanced_end(text: str, start: int) -> int:

@@ -36,6 +36,7 @@ from delivery.engine.interviewer import (
     Interviewer,
     ScriptedInterviewer,
 )
+from delivery.engine.outcome import RunOutcome as RunOutcome
 from delivery.engine.redacting import RedactingAgent
 from delivery.engine.remote_state import StateRunStore
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
@@ -123,34 +124,6 @@ class RunRequest:
     logs: Path | None = None
     # `--budget`: tokens (`200000`, `200k`) or US dollars (`$5`), over the graph's budget
     budget: str = ""
-
-
-@dataclass
-class RunOutcome:
-    run_id: str
-    status: str
-    failure_reason: str
-    path: list[str]
-    context: dict[str, Any]
-    run_dir: Path
-    usage: dict[str, int] = field(default_factory=dict)  # agent tokens of the whole run
-    # why a paused run paused: gate | wait | budget | stopped ("" otherwise)
-    pause_reason: str = ""
-    # the budget's limits and use (delivery.engine.budget), when the run has one
-    budget: dict[str, Any] = field(default_factory=dict)
-    # keys whose value is in the artifact store (over 100 KB): their pointer and size
-    offloaded: dict[str, tuple[str, int]] = field(default_factory=dict)
-
-    def to_json(self, *, full: bool = True) -> dict[str, Any]:
-        """`full=False` shows an offloaded value as {"artifact": pointer, "bytes": n}."""
-        context = self.context if full else {
-            key: ({"artifact": self.offloaded[key][0], "bytes": self.offloaded[key][1]}
-                  if key in self.offloaded else value) for key, value in self.context.items()}
-        return {"run_id": self.run_id, "status": self.status,
-                "failure_reason": self.failure_reason, "path": self.path,
-                "context": context, "run_dir": str(self.run_dir), "usage": self.usage,
-                **({"pause_reason": self.pause_reason} if self.pause_reason else {}),
-                **({"budget": self.budget} if self.budget else {})}
 
 
 @dataclass
@@ -345,7 +318,8 @@ class _Run:
         finally:
             self.store.close()
         return RunOutcome(final.run_id, final.status.value, final.failure_reason,
-                          list(final.path), context.resolved_snapshot(), self.store.path,
+                          # resolved on first read (engine.outcome): most callers never do
+                          list(final.path), context.resolved_later(), self.store.path,
                           usage=dict(final.usage), pause_reason=engine.pause_reason,
                           budget=budget.summary(final.usage.get("total_tokens", 0))
                           if budget.limits else {},

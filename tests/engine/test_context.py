@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,23 @@ def test_resolved_snapshot_replaces_pointers_with_values(store: ArtifactStore) -
     assert context.resolved_snapshot() == {"a": 1, "log": BIG_TEXT}
 
 
+def test_resolved_later_is_the_snapshot_of_when_it_was_asked(store: ArtifactStore) -> None:
+    context = Context({"a": 1, "log": BIG_TEXT, "gone": "soon"}, artifacts=store)
+    later = context.resolved_later()
+    context.set("a", 2)
+    context.set("log", "short")
+    context.delete("gone")
+    assert later() == {"a": 1, "log": BIG_TEXT, "gone": "soon"}
+
+
+def test_resolved_later_reads_the_store_only_when_called(store: ArtifactStore) -> None:
+    context = Context({"log": BIG_TEXT}, artifacts=store)
+    later = context.resolved_later()
+    for path in store.values_dir.iterdir():
+        path.write_text('"rewritten"', encoding="utf-8")  # what a read now finds
+    assert later() == {"log": "rewritten"}
+
+
 def test_a_forks_writes_do_not_leak_back() -> None:
     parent = Context({"a": 1, "nested": {"list": [1]}})
     child = parent.fork()
@@ -324,3 +342,25 @@ def test_a_long_text_is_still_offloaded(store: ArtifactStore) -> None:
     context = Context(artifacts=store)
     context.set("big", "\u00e9" * (OFFLOAD_THRESHOLD // 2 + 1))  # 2 bytes a character
     assert ArtifactStore.is_pointer(context.stored()["big"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.sampled_from(["a", "é", "😀", '"', "\\", "\n", "\x00", "\x1f",
+                                         "\ud800"]), min_size=1, max_size=8),
+       st.integers(min_value=OFFLOAD_THRESHOLD - 8, max_value=OFFLOAD_THRESHOLD + 8))
+def test_a_long_text_is_offloaded_as_the_encoder_writes_it(unit: str, length: int) -> None:
+    # a text over the threshold skips the encoder: the same file, the same pointer
+    text = (unit * (length // len(unit) + 1))[:length]
+    with tempfile.TemporaryDirectory() as tmp:
+        store = ArtifactStore(Path(tmp) / "artifacts")
+        context = Context(artifacts=store)
+        context.set("big", text)
+        stored = context.stored()["big"]
+        encoded = json.dumps(text, ensure_ascii=False, separators=(",", ":"))
+        if len(encoded.encode(errors="surrogatepass")) > OFFLOAD_THRESHOLD:
+            assert stored == ArtifactStore(Path(tmp) / "oracle").offload(
+                "big", text, encoded).replace("/oracle/", "/artifacts/")
+            assert context.get("big") == json.loads(encoded)
+        else:
+            assert stored == text
+

@@ -30,11 +30,15 @@ PIECES = st.sampled_from([
     "{}", '{"a": 1}', '{"outcome": "succeeded"}', '{"context_updates": {"x": 1}}',
     '"\\"{"', "\\", "[", "]", "f'{name}'", "${HOME}", "```json\n", "\n```", "x", " ", "1",
     '{"context_updates": {"nested": {"outcome": "failed"}}}',
+    # first keys and values the start pattern must let through (or may skip)
+    '"\\u006futcome"', '"a\\"b"', '"\\\\"', '"\x01"', "\x00", "NaN", "Infinity", "-",
+    "-Infinity", "true", "null", "[1]", "2.5e3", '{"k" : ', '{ "k":\n', "{'k': 1}",
+    '{"k": x}', "{{", '"outcome": ', '"context_updates": ', "\u2028", "é",
 ])
 TEXTS = st.lists(PIECES, max_size=40).map("".join)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=1500, deadline=None)
 @given(TEXTS)
 def test_the_objects_found_are_those_a_decode_at_every_brace_finds(text: str) -> None:
     assert list(_objects(text)) == list(previous_objects(text))
@@ -46,3 +50,11 @@ def test_a_reply_of_code_full_of_braces_still_yields_its_closing_contract_object
     found = list(_objects(reply))
     assert [value for _, value in found] == [{"context_updates": {"done": True}}]
     assert contracts.parse_reply(reply, [], {}).updates == {"done": True}
+
+
+def test_a_marker_key_spelled_with_escapes_or_after_other_keys_is_found() -> None:
+    reply = ('x = {"a": b}\n{"\\u006futcome": "failed"}\n{}\n'
+             '{ "note" :\n [1, {}], "context_updates": {"k": "v"}}')
+    assert list(_objects(reply)) == list(previous_objects(reply))
+    assert [value for _, value in _objects(reply)] == [
+        {"outcome": "failed"}, {"note": [1, {}], "context_updates": {"k": "v"}}]

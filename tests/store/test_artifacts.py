@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delivery.store.artifacts import ArtifactStore
+from delivery.store.artifacts import ArtifactStore, json_string_bytes
 
 # text with the characters that change the encoding: non-ASCII, astral, lone surrogates
 TEXTS = st.text(alphabet=st.sampled_from(["a", "é", "→", "😀", "\ud800", "\udfff", '"', "\n"]),
@@ -50,3 +50,30 @@ def test_a_value_is_written_as_its_compact_utf8_json(tmp_path: Path) -> None:
     pointer = store.offload("k", {"text": "é → 😀"})
     data = Path(pointer.removeprefix("file://")).read_bytes()
     assert data == '{"text":"é → 😀"}'.encode()
+
+
+# every character a JSON string escapes, and others around them
+ESCAPED = st.text(alphabet=st.sampled_from(
+    [chr(code) for code in range(0x20)] + ['"', "\\", "/", "\x7f", "a", "é", "\u2028", "😀",
+                                            "\ud800"]), max_size=60)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ESCAPED)
+def test_a_strings_json_bytes_are_the_encoders(text: str) -> None:
+    try:
+        expected: bytes | None = json.dumps(text, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        expected = None  # a lone surrogate: offload() escapes it instead
+    assert json_string_bytes(text) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["response.s1", "a key", "ключ"]), ESCAPED)
+def test_offload_text_writes_what_offload_writes(key: str, text: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        old, new = ArtifactStore(Path(tmp) / "old"), ArtifactStore(Path(tmp) / "new")
+        old_path = Path(old.offload(key, text).removeprefix("file://"))
+        new_path = Path(new.offload_text(key, text).removeprefix("file://"))
+        assert new_path.name == old_path.name
+        assert new_path.read_bytes() == old_path.read_bytes()

@@ -30,10 +30,11 @@ LAST_RESPONSE_CHARS = 200
 
 
 def _transcript(turns: list[tuple[str, str]]) -> str:
-    parts = []
+    # one join of the pieces: a formatted part per turn copied a 1 MB reply twice
+    parts: list[str] = []
     for number, (role, text) in enumerate(turns, start=1):
-        parts.append(f"## turn {number}: {role}\n\n{text}\n")
-    return "\n".join(parts)
+        parts += ("\n" if parts else "", f"## turn {number}: {role}\n\n", text, "\n")
+    return "".join(parts)
 
 
 def _plan(node: Node, context: Context, env: StageEnv) -> StagePlan | None:

@@ -1,0 +1,28 @@
+"""An agent stage's `response.md`: every turn, numbered, in the words it was sent."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from delivery.engine.handlers.agent import _transcript
+
+
+def _transcript_as_before(turns: list[tuple[str, str]]) -> str:
+    """The transcript as it was written before it was built with one join."""
+    parts = []
+    for number, (role, text) in enumerate(turns, start=1):
+        parts.append(f"## turn {number}: {role}\n\n{text}\n")
+    return "\n".join(parts)
+
+
+def test_a_transcript_numbers_its_turns() -> None:
+    assert _transcript([("prompt", "do it"), ("reply", "done")]) == (
+        "## turn 1: prompt\n\ndo it\n\n## turn 2: reply\n\ndone\n")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["prompt", "reply", "correction"]),
+                          st.text(max_size=20)), max_size=6))
+def test_a_transcript_is_what_it_was(turns: list[tuple[str, str]]) -> None:
+    assert _transcript(turns) == _transcript_as_before(turns)
