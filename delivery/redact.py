@@ -216,7 +216,7 @@ def _few_occurrences(text: str, prefix: str | re.Pattern[str]) -> list[int] | No
         return None if len(hits) > _FEW else hits
     hits = []
     find = text.find
-    at = find(prefix)
+    at = _first(text, prefix)
     while at != -1:
         if len(hits) == _FEW:
             return None
@@ -225,9 +225,20 @@ def _few_occurrences(text: str, prefix: str | re.Pattern[str]) -> list[int] | No
     return hits
 
 
+# Literal prefixes whose first occurrence the regex engine finds sooner than `str.find`:
+# its scan stops only at their first character, rare in text, where the skip table of
+# `find` for "xox" also stops at every `/` and `8` (they share its bits), which code and
+# URLs are full of: 0.26 ms a MB against 0.40-0.52. (Only the first: the occurrences
+# after it are found with `find`, which finds overlapping ones too.)
+_FIRST_BY_REGEX: Final = {"xox": re.compile("xox")}
+
+
 def _first(text: str, prefix: str | re.Pattern[str]) -> int:
     if isinstance(prefix, str):
-        return text.find(prefix)
+        searcher = _FIRST_BY_REGEX.get(prefix)
+        if searcher is None:
+            return text.find(prefix)
+        prefix = searcher
     m = prefix.search(text)
     return -1 if m is None else m.start()
 
