@@ -223,7 +223,11 @@ def reply_cost_rows(out: str, _peak: float) -> Headline:
     return goal_row("extra cost per stage of a 1 MB agent reply over a small one, ms (wall, "
                     "median)", extra, "< 20", lambda ms: ms < 20) + _rows(
         ("same, CPU ms (median)", _find(r"^extra per stage \(median\): .* CPU ([-\d.]+) ms",
-                                        out)))
+                                        out)),
+        ("disk floor: the 1 MB reply written and fsynced once, ms (median)",
+         _find(r"^disk floor: .*: ([-\d.]+) ms", out)),
+        ("extra wall cost beyond that floor, ms (median)",
+         _find(r"^extra per stage beyond that floor \(median\): ([-\d.]+) ms", out)))
 
 
 def replies_rows(out: str, _peak: float) -> Headline:
