@@ -25,6 +25,7 @@ from delivery.engine.context import Context
 from delivery.engine.preamble import (
     MAX_VALUES,
     SCAN_FACTOR,
+    PreambleMemo,
     RunFacts,
     listed_nodes,
     recent_stages,
@@ -99,7 +100,7 @@ class AgentRuntime:
     usage_by_node: dict[str, str] = field(default_factory=dict)  # for summary:high
     # the preamble's summaries of listed stages (RunFacts.memo): one entry per node and
     # fidelity, bounded by the workflow
-    preamble_memo: dict[tuple[str, str], tuple[str, str | None]] = field(default_factory=dict)
+    preamble_memo: PreambleMemo = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _markers: list[tuple[str, Path, str]] | None = None
     _listed: frozenset[str] | None = None

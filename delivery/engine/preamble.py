@@ -71,6 +71,11 @@ def recent_stages(workflow: Workflow, path: Sequence[str], outcomes: Mapping[str
     return list(reversed(recent.items()))
 
 
+# (fidelity, node) -> (the stored response, the outcome and the usage line its lines were
+# rendered from, those lines)
+PreambleMemo = dict[tuple[str, str], tuple[Any, str, str | None, str]]
+
+
 @dataclass
 class RunFacts:
     """What the preamble may tell, gathered by the engine before an agent stage."""
@@ -81,9 +86,9 @@ class RunFacts:
     context: Mapping[str, Any] = field(default_factory=dict)  # stored values (pointers kept)
     files: Sequence[str] = ()  # changed files, `folder: path`
     usage: Mapping[str, str] = field(default_factory=dict)  # node -> "model, N in / M out"
-    # (fidelity, node) -> (the response it was made from, its detail line): one run's
-    # memo, so the fifty stages listed are not summarised again before every agent stage
-    memo: dict[tuple[str, str], tuple[str, str | None]] | None = None
+    # one run's memo, so the fifty stages listed are not rendered again before every
+    # agent stage (see PreambleMemo)
+    memo: PreambleMemo | None = None
     # what visible_keys(context) gives, from a Context that keeps its engine keys apart
     # (Context.newest_shown_keys); None: visible_keys walks `context`
     shown_keys: Callable[[], list[str]] | None = None
@@ -126,8 +131,11 @@ def visible_keys(context: Mapping[str, Any], limit: int = MAX_VALUES) -> list[st
 
 
 def render_preamble(fidelity: str, facts: RunFacts) -> str:
-    """The preamble text for `fidelity` (empty for `full`). Pairs and tuples, not dicts:
-    the sandbox checks every attribute read."""
+    """The preamble text for `fidelity` (empty for `full`).
+
+    A listed stage's lines are rendered once a run (`facts.memo`) and reused while its
+    reply, outcome and usage line stay the same: the fifty listed stages change by one
+    between two agent stages."""
     if fidelity not in LEVELS:
         return ""
     level = LEVELS[fidelity]
@@ -138,41 +146,51 @@ def render_preamble(fidelity: str, facts: RunFacts) -> str:
         values = [(key, shown_value(context[key], limit)) for key in keys]
     else:
         values = []
-    stages: list[tuple[str, str, list[str]]] = []
+    stages: list[str] = []
     memo = facts.memo if facts.memo is not None else {}
     usage = facts.usage if level >= 4 else {}
     get = context.get
     for node, outcome in facts.stages if level >= 1 else ():
         response = get("response." + node) if level >= 3 else None
-        if not isinstance(response, str):
-            stages.append((node, outcome, ["Model: " + usage[node]] if node in usage else []))
-            continue
+        model = usage.get(node)
         known = memo.get((fidelity, node))
-        if known is None or known[0] is not response:  # not the same stored reply
-            known = (response, _response_detail(fidelity, response))
+        # the same stored reply (identity: strings are immutable), outcome and usage line
+        if known is None or known[0] is not response or known[1] != outcome \
+                or known[2] != model:
+            details = []
+            if isinstance(response, str):
+                detail = _response_detail(fidelity, response)
+                if detail is not None:
+                    details.append(detail)
+            if model is not None:
+                details.append("Model: " + model)
+            known = (response, outcome, model, _stage_text(node, outcome, details))
             memo[(fidelity, node)] = known
-        details = [] if known[1] is None else [known[1]]
-        if node in usage:
-            details.append("Model: " + usage[node])
-        stages.append((node, outcome, details))
+        stages.append(known[3])
     last_failure = str(context.get("failure_reason") or "") if level >= 2 else ""
     return _render(goal=facts.goal, run_id=facts.run_id if level == 0 else "", stages=stages,
                    failure=last_failure, files=list(facts.files) if level >= 3 else [],
                    values=values)
 
 
-def _render(*, goal: str, run_id: str, stages: Sequence[tuple[str, str, Sequence[str]]],
-            failure: str, files: Sequence[str], values: Sequence[tuple[str, str]]) -> str:
-    """What templates/preamble.md.j2 renders for these variables, line for line."""
+def _stage_text(node: str, outcome: str, details: Sequence[str]) -> str:
+    """A listed stage's lines in the preamble (see _render)."""
+    parts = ["\n- **", node, "**: ", outcome]
+    for detail in details:
+        parts += ["\n  - ", detail]
+    return "".join(parts)
+
+
+def _render(*, goal: str, run_id: str, stages: Sequence[str], failure: str,
+            files: Sequence[str], values: Sequence[tuple[str, str]]) -> str:
+    """What templates/preamble.md.j2 renders for these variables, line for line, each of
+    `stages` being `_stage_text` of one listed stage's (node, outcome, details)."""
     parts = ["Goal: ", goal]
     if run_id:
         parts += ["\nRun: ", run_id]
     if stages:
         parts.append("\n\n## Completed stages")
-        for node, outcome, details in stages:
-            parts += ["\n- **", node, "**: ", outcome]
-            for detail in details:
-                parts += ["\n  - ", detail]
+        parts += stages
     if failure:
         parts += ["\n\nThe last stage failed: ", failure]
     if files:

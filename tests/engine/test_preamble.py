@@ -8,6 +8,7 @@ from delivery.engine.preamble import (
     MAX_VALUES,
     RECENT_STAGES,
     SCAN_FACTOR,
+    PreambleMemo,
     RunFacts,
     recent_stages,
     render_preamble,
@@ -139,3 +140,36 @@ def test_a_preamble_from_a_context_reads_as_one_from_its_stored_map() -> None:
     for fidelity in ("summary:medium", "compact", "summary:high"):
         assert render_preamble(fidelity, kept) == render_preamble(fidelity, walked)
     assert "key0119: value 119" in render_preamble("compact", kept)
+
+
+_NODES = st.sampled_from(["plan", "code", "test"])
+_STEP = st.tuples(_NODES, st.sampled_from(["succeeded", "failed"]),
+                  st.sampled_from(["Did it.", "Did it again.\nMore.", None]),
+                  st.sampled_from([None, "gpt-x, 1 tokens in / 2 out"]))
+
+
+@given(steps=st.lists(_STEP, min_size=1, max_size=12),
+       fidelity=st.sampled_from(["summary:low", "compact", "summary:high"]))
+def test_a_run_s_preamble_memo_renders_what_a_fresh_render_does(
+        steps: list[tuple[str, str, str | None, str | None]], fidelity: str) -> None:
+    """The memo keeps a listed stage's lines across stages: a stage run again with another
+    outcome, reply or usage line must show the new one."""
+    memo: PreambleMemo = {}
+    context: dict[str, str] = {"goal": "g"}
+    outcomes: dict[str, str] = {}
+    usage: dict[str, str] = {}
+    for node, outcome, reply, model in steps:
+        outcomes.pop(node, None)
+        outcomes[node] = outcome
+        if reply is None:
+            context.pop("response." + node, None)
+        else:
+            context["response." + node] = reply
+        if model is None:
+            usage.pop(node, None)
+        else:
+            usage[node] = model
+        stages = list(outcomes.items())
+        shared = RunFacts(goal="g", stages=stages, context=context, usage=usage, memo=memo)
+        fresh = RunFacts(goal="g", stages=stages, context=context, usage=usage)
+        assert render_preamble(fidelity, shared) == render_preamble(fidelity, fresh)

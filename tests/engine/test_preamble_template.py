@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from jinja2 import StrictUndefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from delivery.engine.preamble import _render
+from delivery.engine.preamble import _render, _stage_text
 
 _SOURCE = resources.files("delivery.bundled.templates").joinpath("preamble.md.j2")
 _TEMPLATE = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False) \
@@ -36,5 +36,5 @@ def test_plain_renderer_matches_the_template(goal: str, run_id: str,
                                              values: list[tuple[str, str]]) -> None:
     expected = _TEMPLATE.render(mode="compact", goal=goal, run_id=run_id, stages=stages,
                                 failure=failure, files=files, values=values).strip("\n")
-    assert _render(goal=goal, run_id=run_id, stages=stages, failure=failure, files=files,
-                   values=values) == expected
+    assert _render(goal=goal, run_id=run_id, stages=[_stage_text(*stage) for stage in stages],
+                   failure=failure, files=files, values=values) == expected
