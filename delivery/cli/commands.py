@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from delivery.cli import graph
+from delivery.cli.demo_args import DEMO_AGENT
 from delivery.cli.diagnostics import file_problem, print_invalid
 from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
@@ -254,9 +255,9 @@ def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _resume_world(run_path: Path) -> World:
     """The world a local resume runs in: `delivery demo`'s scripted agent for a demo's run
     (its profile name is in run.json, its turns are code), else the one run.json names."""
-    from delivery.cli.demo import DEMO_AGENT, demo_agent
-
     if LocalRunStore.open_dir(run_path).read_run_info().agent == DEMO_AGENT:
+        from delivery.cli.demo import demo_agent  # the demo's code: only for a demo's run
+
         return World(agents={DEMO_AGENT: demo_agent()})
     return World()
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from delivery.agents.scripted import ScriptedAgent, ScriptedTurn
+from delivery.cli.demo_args import DEMO_AGENT
 from delivery.cli.prs import print_table
 from delivery.engine.handlers.base import StageResult
 from delivery.engine.run_loop import Progress
@@ -254,7 +255,6 @@ class DemoOutcome:
         return bool(self.rows) and all(row[2] == "MERGED" for row in self.rows)
 
 
-DEMO_AGENT = "delivery-demo"  # the profile name run.json records: `resume` brings it back
 BRANCH = "delivery/demo-1"
 REVIEWER_FILE = "reviewer.json"
 

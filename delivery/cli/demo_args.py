@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+DEMO_AGENT = "delivery-demo"  # the profile name run.json records: `resume` brings it back
+
 
 def add_parser(commands: Any) -> None:
     demo = commands.add_parser(
