@@ -53,7 +53,6 @@ from delivery.lang.model import (
     NodeType,
     TemplateMode,
     Workflow,
-    make_attribute,
     parse_duration,
 )
 from delivery.lang.syntax import (
@@ -133,9 +132,9 @@ class _Builder:
                     else scope.edge_defaults
                 )
                 for assign in stmt.attrs:
-                    table[assign.key] = self.attribute(assign, inherited=stmt.target != "graph")
+                    table[assign.name] = self.attribute(assign, inherited=stmt.target != "graph")
             elif isinstance(stmt, GraphAttrStmt):
-                attrs_sink[stmt.attr.key] = self.attribute(stmt.attr)
+                attrs_sink[stmt.attr.name] = self.attribute(stmt.attr)
             else:
                 self.walk_subgraph(stmt, scope)
 
@@ -147,7 +146,10 @@ class _Builder:
 
     @staticmethod
     def attribute(assign: AttrAssign, inherited: bool = False) -> Attribute:
-        return Attribute(assign.key, assign.value, assign.line, assign.column, inherited)
+        # the parser's attribute is the model's: only an inherited default is a new one
+        if not inherited:
+            return assign
+        return Attribute(assign.name, assign.value, assign.line, assign.column, True)
 
     def declare_node(self, node_id: str, line: int, column: int, attrs: list[AttrAssign],
                      scope: _Scope) -> Node:
@@ -159,9 +161,8 @@ class _Builder:
             node.line, node.column = line, column
         node.declared = True
         table = node.attrs
-        for assign in attrs:
-            table[assign.key] = make_attribute(assign.key, assign.value, assign.line, assign.column,
-                                               False)
+        for assign in attrs:  # the parser's attributes, kept as they are (none inherited)
+            table[assign.name] = assign
         return node
 
     def add_edges(self, stmt: EdgeStmt, scope: _Scope) -> None:
@@ -172,8 +173,7 @@ class _Builder:
                 self.nodes[node_id] = node
         attrs = dict(scope.edge_defaults)
         for assign in stmt.attrs:
-            attrs[assign.key] = make_attribute(assign.key, assign.value, assign.line, assign.column,
-                                               False)
+            attrs[assign.name] = assign
         chain, edges = stmt.chain, self.edges
         if len(chain) == 2:  # the common a -> b: no pairs to zip
             (source, s_line, s_col), (target, _, _) = chain

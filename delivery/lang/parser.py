@@ -266,7 +266,7 @@ class _Parser:
                 else:
                     value = make_value("duration", raw, line, column, raw)
                 append(make_attr_assign(item.group("k"), value, line,
-                                        item.start() - line_start + 1))
+                                        item.start() - line_start + 1, False))
         self.pos = m.end()
         column = m.start("head") - line_start + 1
         if chain is not None:

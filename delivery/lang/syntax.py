@@ -48,11 +48,30 @@ class Value:
 
 
 @dataclass(frozen=True, slots=True)
-class AttrAssign:
-    key: str
+class Attribute:
+    """`key=value` as written, and the model's attribute too (delivery.lang.model re-exports
+    it): the builder keeps the parser's object instead of copying each one (a 20,000-node
+    file has ~56,000). `line`/`column` are where the key is written; for an inherited
+    default, the default's."""
+
+    name: str
     value: Value
     line: int
     column: int
+    inherited: bool = False  # came from a `node [...]` / `edge [...]` default
+
+    @property
+    def text(self) -> str:
+        return self.value.text
+
+    @property
+    def key(self) -> str:
+        """The syntax tree's name for `name`."""
+        return self.name
+
+
+# The syntax tree's name for an attribute statement: the same class.
+AttrAssign = Attribute
 
 
 @dataclass(slots=True)
@@ -111,4 +130,6 @@ class DotGraph:
 
 # the fast constructors (see slot_constructor)
 make_value: Callable[[ValueKind, str, int, int, str], Value] = slot_constructor(Value)
-make_attr_assign: Callable[[str, Value, int, int], AttrAssign] = slot_constructor(AttrAssign)
+# Attribute(name, value, line, column, inherited) without its __init__
+make_attribute: Callable[[str, Value, int, int, bool], Attribute] = slot_constructor(Attribute)
+make_attr_assign = make_attribute

@@ -10,9 +10,11 @@ handles their absence itself.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from delivery.errors import TemplateProblem as TemplateProblem
+from delivery.lang.syntax import slot_constructor
 
 DOLLAR_GOAL = re.compile(r"\$goal\b")
 
@@ -21,6 +23,10 @@ DOLLAR_GOAL = re.compile(r"\$goal\b")
 class TemplateRead:
     key: str  # normalised dotted path; 'context.' prefix removed
     lineno: int  # line inside the template, from 1
+
+
+# TemplateRead(key, lineno) without its __init__ (see slot_constructor)
+_make_read: Callable[[str, int], TemplateRead] = slot_constructor(TemplateRead)
 
 
 # The common case, `{{ name.name }}` substitutions in plain text, is read without Jinja2
@@ -36,17 +42,26 @@ def _simple_reads(source: str) -> list[TemplateRead] | None:
     if "{%" in source or "{#" in source or "{{{" in source or "\r" in source:
         return None
     reads: list[TemplateRead] = []
+    append, make, count = reads.append, _make_read, source.count
     blocks = 0
     line, counted = 1, 0
     for m in _SIMPLE_BLOCK.finditer(source):
         blocks += 1
-        root, *segments = m.group(1).split(".")
+        key = m.group(1)
+        start = m.start(1)
+        # _record, inlined (this runs once per name of every template of a file)
+        dot = key.find(".")
+        root = key if dot < 0 else key[:dot]
         if root in _JINJA_WORDS:
             return None
-        line += source.count("\n", counted, m.start(1))
-        counted = m.start(1)
-        _record(root, segments, line, reads)
-    if blocks != source.count("{{"):
+        line += count("\n", counted, start)
+        counted = start
+        if root == "context":
+            if dot < 0:
+                continue  # `{{ context }}` alone reads no key
+            key = key[dot + 1:]
+        append(make(key, line))
+    if blocks != count("{{"):
         return None
     return reads
 

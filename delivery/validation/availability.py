@@ -195,7 +195,10 @@ class Availability:
             if condition is None:
                 if nodes[edge.target].type is NodeType.CONDITIONAL:
                     self.failure_edges.add(edge.index)
-            elif condition.tests_outcome() and condition.may_hold({"outcome": "failed"}):
+            # a clause on `outcome` has the word in its text: most conditions are skipped
+            # without walking their tree
+            elif "outcome" in condition.text and condition.tests_outcome() and \
+                    condition.may_hold({"outcome": "failed"}):
                 self.failure_edges.add(edge.index)
                 if edge.source in conditional:
                     self.conditional_failure.add(edge.index)

@@ -343,12 +343,26 @@ class _Checker:
                                   attr.value.column))
         for edge, atoms in self.edge_atoms:
             value = edge.attrs["condition"].value
+            # value_position, inlined for a value written on one line without escapes (one
+            # character of text per character written): the common case
+            raw = value.raw
+            quoted = value.kind == "string"
+            simple = not quoted or ("\\" not in raw and "\n" not in raw)
+            line, first = value.line, value.column + 1 if quoted else value.column
+            width = len(raw) - 2  # a quoted value's text: an offset past it is its end
+            source = edge.source
             for atom in atoms:
                 key = atom.key
                 if key in always or key.startswith(always_prefixes):
                     continue
-                line, column = value_position(value, atom.offset)
-                append(new(read_type, (key, edge.source, edge, line, column)))
+                if simple:
+                    offset = atom.offset
+                    if quoted and offset > width:
+                        offset = width
+                    append(new(read_type, (key, source, edge, line, first + offset)))
+                    continue
+                at_line, column = value_position(value, atom.offset)
+                append(new(read_type, (key, source, edge, at_line, column)))
         return reads
 
     def availability(self, start: str) -> None:

@@ -23,7 +23,8 @@ def test_fast_constructors_make_what_init_makes(kind: str, text: str, line: int,
     made = [(make_value(kind, text, line, column, raw),  # type: ignore[arg-type]
              Value(kind, text, line, column, raw))]  # type: ignore[arg-type]
     value = made[0][1]
-    made.append((make_attr_assign(key, value, line, column), AttrAssign(key, value, line, column)))
+    made.append((make_attr_assign(key, value, line, column, False),
+                 AttrAssign(key, value, line, column)))
     made.append((make_attribute(key, value, line, column, inherited),
                  Attribute(key, value, line, column, inherited)))
     for fast, slow in made:
