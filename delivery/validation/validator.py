@@ -23,7 +23,7 @@ from delivery.lang.template_reads import (
     TemplateRead,
     template_reads,
 )
-from delivery.lang.topology import ParallelSection, parallel_sections, reachable
+from delivery.lang.topology import ParallelSection, parallel_sections, reachable, retry_table
 from delivery.validation import security
 from delivery.validation.availability import Availability, Read, failure_can_take
 from delivery.validation.writes import (
@@ -45,6 +45,7 @@ class _Checker:
         self.w = workflow
         self.out: list[Diagnostic] = []
         self.sections = parallel_sections(workflow)  # shared by the structure and availability
+        self.retries = retry_table(workflow)  # shared by reachability and availability
         # every condition's atoms, walked out of its tree once: several rules read them
         self.edge_atoms: list[tuple[Edge, list[Compare | Truthy]]] = [
             (edge, list(edge.condition.atoms())) for edge in workflow.edges
@@ -98,7 +99,7 @@ class _Checker:
         self.retry_targets()
         start = starts[0].id if len(starts) == 1 else None
         if start is not None:
-            seen = reachable(w, start)
+            seen = reachable(w, start, self.retries)
             for node in w.nodes.values():
                 if node.id not in seen:
                     self.at_node("reachability", node, f"node '{node.id}' cannot be reached from "
@@ -369,7 +370,7 @@ class _Checker:
         reads = self.reads()
         if not reads:
             return
-        analysis = Availability(self.w, start, reads, self.sections)
+        analysis = Availability(self.w, start, reads, self.sections, self.retries)
         writers: dict[str, list[str]] | None = None  # only needed to explain a problem
         sections = analysis.sections
         for read in analysis.unavailable(reads):
