@@ -35,8 +35,6 @@ from delivery.lang.syntax import (
     Statement,
     SubgraphStmt,
     Value,
-    make_attr_assign,
-    make_value,
 )
 
 NODE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -80,6 +78,9 @@ _STATEMENT = (
 )
 _GAPPED_STATEMENT = re.compile(_SKIP + _STATEMENT, re.DOTALL)
 _ATTR_ITEM = re.compile(_ATTR)
+# _ATTR's groups by number: the key, then the value as a string, duration, number or word
+_S, _D, _N, _W = (_ATTR_ITEM.groupindex[name] for name in ("s", "d", "n", "w"))
+assert _ATTR_ITEM.groupindex["k"] == 1 and (_S, _D, _N, _W) == (2, 3, 4, 5)
 _CHAIN_ID = re.compile(_PLAIN_ID)
 _SKIP_RE = re.compile(_SKIP, re.DOTALL)
 
@@ -252,21 +253,25 @@ class _Parser:
         attrs_start, attrs_end = m.span("attrs")
         if attrs_start >= 0:
             append = attrs.append
+            # Value and Attribute are named tuples: tuple.__new__ builds them in C
+            new, value_type, attr_type = tuple.__new__, Value, AttrAssign
             for item in _ATTR_ITEM.finditer(self.source, attrs_start, attrs_end):
-                value_kind = item.lastgroup or "w"  # one of s, d, n, w always matched
-                raw = item.group(value_kind)
-                column = item.start(value_kind) - line_start + 1
-                if value_kind == "s":
-                    value = make_value("string", raw[1:-1], line, column, raw)
-                elif value_kind == "w":
-                    value = make_value("bool" if raw in ("true", "false") else "word", raw, line,
-                                       column, raw)
-                elif value_kind == "n":
-                    value = make_value("float" if "." in raw else "int", raw, line, column, raw)
+                # the value's group by number: 2 s, 3 d, 4 n, 5 w (one always matched)
+                group = item.lastindex or _W
+                raw = item.group(group)
+                column = item.start(group) - line_start + 1
+                if group == _S:
+                    value = new(value_type, ("string", raw[1:-1], line, column, raw))
+                elif group == _W:
+                    value = new(value_type, ("bool" if raw in ("true", "false") else "word",
+                                             raw, line, column, raw))
+                elif group == _N:
+                    value = new(value_type, ("float" if "." in raw else "int", raw, line,
+                                             column, raw))
                 else:
-                    value = make_value("duration", raw, line, column, raw)
-                append(make_attr_assign(item.group("k"), value, line,
-                                        item.start() - line_start + 1, False))
+                    value = new(value_type, ("duration", raw, line, column, raw))
+                append(new(attr_type, (item.group(1), value, line,
+                                       item.start() - line_start + 1, False)))
         self.pos = m.end()
         column = m.start("head") - line_start + 1
         if chain is not None:
