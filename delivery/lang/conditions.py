@@ -191,6 +191,7 @@ _OP = re.compile(r"!=|<=|>=|==|=|<|>|contains(?=[\s\"])")
 _BARE = re.compile(r"[^\s&|()!<>=\"]+")
 _BARE_MORE = re.compile(r"[ \t]+[^\s&|()!<>=\"]+")
 _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?\Z")
+_NUMBER_START = frozenset("-0123456789")
 
 
 # The common condition, bare clauses `key op literal` (or a bare `key`) joined by && and ||,
@@ -224,9 +225,13 @@ def _parse_simple(text: str) -> Condition | None:
         if op is None:
             atom: Expr = _make_truthy(key, m.start(1))
         else:
+            # a number starts with a digit or '-': most literals are words, told apart
+            # without a match
             kind = "bool" if literal in ("true", "false") else \
-                "number" if number(literal) else "word"
+                "number" if literal[0] in _NUMBER_START and number(literal) else "word"
             atom = _make_compare(key, op, literal, kind, m.start(1), m.start(3))
+        if not joiner and not ors and not ands:
+            return _make_condition(text, atom)  # a single clause: the common condition
         ands.append(atom)
         if joiner != "&&":
             ors.append(ands[0] if len(ands) == 1 else And(tuple(ands)))
