@@ -68,6 +68,10 @@ class _Cover:
         # written keys nothing reads: `last_response`, `tool.output` ... are written by
         # thousands of stages (the other masks are not kept: each is as wide as its bit)
         self.unread: set[str] = set()
+        # the first segments of the read keys: a written key (other than `*.`) covers a read
+        # only when they share it, so `response.<node>`, `<node>.failed` ... (one per stage)
+        # are told apart from the reads without the tables
+        self.roots = {key.partition(".")[0] for key in self.index}
 
     def bit(self, key: str) -> int:
         """The mask of one read key (0 when nothing reads it)."""
@@ -75,6 +79,8 @@ class _Cover:
         return 0 if i is None else 1 << i
 
     def mask(self, written: str) -> int:
+        if written.partition(".")[0] not in self.roots and not written.startswith("*."):
+            return 0
         if written in self.unread:
             return 0
         mask = self._mask(written)
@@ -169,14 +175,16 @@ class Availability:
         self.always = _Masks()
         self.success = _Masks()
         free = self.cover.bit(FREE)
+        masks, folders = self.cover.masks, workflow.folders
+        set_always, set_success = self.always.__setitem__, self.success.__setitem__
         for node in workflow.nodes.values():
-            writes = stage_writes(node, workflow.folders)
-            always = self.cover.masks(writes.always)
-            self.always[node.id] = always
-            success = always | self.cover.masks(writes.on_success)
+            writes = stage_writes(node, folders)
+            always = masks(writes.always) if writes.always else 0
+            set_always(node.id, always)
+            success = always | masks(writes.on_success)
             if writes_freely(node):  # an Attractor agent: may set any key when it succeeds
                 success |= free
-            self.success[node.id] = success
+            set_success(node.id, success)
         self.section_of_fan_in = {
             s.fan_in: s for s in self.sections.values() if s.fan_in is not None
         }
@@ -215,6 +223,8 @@ class Availability:
     def _result_subkeys(reads: list[Read]) -> set[str]:
         extra: set[str] = set()
         for read in reads:
+            if not read.key.startswith("parallel.results."):
+                continue  # _RESULT cannot match: most reads are skipped without it
             m = _RESULT.match(read.key)
             if m and m.group(2) and m.group(2).startswith("context."):
                 extra.add(m.group(2)[len("context.") :])
