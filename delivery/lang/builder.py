@@ -120,11 +120,25 @@ class _Builder:
 
     # -- statements ---------------------------------------------------------------
     def walk(self, body: list[Statement], scope: _Scope, attrs_sink: Attributes) -> None:
+        nodes, edges, edge_defaults = self.nodes, self.edges, scope.edge_defaults
+        declare, add_edges, edge_type = self.declare_node, self.add_edges, Edge
         for stmt in body:
-            if isinstance(stmt, NodeStmt):
-                self.declare_node(stmt.node_id, stmt.line, stmt.column, stmt.attrs, scope)
-            elif isinstance(stmt, EdgeStmt):
-                self.add_edges(stmt, scope)
+            if isinstance(stmt, EdgeStmt):
+                chain = stmt.chain
+                # add_edges, inlined for the common a -> b between declared nodes
+                if len(chain) != 2 or chain[0][0] not in nodes or chain[1][0] not in nodes:
+                    add_edges(stmt, scope)
+                    continue
+                if edge_defaults:  # the same dict as the scope's: `edge [...]` updates it
+                    attrs = dict(edge_defaults)
+                    for assign in stmt.attrs:
+                        attrs[assign.name] = assign
+                else:
+                    attrs = {assign.name: assign for assign in stmt.attrs}
+                (source, s_line, s_col), (target, _, _) = chain
+                edges.append(edge_type(source, target, s_line, s_col, attrs, len(edges)))
+            elif isinstance(stmt, NodeStmt):
+                declare(stmt.node_id, stmt.line, stmt.column, stmt.attrs, scope)
             elif isinstance(stmt, DefaultsStmt):
                 table = (
                     attrs_sink if stmt.target == "graph"
@@ -360,6 +374,8 @@ class _Builder:
         node.template = graph_template
         for attr in attrs.values():
             name = attr.name
+            if name not in _TYPED_NODE_ATTRS:
+                continue  # most attributes (prompt, label, shape ...) have no typed field
             if name == "max_retries":
                 node.max_retries = self.int_value(attr, 0, node=nid)
             elif name == "max_parallel":
@@ -570,6 +586,10 @@ class _Builder:
 
 
 _FLOAT = re.compile(r"-?[0-9]*\.[0-9]+\Z")
+# the attributes node_values types (every name its loop tests)
+_TYPED_NODE_ATTRS = frozenset({
+    "max_retries", "max_parallel", "goal_gate", "allow_partial", "auto_status", "delegatable",
+    "timeout", "interval", "max_interval", "backoff", "join_policy", "template", "fidelity"})
 # Attractor's own type names; any other `type=` is delivery's spelling.
 _ATTRACTOR_TYPES = frozenset({"start", "exit", "codergen", "tool", "wait.human", "conditional",
                               "parallel", "parallel.fan_in", "stack.manager_loop"})

@@ -47,9 +47,18 @@ class _Checker:
         self.sections = parallel_sections(workflow)  # shared by the structure and availability
         self.retries = retry_table(workflow)  # shared by reachability and availability
         # every condition's atoms, walked out of its tree once: several rules read them
-        self.edge_atoms: list[tuple[Edge, list[Compare | Truthy]]] = [
-            (edge, list(edge.condition.atoms())) for edge in workflow.edges
-            if edge.condition is not None]
+        self.edge_atoms: list[tuple[Edge, list[Compare | Truthy]]] = []
+        append = self.edge_atoms.append
+        for edge in workflow.edges:
+            condition = edge.condition
+            if condition is None:
+                continue
+            root = condition.root
+            # a single clause is its own only atom: no walk of the tree (most conditions)
+            if isinstance(root, (Compare, Truthy)):
+                append((edge, [root]))
+            else:
+                append((edge, list(condition.atoms())))
 
     def add(self, rule: str, message: str, line: int, column: int, *, fix: str = "",
             node: str | None = None, edge: str | None = None,
