@@ -10,23 +10,21 @@ handles their absence itself.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from delivery.errors import TemplateProblem as TemplateProblem
-from delivery.lang.syntax import slot_constructor
 
 DOLLAR_GOAL = re.compile(r"\$goal\b")
 
 
-@dataclass(frozen=True, slots=True)
-class TemplateRead:
+class TemplateRead(NamedTuple):
+    """(A named tuple: one per name of every template of a file, built in C.)"""
+
     key: str  # normalised dotted path; 'context.' prefix removed
     lineno: int  # line inside the template, from 1
 
 
-# TemplateRead(key, lineno) without its __init__ (see slot_constructor)
-_make_read: Callable[[str, int], TemplateRead] = slot_constructor(TemplateRead)
+_new = tuple.__new__  # builds a TemplateRead in C (its own __new__ is Python code)
 
 
 # The common case, `{{ name.name }}` substitutions in plain text, is read without Jinja2
@@ -42,7 +40,7 @@ def _simple_reads(source: str) -> list[TemplateRead] | None:
     if "{%" in source or "{#" in source or "{{{" in source or "\r" in source:
         return None
     reads: list[TemplateRead] = []
-    append, make, count = reads.append, _make_read, source.count
+    append, new, read_type, count = reads.append, _new, TemplateRead, source.count
     blocks = 0
     line, counted = 1, 0
     for m in _SIMPLE_BLOCK.finditer(source):
@@ -60,7 +58,7 @@ def _simple_reads(source: str) -> list[TemplateRead] | None:
             if dot < 0:
                 continue  # `{{ context }}` alone reads no key
             key = key[dot + 1:]
-        append(make(key, line))
+        append(new(read_type, (key, line)))
     if blocks != count("{{"):
         return None
     return reads
@@ -77,8 +75,9 @@ def template_reads(source: str) -> list[TemplateRead]:
     if reads is None:
         from delivery.lang.jinja_reads import jinja_reads
         reads = jinja_reads(source)
-    for m in DOLLAR_GOAL.finditer(source):
-        reads.append(TemplateRead("goal", source.count("\n", 0, m.start()) + 1))
+    if "$goal" in source:  # what DOLLAR_GOAL needs: most templates are not searched
+        for m in DOLLAR_GOAL.finditer(source):
+            reads.append(TemplateRead("goal", source.count("\n", 0, m.start()) + 1))
     return reads
 
 
