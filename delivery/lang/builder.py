@@ -458,16 +458,20 @@ class _Builder:
 
     def unknown_attributes(self, workflow: Workflow) -> None:
         extra = workflow.extra_attributes
-        owners: list[tuple[str, Attributes, str | None, str | None]] = [
+        # (kind, attributes, node id, edge): an edge's name is made only for a diagnostic
+        owners: list[tuple[str, Attributes, str | None, Edge | None]] = [
             ("graph", workflow.attrs, None, None)]
         owners += [("graph", attrs, None, None) for attrs in self.subgraphs.values()]
         owners += [("node", n.attrs, n.id, None) for n in workflow.nodes.values()]
-        owners += [("edge", e.attrs, None, e.name) for e in workflow.edges]
+        owners += [("edge", e.attrs, None, e) for e in workflow.edges]
         seen: set[tuple[int, int, str]] = set()
         # per kind, the names already found known: most are
         known_of: dict[str, set[str]] = {"graph": set(), "node": set(), "edge": set()}
-        for kind, attrs, node, edge in owners:
+        for kind, attrs, node, owner_edge in owners:
             known = known_of[kind]
+            if known.issuperset(attrs):  # every name already known (the keys are the names)
+                continue
+            edge = owner_edge.name if owner_edge is not None else None
             for attr in attrs.values():
                 name = attr.name
                 if name in known:
