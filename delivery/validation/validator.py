@@ -154,7 +154,9 @@ class _Checker:
                              "the script never runs",
                              "add type=script (or shape=parallelogram)", node=node.id,
                              severity="warning")
-            self.respond_threads(node)
+            attrs = node.attrs
+            if kind is NodeType.RESPOND or "threads" in attrs:  # nothing to check otherwise
+                self.respond_threads(node)
             if kind is NodeType.HUMAN and not w.outgoing[node.id]:
                 self.at_node("human_choices", node, f"human gate '{node.id}' offers no choice",
                              "add outgoing edges; their labels are the choices")
@@ -173,7 +175,8 @@ class _Checker:
                 self.at_attr("folder_known", folder_attr, f"folder '{folder_attr.text}' is not "
                              "in the graph's folders", f"use one of {', '.join(w.folders)}",
                              node=node.id)
-            self.declared_names(node)
+            if node.outputs or node.facts:
+                self.declared_names(node)
 
     def respond_threads(self, node: Node) -> None:
         """A respond node names its answers (a json value); `threads=` elsewhere does
