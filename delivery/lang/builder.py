@@ -53,7 +53,6 @@ from delivery.lang.model import (
     NodeType,
     TemplateMode,
     Workflow,
-    make_attribute,
     parse_duration,
 )
 from delivery.lang.syntax import (
@@ -121,11 +120,25 @@ class _Builder:
 
     # -- statements ---------------------------------------------------------------
     def walk(self, body: list[Statement], scope: _Scope, attrs_sink: Attributes) -> None:
+        nodes, edges, edge_defaults = self.nodes, self.edges, scope.edge_defaults
+        declare, add_edges, edge_type = self.declare_node, self.add_edges, Edge
         for stmt in body:
-            if isinstance(stmt, NodeStmt):
-                self.declare_node(stmt.node_id, stmt.line, stmt.column, stmt.attrs, scope)
-            elif isinstance(stmt, EdgeStmt):
-                self.add_edges(stmt, scope)
+            if isinstance(stmt, EdgeStmt):
+                chain = stmt.chain
+                # add_edges, inlined for the common a -> b between declared nodes
+                if len(chain) != 2 or chain[0][0] not in nodes or chain[1][0] not in nodes:
+                    add_edges(stmt, scope)
+                    continue
+                if edge_defaults:  # the same dict as the scope's: `edge [...]` updates it
+                    attrs = dict(edge_defaults)
+                    for assign in stmt.attrs:
+                        attrs[assign.name] = assign
+                else:
+                    attrs = {assign.name: assign for assign in stmt.attrs}
+                (source, s_line, s_col), (target, _, _) = chain
+                edges.append(edge_type(source, target, s_line, s_col, attrs, len(edges)))
+            elif isinstance(stmt, NodeStmt):
+                declare(stmt.node_id, stmt.line, stmt.column, stmt.attrs, scope)
             elif isinstance(stmt, DefaultsStmt):
                 table = (
                     attrs_sink if stmt.target == "graph"
@@ -133,9 +146,9 @@ class _Builder:
                     else scope.edge_defaults
                 )
                 for assign in stmt.attrs:
-                    table[assign.key] = self.attribute(assign, inherited=stmt.target != "graph")
+                    table[assign.name] = self.attribute(assign, inherited=stmt.target != "graph")
             elif isinstance(stmt, GraphAttrStmt):
-                attrs_sink[stmt.attr.key] = self.attribute(stmt.attr)
+                attrs_sink[stmt.attr.name] = self.attribute(stmt.attr)
             else:
                 self.walk_subgraph(stmt, scope)
 
@@ -147,7 +160,10 @@ class _Builder:
 
     @staticmethod
     def attribute(assign: AttrAssign, inherited: bool = False) -> Attribute:
-        return Attribute(assign.key, assign.value, assign.line, assign.column, inherited)
+        # the parser's attribute is the model's: only an inherited default is a new one
+        if not inherited:
+            return assign
+        return Attribute(assign.name, assign.value, assign.line, assign.column, True)
 
     def declare_node(self, node_id: str, line: int, column: int, attrs: list[AttrAssign],
                      scope: _Scope) -> Node:
@@ -159,9 +175,8 @@ class _Builder:
             node.line, node.column = line, column
         node.declared = True
         table = node.attrs
-        for assign in attrs:
-            table[assign.key] = make_attribute(assign.key, assign.value, assign.line, assign.column,
-                                               False)
+        for assign in attrs:  # the parser's attributes, kept as they are (none inherited)
+            table[assign.name] = assign
         return node
 
     def add_edges(self, stmt: EdgeStmt, scope: _Scope) -> None:
@@ -172,8 +187,7 @@ class _Builder:
                 self.nodes[node_id] = node
         attrs = dict(scope.edge_defaults)
         for assign in stmt.attrs:
-            attrs[assign.key] = make_attribute(assign.key, assign.value, assign.line, assign.column,
-                                               False)
+            attrs[assign.name] = assign
         chain, edges = stmt.chain, self.edges
         if len(chain) == 2:  # the common a -> b: no pairs to zip
             (source, s_line, s_col), (target, _, _) = chain
@@ -360,6 +374,8 @@ class _Builder:
         node.template = graph_template
         for attr in attrs.values():
             name = attr.name
+            if name not in _TYPED_NODE_ATTRS:
+                continue  # most attributes (prompt, label, shape ...) have no typed field
             if name == "max_retries":
                 node.max_retries = self.int_value(attr, 0, node=nid)
             elif name == "max_parallel":
@@ -442,16 +458,20 @@ class _Builder:
 
     def unknown_attributes(self, workflow: Workflow) -> None:
         extra = workflow.extra_attributes
-        owners: list[tuple[str, Attributes, str | None, str | None]] = [
+        # (kind, attributes, node id, edge): an edge's name is made only for a diagnostic
+        owners: list[tuple[str, Attributes, str | None, Edge | None]] = [
             ("graph", workflow.attrs, None, None)]
         owners += [("graph", attrs, None, None) for attrs in self.subgraphs.values()]
         owners += [("node", n.attrs, n.id, None) for n in workflow.nodes.values()]
-        owners += [("edge", e.attrs, None, e.name) for e in workflow.edges]
+        owners += [("edge", e.attrs, None, e) for e in workflow.edges]
         seen: set[tuple[int, int, str]] = set()
         # per kind, the names already found known: most are
         known_of: dict[str, set[str]] = {"graph": set(), "node": set(), "edge": set()}
-        for kind, attrs, node, edge in owners:
+        for kind, attrs, node, owner_edge in owners:
             known = known_of[kind]
+            if known.issuperset(attrs):  # every name already known (the keys are the names)
+                continue
+            edge = owner_edge.name if owner_edge is not None else None
             for attr in attrs.values():
                 name = attr.name
                 if name in known:
@@ -570,6 +590,10 @@ class _Builder:
 
 
 _FLOAT = re.compile(r"-?[0-9]*\.[0-9]+\Z")
+# the attributes node_values types (every name its loop tests)
+_TYPED_NODE_ATTRS = frozenset({
+    "max_retries", "max_parallel", "goal_gate", "allow_partial", "auto_status", "delegatable",
+    "timeout", "interval", "max_interval", "backoff", "join_policy", "template", "fidelity"})
 # Attractor's own type names; any other `type=` is delivery's spelling.
 _ATTRACTOR_TYPES = frozenset({"start", "exit", "codergen", "tool", "wait.human", "conditional",
                               "parallel", "parallel.fan_in", "stack.manager_loop"})

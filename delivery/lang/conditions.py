@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, NamedTuple, cast
 
 from delivery.errors import ConditionSyntaxError
 from delivery.lang.paths import CONTEXT_PREFIX, MISSING, normalize_key, resolve, string_form
@@ -39,8 +39,11 @@ def is_outcome_key(key: str) -> bool:
     return key == "outcome" or key.endswith(".outcome")
 
 
-@dataclass(frozen=True, slots=True)
-class Compare:
+class Compare(NamedTuple):
+    """A clause `key op literal`. Compare and Truthy are named tuples (one per clause of
+    every condition of a file, built in C by the fast path); the tree is told apart by
+    isinstance only."""
+
     key: str  # normalised: no 'context.' prefix
     op: Op
     literal: str
@@ -49,8 +52,7 @@ class Compare:
     literal_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class Truthy:
+class Truthy(NamedTuple):
     key: str
     offset: int
 
@@ -180,10 +182,9 @@ def _eval3(node: Expr, known: Mapping[str, str]) -> bool | None:
 
 # -- parsing -----------------------------------------------------------------------
 
-# Compare, Truthy and Condition without their __init__, for the fast path below, which
-# builds one per clause of every condition of a file (see slot_constructor)
-_make_compare: Callable[[str, str, str, str, int, int], Compare] = slot_constructor(Compare)
-_make_truthy: Callable[[str, int], Truthy] = slot_constructor(Truthy)
+# Condition without its __init__ (see slot_constructor), and tuple.__new__ for Compare and
+# Truthy: the fast path below builds one per clause of every condition of a file
+_new = tuple.__new__
 _make_condition: Callable[[str, Expr], Condition] = slot_constructor(Condition)
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
@@ -191,6 +192,7 @@ _OP = re.compile(r"!=|<=|>=|==|=|<|>|contains(?=[\s\"])")
 _BARE = re.compile(r"[^\s&|()!<>=\"]+")
 _BARE_MORE = re.compile(r"[ \t]+[^\s&|()!<>=\"]+")
 _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?\Z")
+_NUMBER_START = frozenset("-0123456789")
 
 
 # The common condition, bare clauses `key op literal` (or a bare `key`) joined by && and ||,
@@ -222,11 +224,15 @@ def _parse_simple(text: str) -> Condition | None:
         if key.startswith(CONTEXT_PREFIX):  # normalize_key, inlined
             key = key[len(CONTEXT_PREFIX):]
         if op is None:
-            atom: Expr = _make_truthy(key, m.start(1))
+            atom: Expr = _new(Truthy, (key, m.start(1)))
         else:
+            # a number starts with a digit or '-': most literals are words, told apart
+            # without a match
             kind = "bool" if literal in ("true", "false") else \
-                "number" if number(literal) else "word"
-            atom = _make_compare(key, op, literal, kind, m.start(1), m.start(3))
+                "number" if literal[0] in _NUMBER_START and number(literal) else "word"
+            atom = _new(Compare, (key, op, literal, kind, m.start(1), m.start(3)))
+        if not joiner and not ors and not ands:
+            return _make_condition(text, atom)  # a single clause: the common condition
         ands.append(atom)
         if joiner != "&&":
             ors.append(ands[0] if len(ands) == 1 else And(tuple(ands)))

@@ -52,8 +52,21 @@ PROBE_ROLLUPS: dict[str, tuple[str, ...]] = {
 WORKTREE_REMOVE_FACTS = ("worktree.clean", "worktree.status")
 
 
+# The names without a dot that reserved_reason refuses beyond ENGINE_KEYS and the folders:
+# `context`, a namespace itself (`human` for `human.gate`) and a probe namespace.
+_RESERVED_WORDS = frozenset({"context", "human", *PROBE_NAMESPACES,
+                             *(space for space in ENGINE_NAMESPACES if "." not in space)})
+
+
 def reserved_reason(name: str, folders: tuple[str, ...] = ()) -> str | None:
     """Why `name` may not be declared as an input, output or fact; None when it may."""
+    if "." not in name and name not in _RESERVED_WORDS and name not in ENGINE_KEYS and \
+            name not in folders:
+        return None  # the common plain name, without the walk below
+    return _reserved_reason(name, folders)
+
+
+def _reserved_reason(name: str, folders: tuple[str, ...]) -> str | None:
     if name in ENGINE_KEYS:
         return f"'{name}' is an engine key"
     root = name.split(".", 1)[0]

@@ -7,7 +7,6 @@ so that validation and run-time messages can point at the file.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -15,7 +14,10 @@ from typing import Literal
 
 from delivery.lang.conditions import Condition
 from delivery.lang.declarations import DefaultValue, FactDecl, InputDecl, OutputDecl
-from delivery.lang.syntax import Value, slot_constructor
+
+# the attribute class is the syntax tree's own (the builder keeps the parser's objects)
+from delivery.lang.syntax import Attribute as Attribute
+from delivery.lang.syntax import make_attribute as make_attribute
 
 
 class NodeType(StrEnum):
@@ -80,22 +82,7 @@ def parse_duration(text: str) -> float | None:
     return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
 
 
-@dataclass(frozen=True, slots=True)
-class Attribute:
-    name: str
-    value: Value
-    line: int  # where the key is written (for an inherited default: the default's line)
-    column: int
-    inherited: bool = False  # came from a `node [...]` / `edge [...]` default
-
-    @property
-    def text(self) -> str:
-        return self.value.text
-
-
 Attributes = dict[str, Attribute]
-# Attribute(name, value, line, column, inherited) without its __init__ (see slot_constructor)
-make_attribute: Callable[[str, Value, int, int, bool], Attribute] = slot_constructor(Attribute)
 
 
 def _text(attrs: Attributes, name: str, default: str = "") -> str:

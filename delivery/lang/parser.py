@@ -35,8 +35,6 @@ from delivery.lang.syntax import (
     Statement,
     SubgraphStmt,
     Value,
-    make_attr_assign,
-    make_value,
 )
 
 NODE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -79,7 +77,12 @@ _STATEMENT = (
     rf"(?={_GAP}(?![\[=\-]))"
 )
 _GAPPED_STATEMENT = re.compile(_SKIP + _STATEMENT, re.DOTALL)
+# its groups by number (a name is one more dict lookup per use, several per statement)
+_HEAD, _CHAIN, _ATTRS = (_GAPPED_STATEMENT.groupindex[name] for name in ("head", "chain", "attrs"))
 _ATTR_ITEM = re.compile(_ATTR)
+# _ATTR's groups by number: the key, then the value as a string, duration, number or word
+_S, _D, _N, _W = (_ATTR_ITEM.groupindex[name] for name in ("s", "d", "n", "w"))
+assert _ATTR_ITEM.groupindex["k"] == 1 and (_S, _D, _N, _W) == (2, 3, 4, 5)
 _CHAIN_ID = re.compile(_PLAIN_ID)
 _SKIP_RE = re.compile(_SKIP, re.DOTALL)
 
@@ -208,7 +211,7 @@ class _Parser:
             pos = self.pos
             # the common case in one match: what separates statements, then a fast one
             m = gapped(source, pos)
-            end = m.start("head") if m is not None else -1
+            end = m.start(_HEAD) if m is not None else -1
             if m is None:
                 gap = skip(source, pos)  # the pattern matches the empty string: never None
                 end = gap.end() if gap is not None else pos
@@ -235,43 +238,47 @@ class _Parser:
         """The statement `m` matched (a one-line node or edge statement the fast pattern
         matches whole), at the lexer's offset; None for a keyword, left to the general
         path (nothing consumed)."""
-        head = m.group("head")
+        head = m.group(_HEAD)
         if head.lower() in _KEYWORDS:
             return None
         line, line_start = self.line, self.line_start
-        chain_start, chain_end = m.span("chain")
+        head_column = m.start(_HEAD) - line_start + 1
+        chain_start, chain_end = m.span(_CHAIN)
         chain: list[tuple[str, int, int]] | None = None
         if chain_start != chain_end:
-            chain = [(head, line, m.start("head") - line_start + 1)]
+            chain = [(head, line, head_column)]
             for target in _CHAIN_ID.finditer(self.source, chain_start, chain_end):
                 name = target.group()
                 if name.lower() in _KEYWORDS:
                     return None
                 chain.append((name, line, target.start() - line_start + 1))
         attrs: list[AttrAssign] = []
-        attrs_start, attrs_end = m.span("attrs")
+        attrs_start, attrs_end = m.span(_ATTRS)
         if attrs_start >= 0:
             append = attrs.append
+            # Value and Attribute are named tuples: tuple.__new__ builds them in C
+            new, value_type, attr_type = tuple.__new__, Value, AttrAssign
             for item in _ATTR_ITEM.finditer(self.source, attrs_start, attrs_end):
-                value_kind = item.lastgroup or "w"  # one of s, d, n, w always matched
-                raw = item.group(value_kind)
-                column = item.start(value_kind) - line_start + 1
-                if value_kind == "s":
-                    value = make_value("string", raw[1:-1], line, column, raw)
-                elif value_kind == "w":
-                    value = make_value("bool" if raw in ("true", "false") else "word", raw, line,
-                                       column, raw)
-                elif value_kind == "n":
-                    value = make_value("float" if "." in raw else "int", raw, line, column, raw)
+                # the value's group by number: 2 s, 3 d, 4 n, 5 w (one always matched)
+                group = item.lastindex or _W
+                raw = item.group(group)
+                column = item.start(group) - line_start + 1
+                if group == _S:
+                    value = new(value_type, ("string", raw[1:-1], line, column, raw))
+                elif group == _W:
+                    value = new(value_type, ("bool" if raw in ("true", "false") else "word",
+                                             raw, line, column, raw))
+                elif group == _N:
+                    value = new(value_type, ("float" if "." in raw else "int", raw, line,
+                                             column, raw))
                 else:
-                    value = make_value("duration", raw, line, column, raw)
-                append(make_attr_assign(item.group("k"), value, line,
-                                        item.start() - line_start + 1))
+                    value = new(value_type, ("duration", raw, line, column, raw))
+                append(new(attr_type, (item.group(1), value, line,
+                                       item.start() - line_start + 1, False)))
         self.pos = m.end()
-        column = m.start("head") - line_start + 1
         if chain is not None:
-            return EdgeStmt(chain, attrs, line, column)
-        return NodeStmt(head, line, column, attrs)
+            return EdgeStmt(chain, attrs, line, head_column)
+        return NodeStmt(head, line, head_column, attrs)
 
     # -- the general path --------------------------------------------------------
     def parse_statement(self) -> Statement:

@@ -10,17 +10,21 @@ handles their absence itself.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from delivery.errors import TemplateProblem as TemplateProblem
 
 DOLLAR_GOAL = re.compile(r"\$goal\b")
 
 
-@dataclass(frozen=True, slots=True)
-class TemplateRead:
+class TemplateRead(NamedTuple):
+    """(A named tuple: one per name of every template of a file, built in C.)"""
+
     key: str  # normalised dotted path; 'context.' prefix removed
     lineno: int  # line inside the template, from 1
+
+
+_new = tuple.__new__  # builds a TemplateRead in C (its own __new__ is Python code)
 
 
 # The common case, `{{ name.name }}` substitutions in plain text, is read without Jinja2
@@ -36,17 +40,26 @@ def _simple_reads(source: str) -> list[TemplateRead] | None:
     if "{%" in source or "{#" in source or "{{{" in source or "\r" in source:
         return None
     reads: list[TemplateRead] = []
+    append, new, read_type, count = reads.append, _new, TemplateRead, source.count
     blocks = 0
     line, counted = 1, 0
     for m in _SIMPLE_BLOCK.finditer(source):
         blocks += 1
-        root, *segments = m.group(1).split(".")
+        key = m.group(1)
+        start = m.start(1)
+        # _record, inlined (this runs once per name of every template of a file)
+        dot = key.find(".")
+        root = key if dot < 0 else key[:dot]
         if root in _JINJA_WORDS:
             return None
-        line += source.count("\n", counted, m.start(1))
-        counted = m.start(1)
-        _record(root, segments, line, reads)
-    if blocks != source.count("{{"):
+        line += count("\n", counted, start)
+        counted = start
+        if root == "context":
+            if dot < 0:
+                continue  # `{{ context }}` alone reads no key
+            key = key[dot + 1:]
+        append(new(read_type, (key, line)))
+    if blocks != count("{{"):
         return None
     return reads
 
@@ -62,8 +75,9 @@ def template_reads(source: str) -> list[TemplateRead]:
     if reads is None:
         from delivery.lang.jinja_reads import jinja_reads
         reads = jinja_reads(source)
-    for m in DOLLAR_GOAL.finditer(source):
-        reads.append(TemplateRead("goal", source.count("\n", 0, m.start()) + 1))
+    if "$goal" in source:  # what DOLLAR_GOAL needs: most templates are not searched
+        for m in DOLLAR_GOAL.finditer(source):
+            reads.append(TemplateRead("goal", source.count("\n", 0, m.start()) + 1))
     return reads
 
 

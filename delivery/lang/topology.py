@@ -67,11 +67,13 @@ def retry_table(workflow: Workflow) -> dict[str, list[str]]:
     return table
 
 
-def reachable(workflow: Workflow, start: str) -> set[str]:
+def reachable(workflow: Workflow, start: str,
+              retries: dict[str, list[str]] | None = None) -> set[str]:
     """Every node a run from `start` may visit (along edges, retry targets and, at an exit,
-    the retry targets of goal gates)."""
+    the retry targets of goal gates). `retries`: the workflow's retry_table, if known."""
     outgoing = workflow.outgoing
-    retries = retry_table(workflow)
+    if retries is None:
+        retries = retry_table(workflow)
     nodes = workflow.nodes
     gate_targets: list[str] | None = None  # the same for every exit: found at the first
     seen = {start}

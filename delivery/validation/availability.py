@@ -68,6 +68,10 @@ class _Cover:
         # written keys nothing reads: `last_response`, `tool.output` ... are written by
         # thousands of stages (the other masks are not kept: each is as wide as its bit)
         self.unread: set[str] = set()
+        # the first segments of the read keys: a written key (other than `*.`) covers a read
+        # only when they share it, so `response.<node>`, `<node>.failed` ... (one per stage)
+        # are told apart from the reads without the tables
+        self.roots = {key.partition(".")[0] for key in self.index}
 
     def bit(self, key: str) -> int:
         """The mask of one read key (0 when nothing reads it)."""
@@ -75,6 +79,8 @@ class _Cover:
         return 0 if i is None else 1 << i
 
     def mask(self, written: str) -> int:
+        if written.partition(".")[0] not in self.roots and not written.startswith("*."):
+            return 0
         if written in self.unread:
             return 0
         mask = self._mask(written)
@@ -150,8 +156,10 @@ class Availability:
     """Runs the analysis once; `available(read)` then answers for every read."""
 
     def __init__(self, workflow: Workflow, start: str, reads: list[Read],
-                 sections: Mapping[str, ParallelSection] | None = None) -> None:
+                 sections: Mapping[str, ParallelSection] | None = None,
+                 retries: dict[str, list[str]] | None = None) -> None:
         self.workflow = workflow
+        self.retries = retries if retries is not None else retry_table(workflow)
         self.start = start
         self.sections = sections if sections is not None else parallel_sections(workflow)
         first_read: dict[str, tuple[int, int]] = {FREE: (0, 0)}
@@ -167,14 +175,16 @@ class Availability:
         self.always = _Masks()
         self.success = _Masks()
         free = self.cover.bit(FREE)
+        masks, folders = self.cover.masks, workflow.folders
+        set_always, set_success = self.always.__setitem__, self.success.__setitem__
         for node in workflow.nodes.values():
-            writes = stage_writes(node, workflow.folders)
-            always = self.cover.masks(writes.always)
-            self.always[node.id] = always
-            success = always | self.cover.masks(writes.on_success)
+            writes = stage_writes(node, folders)
+            always = masks(writes.always) if writes.always else 0
+            set_always(node.id, always)
+            success = always | masks(writes.on_success)
             if writes_freely(node):  # an Attractor agent: may set any key when it succeeds
                 success |= free
-            self.success[node.id] = success
+            set_success(node.id, success)
         self.section_of_fan_in = {
             s.fan_in: s for s in self.sections.values() if s.fan_in is not None
         }
@@ -195,7 +205,10 @@ class Availability:
             if condition is None:
                 if nodes[edge.target].type is NodeType.CONDITIONAL:
                     self.failure_edges.add(edge.index)
-            elif condition.tests_outcome() and condition.may_hold({"outcome": "failed"}):
+            # a clause on `outcome` has the word in its text: most conditions are skipped
+            # without walking their tree
+            elif "outcome" in condition.text and condition.tests_outcome() and \
+                    condition.may_hold({"outcome": "failed"}):
                 self.failure_edges.add(edge.index)
                 if edge.source in conditional:
                     self.conditional_failure.add(edge.index)
@@ -210,6 +223,8 @@ class Availability:
     def _result_subkeys(reads: list[Read]) -> set[str]:
         extra: set[str] = set()
         for read in reads:
+            if not read.key.startswith("parallel.results."):
+                continue  # _RESULT cannot match: most reads are skipped without it
             m = _RESULT.match(read.key)
             if m and m.group(2) and m.group(2).startswith("context."):
                 extra.add(m.group(2)[len("context.") :])
@@ -298,7 +313,7 @@ class Availability:
         for edge in self.workflow.edges:
             if id(edge) not in branch_end_edges:
                 flows[edge.target].append((edge.source, edge))
-        retries = retry_table(self.workflow)
+        retries = self.retries
         for node_id, targets in retries.items():
             if node_id == self.start:
                 continue  # the start node does no work and cannot fail
@@ -329,7 +344,10 @@ class Availability:
         self.entry = {}
         queue = deque([self.start])
         queued = {self.start}
-        entry, always, succeeded = self.entry, self.always, self.success
+        entry = self.entry
+        # the masks' tables, read without _Masks.__getitem__ (a call per edge and visit): a
+        # tuple is a high mask kept shifted down (see _Masks)
+        always, succeeded = self.always.table, self.success.table
         success_entry, all_bits, initial = self.success_entry, self.all_bits, self.initial
         conditional, conditional_failure = self.conditional, self.conditional_failure
         failure_edges, into_conditional = self.failure_edges, self.into_conditional
@@ -362,22 +380,31 @@ class Availability:
                     if source_entry is None:
                         continue  # not reached yet: the top of the lattice
                     if edge is None:
-                        flow = source_entry | always[source]
+                        wrote = always[source]
+                        if isinstance(wrote, tuple):
+                            wrote = wrote[0] << wrote[1]
+                        flow = source_entry | wrote
                         value &= flow
                         success &= flow
                         continue
                     index = edge.index
                     if source in conditional and index not in conditional_failure:
                         source_entry = success_entry.get(source, all_bits)
+                    wrote = succeeded[source]
+                    if isinstance(wrote, tuple):
+                        wrote = wrote[0] << wrote[1]
                     if edge.loop_restart:
                         flow = initial
                     elif index in failure_edges:
-                        flow = source_entry | always[source]
+                        failed = always[source]
+                        if isinstance(failed, tuple):
+                            failed = failed[0] << failed[1]
+                        flow = source_entry | failed
                     else:
-                        flow = source_entry | succeeded[source]
+                        flow = source_entry | wrote
                     value &= flow
                     if index in into_conditional:
-                        success &= source_entry | succeeded[source]
+                        success &= source_entry | wrote
                     else:
                         success &= flow
                 joined = self.section_of_fan_in.get(node_id)
@@ -407,13 +434,32 @@ class Availability:
     def unavailable(self, reads: Iterable[Read]) -> list[Read]:
         """The reads `available` answers False for, in order (one loop for all of them)."""
         entry, index, found = self.entry, self.cover.index, []
+        # condition_flow, inlined; a condition's reads come one after another, so its flow
+        # is worked out once for all of them
+        always, succeeded = self.always.table, self.success.table
+        conditional, conditional_failure = self.conditional, self.conditional_failure
+        failure_edges, success_entry, all_bits = self.failure_edges, self.success_entry, \
+            self.all_bits
+        last_edge: Edge | None = None
+        flow = 0
         for read in reads:
             value = entry.get(read.node)
             if value is None:
                 continue  # unreachable: reported by the reachability rule instead
             bit = index.get(read.key)
-            if read.edge is not None:
-                value = self.condition_flow(read.edge)
+            edge = read.edge
+            if edge is not None:
+                if edge is not last_edge:
+                    last_edge, source, edge_index = edge, edge.source, edge.index
+                    if source in conditional and edge_index not in conditional_failure:
+                        flow = success_entry.get(source, all_bits)
+                    else:
+                        flow = entry.get(source, all_bits)
+                    wrote = (always if edge_index in failure_edges else succeeded)[source]
+                    if isinstance(wrote, tuple):
+                        wrote = wrote[0] << wrote[1]
+                    flow |= wrote
+                value = flow
             if bit is None or not (value >> bit) & 1:
                 found.append(read)
         return found

@@ -23,7 +23,7 @@ from delivery.lang.template_reads import (
     TemplateRead,
     template_reads,
 )
-from delivery.lang.topology import ParallelSection, parallel_sections, reachable
+from delivery.lang.topology import ParallelSection, parallel_sections, reachable, retry_table
 from delivery.validation import security
 from delivery.validation.availability import Availability, Read, failure_can_take
 from delivery.validation.writes import (
@@ -45,10 +45,20 @@ class _Checker:
         self.w = workflow
         self.out: list[Diagnostic] = []
         self.sections = parallel_sections(workflow)  # shared by the structure and availability
+        self.retries = retry_table(workflow)  # shared by reachability and availability
         # every condition's atoms, walked out of its tree once: several rules read them
-        self.edge_atoms: list[tuple[Edge, list[Compare | Truthy]]] = [
-            (edge, list(edge.condition.atoms())) for edge in workflow.edges
-            if edge.condition is not None]
+        self.edge_atoms: list[tuple[Edge, list[Compare | Truthy]]] = []
+        append = self.edge_atoms.append
+        for edge in workflow.edges:
+            condition = edge.condition
+            if condition is None:
+                continue
+            root = condition.root
+            # a single clause is its own only atom: no walk of the tree (most conditions)
+            if isinstance(root, (Compare, Truthy)):
+                append((edge, [root]))
+            else:
+                append((edge, list(condition.atoms())))
 
     def add(self, rule: str, message: str, line: int, column: int, *, fix: str = "",
             node: str | None = None, edge: str | None = None,
@@ -98,7 +108,7 @@ class _Checker:
         self.retry_targets()
         start = starts[0].id if len(starts) == 1 else None
         if start is not None:
-            seen = reachable(w, start)
+            seen = reachable(w, start, self.retries)
             for node in w.nodes.values():
                 if node.id not in seen:
                     self.at_node("reachability", node, f"node '{node.id}' cannot be reached from "
@@ -144,7 +154,9 @@ class _Checker:
                              "the script never runs",
                              "add type=script (or shape=parallelogram)", node=node.id,
                              severity="warning")
-            self.respond_threads(node)
+            attrs = node.attrs
+            if kind is NodeType.RESPOND or "threads" in attrs:  # nothing to check otherwise
+                self.respond_threads(node)
             if kind is NodeType.HUMAN and not w.outgoing[node.id]:
                 self.at_node("human_choices", node, f"human gate '{node.id}' offers no choice",
                              "add outgoing edges; their labels are the choices")
@@ -163,7 +175,8 @@ class _Checker:
                 self.at_attr("folder_known", folder_attr, f"folder '{folder_attr.text}' is not "
                              "in the graph's folders", f"use one of {', '.join(w.folders)}",
                              node=node.id)
-            self.declared_names(node)
+            if node.outputs or node.facts:
+                self.declared_names(node)
 
     def respond_threads(self, node: Node) -> None:
         """A respond node names its answers (a json value); `threads=` elsewhere does
@@ -343,19 +356,33 @@ class _Checker:
                                   attr.value.column))
         for edge, atoms in self.edge_atoms:
             value = edge.attrs["condition"].value
+            # value_position, inlined for a value written on one line without escapes (one
+            # character of text per character written): the common case
+            raw = value.raw
+            quoted = value.kind == "string"
+            simple = not quoted or ("\\" not in raw and "\n" not in raw)
+            line, first = value.line, value.column + 1 if quoted else value.column
+            width = len(raw) - 2  # a quoted value's text: an offset past it is its end
+            source = edge.source
             for atom in atoms:
                 key = atom.key
                 if key in always or key.startswith(always_prefixes):
                     continue
-                line, column = value_position(value, atom.offset)
-                append(new(read_type, (key, edge.source, edge, line, column)))
+                if simple:
+                    offset = atom.offset
+                    if quoted and offset > width:
+                        offset = width
+                    append(new(read_type, (key, source, edge, line, first + offset)))
+                    continue
+                at_line, column = value_position(value, atom.offset)
+                append(new(read_type, (key, source, edge, at_line, column)))
         return reads
 
     def availability(self, start: str) -> None:
         reads = self.reads()
         if not reads:
             return
-        analysis = Availability(self.w, start, reads, self.sections)
+        analysis = Availability(self.w, start, reads, self.sections, self.retries)
         writers: dict[str, list[str]] | None = None  # only needed to explain a problem
         sections = analysis.sections
         for read in analysis.unavailable(reads):

@@ -6,7 +6,7 @@ A write is a dotted key; a key starting with `*.` stands for that key under ever
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from delivery.lang.declarations import (
@@ -16,6 +16,7 @@ from delivery.lang.declarations import (
     OutputKind,
 )
 from delivery.lang.model import Node, NodeType, Workflow
+from delivery.lang.syntax import slot_constructor
 
 # Written before the first stage or by every stage: reading them is always fine.
 ALWAYS_AVAILABLE = frozenset(
@@ -37,6 +38,11 @@ PUBLISH_FOLDER_FACTS = ("pr.number", "pr.url")
 class StageWrites:
     always: tuple[str, ...]  # written whatever the outcome
     on_success: tuple[str, ...]  # written only when the stage succeeds
+
+
+# StageWrites(always, on_success) without its __init__ (one per node of every file checked)
+_make_writes: Callable[[tuple[str, ...], tuple[str, ...]], StageWrites] = \
+    slot_constructor(StageWrites)
 
 
 def initial_writes(workflow: Workflow) -> list[str]:
@@ -76,7 +82,7 @@ def stage_writes(node: Node, folders: Sequence[str] = ()) -> StageWrites:
         success += list(HUMAN_GATE_KEYS)
     elif kind is NodeType.MANAGER_LOOP:
         always += list(CHILD_KEYS)
-    return StageWrites(tuple(always), tuple(success))
+    return _make_writes(tuple(always), tuple(success))
 
 
 def writes_freely(node: Node) -> bool:

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from delivery.errors import DeclarationError
 from delivery.lang.declarations import (
@@ -14,6 +16,7 @@ from delivery.lang.declarations import (
     InputDecl,
     OutputDecl,
     OutputKind,
+    _reserved_reason,
     parse_defaults,
     parse_facts,
     parse_folder_list,
@@ -194,3 +197,16 @@ def test_folder_names_are_reserved_when_declared() -> None:
                                   "graphs.x", "prs"])
 def test_ordinary_names_are_allowed(name: str) -> None:
     assert reserved_reason(name) is None
+
+
+@given(st.one_of(
+    st.sampled_from(["context", "human", "human.gate", "graph", "inputs", "response", "pr",
+                     "threads", "diff", "worktree", "stack", "stack.child", "internal",
+                     "parallel", "goal", "outcome", "web", "api", "summary"]),
+    st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,6}(\.[A-Za-z_][A-Za-z0-9_]{0,6}){0,2}",
+                  fullmatch=True)),
+       st.lists(st.sampled_from(["web", "api", "pr", "summary"]), max_size=2))
+def test_reserved_reason_fast_path_agrees_with_the_full_walk(name: str,
+                                                             folders: list[str]) -> None:
+    """A plain name is let through without the walk only when the walk finds nothing."""
+    assert reserved_reason(name, tuple(folders)) == _reserved_reason(name, tuple(folders))

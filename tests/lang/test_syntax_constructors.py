@@ -1,9 +1,8 @@
-"""The fast constructors of the syntax tree and the model (slot_constructor) make the very
-objects the dataclasses' own __init__ makes: equal, same hash, same repr, still frozen."""
+"""The fast constructors of the syntax tree and the model (tuple.__new__ for the named
+tuples Value and Attribute) make the very objects the classes' own constructors make:
+equal, same hash, same repr, still read-only."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import pytest
 from hypothesis import given
@@ -23,7 +22,8 @@ def test_fast_constructors_make_what_init_makes(kind: str, text: str, line: int,
     made = [(make_value(kind, text, line, column, raw),  # type: ignore[arg-type]
              Value(kind, text, line, column, raw))]  # type: ignore[arg-type]
     value = made[0][1]
-    made.append((make_attr_assign(key, value, line, column), AttrAssign(key, value, line, column)))
+    made.append((make_attr_assign(key, value, line, column, False),
+                 AttrAssign(key, value, line, column)))
     made.append((make_attribute(key, value, line, column, inherited),
                  Attribute(key, value, line, column, inherited)))
     for fast, slow in made:
@@ -31,10 +31,21 @@ def test_fast_constructors_make_what_init_makes(kind: str, text: str, line: int,
         assert fast == slow
         assert hash(fast) == hash(slow)
         assert repr(fast) == repr(slow)
-        assert dataclasses.astuple(fast) == dataclasses.astuple(slow)
+        assert tuple(fast) == tuple(slow)
+        assert fast._asdict() == slow._asdict()
 
 
 def test_an_object_from_a_fast_constructor_stays_frozen() -> None:
     value = make_value("word", "box", 1, 1, "box")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         value.text = "other"  # type: ignore[misc]
+    attribute = make_attribute("shape", value, 1, 1, False)
+    with pytest.raises(AttributeError):
+        attribute.name = "other"  # type: ignore[misc]
+    assert attribute.key == attribute.name == "shape" and attribute.text == "box"
+
+
+def test_an_attribute_statement_is_a_model_attribute() -> None:
+    """The builder keeps the parser's attributes as the model's (no copy per attribute)."""
+    assert AttrAssign is Attribute
+    assert AttrAssign("shape", make_value("word", "box", 1, 7, "box"), 1, 1).inherited is False
