@@ -18,7 +18,7 @@ The format (`encode_model`; `decode_model` reads it):
 - edges: one column per field, conditions as their text (parsed again on load by the
   builder's `parse_condition`: the same text gives the same condition).
 
-Anything that is not in that shape raises `Malformed` (a ValueError): the cache is then a
+Anything that is not in that shape raises `_Malformed` (a ValueError): the cache is then a
 miss, never an exception to the caller.
 """
 
@@ -49,7 +49,7 @@ from delivery.lang.model import (
 from delivery.lang.syntax import make_value
 
 
-class Malformed(ValueError):
+class _Malformed(ValueError):
     """The stored model is not in the shape `encode_model` writes."""
 
 
@@ -181,7 +181,7 @@ def encode_diagnostics(diagnostics: Iterable[Diagnostic], was: str,
 # -- checking shapes ---------------------------------------------------------------------------
 def _list(value: Any, length: int | None = None) -> list[Any]:
     if type(value) is not list or (length is not None and len(value) != length):
-        raise Malformed("not a list of the expected length")
+        raise _Malformed("not a list of the expected length")
     return value
 
 
@@ -189,19 +189,19 @@ def _of(column: Any, *kinds: type, length: int | None = None) -> list[Any]:
     """`column`, a list whose items are all of these exact types (bool is not an int)."""
     checked = _list(column, length)
     if not set(map(type, checked)) <= set(kinds):
-        raise Malformed(f"a column holds other than {', '.join(k.__name__ for k in kinds)}")
+        raise _Malformed(f"a column holds other than {', '.join(k.__name__ for k in kinds)}")
     return checked
 
 
 def _one(value: Any, *kinds: type) -> Any:
     if type(value) not in kinds:
-        raise Malformed(f"a field holds other than {', '.join(k.__name__ for k in kinds)}")
+        raise _Malformed(f"a field holds other than {', '.join(k.__name__ for k in kinds)}")
     return value
 
 
 def _dict(value: Any, keys: frozenset[str] | set[str]) -> dict[str, Any]:
     if type(value) is not dict or value.keys() != keys:
-        raise Malformed("an object with other keys than expected")
+        raise _Malformed("an object with other keys than expected")
     return value
 
 
@@ -212,13 +212,13 @@ def _attributes(columns: Any, counts: list[int]) -> list[Attributes]:
     names = _of(columns[0], str)
     total = len(names)
     if sum(counts) != total:
-        raise Malformed("the attribute counts do not add up")
+        raise _Malformed("the attribute counts do not add up")
     lines, cols, vlines, vcols = (_of(columns[i], int, length=total) for i in (1, 2, 6, 7))
     inherited = _of(columns[3], bool, length=total)
     kinds = _of(columns[4], str, length=total)
     texts, raws = _of(columns[5], str, length=total), _of(columns[8], str, length=total)
     if not set(kinds) <= _VALUE_KINDS:
-        raise Malformed("an attribute value of an unknown kind")
+        raise _Malformed("an attribute value of an unknown kind")
     # two objects per attribute (20,000 for a 5,000-stage workflow), made by `map` with
     # the parser's slot constructors: no Python loop per attribute
     values = map(make_value, kinds, texts, vlines, vcols, raws)
@@ -226,7 +226,7 @@ def _attributes(columns: Any, counts: list[int]) -> list[Attributes]:
                 strict=True)
     owners = [dict(islice(pairs, count)) if count else {} for count in counts]
     if sum(map(len, owners)) != total:
-        raise Malformed("an attribute named twice on one owner")
+        raise _Malformed("an attribute named twice on one owner")
     return owners
 
 
@@ -317,7 +317,7 @@ def _nodes(value: Any) -> dict[str, Node]:
     nodes = list(map(Node, ids, lines, cols, attrs))
     fields = columns["fields"]
     if type(fields) is not dict or not fields.keys() <= _NODE_DEFAULTS.keys():
-        raise Malformed("a node field the cache does not know")
+        raise _Malformed("a node field the cache does not know")
     for name, pair in fields.items():
         indices, values = _list(pair, 2)
         _of(indices, int, length=len(_list(values)))
@@ -325,13 +325,13 @@ def _nodes(value: Any) -> dict[str, Node]:
         decoded = reader(values) if reader is not None else list(map(_ITEM_READERS[name],
                                                                       values))
         if min(indices, default=0) < 0:
-            raise Malformed("a negative node index")
+            raise _Malformed("a negative node index")
         # the slot's own setter, mapped over the nodes: no Python loop per node
         deque(map(getattr(Node, name).__set__, map(nodes.__getitem__, indices), decoded),
               maxlen=0)
     table = dict(zip(ids, nodes, strict=True))
     if len(table) != count:
-        raise Malformed("a node id given twice")
+        raise _Malformed("a node id given twice")
     return table
 
 
@@ -350,7 +350,7 @@ def _edges(value: Any) -> list[Edge]:
 
 
 def decode_model(value: Any, file: str) -> Workflow:
-    """The model `encode_model` stored, naming `file`; Malformed (or the condition
+    """The model `encode_model` stored, naming `file`; _Malformed (or the condition
     parser's WorkflowError) for anything else."""
     model = _dict(value, MODEL_KEYS)
     (graph_attrs,) = _attributes(model["attrs"], [len(_list(_list(model["attrs"], 9)[0]))])
@@ -387,7 +387,7 @@ def decode_diagnostics(value: Any, was: str, file: str) -> tuple[Diagnostic, ...
         rule, severity, message, where, line, column, node, edge, fix = (
             fields[name] for name in _DIAGNOSTIC_FIELDS)
         if severity not in _SEVERITIES:
-            raise Malformed("a diagnostic of an unknown severity")
+            raise _Malformed("a diagnostic of an unknown severity")
         for text in (rule, severity, message, where, fix):
             _one(text, str)
         for number in (line, column):
