@@ -1,7 +1,7 @@
 """Does a stage cost more late in a long run? And how fast does a long run resume?
 
     .venv/bin/python benchmarks/run_growth.py [--stages 5000] [--window 500] [--reps 3]
-                                              [--dir PATH] [--logs]
+                                              [--dir PATH] [--logs] [--resume-only]
 
 1. Growth: a linear chain of `--stages` agent stages (replay backend, every stage durable
    before the next, as in `engine_overhead.py`) is run once; the time of every stage is
@@ -20,7 +20,8 @@
    too, alternately with the resumes): the goal is a resume of the long run costing no
    more than 1.3x that (issue 23).
 
-Each figure is the median of `--reps` runs.
+Each figure is the median of `--reps` runs. `--resume-only` skips part 1 (the growth runs)
+and measures only parts 2 and 3.
 """
 
 from __future__ import annotations
@@ -174,6 +175,17 @@ def resume_startup(stages: int, base: Path) -> tuple[float, float, float]:
 FRESH_STAGES = 10
 
 
+def _print_growth(grown: list[tuple[float, float]], window: int) -> None:
+    for first, last in grown:
+        print(f"  run: first {window} {first:.3f} ms/stage, last {window} "
+              f"{last:.3f} ms/stage, ratio {last / first:.2f}")
+    first = statistics.median(g[0] for g in grown)
+    last = statistics.median(g[1] for g in grown)
+    ratio = statistics.median(g[1] / g[0] for g in grown)
+    print(f"growth: first {window} stages {first:.3f} ms/stage, last {window} "
+          f"{last:.3f} ms/stage -> last/first {ratio:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", type=int, default=5000)
@@ -183,10 +195,13 @@ def main() -> None:
                         help="where the runs write (default: a temporary directory)")
     parser.add_argument("--logs", action="store_true",
                         help="also write the Attractor view (--logs) in the growth runs")
+    parser.add_argument("--resume-only", action="store_true",
+                        help="skip the growth runs: measure only the resume start-up")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="run-growth-") as tmp:
         base = Path(tmp)
-        grown = [growth(args.stages, args.window, base, args.logs) for _ in range(args.reps)]
+        grown = [] if args.resume_only else [growth(args.stages, args.window, base, args.logs)
+                                             for _ in range(args.reps)]
         resumed, fresh = [], []
         for _ in range(args.reps):  # alternately, so that both see the same machine
             resumed.append(resume_startup(args.stages, base))
@@ -194,14 +209,8 @@ def main() -> None:
     view = " with the --logs Attractor view" if args.logs else ""
     print(f"{args.stages}-stage linear run{view}, every stage durable before the next; "
           f"medians of {args.reps}")
-    for first, last in grown:
-        print(f"  run: first {args.window} {first:.3f} ms/stage, last {args.window} "
-              f"{last:.3f} ms/stage, ratio {last / first:.2f}")
-    first = statistics.median(g[0] for g in grown)
-    last = statistics.median(g[1] for g in grown)
-    ratio = statistics.median(g[1] / g[0] for g in grown)
-    print(f"growth: first {args.window} stages {first:.3f} ms/stage, last {args.window} "
-          f"{last:.3f} ms/stage -> last/first {ratio:.2f}")
+    if grown:
+        _print_growth(grown, args.window)
     for seconds, cached, load in resumed:
         print(f"  resume: first stage after {seconds:.3f} s (the model from its cache "
               f"{cached:.3f} s; a fresh load of the workflow {load:.3f} s)")

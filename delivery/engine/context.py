@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -49,6 +49,28 @@ _SHORT_TEXT: Final = (OFFLOAD_THRESHOLD - 2) // 6
 def _size(text: str) -> int:
     """Bytes of `text` as UTF-8 (a lone surrogate counted as three)."""
     return len(text) if text.isascii() else len(text.encode(errors="surrogatepass"))
+
+
+def prefix_counts(keys: Collection[str]) -> tuple[dict[str, dict[str, int]], set[str]]:
+    """What Context._count_prefixes(key, +1) for each of `keys` builds (the prefix counts
+    and the hidden keys), in one pass: the dots found in place rather than each key split
+    and every prefix joined again — Context.restore of a 5,000-stage run's context took
+    10-19 ms key by key."""
+    hidden = {key for key in keys if key in HIDDEN_KEYS or key.startswith(HIDDEN_PREFIXES)}
+    children: dict[str, dict[str, int]] = {}
+    for key in keys:
+        prefix, start = "", 0
+        while True:
+            dot = key.find(".", start)
+            name = key[start:] if dot < 0 else key[start:dot]
+            names = children.get(prefix)
+            if names is None:
+                names = children[prefix] = {}
+            names[name] = names.get(name, 0) + 1
+            if dot < 0:
+                break
+            prefix, start = key[:dot], dot + 1
+    return children, hidden
 
 
 # One encoder for every write: json.dumps with options builds a new one on each call.
@@ -92,8 +114,7 @@ class Context:
         copied, not re-encoded): a resume of a long run starts without a pass per key."""
         context = cls(artifacts=artifacts, redactor=redactor)
         context._values = stored
-        for key in stored:
-            context._count_prefixes(key, +1)
+        context._children, context._hidden = prefix_counts(stored)
         return context
 
     # -- reading ---------------------------------------------------------------------

@@ -20,6 +20,10 @@ was written, and re-reading them would make every resume cost more the longer th
 What that leaves undetected on a resume: an edit *before* the snapshot's head that keeps
 every byte offset (an edit that changes the length moves the head line, and the whole log
 is then checked). `delivery verify` (`verify_events`) always checks the whole chain.
+
+A resume needs the stage records after the snapshot's head, the lines the opening check has
+just read and hashed: opened with `collect`, the log keeps the events of that type the
+check parsed (`take_collected`), so that they are not read and hashed a second time.
 """
 
 from __future__ import annotations
@@ -88,14 +92,19 @@ class EventLog:
 
     def __init__(self, path: Path, *, redactor: Redactor | None = None,
                  stamp: Callable[[], str] = utc_stamp, check: bool = True,
-                 tail: Path | None = None, verified: LogHead | None = None) -> None:
+                 tail: Path | None = None, verified: LogHead | None = None,
+                 collect: str | None = None) -> None:
         """`check`: refuse a log whose chain is broken (appending to it would bury the
         damage under lines that verify): the whole log, or, with `verified` (the head a
         snapshot recorded) and a log that still holds that head, the lines after it.
         `tail`: the side file the unflushed end of the log is mirrored to
         (`delivery.store.tail`); lines it holds that a power failure took from the log are
-        written back first."""
+        written back first. `collect`: keep the events of this type the check parses, for
+        `take_collected`."""
         self.path = Path(path)
+        self._collect = collect
+        # (where the check started, the `collect` events after it, where it ended)
+        self._collected: tuple[LogHead, list[dict[str, Any]], LogHead] | None = None
         self._tail: Tail | None = None
         self._tail_full = False
         self._redactor = redactor
@@ -139,7 +148,20 @@ class EventLog:
                     and line.startswith(b'{"seq":%d,' % verified.count)):
                 start, prev, number = verified.offset, verified.head, verified.count
         data = os.pread(self._fd, self._offset - start, start)
-        return chain_problem(data, prev=prev, number=number)
+        found: list[dict[str, Any]] | None = [] if self._collect is not None else None
+        problem = _scan(data, prev, number, self._collect, found)
+        if found is not None and problem is None:
+            self._collected = (LogHead(number, prev, start), found, self.head)
+        return problem
+
+    def take_collected(self, since: LogHead) -> tuple[list[dict[str, Any]], LogHead] | None:
+        """The events of the `collect` type that opening the log checked after `since`, in
+        order, and the head the check ended at (what was appended later is not in them);
+        None when the check started elsewhere, collected nothing, or was taken already."""
+        collected, self._collected = self._collected, None
+        if collected is None or collected[0] != since:
+            return None
+        return collected[1], collected[2]
 
     def _restore(self, tail: Path) -> int:
         """Write back the lines the tail file holds beyond the log's end (what a power
@@ -470,6 +492,14 @@ def chain_problem(data: bytes, *, prev: str = ZERO_HASH,
     it holds. `data` starts after line `number` whose hash is `prev` (the start of the log
     by default). Lines as the log writes them are checked by their bytes (`seq` first,
     `prev` last), without parsing; any other line is parsed."""
+    return _scan(data, prev, number, None, None)
+
+
+def _scan(data: bytes, prev: str, number: int, only: str | None,
+          found: list[dict[str, Any]] | None) -> tuple[int, str] | None:
+    """chain_problem(); into `found` (when given), the events of type `only`, which are
+    parsed (read_after's test: `"type":"<only>"` in the line's first 120 bytes)."""
+    marker = None if only is None else b'"type":' + json.dumps(only).encode()
     position, end = 0, len(data)
     while position < end:
         newline = data.find(b"\n", position)
@@ -478,10 +508,13 @@ def chain_problem(data: bytes, *, prev: str = ZERO_HASH,
         line = data[position:newline]
         number += 1
         if not (line.startswith(b'{"seq":%d,' % number)
-                and line.endswith(b',"prev":"' + prev.encode() + b'"}')):
+                and line.endswith(b',"prev":"' + prev.encode() + b'"}')
+                and (marker is None or marker not in line[:120])):
             problem = _line_problem(line, number, prev)
             if isinstance(problem, str):
                 return number, problem
+            if found is not None and problem.get("type") == only:
+                found.append(problem)
         prev = sha256(line)
         position = newline + 1
     return None

@@ -6,7 +6,8 @@ largest part of its start-up). The run's copy never changes (resume refuses a co
 SHA-256 differs from run.json's), so the model built from it — and the warnings a fresh
 load prints — are written once, when the run starts, and read back on every resume.
 
-The file is JSON read through pydantic (never pickle: reading it runs no code), keyed by:
+The file is plain JSON (never pickle: reading it runs no code), the model in columns
+(`delivery.store.model_codec`), keyed by:
 
 - the SHA-256 of the workflow copy's bytes,
 - `SCHEMA` (this module's format) and a fingerprint of the code that builds and validates
@@ -21,16 +22,13 @@ Trust: the cache is as trusted as the copy and run.json beside it. Whoever can w
 run directory can change what a resume runs either way; the checksum catches accidents
 (a torn write, a flipped byte), not a deliberate edit that recomputes it.
 
-Only a workflow without errors is cached (a run never starts on one with errors). The
-model is stored as its fields, compactly (an attribute is one row; a node's fields at their
-default are left out); a condition is stored as its text and parsed again on load (the
-builder's own `parse_condition`: the same text gives the same condition).
+Only a workflow without errors is cached (a run never starts on one with errors). How the
+model is stored, and checked as it is read back: `delivery.store.model_codec`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import hashlib
 import json
@@ -41,28 +39,18 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Final, Literal, NotRequired
-
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, with_config
-from typing_extensions import TypedDict
+from typing import Final
 
 from delivery.errors import RunStoreError, WorkflowError, WorkflowInvalid
-from delivery.lang.conditions import parse_condition
-from delivery.lang.declarations import DefaultValue, FactDecl, InputDecl, OutputDecl, OutputKind
-from delivery.lang.diagnostics import Diagnostic, Severity, has_errors
-from delivery.lang.model import (
-    Attributes,
-    Edge,
-    JoinPolicy,
-    ManagerSettings,
-    Node,
-    NodeType,
-    TemplateMode,
-    Workflow,
-    make_attribute,
-)
-from delivery.lang.syntax import ValueKind, make_value
+from delivery.lang.diagnostics import Diagnostic, has_errors
+from delivery.lang.model import Workflow
 from delivery.store.files import NOFOLLOW, open_file, read_file, seal, seal_holds, write_all
+from delivery.store.model_codec import (
+    decode_diagnostics,
+    decode_model,
+    encode_diagnostics,
+    encode_model,
+)
 from delivery.validation.loader import (
     MAX_WORKFLOW_BYTES,
     check_file,
@@ -71,108 +59,19 @@ from delivery.validation.loader import (
 )
 
 CACHE_FILE: Final = "workflow.model.json"
-# Bumped when the file's format changes (an older file is then a miss).
-SCHEMA: Final = 1
+# Bumped when the file's format changes (an older file is then a miss). 2: the model in
+# columns (delivery.store.model_codec), read without pydantic.
+SCHEMA: Final = 2
+# The file's members, all required, no others.
+FILE_KEYS: Final = frozenset({"schema_version", "code", "workflow_sha256", "file",
+                              "diagnostics", "model", "checksum"})
 
 log = logging.getLogger("delivery")
 
-# name, line, column, inherited, then the value: kind, text, line, column, raw
-AttrRow = tuple[str, int, int, bool, ValueKind, str, int, int, str]
-
-
-@with_config(ConfigDict(extra="forbid"))
-class _Manager(TypedDict):
-    child_dotfile: str
-    child_workdir: str
-    poll_interval: float
-    max_cycles: int
-    stop_condition: str | None  # the condition's text
-    actions: list[str]
-
-
-@with_config(ConfigDict(extra="forbid"))
-class _Node(TypedDict):
-    """A node; every field but the first four is left out at its default."""
-
-    id: str
-    line: int
-    column: int
-    attrs: list[AttrRow]
-    type: NotRequired[NodeType | None]
-    subgraph: NotRequired[str | None]
-    outputs: NotRequired[list[tuple[str, OutputKind, int]]]
-    facts: NotRequired[list[tuple[str, int]]]
-    probe_kinds: NotRequired[list[str]]
-    declared: NotRequired[bool]
-    max_retries: NotRequired[int | None]
-    timeout: NotRequired[float | None]
-    interval: NotRequired[float]
-    max_interval: NotRequired[float | None]
-    backoff: NotRequired[float]
-    goal_gate: NotRequired[bool]
-    allow_partial: NotRequired[bool]
-    auto_status: NotRequired[bool]
-    delegatable: NotRequired[bool]
-    join_policy: NotRequired[JoinPolicy]
-    max_parallel: NotRequired[int]
-    template: NotRequired[TemplateMode]
-    manager: NotRequired[_Manager | None]
-    threads_key: NotRequired[str]
-
-
-# source, target, line, column, attrs, index, condition text, weight, loop_restart
-EdgeRow = tuple[str, str, int, int, list[AttrRow], int, str | None, int, bool]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    file: str
-    line: int
-    column: int
-    attrs: list[AttrRow]
-    nodes: list[_Node]
-    edges: list[EdgeRow]
-    inputs: list[tuple[str, bool, int]]
-    defaults: list[tuple[str, str, int]]
-    folders: list[str]
-    subgraphs: dict[str, list[AttrRow]]
-    default_max_retries: int
-    template: TemplateMode
-    extra_attributes: list[str]
-    budget_tokens: int | None
-    budget_usd: float | None
-
-
-class _Diagnostic(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    rule: str
-    severity: Severity
-    message: str
-    file: str
-    line: int
-    column: int
-    node: str | None
-    edge: str | None
-    fix: str
-
-
-class _CacheFile(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: Literal[1]
-    code: str  # the fingerprint of the code that built the model (`code_fingerprint`)
-    workflow_sha256: str
-    file: str
-    diagnostics: list[_Diagnostic]
-    model: _Model
-    checksum: str  # seal()'s, checked on the bytes before the schema is
-
-
-_FILE_ADAPTER: Final = TypeAdapter(_CacheFile)
 _ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# what a malformed file can raise while it is taken apart (a miss, never the caller's)
+_MALFORMED: Final = (ValueError, TypeError, KeyError, IndexError, RecursionError,
+                     WorkflowError)
 
 
 @dataclass(frozen=True)
@@ -222,70 +121,6 @@ def code_fingerprint() -> str:
 
 
 # -- writing -------------------------------------------------------------------------------
-def _attr_rows(attrs: Attributes) -> list[AttrRow]:
-    rows: list[AttrRow] = []
-    for name, attr in attrs.items():
-        if name != attr.name:  # never made by the builder; a model we cannot store as rows
-            raise ValueError(f"attribute {name!r} holds one named {attr.name!r}")
-        value = attr.value
-        rows.append((attr.name, attr.line, attr.column, attr.inherited,
-                     value.kind, value.text, value.line, value.column, value.raw))
-    return rows
-
-
-_NODE_DEFAULTS: Final = {f.name: f.default for f in dataclasses.fields(Node)
-                         if f.default is not dataclasses.MISSING}
-
-
-def _manager_json(manager: ManagerSettings) -> dict[str, Any]:
-    stop = manager.stop_condition
-    return {"child_dotfile": manager.child_dotfile, "child_workdir": manager.child_workdir,
-            "poll_interval": manager.poll_interval, "max_cycles": manager.max_cycles,
-            "stop_condition": stop.text if stop is not None else None,
-            "actions": list(manager.actions)}
-
-
-def _node_json(node: Node) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": node.id, "line": node.line, "column": node.column,
-                           "attrs": _attr_rows(node.attrs)}
-    for name, default in _NODE_DEFAULTS.items():
-        value = getattr(node, name)
-        if value == default and type(value) is type(default):
-            continue
-        if name == "outputs":
-            value = [(d.name, d.kind.value, d.offset) for d in node.outputs]
-        elif name == "facts":
-            value = [(d.name, d.offset) for d in node.facts]
-        elif name == "probe_kinds":
-            value = list(value)
-        elif name == "manager" and value is not None:
-            value = _manager_json(value)
-        out[name] = value
-    return out
-
-
-def _edge_row(edge: Edge) -> tuple[Any, ...]:
-    condition = edge.condition.text if edge.condition is not None else None
-    return (edge.source, edge.target, edge.line, edge.column, _attr_rows(edge.attrs),
-            edge.index, condition, edge.weight, edge.loop_restart)
-
-
-def _model_json(workflow: Workflow, file: str) -> dict[str, Any]:
-    return {
-        "name": workflow.name, "file": file, "line": workflow.line,
-        "column": workflow.column, "attrs": _attr_rows(workflow.attrs),
-        "nodes": [_node_json(node) for node in workflow.nodes.values()],
-        "edges": [_edge_row(edge) for edge in workflow.edges],
-        "inputs": [(d.name, d.optional, d.offset) for d in workflow.inputs],
-        "defaults": [(d.name, d.value, d.offset) for d in workflow.defaults],
-        "folders": list(workflow.folders),
-        "subgraphs": {name: _attr_rows(attrs) for name, attrs in workflow.subgraphs.items()},
-        "default_max_retries": workflow.default_max_retries, "template": workflow.template,
-        "extra_attributes": sorted(workflow.extra_attributes),
-        "budget_tokens": workflow.budget_tokens, "budget_usd": workflow.budget_usd,
-    }
-
-
 def cache_bytes(workflow: Workflow, diagnostics: Iterable[Diagnostic], source: bytes,
                 file: str) -> bytes:
     """The cache file's bytes for `workflow` built from `source` as the file `file`
@@ -294,9 +129,8 @@ def cache_bytes(workflow: Workflow, diagnostics: Iterable[Diagnostic], source: b
     body = {
         "schema_version": SCHEMA, "code": code_fingerprint(),
         "workflow_sha256": hashlib.sha256(source).hexdigest(), "file": file,
-        "diagnostics": [{**dataclasses.asdict(d), "file": file if d.file == workflow.file
-                         else d.file} for d in diagnostics],
-        "model": _model_json(workflow, file),
+        "diagnostics": encode_diagnostics(diagnostics, workflow.file, file),
+        "model": encode_model(workflow, file),
     }
     return seal(_ENCODER.encode(body).encode())
 
@@ -333,56 +167,6 @@ def write_cache(run_dir: Path, workflow: Workflow, diagnostics: Sequence[Diagnos
 
 
 # -- reading -------------------------------------------------------------------------------
-def _attributes(rows: list[AttrRow]) -> Attributes:
-    # A resume builds two objects per attribute (20,000 for a 5,000-stage workflow): the
-    # parser's slot constructors make the same objects at a third of __init__'s cost.
-    return {row[0]: make_attribute(row[0], make_value(row[4], row[5], row[6], row[7], row[8]),
-                                   row[1], row[2], row[3]) for row in rows}
-
-
-def _node(fields: _Node) -> Node:
-    # the TypedDict's keys are Node's fields (a test holds them equal); the dict is the
-    # validator's own, so it is taken apart rather than copied
-    extra: dict[str, Any] = fields  # type: ignore[assignment]
-    node_id, line, column, attrs = (extra.pop("id"), extra.pop("line"), extra.pop("column"),
-                                    extra.pop("attrs"))
-    if "outputs" in extra:
-        extra["outputs"] = tuple(OutputDecl(n, k, o) for n, k, o in extra["outputs"])
-    if "facts" in extra:
-        extra["facts"] = tuple(FactDecl(n, o) for n, o in extra["facts"])
-    if "probe_kinds" in extra:
-        extra["probe_kinds"] = tuple(extra["probe_kinds"])
-    manager = extra.get("manager")
-    if manager is not None:
-        stop = manager["stop_condition"]
-        extra["manager"] = ManagerSettings(
-            manager["child_dotfile"], manager["child_workdir"], manager["poll_interval"],
-            manager["max_cycles"], parse_condition(stop) if stop is not None else None,
-            tuple(manager["actions"]))
-    return Node(node_id, line, column, _attributes(attrs), **extra)
-
-
-def _workflow(model: _Model) -> Workflow:
-    nodes = {}
-    for fields in model.nodes:
-        node = _node(fields)
-        nodes[node.id] = node
-    edges = [Edge(source, target, line, column, _attributes(attrs), index,
-                  parse_condition(condition) if condition is not None else None,
-                  weight, loop_restart)
-             for source, target, line, column, attrs, index, condition, weight, loop_restart
-             in model.edges]
-    return Workflow(
-        model.name, model.file, model.line, model.column, _attributes(model.attrs), nodes,
-        edges, inputs=tuple(InputDecl(*d) for d in model.inputs),
-        defaults=tuple(DefaultValue(*d) for d in model.defaults),
-        folders=tuple(model.folders),
-        subgraphs={name: _attributes(rows) for name, rows in model.subgraphs.items()},
-        default_max_retries=model.default_max_retries, template=model.template,
-        extra_attributes=frozenset(model.extra_attributes),
-        budget_tokens=model.budget_tokens, budget_usd=model.budget_usd)
-
-
 def read_cache(run_dir: Path, source: bytes, file: str) -> CachedWorkflow | None:
     """The cached workflow of `run_dir` if the cache holds the one built from `source` by
     this code, naming `file`; None (and why, in the debug log) for anything else."""
@@ -409,28 +193,37 @@ def parse_cache(data: bytes, source: bytes, file: str,
         return None
     try:
         with _collector_paused():
-            cached = _FILE_ADAPTER.validate_json(data)
-    except ValidationError as error:
-        log.debug("model cache ignored: %s: %s", where, str(error).splitlines()[0])
+            found = _decoded(data, source, file)
+    except _MALFORMED as error:
+        log.debug("model cache ignored: %s: %s", where, str(error).splitlines()[0]
+                  if str(error) else type(error).__name__)
         return None
-    if (cached.code, cached.workflow_sha256) != (code_fingerprint(),
-                                                  hashlib.sha256(source).hexdigest()):
+    if found is None:
         log.debug("model cache ignored: %s: built from another workflow or by other code",
                   where)
+    return found
+
+
+def _decoded(data: bytes, source: bytes, file: str) -> CachedWorkflow | None:
+    """The cache's workflow; None when it has another key; one of _MALFORMED when it is not
+    what `cache_bytes` writes."""
+    value = json.loads(data)
+    if type(value) is not dict or value.keys() != FILE_KEYS:
+        raise ValueError("not an object with the cache file's members")
+    version = value["schema_version"]
+    if type(version) is not int or version != SCHEMA:
+        raise ValueError(f"schema version {str(version)[:20]}, not {SCHEMA}")
+    if (value["code"], value["workflow_sha256"]) != (code_fingerprint(),
+                                                      hashlib.sha256(source).hexdigest()):
         return None
+    was = value["file"]
+    if type(was) is not str:
+        raise ValueError("'file' is not a string")
     # The path is only a name in the model and its messages (nothing is read through it):
     # a run directory moved (or fetched elsewhere, SPEC §13) names where its copy is now.
-    was = cached.file
-    cached.model.file = file
-    try:
-        with _collector_paused():
-            workflow = _workflow(cached.model)
-    except (ValueError, TypeError, WorkflowError) as error:  # a condition that no longer parses
-        log.debug("model cache ignored: %s: %s", where, error)
-        return None
-    diagnostics = tuple(Diagnostic(**{**d.model_dump(), "file": file if d.file == was
-                                      else d.file}) for d in cached.diagnostics)
-    return CachedWorkflow(workflow, diagnostics, from_cache=True)
+    workflow = decode_model(value["model"], file)
+    return CachedWorkflow(workflow, decode_diagnostics(value["diagnostics"], was, file),
+                          from_cache=True)
 
 
 def load_run_workflow(run_dir: Path, copy: Path, source: bytes) -> CachedWorkflow:

@@ -365,6 +365,14 @@ class StageRecord:
 
     @classmethod
     def from_fields(cls, data: Any, what: str) -> StageRecord:
+        """The record an event's fields hold; RunStoreError naming the field that is wrong.
+        One pass over the fields as a stage writes them (`_as_written`); anything else —
+        including every wrong field — goes through the checking reader."""
+        record = _as_written(data)
+        return record if record is not None else cls._read(data, what)
+
+    @classmethod
+    def _read(cls, data: Any, what: str) -> StageRecord:
         read = _Reader(data, what)
         answers = read.optional_object("answers_used")
         if answers is not None:
@@ -379,6 +387,57 @@ class StageRecord:
                    agent_patch=read.optional_object("agent_patch"),
                    agent_state=read.optional_object("agent_state"), usage=usage,
                    agent_states=read.optional_object("agent_states"))
+
+
+_STATUSES: Final = {status.value: status for status in RunStatus}
+
+
+def _as_written(data: Any) -> StageRecord | None:
+    """StageRecord._read(data) when every field is as a stage writes it, else None (the
+    reader then says what is wrong): the same checks, in one pass and without a call per
+    field — a resume reads a record per stage since the last snapshot. Types are compared
+    exactly: JSON gives exact str/int/dict/list, and anything else takes the slow path."""
+    if type(data) is not dict:
+        return None
+    get = data.get
+    next_node, steps, path_from = get("next_node"), get("steps"), get("path_from")
+    raw_status = get("status", "running")
+    status = _STATUSES.get(raw_status) if type(raw_status) is str else None
+    failure_reason = get("failure_reason", "")
+    if (status is None or type(steps) is not int or steps < 0 or type(path_from) is not int
+            or path_from < 0 or type(failure_reason) is not str
+            or (next_node is not None and type(next_node) is not str)):
+        return None
+    path_add, context_deleted = get("path_add", []), get("context_deleted", [])
+    outcomes, attempts = get("outcomes", {}), get("attempts", {})
+    context_set = get("context_set", {})
+    if (type(path_add) is not list or type(context_deleted) is not list
+            or type(outcomes) is not dict or type(attempts) is not dict
+            or type(context_set) is not dict
+            or not set(map(type, path_add)) <= _STR or not set(map(type, context_deleted)) <= _STR
+            or not set(map(type, outcomes.values())) <= _STR
+            or not _counts(attempts)):
+        return None
+    answers, usage = get("answers_used"), get("usage")
+    if (answers is not None and not (type(answers) is dict and _counts(answers))) or (
+            usage is not None and not (type(usage) is dict and _counts(usage))):
+        return None
+    agent_patch, agent_state = get("agent_patch"), get("agent_state")
+    agent_states = get("agent_states")
+    for value in (agent_patch, agent_state, agent_states):
+        if value is not None and type(value) is not dict:
+            return None
+    return StageRecord(next_node, steps, status, failure_reason, path_from, path_add,
+                       outcomes, attempts, answers, context_set, context_deleted, agent_patch,
+                       agent_state, usage, agent_states)
+
+
+_STR: Final = frozenset({str})
+
+
+def _counts(values: dict[str, Any]) -> bool:
+    """Every value a whole number >= 0 (what _Reader.int_map accepts)."""
+    return all(type(v) is int and v >= 0 for v in values.values())
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

@@ -36,7 +36,7 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -187,7 +187,8 @@ class LocalRunStore:
                 self._opened_snapshot = snapshot
             self._log = EventLog(self.events_path, redactor=redactor, stamp=stamp or utc_stamp,
                                  tail=self.tail_path,
-                                 verified=snapshot[1] if snapshot is not None else None)
+                                 verified=snapshot[1] if snapshot is not None else None,
+                                 collect=RECORD_EVENT)
 
     def _events(self) -> EventLog:
         if self._log is None:
@@ -279,15 +280,26 @@ class LocalRunStore:
                 recovered = f"{self.checkpoint_path.name} is missing; rebuilt from the event log"
             return Loaded(rebuilt, recovered)
         state, head = snapshot
-        for event in read_after(self.events_path, head, RECORD_EVENT):
+        for event in self._records_after(head):
             if event.get("type") == RECORD_EVENT:
                 state.apply(StageRecord.from_fields(event, f"{self.events_path} line "
                                                            f"{event['seq']}"))
         return Loaded(state, recovered)
 
+    def _records_after(self, since: LogHead) -> Iterator[dict[str, Any]]:
+        """read_after(since) of the stage records: those the opening check of the log has
+        parsed already (its lines are not read and hashed again), then any after it."""
+        taken = self._log.take_collected(since) if self._log is not None else None
+        if taken is None:
+            yield from read_after(self.events_path, since, RECORD_EVENT)
+            return
+        events, end = taken
+        yield from events
+        yield from read_after(self.events_path, end, RECORD_EVENT)
+
     def _rebuild_from_log(self) -> RunState | None:
         state: RunState | None = None
-        for event in read_after(self.events_path, LogHead(), RECORD_EVENT):
+        for event in self._records_after(LogHead()):
             if event.get("type") != RECORD_EVENT:
                 continue
             record = StageRecord.from_fields(event, f"{self.events_path} line {event['seq']}")

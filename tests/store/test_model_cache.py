@@ -19,8 +19,8 @@ from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunRequest, World, resume_run, start_run
 from delivery.errors import WorkflowInvalid
 from delivery.lang.diagnostics import Diagnostic
-from delivery.lang.model import Node, Workflow
-from delivery.store import model_cache
+from delivery.lang.model import Edge, Node, Workflow
+from delivery.store import model_cache, model_codec
 from delivery.store.files import seal
 from delivery.store.model_cache import (
     CACHE_FILE,
@@ -152,15 +152,36 @@ DAMAGE = {
     "cut short": lambda data: data[: len(data) // 2],
     "not JSON": lambda data: b"\x00garbage",
     "empty": lambda data: b"",
-    "another schema version": _resealed(lambda v: v.update(schema_version=2)),
+    "another schema version": _resealed(lambda v: v.update(schema_version=1)),
+    "the schema version as text": _resealed(lambda v: v.update(schema_version="2")),
     "a field the schema does not know": _resealed(lambda v: v.update(extra=1)),
     "a node field the schema does not know": _resealed(
-        lambda v: v["model"]["nodes"][0].update(script_runner="x")),
+        lambda v: v["model"]["nodes"]["fields"].update(script_runner=[[0], ["x"]])),
+    "a member missing": _resealed(lambda v: v["model"].pop("budget_usd")),
     "a wrong type": _resealed(lambda v: v["model"].update(line="one")),
+    "a wrong type in a column": _resealed(
+        lambda v: v["model"]["nodes"]["line"].__setitem__(0, "one")),
+    "a bool for a number": _resealed(
+        lambda v: v["model"]["nodes"]["column"].__setitem__(0, True)),
+    "a column cut short": _resealed(lambda v: v["model"]["edges"]["weight"].pop()),
+    "an attribute column cut short": _resealed(
+        lambda v: v["model"]["nodes"]["attrs"][5].pop()),
+    "attribute counts that do not add up": _resealed(
+        lambda v: v["model"]["nodes"]["attr_counts"].__setitem__(0, 99)),
+    "an unknown node type": _resealed(
+        lambda v: v["model"]["nodes"]["fields"]["type"][1].__setitem__(0, "bogus")),
+    "a node index out of range": _resealed(
+        lambda v: v["model"]["nodes"]["fields"]["type"][0].__setitem__(0, 999)),
+    "a negative node index": _resealed(
+        lambda v: v["model"]["nodes"]["fields"]["type"][0].__setitem__(0, -1)),
+    "an unknown value kind": _resealed(
+        lambda v: v["model"]["nodes"]["attrs"][4].__setitem__(0, "blob")),
+    "a diagnostic of another shape": _resealed(lambda v: v["diagnostics"][0].pop("fix")),
+    "not an object": _resealed(lambda v: v["model"].update(nodes=[])),
     "built from another workflow": _resealed(lambda v: v.update(workflow_sha256="0" * 64)),
     "built by other code": _resealed(lambda v: v.update(code="0" * 64)),
     "a condition that does not parse": _resealed(
-        lambda v: v["model"]["edges"][1].__setitem__(6, "((")),
+        lambda v: v["model"]["edges"]["condition"].__setitem__(1, "((")),
 }
 
 
@@ -236,9 +257,11 @@ def test_resume_refuses_an_edited_copy_before_reading_its_cache(tmp_path: Path) 
 def test_the_cache_schema_carries_every_field_of_a_node() -> None:
     """A field added to Node must be added to the cache (or the cached model would lose
     it); the round-trip properties below check the values."""
-    carried = set(model_cache._Node.__annotations__)
+    carried = {*model_codec.NODE_COLUMNS, *model_codec._COLUMN_READERS,
+               *model_codec._ITEM_READERS}
     assert carried == {f.name for f in dataclasses.fields(Node)}
-    assert set(model_cache._Model.model_fields) == {f.name for f in dataclasses.fields(Workflow)}
+    assert {*model_codec.EDGE_COLUMNS, "attrs"} == {f.name for f in dataclasses.fields(Edge)}
+    assert {f.name for f in dataclasses.fields(Workflow)} == model_codec.MODEL_KEYS
 
 
 def round_trip(source: str, file: str = "/runs/r/workflow.dot") -> None:
@@ -356,3 +379,49 @@ def test_the_key_is_the_sha256_of_the_copys_bytes(tmp_path: Path) -> None:
     value = json.loads((run / CACHE_FILE).read_bytes())
     assert value["workflow_sha256"] == hashlib.sha256(source).hexdigest()
     assert value["schema_version"] == model_cache.SCHEMA
+
+
+# -- whatever the (resealed) file holds, reading it is a model or a miss, never an error ----
+def _places(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON value (the paths to its members and items)."""
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _places(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _places(item, (*path, index))
+    return found
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10**6) | st.floats(allow_nan=False)
+    | st.text(max_size=8) | st.sampled_from(["prompt", "string", "jinja", "error", "(("]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                 max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_resealed_cache_with_any_value_anywhere_is_read_or_missed_never_raised(
+        data: st.DataObject) -> None:
+    file = "/runs/r/workflow.dot"
+    workflow, diagnostics = check_source(FLOW, file)
+    assert workflow is not None
+    source = FLOW.encode()
+    value = json.loads(cache_bytes(workflow, diagnostics, source, file))
+    del value["checksum"]
+    places = [p for p in _places(value) if p and p[0] not in ("code", "workflow_sha256")]
+    place = data.draw(st.sampled_from(places))
+    *parents, last = place
+    target = value
+    for step in parents:
+        target = target[step]
+    if data.draw(st.booleans(), label="remove") and isinstance(target, dict):
+        del target[last]
+    else:
+        target[last] = data.draw(JSON_VALUES)
+    got = parse_cache(seal(json.dumps(value).encode()), source, file)
+    if got is not None:  # a change the model does not show (a file name, say) is taken
+        assert isinstance(got.workflow, Workflow)
