@@ -155,12 +155,15 @@ class ArtifactStore:
         file of the same name here holds the same value.
         """
         if isinstance(value, str):
-            if not self.is_pointer(value):
+            # the prefix first: a resumed context holds thousands of strings, few pointers
+            if not value.startswith(POINTER_PREFIX) or not self.is_pointer(value):
                 return value
             here = self.values_dir / re.split(r"[\\/]", value)[-1]
             return POINTER_PREFIX + str(here) if here.is_file() else value
         if isinstance(value, dict):
-            return {key: self.relocate(item) for key, item in value.items()}
+            # a plain string that is no pointer kept without a call (most of a context)
+            return {key: item if type(item) is str and not item.startswith(POINTER_PREFIX)
+                    else self.relocate(item) for key, item in value.items()}
         if isinstance(value, list):
             return [self.relocate(item) for item in value]
         return value

@@ -77,3 +77,17 @@ def test_offload_text_writes_what_offload_writes(key: str, text: str) -> None:
         new_path = Path(new.offload_text(key, text).removeprefix("file://"))
         assert new_path.name == old_path.name
         assert new_path.read_bytes() == old_path.read_bytes()
+
+
+def test_relocate_re_points_every_pointer_of_a_moved_store_and_keeps_everything_else(
+        tmp_path: Path) -> None:
+    old, new = ArtifactStore(tmp_path / "old"), ArtifactStore(tmp_path / "new")
+    moved = old.offload("big", "x" * 10)
+    new.offload("big", "x" * 10)  # the same content: the same file name here
+    missing = old.offload("gone", "y")  # no such file here: left as it is
+    value = {"a": moved, "b": [moved, {"c": missing}, "file://not-a-pointer", 3],
+             "d": "file:/almost", "e": None, "f": "plain"}
+    here = "file://" + str(new.values_dir / moved.rsplit("/", 1)[-1])
+    assert new.relocate(value) == {
+        "a": here, "b": [here, {"c": missing}, "file://not-a-pointer", 3],
+        "d": "file:/almost", "e": None, "f": "plain"}
