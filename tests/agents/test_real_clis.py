@@ -306,15 +306,7 @@ NARROW = {
 
 
 def test_a_write_the_narrowed_profile_refuses_fails_the_stage_naming_it(
-        cli: RealCli, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    if cli.name == "codex":
-        # Measured with Codex 0.171 against the scripted server: the sandbox refuses the
-        # write ("Read-only file system" in the tool output Codex sends back to the model),
-        # but `codex exec --json` prints no command item for it, so nothing on stdout shows
-        # the refusal (docs/agents.md). Strict: the day Codex reports it, this XPASSes and
-        # the limit in the docs is to be lifted.
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="Codex 0.171 --json prints no item for a refused command"))
+        cli: RealCli, tmp_path: Path) -> None:
     command, target = NARROW[cli.name]
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -324,6 +316,12 @@ def test_a_write_the_narrowed_profile_refuses_fails_the_stage_naming_it(
     write = f"python3 -c \"open('{target}', 'w').write('x')\""
     cli.server.script(cli.run(write), cli.say(reply({"summary": "all done"})))
     outcome = run_flow(cli, tmp_path, CORRECTED)
-    assert outcome.status == "failed"
+    assert not (workspace / target).exists()  # the sandbox or the permission mode held
+    if cli.name == "codex" and outcome.status == "succeeded":
+        # Codex 0.171's known gap (docs/agents.md): its sandbox refused the write, but
+        # `codex exec --json` usually prints no command item for it, so nothing on stdout
+        # shows the refusal. Not always: in one whole-suite run on the 2-core CI machine it
+        # printed the item, and then the stage must fail naming it, as below.
+        return
+    assert outcome.status == "failed", outcome.failure_reason
     assert "refused" in outcome.failure_reason and "python3 -c" in outcome.failure_reason
-    assert not (workspace / target).exists()
