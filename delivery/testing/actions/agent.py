@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from delivery.cli.demo import (
+from delivery.cli.demo_files import (
     API_BUGGY,
     API_FIXED,
     API_TEST,

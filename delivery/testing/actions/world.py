@@ -40,7 +40,8 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 import yaml
 
@@ -88,13 +89,21 @@ class _Repo:
     workflows: dict[str, dict[str, Any]]
 
 
+# What the world's runners add to every job's environment (as a self-hosted runner's `.env`
+# file would): the fake GitHub answers in milliseconds, and a second of real waiting between
+# writes (delivery's pacing, SPEC §7.1) was most of a job's time. Pacing itself is tested on
+# a fake clock (tests/forges/test_pacing.py); `runner_env={}` keeps it on.
+RUNNER_ENV: Final[Mapping[str, str]] = MappingProxyType({"DELIVERY_WRITE_SPACING": "0"})
+
+
 class ActionsWorld:
     """Repositories with workflow files on `github`, and the jobs their events start."""
 
     def __init__(self, github: FakeGitHub, root: Path, *, action_root: Path,
                  self_hosted: bool = False, secrets: Mapping[str, str] | None = None,
                  variables: Mapping[str, str] | None = None,
-                 python: str = sys.executable) -> None:
+                 python: str = sys.executable,
+                 runner_env: Mapping[str, str] = RUNNER_ENV) -> None:
         self.github = github
         self.root = root
         self.action_root = action_root
@@ -102,6 +111,7 @@ class ActionsWorld:
         self.secrets = dict(secrets or {})
         self.variables = dict(variables or {})
         self.python = python
+        self.runner_env = dict(runner_env)
         self.default_token = "ghs_defaultGITHUBTOKEN0123456789abcdef"
         github.other_tokens.add(self.default_token)
         self.repos: dict[str, _Repo] = {}
@@ -349,7 +359,8 @@ class ActionsWorld:
                "GITHUB_WORKSPACE": str(workspace), "GITHUB_RUN_ID": github["run_id"],
                "GITHUB_RUN_ATTEMPT": "1", "GITHUB_ACTOR": github["actor"],
                "GITHUB_ACTION_PATH": str(self.action_root), "RUNNER_TEMP": str(temp),
-               "XDG_CACHE_HOME": str(cache), "DELIVERY_PYTHON": self.python, **step_env}
+               "XDG_CACHE_HOME": str(cache), "DELIVERY_PYTHON": self.python,
+               **self.runner_env, **step_env}
         if not self.self_hosted:  # each hosted job on its own machine, as far as claims go
             env["DELIVERY_HOST"] = f"hosted-runner-{job.number}"
         for name, template in (deliver.get("env") or {}).items():

@@ -15,10 +15,12 @@ from importlib import resources
 from typing import Any
 
 from graphql import (
+    DocumentNode,
+    ExecutionResult,
     GraphQLError,
     GraphQLSchema,
     build_schema,
-    graphql_sync,
+    execute_sync,
     parse,
     validate,
 )
@@ -55,11 +57,21 @@ def schema() -> GraphQLSchema:
 
 def validate_query(query: str) -> list[str]:
     """The messages of every validation error of `query` against GitHub's schema."""
+    return [error.message for error in _document(query)[1]]
+
+
+@functools.lru_cache(maxsize=512)
+def _document(query: str) -> tuple[DocumentNode | None, tuple[GraphQLError, ...]]:
+    """`query` parsed and validated against GitHub's schema: (its document, None when it
+    does not parse or is not valid; the errors). Kept per query text: a client sends the
+    same few queries again and again, and validating one against this schema cost more
+    than answering it. (Execution leaves a document as it is.)"""
     try:
         document = parse(query)
     except GraphQLError as error:
-        return [error.message]
-    return [error.message for error in validate(schema(), document)]
+        return None, (error,)
+    errors = tuple(validate(schema(), document))
+    return (None if errors else document), errors
 
 
 class NotFound(Exception):
@@ -458,8 +470,10 @@ def execute(resolvers: Resolvers, query: str,
             variables: dict[str, Any] | None) -> dict[str, Any]:
     """The JSON body GitHub would answer (always HTTP 200)."""
     with resolvers.state.refs_memo():
-        result = graphql_sync(schema(), query, root_value=resolvers.root(),
-                              variable_values=variables)
+        document, invalid = _document(query)
+        result = (ExecutionResult(None, list(invalid)) if document is None else
+                  execute_sync(schema(), document, root_value=resolvers.root(),
+                               variable_values=variables))
     body: dict[str, Any] = {}
     if result.data is not None:
         body["data"] = result.data
