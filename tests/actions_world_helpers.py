@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from delivery.cli.demo import REVIEW_TEXT, REVIEWER, SAMPLES
+from delivery.cli.demo_files import REVIEW_TEXT, REVIEWER, SAMPLES
 from delivery.testing.actions import ActionsWorld, Job
 from delivery.testing.github import FakeGitHub
 from delivery.testing.two_repos import ci_rule

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from delivery.agents.scripted import ScriptedAgent, ScriptedTurn
-from delivery.cli.demo import API_FIXED, API_TEST, TICKET, WEB_ESCAPED, WEB_TEST_ESCAPED
+from delivery.cli.demo_files import API_FIXED, API_TEST, TICKET, WEB_ESCAPED, WEB_TEST_ESCAPED
 from delivery.engine.handlers.base import StageResult
 from delivery.engine.run_loop import Progress
 from delivery.lang.model import Node

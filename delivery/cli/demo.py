@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from delivery.agents.scripted import ScriptedAgent, ScriptedTurn
 from delivery.cli.demo_args import DEMO_AGENT
-from delivery.cli.demo_files import (  # the demo's public names, defined apart
+from delivery.cli.demo_files import (
     API_BUGGY,
     API_FIXED,
     API_TEST,

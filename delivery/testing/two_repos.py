@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from delivery.agents.scripted import ScriptedAgent
-from delivery.cli.demo import SAMPLES, TICKET, demo_agent
+from delivery.cli.demo import demo_agent
+from delivery.cli.demo_files import SAMPLES, TICKET
 from delivery.engine.handlers.base import StageResult
 from delivery.engine.run_loop import Progress
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from delivery.cli.demo import API_FIXED, WEB_FIRST, make_samples
+from delivery.cli.demo import make_samples
+from delivery.cli.demo_files import API_FIXED, WEB_FIRST
 from delivery.testing.github import FakeGitHub, gitops
 from delivery.testing.two_repos import BRANCH, create_repos
 

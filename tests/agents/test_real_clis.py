@@ -24,7 +24,8 @@ from engine_helpers import cli as invoke
 from engine_helpers import reply, write_flow
 from real_cli_helpers import PINNED, RealCli, find_cli, version_of
 
-from delivery.cli.demo import (
+from delivery.cli.demo import DemoProgress, Reviewer, make_samples
+from delivery.cli.demo_files import (
     API_BUGGY,
     API_FIXED,
     API_TEST,
@@ -33,9 +34,6 @@ from delivery.cli.demo import (
     WEB_FIRST,
     WEB_TEST,
     WEB_TEST_ESCAPED,
-    DemoProgress,
-    Reviewer,
-    make_samples,
 )
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.forges.local import LocalForge
