@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from delivery.testing.actions.world import RUNNER_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 ACTION = ROOT / "action.yml"
 _EXPR = re.compile(r"\$\{\{\s*inputs\.([A-Za-z0-9_-]+)\s*\}\}")
@@ -101,7 +103,7 @@ class Actions:
                "GITHUB_RUN_ATTEMPT": "1", "GITHUB_ACTOR": actor,
                "GITHUB_ACTION_PATH": str(ROOT), "RUNNER_TEMP": str(home / "tmp"),
                "XDG_CACHE_HOME": str(cache or home / "cache"),
-               "DELIVERY_PYTHON": sys.executable}
+               "DELIVERY_PYTHON": sys.executable, **RUNNER_ENV}
         env.pop("GITHUB_TOKEN", None)  # the token comes in through the input only
         for name, template in deliver["env"].items():
             env[name] = _EXPR.sub(lambda m: values[m.group(1)], str(template))
