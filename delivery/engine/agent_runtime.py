@@ -26,9 +26,9 @@ from delivery.engine.preamble import (
     MAX_VALUES,
     SCAN_FACTOR,
     PreambleMemo,
+    RecentStages,
     RunFacts,
     listed_nodes,
-    recent_stages,
     render_preamble,
 )
 from delivery.lang.model import Edge, Node, Workflow
@@ -103,7 +103,7 @@ class AgentRuntime:
     preamble_memo: PreambleMemo = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _markers: list[tuple[str, Path, str]] | None = None
-    _listed: frozenset[str] | None = None
+    _recent: RecentStages | None = None  # the preamble's completed stages, kept up to date
 
     def plan(self, node: Node, context: Context) -> StagePlan:
         edge = entry_edge(self.workflow, context)
@@ -163,9 +163,9 @@ class AgentRuntime:
 
     # -- preamble facts ---------------------------------------------------------------
     def facts(self, context: Context, fidelity: str) -> RunFacts:
-        if self._listed is None:
-            self._listed = listed_nodes(self.workflow)  # the workflow's: once a run
-        stages = recent_stages(self.workflow, self.path(), self.outcomes(), self._listed)
+        if self._recent is None:
+            self._recent = RecentStages(listed_nodes(self.workflow))  # once a run
+        stages = self._recent(self.path(), self.outcomes())
         files = self.changed_files() if fidelity in ("compact", "summary:high") else []
         return RunFacts(goal=str(context.get("goal") or ""), run_id=self.run_id,
                         stages=stages, context=context.stored(), files=files,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import threading
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -69,6 +70,50 @@ def recent_stages(workflow: Workflow, path: Sequence[str], outcomes: Mapping[str
         if node_id not in recent and node_id in outcomes and node_id in listed:
             recent[node_id] = outcomes[node_id]
     return list(reversed(recent.items()))
+
+
+class RecentStages:
+    """recent_stages() for one run, kept up to date as its path grows: each call reads only
+    the path entries added since the last one. A walk back stops only at RECENT_STAGES
+    distinct nodes, and a workflow has fewer listed nodes than that (deliver.dot has a
+    dozen): every agent stage of a looping run walked its whole path, a cost growing with
+    the run. Here the listed nodes are kept ordered by their latest run (at most one entry
+    per node), so a call costs the new entries and the nodes, not the path.
+
+    The path is a run's, only ever appended to — except cut back when a run pauses
+    (`RunState.cut_path`): a path shorter than the one seen, another list, or one whose
+    entry where the last call ended is not the one seen then is read again whole."""
+
+    def __init__(self, listed: Container[str]) -> None:
+        self._listed = listed
+        self._order: dict[str, None] = {}  # listed nodes of the path, latest run last
+        self._path: Sequence[str] | None = None
+        self._seen = 0
+        self._last: str | None = None
+        self._lock = threading.Lock()  # agent stages of parallel branches ask at once
+
+    def __call__(self, path: Sequence[str],
+                 outcomes: Mapping[str, str]) -> list[tuple[str, str]]:
+        with self._lock:
+            seen = self._seen
+            if path is not self._path or len(path) < seen or (
+                    seen and path[seen - 1] != self._last):
+                self._order, self._path, seen = {}, path, 0
+            order, listed = self._order, self._listed
+            for node_id in path[seen:]:  # (a slice: islice would step over the rest)
+                if node_id in listed:
+                    order.pop(node_id, None)
+                    order[node_id] = None
+            self._seen = len(path)
+            self._last = path[-1] if path else None
+            recent: list[tuple[str, str]] = []
+            for node_id in reversed(order):
+                if node_id in outcomes:
+                    recent.append((node_id, outcomes[node_id]))
+                    if len(recent) == RECENT_STAGES:
+                        break
+        recent.reverse()
+        return recent
 
 
 # (fidelity, node) -> (the stored response, the outcome and the usage line its lines were

@@ -1,4 +1,5 @@
 from collections.abc import Mapping
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -9,6 +10,7 @@ from delivery.engine.preamble import (
     RECENT_STAGES,
     SCAN_FACTOR,
     PreambleMemo,
+    RecentStages,
     RunFacts,
     recent_stages,
     render_preamble,
@@ -173,3 +175,42 @@ def test_a_run_s_preamble_memo_renders_what_a_fresh_render_does(
         shared = RunFacts(goal="g", stages=stages, context=context, usage=usage, memo=memo)
         fresh = RunFacts(goal="g", stages=stages, context=context, usage=usage)
         assert render_preamble(fidelity, shared) == render_preamble(fidelity, fresh)
+
+
+# A run's path as the engine changes it: nodes appended (loops over a few of them make it
+# long), and now and then cut back (a pause) or replaced (another run).
+_NODE_IDS = [f"n{i}" for i in range(RECENT_STAGES + 20)]
+_STEPS = st.lists(st.one_of(
+    st.tuples(st.just("run"), st.lists(st.sampled_from(_NODE_IDS), min_size=1, max_size=8)),
+    st.tuples(st.just("loop"), st.lists(st.sampled_from(_NODE_IDS[:4]), min_size=1,
+                                        max_size=3)),
+    st.tuples(st.just("cut"), st.integers(0, 400)),
+    st.tuples(st.just("new"), st.lists(st.sampled_from(_NODE_IDS), max_size=5))),
+    max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=_STEPS, not_done=st.sets(st.sampled_from(_NODE_IDS), max_size=8),
+       unlisted=st.sets(st.sampled_from(_NODE_IDS), max_size=8))
+def test_recent_stages_kept_up_to_date_list_what_a_walk_of_the_path_lists(
+        steps: list[tuple[str, Any]], not_done: set[str], unlisted: set[str]) -> None:
+    workflow, _ = check_source('digraph g { start [shape=Mdiamond]; exit [shape=Msquare]\n'
+                               '  start -> exit }')
+    assert workflow is not None
+    listed = frozenset(_NODE_IDS) - unlisted
+    recent = RecentStages(listed)
+    path: list[str] = []
+    outcomes: dict[str, str] = {}
+    for number, (step, value) in enumerate(steps):
+        if step == "run":
+            path += value
+        elif step == "loop":
+            path += value * 60
+        elif step == "cut":
+            del path[value:]
+        else:
+            path = list(value)
+        for node in path[-3:]:  # a node's outcome is set (or changed) once it has run
+            if node not in not_done:
+                outcomes[node] = f"outcome {number}"
+        assert recent(path, outcomes) == recent_stages(workflow, path, outcomes, listed)
