@@ -4,11 +4,13 @@ unscanned, instead of scanning one reply three times on its way to the stage fil
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delivery.redact import _KEPT, Redactor, clean_text, mask_token_shapes
+from delivery.redact import _KEPT, _NEEDS, Redactor, clean_text, mask_token_shapes
 from tests import redact_oracle as oracle
 
 SECRETS = ["hunter2-secret", "multi\n  line-secret-value \n}", "  padded-secret  ",
@@ -245,3 +247,20 @@ def test_the_github_shapes_scanned_together_take_the_path_each_took_alone(
     text = "\n".join([overlap] + ["ghp_x"] * tokens + ["github_pat_x"] * pats + [overlap])
     assert mask_token_shapes(text) == oracle.mask_token_shapes(text)
     assert Redactor(SECRETS).text(text) == oracle.Redactor(SECRETS).text(text)
+
+
+@pytest.mark.parametrize("prefix", list(_NEEDS), ids=lambda p: getattr(p, "pattern", p))
+def test_each_occurrence_of_a_prefix_holds_the_character_tested_for_it(
+        prefix: str | re.Pattern[str]) -> None:
+    # the scan of a prefix is skipped in a text without that character
+    need = _NEEDS[prefix]
+    if isinstance(prefix, str):
+        assert need in prefix
+        return
+
+    @settings(max_examples=50, deadline=None)
+    @given(st.from_regex(prefix, fullmatch=True))
+    def holds(occurrence: str) -> None:
+        assert need in occurrence
+
+    holds()
