@@ -88,6 +88,19 @@ _SHAPES: Final[tuple[tuple[str | re.Pattern[str], re.Pattern[str]], ...]] = (
     (re.compile("A[KS]IA"), re.compile(rf"A[KS]IA(?<!{_W}A[KS]IA)[0-9A-Z]{{16}}(?![A-Za-z0-9])")),
 )
 
+# The two GitHub shapes (the first two above) as one pattern and one scan of their shared
+# first letter: no match of one can overlap, touch or change a match of the other, so one
+# pass masks what the two did in turn. (Inside either run every character is a word
+# character, where neither may start; each run is greedy over word characters, so neither
+# can start where the other ends.) Its prefix's two kinds of occurrences are counted apart:
+# which path a text takes depends on each one's count (see _github_hits).
+_GITHUB_PREFIX: Final = re.compile("g(?:h[pousr]|ithub_pat)_")
+_GITHUB: Final = re.compile(
+    rf"g(?:h[pousr]_(?<!{_W}gh[pousr]_)[A-Za-z0-9]{{36,}}"
+    rf"|ithub_pat_(?<!{_W}github_pat_)[A-Za-z0-9_]{{20,}})")
+# every shape but those two, and the kept ones, in the order _mask_dense masks them
+_OTHER_SHAPES: Final = _SHAPES[2:]
+
 # Patterns whose group 1 (a label) is kept and the rest replaced by MASK, with the literal
 # hints without which they cannot match. `https://user:password@host` keeps the scheme and
 # user; it needs an `@`. Labels are looked for in lower case, UPPER CASE and Capitalized
@@ -164,7 +177,12 @@ def _mask_shapes(text: str) -> tuple[str, bool]:
     # every prefix counted before any pattern is tried: where a later one is frequent,
     # the matches of the earlier ones would be wasted
     found: list[tuple[list[int], re.Pattern[str], int]] = []
-    for prefix, pattern in _SHAPES:
+    hits = _github_hits(text)
+    if hits is None:
+        return _mask_dense(text), False
+    if hits:
+        found.append((hits, _GITHUB, 0))
+    for prefix, pattern in _OTHER_SHAPES:
         hits = _few_occurrences(text, prefix)
         if hits is None:
             return _mask_dense(text), False
@@ -211,6 +229,9 @@ def _few_occurrences(text: str, prefix: str | re.Pattern[str]) -> list[int] | No
     (A plain loop of `find`, not a generator: on a text dense with the prefix this runs
     _FEW times for each pattern before the regex pass, and a generator's step cost twice
     a `find` there.)"""
+    need = _NEEDS.get(prefix)
+    if need is not None and need not in text:
+        return []  # a character of every occurrence is missing: one memchr, no scan
     if not isinstance(prefix, str):
         hits = [m.start() for m in islice(prefix.finditer(text), _FEW + 1)]
         return None if len(hits) > _FEW else hits
@@ -223,6 +244,32 @@ def _few_occurrences(text: str, prefix: str | re.Pattern[str]) -> list[int] | No
         hits.append(at)
         at = find(prefix, at + 1)
     return hits
+
+
+def _github_hits(text: str) -> list[int] | None:
+    """Where either GitHub prefix occurs (one scan); None when one of them occurs in more
+    than _FEW places, the count at which each shape of its own took the dense path."""
+    if "_" not in text:
+        return []  # both prefixes end with it
+    hits = [m.start() for m in islice(_GITHUB_PREFIX.finditer(text), 2 * _FEW + 1)]
+    if len(hits) > 2 * _FEW:
+        return None  # one of the two is past _FEW
+    if len(hits) > _FEW:
+        pats = sum(1 for at in hits if text[at + 1] == "i")
+        if pats > _FEW or len(hits) - pats > _FEW:
+            return None
+    return hits
+
+
+# For each prefix, a character it holds that ordinary text often lacks (capitals, `z`,
+# `-`; prose has none of them): `in` finds one with memchr, at memory speed, where the
+# scan for the prefix (`find`, or the regex engine's) costs 20 times more; a text without
+# it holds no occurrence. (Tested first: when the character is there, it is usually
+# found soon.)
+_NEEDS: Final[dict[str | re.Pattern[str], str]] = {
+    _SHAPES[2][0]: "-", _SHAPES[3][0]: "x", _SHAPES[4][0]: "I",
+    "uthoriz": "z", "UTHORIZ": "Z", "EARER": "E",
+}
 
 
 # Literal prefixes whose first occurrence the regex engine finds sooner than `str.find`:
@@ -280,7 +327,8 @@ def _mask_dense(text: str) -> str:
     about as much as a thousand of those matches). Either way a pattern's leftmost
     non-overlapping matches are what is masked, so the order and the result are those of
     running every pattern's `sub` in turn."""
-    for prefix, shape in _SHAPES:
+    text = _mask_one(text, _GITHUB_PREFIX, _GITHUB, 0)  # the first two shapes at once
+    for prefix, shape in _OTHER_SHAPES:
         text = _mask_one(text, prefix, shape, 0)
     for hint, pattern in _KEPT:
         if hint != "://" or "@" in text:
@@ -353,9 +401,17 @@ def _common_prefix(texts: list[str]) -> str:
 def clean_text(text: str) -> str:
     """`text` with NUL and lone surrogates replaced by U+FFFD: no file, command line or
     environment variable can hold them."""
-    if "\x00" not in text and (text.isascii() or _no_surrogates(text)):
-        return text  # both tests run in C at memory speed; the regex scan does not
+    if text.isascii():  # a flag: no surrogate, and `in` is a memchr
+        return text if "\x00" not in text else text.replace("\x00", "\ufffd")
+    # in a text of two or four bytes a character, `in` looks for NUL one character at a
+    # time (CPython's memchr shortcut skips a character whose low byte is zero): the
+    # regex engine's scan for it takes half as long. Then UTF-16 (see _no_surrogates).
+    if _NUL.search(text) is None and _no_surrogates(text):
+        return text
     return _UNSAFE_CHARS.sub("\ufffd", text)
+
+
+_NUL: Final = re.compile("\x00")
 
 
 def _no_surrogates(text: str) -> bool:

@@ -4,10 +4,13 @@ unscanned, instead of scanning one reply three times on its way to the stage fil
 
 from __future__ import annotations
 
+import re
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delivery.redact import _KEPT, Redactor, clean_text, mask_token_shapes
+from delivery.redact import _KEPT, _NEEDS, Redactor, clean_text, mask_token_shapes
 from tests import redact_oracle as oracle
 
 SECRETS = ["hunter2-secret", "multi\n  line-secret-value \n}", "  padded-secret  ",
@@ -204,3 +207,60 @@ def test_each_label_pattern_matches_where_the_previous_one_did(text: str) -> Non
     for (_, ours), (_, previous) in zip(_KEPT, oracle._KEPT, strict=True):
         assert [(m.start(), m.end(1), m.end()) for m in ours.finditer(text)] \
             == [(m.start(), m.end(1), m.end()) for m in previous.finditer(text)]
+
+
+# Whole credentials of every shape, the labels and URLs, and the overlaps where masking
+# them in turn differs from masking each where it starts (`xoxb-...-ghp_...`: the Slack
+# token's run stops at `_`, the GitHub token starts after a `-`).
+_GHP = "ghp_" + "aB3" * 12
+WHOLE = st.sampled_from([
+    _GHP, "gho_" + "z9" * 18, "github_pat_" + "A_1" * 8, "sk-" + "k-9" * 8, "sk-proj-" + "x" * 20,
+    "xoxb-" + "1-a" * 4, "AKIA" + "Q7" * 8, "ASIA" + "Q7" * 8 + "x", "Bearer " + "t0k.n" * 3,
+    "bearer\n" + "T" * 24 + "==", "BEARER abc", "Authorization: token abc", '"authorization": "x"',
+    "AUTHORIZATION=a b", "https://user:pw1@host/x", "http://u:p:q@h", "://:@", "x://a:b@c@d",
+    "xoxb-aaaaaaaaaa-" + _GHP, "sk-" + "a" * 20 + "-" + _GHP, "-AKIA" + "B" * 16,
+    "-xoxp-" + "9" * 10,
+    "sk-" + "b" * 20 + "-github_pat_" + "c" * 20, "https://u:" + _GHP + "@h", "Bearer " + _GHP,
+    "Authorization: Bearer " + _GHP, "hunter2-secret", "secret-value-1-x", "ghp_" + "a" * 35,
+])
+LINES = st.lists(st.one_of(WHOLE, FRAGMENTS, RUNS), min_size=1, max_size=8).map("".join)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(LINES, min_size=1, max_size=6), st.lists(LINES, max_size=4),
+       st.integers(60, 300))
+def test_texts_dense_with_every_shape_take_the_masks_of_the_previous_redactor(
+        lines: list[str], odd: list[str], times: int) -> None:
+    # repeated past the count that takes the dense path, with a few lines of their own
+    text = "\n".join(lines * times + odd)
+    assert Redactor(SECRETS).text(text) == oracle.Redactor(SECRETS).text(text)
+    assert mask_token_shapes(text) == oracle.mask_token_shapes(text)
+
+
+@pytest.mark.parametrize(("tokens", "pats"), [(200, 200), (256, 256), (257, 0), (0, 257),
+                                              (257, 257), (100, 300), (513, 0)])
+def test_the_github_shapes_scanned_together_take_the_path_each_took_alone(
+        tokens: int, pats: int) -> None:
+    # a Slack token running into a GitHub one: masked apart (where each starts) on the
+    # sparse path, in turn on the dense one, with different results
+    overlap = "xoxb-aaaaaaaaaa-" + _GHP
+    text = "\n".join([overlap] + ["ghp_x"] * tokens + ["github_pat_x"] * pats + [overlap])
+    assert mask_token_shapes(text) == oracle.mask_token_shapes(text)
+    assert Redactor(SECRETS).text(text) == oracle.Redactor(SECRETS).text(text)
+
+
+@pytest.mark.parametrize("prefix", list(_NEEDS), ids=lambda p: getattr(p, "pattern", p))
+def test_each_occurrence_of_a_prefix_holds_the_character_tested_for_it(
+        prefix: str | re.Pattern[str]) -> None:
+    # the scan of a prefix is skipped in a text without that character
+    need = _NEEDS[prefix]
+    if isinstance(prefix, str):
+        assert need in prefix
+        return
+
+    @settings(max_examples=50, deadline=None)
+    @given(st.from_regex(prefix, fullmatch=True))
+    def holds(occurrence: str) -> None:
+        assert need in occurrence
+
+    holds()
