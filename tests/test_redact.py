@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+from fnmatch import fnmatchcase
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from delivery.redact import RedactingFilter, Redactor
+from delivery.redact import SECRET_VARIABLES, RedactingFilter, Redactor, secret_values
 
 GHP = "ghp_" + "a1B2c3D4e5" * 3 + "F6g7H8"  # 36 alphanumerics after the prefix
 
@@ -197,3 +200,13 @@ def test_environment_secrets_are_masked_line_by_line_and_trimmed() -> None:
     redactor = Redactor.from_environment({"DEPLOY_KEY": PEM, "API_TOKEN": " tok-value-123 "})
     masked = redactor.text("QyNTUxOQAAACDkf8a7Hb2 / tok-value-123")
     assert masked == "*** / ***"
+
+
+@settings(max_examples=300)
+@given(name=st.text(alphabet="ABCDEFGHIJKLMNOPRSTUVWXYZ_-*?[]kyeto", max_size=24)
+       | st.sampled_from([*SECRET_VARIABLES, "MY_TOKEN", "TOKENS", "AWS_KEY", "KEYS",
+                          "DELIVERY_X_TOKEN_Y", "github_token", "PASSWORDS", "A_SECRET"]))
+def test_a_variable_is_secret_as_fnmatch_reads_the_secret_variable_patterns(name: str) -> None:
+    # one compiled pattern stands for fnmatchcase against each of SECRET_VARIABLES
+    expected = any(fnmatchcase(name.upper(), pattern) for pattern in SECRET_VARIABLES)
+    assert (secret_values({name: "value-of-it"}) == ["value-of-it"]) is expected

@@ -28,7 +28,11 @@ from typing import Final
 from delivery.errors import RunStoreError
 from delivery.store.files import fdatasync, open_file, read_file, write_all
 
-SIZE: Final = 1 << 20  # room for the lines between two flushes of the log
+# room for the lines between two flushes of the log: a snapshot flushes it (every 256 KiB
+# of stage records, see runstore.SNAPSHOT_BYTES), and a full mirror does. Every run writes
+# it whole once (and fsyncs it): at 1 MiB that was a millisecond or more of each run's
+# start, most of the start of a route scenario.
+SIZE: Final = 256 << 10
 HEADER: Final = 256  # bytes, padded with spaces; the lines start after it
 
 
