@@ -69,7 +69,9 @@ _GAP = r"(?:[ \t\r\f\v]++|\n(?:[ \t]*\#[^\n]*)?|//[^\n]*|/\*.*?\*/)*+"
 _SKIP = r"(?:[ \t\r\f\v]++|\n(?:[ \t]*\#[^\n]*)?|//[^\n]*|/\*.*?\*/|;)*+"
 _STATEMENT = (
     rf"(?P<head>{_PLAIN_ID})"
-    rf"(?P<chain>(?:{_BLANK}->{_BLANK}{_PLAIN_ID})*+){_BLANK}"
+    # the first target has a group of its own: most chains are `a -> b`, read without a scan
+    rf"(?P<chain>(?:{_BLANK}->{_BLANK}(?P<to>{_PLAIN_ID})(?:{_BLANK}->{_BLANK}{_PLAIN_ID})*+)?+)"
+    rf"{_BLANK}"
     rf"(?:\[(?P<attrs>{_BLANK}(?:{_ID}{_BLANK}={_BLANK}{_value(capture=False)}{_BLANK}"
     rf"(?:[,;]{_BLANK})?)*+)\])?"
     # the statement ends here only if what follows cannot continue it (newlines do not end
@@ -78,7 +80,8 @@ _STATEMENT = (
 )
 _GAPPED_STATEMENT = re.compile(_SKIP + _STATEMENT, re.DOTALL)
 # its groups by number (a name is one more dict lookup per use, several per statement)
-_HEAD, _CHAIN, _ATTRS = (_GAPPED_STATEMENT.groupindex[name] for name in ("head", "chain", "attrs"))
+_HEAD, _CHAIN, _TO, _ATTRS = (_GAPPED_STATEMENT.groupindex[name]
+                               for name in ("head", "chain", "to", "attrs"))
 _ATTR_ITEM = re.compile(_ATTR)
 # _ATTR's groups by number: the key, then the value as a string, duration, number or word
 _S, _D, _N, _W = (_ATTR_ITEM.groupindex[name] for name in ("s", "d", "n", "w"))
@@ -246,12 +249,19 @@ class _Parser:
         chain_start, chain_end = m.span(_CHAIN)
         chain: list[tuple[str, int, int]] | None = None
         if chain_start != chain_end:
-            chain = [(head, line, head_column)]
-            for target in _CHAIN_ID.finditer(self.source, chain_start, chain_end):
-                name = target.group()
-                if name.lower() in _KEYWORDS:
+            to_start, to_end = m.span(_TO)
+            if to_end == chain_end:  # a -> b, the common edge: its target is the group's
+                to = m.group(_TO)
+                if to.lower() in _KEYWORDS:
                     return None
-                chain.append((name, line, target.start() - line_start + 1))
+                chain = [(head, line, head_column), (to, line, to_start - line_start + 1)]
+            else:
+                chain = [(head, line, head_column)]
+                for target in _CHAIN_ID.finditer(self.source, chain_start, chain_end):
+                    name = target.group()
+                    if name.lower() in _KEYWORDS:
+                        return None
+                    chain.append((name, line, target.start() - line_start + 1))
         attrs: list[AttrAssign] = []
         attrs_start, attrs_end = m.span(_ATTRS)
         if attrs_start >= 0:
