@@ -23,10 +23,11 @@ from typing import NamedTuple
 from delivery.lang.conditions import Condition
 from delivery.lang.model import Edge, NodeType, Workflow
 from delivery.lang.topology import ParallelSection, parallel_sections, retry_table
-from delivery.validation.writes import initial_writes, stage_writes, writes_freely
+from delivery.validation.writes import initial_writes, stage_writes
 
 WITNESS_LIMIT = 50
 _LOW_64 = (1 << 64) - 1
+_BEYOND_64 = 1 << 64  # a mask below it is kept as it is (see _Masks)
 _SHARE_CANDIDATES = 8
 FREE = "\x00free"  # a pseudo key: "an agent without outputs= ran", on every path
 _RESULT = re.compile(r"parallel\.results\.([0-9]+)(?:\.(.*))?\Z")
@@ -175,16 +176,35 @@ class Availability:
         self.always = _Masks()
         self.success = _Masks()
         free = self.cover.bit(FREE)
-        masks, folders = self.cover.masks, workflow.folders
+        cover, folders = self.cover, workflow.folders
+        # _Cover.masks and _Masks.__setitem__, inlined (twice per node): a written key whose
+        # first segment no read shares covers nothing, and a mask below 2**64 is kept as it is
+        mask_of, roots = cover.mask, cover.roots
+        always_table, success_table = self.always.table, self.success.table
         set_always, set_success = self.always.__setitem__, self.success.__setitem__
+        freely = (NodeType.AGENT, NodeType.PROMPT)
         for node in workflow.nodes.values():
             writes = stage_writes(node, folders)
-            always = masks(writes.always) if writes.always else 0
-            set_always(node.id, always)
-            success = always | masks(writes.on_success)
-            if writes_freely(node):  # an Attractor agent: may set any key when it succeeds
+            node_id = node.id
+            always = 0
+            for key in writes.always:
+                if key.partition(".")[0] in roots or key.startswith("*."):
+                    always |= mask_of(key)
+            success = always
+            for key in writes.on_success:
+                if key.partition(".")[0] in roots or key.startswith("*."):
+                    success |= mask_of(key)
+            # writes_freely, inlined: an Attractor agent may set any key when it succeeds
+            if node.type in freely and not node.outputs:
                 success |= free
-            set_success(node.id, success)
+            if always < _BEYOND_64:
+                always_table[node_id] = always
+            else:
+                set_always(node_id, always)
+            if success < _BEYOND_64:
+                success_table[node_id] = success
+            else:
+                set_success(node_id, success)
         self.section_of_fan_in = {
             s.fan_in: s for s in self.sections.values() if s.fan_in is not None
         }
@@ -234,6 +254,8 @@ class Availability:
         """(bit, branch index, key inside the branch context or None) per results read."""
         found: list[tuple[int, int, str | None]] = []
         for key in keys:
+            if not key.startswith("parallel.results."):
+                continue  # _RESULT cannot match: most keys are skipped without it
             m = _RESULT.match(key)
             if m is None:
                 continue
