@@ -373,6 +373,7 @@ class Availability:
         success_entry, all_bits, initial = self.success_entry, self.all_bits, self.initial
         conditional, conditional_failure = self.conditional, self.conditional_failure
         failure_edges, into_conditional = self.failure_edges, self.into_conditional
+        section_of_fan_in, start = self.section_of_fan_in, self.start
         # Equal sets share one int: along a chain most stages write nothing that is read,
         # so their entries are equal, and each is as wide as the keys read so far (a
         # 20,000-node workflow's entries were 17 MB, 6 MB of them distinct). Found by width
@@ -392,8 +393,8 @@ class Availability:
             node_id = queue.popleft()
             queued.discard(node_id)
             success = all_bits
-            if node_id == self.start:
-                value = success = self.initial
+            if node_id == start:
+                value = success = initial
             else:
                 value = all_bits
                 # edge_flow and _source_entry, inlined: this loop runs once per edge and visit
@@ -429,16 +430,26 @@ class Availability:
                         success &= source_entry | wrote
                     else:
                         success &= flow
-                joined = self.section_of_fan_in.get(node_id)
-                if joined is not None and joined.parallel in self.entry:
+                joined = section_of_fan_in.get(node_id)
+                if joined is not None and joined.parallel in entry:
                     value &= self._join_flow(joined)
                     success &= self._join_flow(joined)
-            changed = self.entry.get(node_id) != value or node_id not in self.entry
-            if node_id in self.conditional and self.success_entry.get(node_id) != success:
-                self.success_entry[node_id] = share(success)
+            old = entry.get(node_id)
+            changed = old is None or old != value
+            if node_id in conditional and success_entry.get(node_id) != success:
+                success_entry[node_id] = share(success)
                 changed = True
             if changed:
-                self.entry[node_id] = share(value)
+                # share(value), inlined (one call per visit)
+                same = shared.setdefault((value.bit_length(), value & _LOW_64), [])
+                for candidate in same:
+                    if candidate == value:
+                        value = candidate
+                        break
+                else:
+                    if len(same) < _SHARE_CANDIDATES:
+                        same.append(value)
+                entry[node_id] = value
                 for dependent in dependents[node_id]:
                     if dependent not in queued:
                         queued.add(dependent)
