@@ -121,7 +121,8 @@ class _Builder:
     # -- statements ---------------------------------------------------------------
     def walk(self, body: list[Statement], scope: _Scope, attrs_sink: Attributes) -> None:
         nodes, edges, edge_defaults = self.nodes, self.edges, scope.edge_defaults
-        declare, add_edges, edge_type = self.declare_node, self.add_edges, Edge
+        node_defaults = scope.node_defaults  # (`node [...]` updates this very dict)
+        declare, add_edges, edge_type, node_type = self.declare_node, self.add_edges, Edge, Node
         for stmt in body:
             if isinstance(stmt, EdgeStmt):
                 chain = stmt.chain
@@ -138,7 +139,17 @@ class _Builder:
                 (source, s_line, s_col), (target, _, _) = chain
                 edges.append(edge_type(source, target, s_line, s_col, attrs, len(edges)))
             elif isinstance(stmt, NodeStmt):
-                declare(stmt.node_id, stmt.line, stmt.column, stmt.attrs, scope)
+                node_id = stmt.node_id
+                if node_id in nodes:
+                    declare(node_id, stmt.line, stmt.column, stmt.attrs, scope)
+                    continue
+                # declare_node, inlined for a node's first statement (the common case): the
+                # scope's defaults, then the parser's attributes as they are
+                table = dict(node_defaults)
+                for assign in stmt.attrs:
+                    table[assign.name] = assign
+                nodes[node_id] = node_type(node_id, stmt.line, stmt.column, table, None,
+                                           scope.subgraph)
             elif isinstance(stmt, DefaultsStmt):
                 table = (
                     attrs_sink if stmt.target == "graph"
@@ -199,8 +210,8 @@ class _Builder:
     # -- meaning ------------------------------------------------------------------
     def resolve_type(self, node: Node, has_mdiamond: bool) -> None:
         type_attr = node.attrs.get("type")
-        if type_attr is not None and type_attr.text:
-            text = type_attr.text
+        if type_attr is not None and type_attr.value.text:
+            text = type_attr.value.text
             # a table, not NodeType(text): an Enum's call is Python code
             resolved = TYPE_ALIASES.get(text) or _NODE_TYPES.get(text)
             if resolved is None:
