@@ -121,7 +121,8 @@ class _Builder:
     # -- statements ---------------------------------------------------------------
     def walk(self, body: list[Statement], scope: _Scope, attrs_sink: Attributes) -> None:
         nodes, edges, edge_defaults = self.nodes, self.edges, scope.edge_defaults
-        declare, add_edges, edge_type = self.declare_node, self.add_edges, Edge
+        node_defaults = scope.node_defaults  # (`node [...]` updates this very dict)
+        declare, add_edges, edge_type, node_type = self.declare_node, self.add_edges, Edge, Node
         for stmt in body:
             if isinstance(stmt, EdgeStmt):
                 chain = stmt.chain
@@ -138,7 +139,17 @@ class _Builder:
                 (source, s_line, s_col), (target, _, _) = chain
                 edges.append(edge_type(source, target, s_line, s_col, attrs, len(edges)))
             elif isinstance(stmt, NodeStmt):
-                declare(stmt.node_id, stmt.line, stmt.column, stmt.attrs, scope)
+                node_id = stmt.node_id
+                if node_id in nodes:
+                    declare(node_id, stmt.line, stmt.column, stmt.attrs, scope)
+                    continue
+                # declare_node, inlined for a node's first statement (the common case): the
+                # scope's defaults, then the parser's attributes as they are
+                table = dict(node_defaults)
+                for assign in stmt.attrs:
+                    table[assign.name] = assign
+                nodes[node_id] = node_type(node_id, stmt.line, stmt.column, table, None,
+                                           scope.subgraph)
             elif isinstance(stmt, DefaultsStmt):
                 table = (
                     attrs_sink if stmt.target == "graph"
@@ -199,9 +210,10 @@ class _Builder:
     # -- meaning ------------------------------------------------------------------
     def resolve_type(self, node: Node, has_mdiamond: bool) -> None:
         type_attr = node.attrs.get("type")
-        if type_attr is not None and type_attr.text:
-            text = type_attr.text
-            resolved = TYPE_ALIASES.get(text)
+        if type_attr is not None and type_attr.value.text:
+            text = type_attr.value.text
+            # a table, not NodeType(text): an Enum's call is Python code
+            resolved = TYPE_ALIASES.get(text) or _NODE_TYPES.get(text)
             if resolved is None:
                 try:
                     resolved = NodeType(text)
@@ -372,7 +384,8 @@ class _Builder:
         """Parse every typed node attribute once; a bad value is an error at its position."""
         attrs, nid = node.attrs, node.id
         node.template = graph_template
-        for attr in attrs.values():
+        # (the keys are the names: most nodes have no typed attribute and skip the loop)
+        for attr in () if _TYPED_NODE_ATTRS.isdisjoint(attrs) else attrs.values():
             name = attr.name
             if name not in _TYPED_NODE_ATTRS:
                 continue  # most attributes (prompt, label, shape ...) have no typed field
@@ -522,8 +535,19 @@ class _Builder:
             if node.type is NodeType.MANAGER_LOOP:
                 self.manager_values(node, workflow)
         for edge in self.edges:
-            self.edge_condition(edge)
-            self.edge_values(edge)
+            attrs = edge.attrs
+            # edge_condition, inlined for a condition that parses (most edges have one)
+            attr = attrs.get("condition")
+            if attr is not None:
+                text = attr.value.text
+                if text.strip():
+                    try:
+                        edge.condition = parse_condition(text)
+                    except ConditionSyntaxError:
+                        self.edge_condition(edge)  # says what is wrong, where
+            # edge_values, only for an edge with an attribute it types
+            if "weight" in attrs or "loop_restart" in attrs or "fidelity" in attrs:
+                self.edge_values(edge)
         self.unknown_attributes(workflow)
         return workflow, self.diagnostics
 
@@ -594,6 +618,7 @@ _FLOAT = re.compile(r"-?[0-9]*\.[0-9]+\Z")
 _TYPED_NODE_ATTRS = frozenset({
     "max_retries", "max_parallel", "goal_gate", "allow_partial", "auto_status", "delegatable",
     "timeout", "interval", "max_interval", "backoff", "join_policy", "template", "fidelity"})
+_NODE_TYPES = {kind.value: kind for kind in NodeType}
 # Attractor's own type names; any other `type=` is delivery's spelling.
 _ATTRACTOR_TYPES = frozenset({"start", "exit", "codergen", "tool", "wait.human", "conditional",
                               "parallel", "parallel.fan_in", "stack.manager_loop"})
@@ -607,8 +632,10 @@ _FILE_ITEM = re.compile(r"[\w.~-]*[./][\w./~-]*\Z")
 
 def _names_files(text: str) -> bool:
     """`outputs="review-report.md"`: file names (Kilroy's convention), not name:kind."""
+    if ":" in text:  # name:kind (before the split: most declarations have it)
+        return False
     items = [item.strip() for item in text.split(",") if item.strip()]
-    if not items or ":" in text:
+    if not items:
         return False
     # `summary.text` is a typo of summary:text, not a file: the declaration reports it
     kinds = tuple(f".{kind.value}" for kind in OutputKind)

@@ -186,6 +186,8 @@ def _eval3(node: Expr, known: Mapping[str, str]) -> bool | None:
 # Truthy: the fast path below builds one per clause of every condition of a file
 _new = tuple.__new__
 _make_condition: Callable[[str, Expr], Condition] = slot_constructor(Condition)
+_make_and: Callable[[tuple[Expr, ...]], And] = slot_constructor(And)
+_make_or: Callable[[tuple[Expr, ...]], Or] = slot_constructor(Or)
 
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*")
 _OP = re.compile(r"!=|<=|>=|==|=|<|>|contains(?=[\s\"])")
@@ -211,7 +213,8 @@ _FAST_CLAUSE = re.compile(
 def _parse_simple(text: str) -> Condition | None:
     if '"' in text or "(" in text or ")" in text:
         return None
-    ors: list[Expr] = []
+    # the lists are made at the first joiner: most conditions are a single clause
+    ors: list[Expr] | None = None
     ands: list[Expr] = []
     pos, end = 0, len(text)
     match = _FAST_CLAUSE.match
@@ -231,18 +234,20 @@ def _parse_simple(text: str) -> Condition | None:
             kind = "bool" if literal in ("true", "false") else \
                 "number" if literal[0] in _NUMBER_START and number(literal) else "word"
             atom = _new(Compare, (key, op, literal, kind, m.start(1), m.start(3)))
-        if not joiner and not ors and not ands:
-            return _make_condition(text, atom)  # a single clause: the common condition
+        if ors is None:
+            if not joiner and not ands:
+                return _make_condition(text, atom)  # a single clause: the common condition
+            ors = []
         ands.append(atom)
         if joiner != "&&":
-            ors.append(ands[0] if len(ands) == 1 else And(tuple(ands)))
+            ors.append(ands[0] if len(ands) == 1 else _make_and(tuple(ands)))
             ands = []
         pos = m.end()
         if not joiner:
             break
         if pos >= end:
             return None  # a trailing && or ||: the full parser reports it
-    return _make_condition(text, ors[0] if len(ors) == 1 else Or(tuple(ors)))
+    return _make_condition(text, ors[0] if len(ors) == 1 else _make_or(tuple(ors)))
 
 
 def parse_condition(text: str) -> Condition:

@@ -52,10 +52,10 @@ _PLAIN_ID = r"(?>[A-Za-z_][A-Za-z0-9_]*+)(?!\.[A-Za-z_])"  # a dotted id is the 
 _ID = r"(?>[A-Za-z_][A-Za-z0-9_]*+(?:\.[A-Za-z_][A-Za-z0-9_]*+)*+)"
 
 
-def _value(capture: bool) -> str:
-    """A value token; `capture` names its kind's group (s, d, n or w)."""
+def _value(capture: bool, suffix: str = "") -> str:
+    """A value token; `capture` names its kind's group (s, d, n or w, then `suffix`)."""
     def group(name: str, pattern: str) -> str:
-        return f"(?P<{name}>{pattern})" if capture else f"(?:{pattern})"
+        return f"(?P<{name}{suffix}>{pattern})" if capture else f"(?:{pattern})"
     return ("(?>" + group("s", r'"[^"\\\n]*+"')  # a string without escapes or newlines
             + "|" + group("d", r"[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d)(?![A-Za-z0-9_])")
             + "|" + group("n", r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?![A-Za-z_])")
@@ -63,22 +63,47 @@ def _value(capture: bool) -> str:
 
 
 _ATTR = rf"(?P<k>{_ID}){_BLANK}={_BLANK}{_value(capture=True)}"
+_SLOTS = 4
+
+
+def _slots(count: int) -> str:
+    """`count` attributes, each optional after the one before, with its key in k<i> and its
+    value in s<i>, d<i>, n<i> or w<i>; then the rest in `more` (each is followed by blanks
+    and at most one ',' or ';', as the general path reads an attribute list)."""
+    def item(i: int | None) -> str:
+        key = f"(?P<k{i}>{_ID})" if i is not None else _ID
+        return (rf"{key}{_BLANK}={_BLANK}{_value(i is not None, str(i))}{_BLANK}"
+                rf"(?:[,;]{_BLANK})?")
+    pattern = rf"(?P<more>(?:{item(None)})*+)"
+    for i in reversed(range(count)):
+        pattern = rf"(?:{item(i)}{pattern})?"
+    return pattern
+
+
 # What may separate statements: blanks, newlines (a '#' line after one is a comment),
 # comments and ';' (the general loop skips ';' tokens the same way).
 _GAP = r"(?:[ \t\r\f\v]++|\n(?:[ \t]*\#[^\n]*)?|//[^\n]*|/\*.*?\*/)*+"
 _SKIP = r"(?:[ \t\r\f\v]++|\n(?:[ \t]*\#[^\n]*)?|//[^\n]*|/\*.*?\*/|;)*+"
 _STATEMENT = (
     rf"(?P<head>{_PLAIN_ID})"
-    rf"(?P<chain>(?:{_BLANK}->{_BLANK}{_PLAIN_ID})*+){_BLANK}"
-    rf"(?:\[(?P<attrs>{_BLANK}(?:{_ID}{_BLANK}={_BLANK}{_value(capture=False)}{_BLANK}"
-    rf"(?:[,;]{_BLANK})?)*+)\])?"
+    # the first target has a group of its own: most chains are `a -> b`, read without a scan
+    rf"(?P<chain>(?:{_BLANK}->{_BLANK}(?P<to>{_PLAIN_ID})(?:{_BLANK}->{_BLANK}{_PLAIN_ID})*+)?+)"
+    rf"{_BLANK}"
+    # the first _SLOTS attributes each in groups of their own (read from this match, with no
+    # match per attribute), any more in the group `more` (read by _ATTR_ITEM)
+    rf"(?:\[(?P<attrs>{_BLANK}(?>{_slots(_SLOTS)}))\])?"
     # the statement ends here only if what follows cannot continue it (newlines do not end
     # a statement: `a` then `[x=1]` on the next line is one node statement)
     rf"(?={_GAP}(?![\[=\-]))"
 )
 _GAPPED_STATEMENT = re.compile(_SKIP + _STATEMENT, re.DOTALL)
 # its groups by number (a name is one more dict lookup per use, several per statement)
-_HEAD, _CHAIN, _ATTRS = (_GAPPED_STATEMENT.groupindex[name] for name in ("head", "chain", "attrs"))
+_HEAD, _CHAIN, _TO, _ATTRS, _MORE = (_GAPPED_STATEMENT.groupindex[name]
+                                      for name in ("head", "chain", "to", "attrs", "more"))
+# per slot, the group numbers of its key and of its value as a string, word, number and
+# duration (match.groups() holds group n at n - 1)
+_SLOT_GROUPS = tuple(tuple(_GAPPED_STATEMENT.groupindex[f"{kind}{i}"] for kind in "ksnwd")
+                     for i in range(_SLOTS))
 _ATTR_ITEM = re.compile(_ATTR)
 # _ATTR's groups by number: the key, then the value as a string, duration, number or word
 _S, _D, _N, _W = (_ATTR_ITEM.groupindex[name] for name in ("s", "d", "n", "w"))
@@ -246,39 +271,77 @@ class _Parser:
         chain_start, chain_end = m.span(_CHAIN)
         chain: list[tuple[str, int, int]] | None = None
         if chain_start != chain_end:
-            chain = [(head, line, head_column)]
-            for target in _CHAIN_ID.finditer(self.source, chain_start, chain_end):
-                name = target.group()
-                if name.lower() in _KEYWORDS:
+            to_start, to_end = m.span(_TO)
+            if to_end == chain_end:  # a -> b, the common edge: its target is the group's
+                to = m.group(_TO)
+                if to.lower() in _KEYWORDS:
                     return None
-                chain.append((name, line, target.start() - line_start + 1))
+                chain = [(head, line, head_column), (to, line, to_start - line_start + 1)]
+            else:
+                chain = [(head, line, head_column)]
+                for target in _CHAIN_ID.finditer(self.source, chain_start, chain_end):
+                    name = target.group()
+                    if name.lower() in _KEYWORDS:
+                        return None
+                    chain.append((name, line, target.start() - line_start + 1))
         attrs: list[AttrAssign] = []
-        attrs_start, attrs_end = m.span(_ATTRS)
-        if attrs_start >= 0:
+        if m.start(_ATTRS) >= 0:
             append = attrs.append
             # Value and Attribute are named tuples: tuple.__new__ builds them in C
             new, value_type, attr_type = tuple.__new__, Value, AttrAssign
-            for item in _ATTR_ITEM.finditer(self.source, attrs_start, attrs_end):
-                # the value's group by number: 2 s, 3 d, 4 n, 5 w (one always matched)
-                group = item.lastindex or _W
-                raw = item.group(group)
-                column = item.start(group) - line_start + 1
-                if group == _S:
-                    value = new(value_type, ("string", raw[1:-1], line, column, raw))
-                elif group == _W:
+            start = m.start
+            groups = m.groups()
+            for k, s, n, w, d in _SLOT_GROUPS:
+                key = groups[k - 1]
+                if key is None:
+                    break  # fewer attributes than slots
+                # the value's kind: the one of its groups that matched
+                raw = groups[s - 1]
+                if raw is not None:
+                    value = new(value_type, ("string", raw[1:-1], line,
+                                             start(s) - line_start + 1, raw))
+                elif (raw := groups[w - 1]) is not None:
                     value = new(value_type, ("bool" if raw in ("true", "false") else "word",
-                                             raw, line, column, raw))
-                elif group == _N:
+                                             raw, line, start(w) - line_start + 1, raw))
+                elif (raw := groups[n - 1]) is not None:
                     value = new(value_type, ("float" if "." in raw else "int", raw, line,
-                                             column, raw))
+                                             start(n) - line_start + 1, raw))
                 else:
-                    value = new(value_type, ("duration", raw, line, column, raw))
-                append(new(attr_type, (item.group(1), value, line,
-                                       item.start() - line_start + 1, False)))
+                    raw = groups[d - 1]
+                    value = new(value_type, ("duration", raw, line,
+                                             start(d) - line_start + 1, raw))
+                append(new(attr_type, (key, value, line, start(k) - line_start + 1, False)))
+            else:
+                more_start, more_end = m.span(_MORE)
+                if more_start != more_end:
+                    self._more_attributes(more_start, more_end, line, line_start, attrs)
         self.pos = m.end()
         if chain is not None:
             return EdgeStmt(chain, attrs, line, head_column)
         return NodeStmt(head, line, head_column, attrs)
+
+    def _more_attributes(self, start: int, end: int, line: int, line_start: int,
+                         attrs: list[AttrAssign]) -> None:
+        """The attributes of a fast statement beyond its slots, one match each."""
+        append = attrs.append
+        new, value_type, attr_type = tuple.__new__, Value, AttrAssign
+        for item in _ATTR_ITEM.finditer(self.source, start, end):
+            # the value's group by number: 2 s, 3 d, 4 n, 5 w (one always matched)
+            group = item.lastindex or _W
+            raw = item.group(group)
+            column = item.start(group) - line_start + 1
+            if group == _S:
+                value = new(value_type, ("string", raw[1:-1], line, column, raw))
+            elif group == _W:
+                value = new(value_type, ("bool" if raw in ("true", "false") else "word",
+                                         raw, line, column, raw))
+            elif group == _N:
+                value = new(value_type, ("float" if "." in raw else "int", raw, line,
+                                         column, raw))
+            else:
+                value = new(value_type, ("duration", raw, line, column, raw))
+            append(new(attr_type, (item.group(1), value, line,
+                                   item.start() - line_start + 1, False)))
 
     # -- the general path --------------------------------------------------------
     def parse_statement(self) -> Statement:

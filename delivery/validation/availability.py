@@ -23,10 +23,11 @@ from typing import NamedTuple
 from delivery.lang.conditions import Condition
 from delivery.lang.model import Edge, NodeType, Workflow
 from delivery.lang.topology import ParallelSection, parallel_sections, retry_table
-from delivery.validation.writes import initial_writes, stage_writes, writes_freely
+from delivery.validation.writes import initial_writes, stage_writes
 
 WITNESS_LIMIT = 50
 _LOW_64 = (1 << 64) - 1
+_BEYOND_64 = 1 << 64  # a mask below it is kept as it is (see _Masks)
 _SHARE_CANDIDATES = 8
 FREE = "\x00free"  # a pseudo key: "an agent without outputs= ran", on every path
 _RESULT = re.compile(r"parallel\.results\.([0-9]+)(?:\.(.*))?\Z")
@@ -175,16 +176,35 @@ class Availability:
         self.always = _Masks()
         self.success = _Masks()
         free = self.cover.bit(FREE)
-        masks, folders = self.cover.masks, workflow.folders
+        cover, folders = self.cover, workflow.folders
+        # _Cover.masks and _Masks.__setitem__, inlined (twice per node): a written key whose
+        # first segment no read shares covers nothing, and a mask below 2**64 is kept as it is
+        mask_of, roots = cover.mask, cover.roots
+        always_table, success_table = self.always.table, self.success.table
         set_always, set_success = self.always.__setitem__, self.success.__setitem__
+        freely = (NodeType.AGENT, NodeType.PROMPT)
         for node in workflow.nodes.values():
             writes = stage_writes(node, folders)
-            always = masks(writes.always) if writes.always else 0
-            set_always(node.id, always)
-            success = always | masks(writes.on_success)
-            if writes_freely(node):  # an Attractor agent: may set any key when it succeeds
+            node_id = node.id
+            always = 0
+            for key in writes.always:
+                if key.partition(".")[0] in roots or key.startswith("*."):
+                    always |= mask_of(key)
+            success = always
+            for key in writes.on_success:
+                if key.partition(".")[0] in roots or key.startswith("*."):
+                    success |= mask_of(key)
+            # writes_freely, inlined: an Attractor agent may set any key when it succeeds
+            if node.type in freely and not node.outputs:
                 success |= free
-            set_success(node.id, success)
+            if always < _BEYOND_64:
+                always_table[node_id] = always
+            else:
+                set_always(node_id, always)
+            if success < _BEYOND_64:
+                success_table[node_id] = success
+            else:
+                set_success(node_id, success)
         self.section_of_fan_in = {
             s.fan_in: s for s in self.sections.values() if s.fan_in is not None
         }
@@ -234,6 +254,8 @@ class Availability:
         """(bit, branch index, key inside the branch context or None) per results read."""
         found: list[tuple[int, int, str | None]] = []
         for key in keys:
+            if not key.startswith("parallel.results."):
+                continue  # _RESULT cannot match: most keys are skipped without it
             m = _RESULT.match(key)
             if m is None:
                 continue
@@ -351,6 +373,7 @@ class Availability:
         success_entry, all_bits, initial = self.success_entry, self.all_bits, self.initial
         conditional, conditional_failure = self.conditional, self.conditional_failure
         failure_edges, into_conditional = self.failure_edges, self.into_conditional
+        section_of_fan_in, start = self.section_of_fan_in, self.start
         # Equal sets share one int: along a chain most stages write nothing that is read,
         # so their entries are equal, and each is as wide as the keys read so far (a
         # 20,000-node workflow's entries were 17 MB, 6 MB of them distinct). Found by width
@@ -370,8 +393,8 @@ class Availability:
             node_id = queue.popleft()
             queued.discard(node_id)
             success = all_bits
-            if node_id == self.start:
-                value = success = self.initial
+            if node_id == start:
+                value = success = initial
             else:
                 value = all_bits
                 # edge_flow and _source_entry, inlined: this loop runs once per edge and visit
@@ -407,16 +430,26 @@ class Availability:
                         success &= source_entry | wrote
                     else:
                         success &= flow
-                joined = self.section_of_fan_in.get(node_id)
-                if joined is not None and joined.parallel in self.entry:
+                joined = section_of_fan_in.get(node_id)
+                if joined is not None and joined.parallel in entry:
                     value &= self._join_flow(joined)
                     success &= self._join_flow(joined)
-            changed = self.entry.get(node_id) != value or node_id not in self.entry
-            if node_id in self.conditional and self.success_entry.get(node_id) != success:
-                self.success_entry[node_id] = share(success)
+            old = entry.get(node_id)
+            changed = old is None or old != value
+            if node_id in conditional and success_entry.get(node_id) != success:
+                success_entry[node_id] = share(success)
                 changed = True
             if changed:
-                self.entry[node_id] = share(value)
+                # share(value), inlined (one call per visit)
+                same = shared.setdefault((value.bit_length(), value & _LOW_64), [])
+                for candidate in same:
+                    if candidate == value:
+                        value = candidate
+                        break
+                else:
+                    if len(same) < _SHARE_CANDIDATES:
+                        same.append(value)
+                entry[node_id] = value
                 for dependent in dependents[node_id]:
                     if dependent not in queued:
                         queued.add(dependent)

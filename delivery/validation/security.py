@@ -73,6 +73,13 @@ def defeated_substitutions(script: str) -> list[tuple[int, Where]]:
     A small shell scanner: quotes, backslashes, `$(…)` (quoting starts afresh inside
     it), comments and heredocs. Jinja tags are skipped as units.
     """
+    if "'" not in script and '"' not in script and "<<" not in script:
+        return []  # no quotes and no heredoc for a substitution to sit in (most scripts)
+    return _scan(script)
+
+
+def _scan(script: str) -> list[tuple[int, Where]]:
+    """defeated_substitutions' scanner, for any script."""
     found: list[tuple[int, Where]] = []
     # the stack of open contexts: "top" (unquoted), "'" , '"', or "(" for $( … )
     stack: list[str] = ["top"]

@@ -36,6 +36,8 @@ from probes.pr_state import PR_STATES
 OUTCOMES = ("succeeded", "failed", "partial_success", "retry", "skipped", *OUTCOME_ALIASES)
 BOOLEANS = ("true", "false")
 _CONNECTIVES = frozenset({"and", "or", "not", "AND", "OR", "NOT"})
+# whether a text holds one of them at all (a word of it can be one only then)
+_HAS_CONNECTIVE = re.compile("|".join(sorted(_CONNECTIVES))).search
 # a context key as `threads=` names it: dotted words (`threads`, `review.answers`)
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
@@ -90,7 +92,9 @@ class _Checker:
             self.add("terminal_node", "the workflow has no exit node", w.line, w.column,
                      fix="add exit [shape=Msquare] and an edge to it")
         for node in starts:
-            for edge in w.incoming[node.id]:
+            # its edges in file order, as w.incoming lists them (a table of every node's
+            # edges, built for this one lookup, cost more than the scan)
+            for edge in [e for e in w.edges if e.target == node.id]:
                 self.add("start_no_incoming", f"edge into the start node '{node.id}'", edge.line,
                          edge.column, edge=edge.name, fix="the start node has no incoming edges; "
                          "route back to the first real stage instead")
@@ -109,7 +113,8 @@ class _Checker:
         start = starts[0].id if len(starts) == 1 else None
         if start is not None:
             seen = reachable(w, start, self.retries)
-            for node in w.nodes.values():
+            # the nodes' keys are their ids: one test in C when every node is reached
+            for node in () if seen.issuperset(w.nodes) else w.nodes.values():
                 if node.id not in seen:
                     self.at_node("reachability", node, f"node '{node.id}' cannot be reached from "
                                  f"the start node '{start}'", "add an edge to it or remove it")
@@ -118,7 +123,9 @@ class _Checker:
     def retry_targets(self) -> None:
         w = self.w
         owners: list[tuple[Node | None, dict[str, Attribute]]] = [(None, w.attrs)]
-        owners += [(n, n.attrs) for n in w.nodes.values()]
+        # only the nodes that name a target (most name none)
+        owners += [(n, n.attrs) for n in w.nodes.values()
+                   if "retry_target" in n.attrs or "fallback_retry_target" in n.attrs]
         for owner, attrs in owners:
             for name in ("retry_target", "fallback_retry_target"):
                 attr = attrs.get(name)
@@ -146,15 +153,17 @@ class _Checker:
             if kind is NodeType.SCRIPT and not node.script.strip():
                 self.at_node("script_required", node, f"script node '{node.id}' has no script",
                              "add script=\"...\" (or Attractor's tool_command=)")
-            script_attr = node.script_attr
-            if script_attr is not None and kind is not NodeType.SCRIPT:
+            attrs = node.attrs
+            # node.script_attr, looked for only where it is a problem (not on script nodes)
+            script_attr = node.script_attr if kind is not NodeType.SCRIPT and (
+                "script" in attrs or "tool_command" in attrs) else None
+            if script_attr is not None:
                 runs_as = kind.value if kind else "unknown"
                 self.at_attr("script_on_non_script_node", script_attr, f"'{node.id}' has "
                              f"{script_attr.name}= but runs as {runs_as}, not as a script, so "
                              "the script never runs",
                              "add type=script (or shape=parallelogram)", node=node.id,
                              severity="warning")
-            attrs = node.attrs
             if kind is NodeType.RESPOND or "threads" in attrs:  # nothing to check otherwise
                 self.respond_threads(node)
             if kind is NodeType.HUMAN and not w.outgoing[node.id]:
@@ -255,15 +264,19 @@ class _Checker:
     def spaced_literals(self) -> None:
         """A bare literal runs over spaces (as Attractor reads a clause), so `x=a and y=b`
         written with words instead of `&&` would compare x with 'a and y'... : say so."""
-        for edge, atom in self.compares():
-            words = atom.literal.split()
-            if atom.literal_kind == "word" and len(words) > 1 and \
-                    _CONNECTIVES.intersection(words):
-                self.at_attr("condition_words", edge.attrs["condition"], f"{atom.key} is "
-                             f"compared with the whole text {atom.literal!r}: 'and'/'or' "
-                             "words do not join clauses", "join clauses with && and ||; quote "
-                             "a literal that holds such words", edge=edge.name,
-                             offset=atom.literal_offset, severity="warning")
+        for edge, atoms in self.edge_atoms:
+            for atom in atoms:
+                # a connective word is in the literal's text: most literals are not split
+                if not isinstance(atom, Compare) or atom.literal_kind != "word" or \
+                        not _HAS_CONNECTIVE(atom.literal):
+                    continue
+                words = atom.literal.split()
+                if len(words) > 1 and _CONNECTIVES.intersection(words):
+                    self.at_attr("condition_words", edge.attrs["condition"], f"{atom.key} "
+                                 f"is compared with the whole text {atom.literal!r}: 'and'/"
+                                 "'or' words do not join clauses", "join clauses with && and "
+                                 "||; quote a literal that holds such words", edge=edge.name,
+                                 offset=atom.literal_offset, severity="warning")
 
     def choices(self) -> None:
         w = self.w
@@ -295,7 +308,8 @@ class _Checker:
         # several edges)
         domain_of: dict[str, tuple[bool, tuple[str, ...] | None, str]] = {}
         for edge, atom in self.compares():
-            if atom.op not in ("=", "!="):
+            op = atom.op
+            if op != "=" and op != "!=":
                 continue
             key = atom.key
             known = domain_of.get(key)
@@ -334,7 +348,9 @@ class _Checker:
                 if attr is None:
                     continue
                 try:
-                    found = node_template_reads(node, name, attr.text)
+                    # node_template_reads, whose common case is template_reads
+                    found = template_reads(attr.value.text) if node.template != "plain" else \
+                        node_template_reads(node, name, attr.value.text)
                 except TemplateProblem as problem:
                     line = attr.value.line + problem.lineno - 1
                     self.add("template_syntax", f"{name} template: {problem.message}", line,

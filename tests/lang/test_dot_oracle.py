@@ -117,6 +117,24 @@ def test_fast_statements_and_their_neighbours_parse_as_the_oracle_parses_them(
     assert _outcome(parser.parse_dot, source) == _outcome(oracle_dot.parse_dot, source)
 
 
+# One attribute of a one-line statement, of every kind of value, with what may follow it;
+# the fast path reads the first few from its match's own groups and the rest one by one.
+ONE_ATTRIBUTE = st.tuples(
+    st.sampled_from(["k", "label", "k.v", "_x"]), st.sampled_from(["=", " = "]),
+    st.sampled_from(['"s"', '""', '"a b"', "42", "-3", "1.5", ".5", "30s", "2h", "true",
+                     "false", "box", "a.b", "1x", '"a\\"b"']),
+    st.sampled_from(["", ",", ";", " ", " , ", ",,"])).map("".join)
+
+
+@AGREE
+@given(st.sampled_from(["a ", "a -> b ", "x->y->z"]), st.lists(ONE_ATTRIBUTE, max_size=9),
+       st.sampled_from(["", "\n", " // c\n", "\n[k=1]", "\n-> c", ";"]))
+def test_fast_statements_of_any_number_of_attributes_parse_as_the_oracle_parses_them(
+        head: str, attributes: list[str], after: str) -> None:
+    source = "digraph g {\n" + head + "[" + "".join(attributes) + "]" + after + "\n}\n"
+    assert _outcome(parser.parse_dot, source) == _outcome(oracle_dot.parse_dot, source)
+
+
 @AGREE
 @given(st.lists(st.sampled_from(["a [k=1]", "a -> b", "a =", "[", "}", "=", "\n"]),
                 max_size=8), st.sampled_from(["$", "<b>", '"open', "/* open", "--", "ok"]))
