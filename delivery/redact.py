@@ -202,6 +202,9 @@ def _mask_shapes(text: str) -> tuple[str, bool]:
     return (_cut(text, masked) if masked else text), True
 
 
+# Below this length text() answers with a few scans in C and remembers nothing.
+_TINY: Final = 256
+
 # Texts text() remembers having returned (a stage's prompt, reply, transcript and a few
 # small values): bounded, so at most this many replies are kept alive by it.
 _MEMO: Final = 16
@@ -499,12 +502,22 @@ class Redactor:
         masking is idempotent (`***` starts no pattern and continues no secret), so only
         the first pass can change it. Identity, not equality, marks it: strings are
         immutable, and the memo holds each one it names, so an id cannot be reused."""
-        if not value:
+        if not value or (len(value) < _TINY and self._unchanged(value)):
             return value
         known = self._done.get(id(value))
         if known is not None and known[0] is value:
             return value
         return self._masked(value, clean=False)
+
+    def _unchanged(self, value: str) -> bool:
+        """Whether masking `value` (short) changes nothing, told by scans in C alone: every
+        secret is looked for with one search of their alternation, and every match of a
+        shape or label holds one of _HINT_LITERALS. Most of what a stage sets and writes is
+        short (an outcome, a node id, a status line): the group-by-group search, the
+        memo's lock and its bookkeeping cost more than the scans."""
+        if self._secrets and self._alternation.search(value) is not None:
+            return False
+        return not _may_hold_token(value)
 
     def _masked(self, value: str, *, clean: bool) -> str:
         """text() of a `value` it has not returned lately; `clean`: the value is known to
@@ -600,7 +613,8 @@ class Redactor:
         """text() of clean_text(value). A reply is cleaned and masked on receipt and then
         stored in the context, which asks for this again: the text this redactor returned
         from a clean one is returned as it is, without the cleaning's scan of it either."""
-        if not value:
+        if not value or (len(value) < _TINY and clean_text(value) is value
+                         and self._unchanged(value)):
             return value
         known = self._done.get(id(value))
         if known is not None and known[0] is value:
