@@ -116,9 +116,9 @@ class RecentStages:
         return recent
 
 
-# (fidelity, node) -> (the stored response, the outcome and the usage line its lines were
+# fidelity -> node -> (the stored response, the outcome and the usage line its lines were
 # rendered from, those lines)
-PreambleMemo = dict[tuple[str, str], tuple[Any, str, str | None, str]]
+PreambleMemo = dict[str, dict[str, tuple[Any, str, str | None, str]]]
 
 
 @dataclass
@@ -193,12 +193,15 @@ def render_preamble(fidelity: str, facts: RunFacts) -> str:
         values = []
     stages: list[str] = []
     memo = facts.memo if facts.memo is not None else {}
+    rendered = memo.get(fidelity)
+    if rendered is None:
+        rendered = memo[fidelity] = {}
     usage = facts.usage if level >= 4 else {}
     get = context.get
     for node, outcome in facts.stages if level >= 1 else ():
         response = get("response." + node) if level >= 3 else None
         model = usage.get(node)
-        known = memo.get((fidelity, node))
+        known = rendered.get(node)
         # the same stored reply (identity: strings are immutable), outcome and usage line
         if known is None or known[0] is not response or known[1] != outcome \
                 or known[2] != model:
@@ -210,7 +213,7 @@ def render_preamble(fidelity: str, facts: RunFacts) -> str:
             if model is not None:
                 details.append("Model: " + model)
             known = (response, outcome, model, _stage_text(node, outcome, details))
-            memo[(fidelity, node)] = known
+            rendered[node] = known
         stages.append(known[3])
     last_failure = str(context.get("failure_reason") or "") if level >= 2 else ""
     return _render(goal=facts.goal, run_id=facts.run_id if level == 0 else "", stages=stages,

@@ -151,16 +151,18 @@ _STEP = st.tuples(_NODES, st.sampled_from(["succeeded", "failed"]),
 
 
 @given(steps=st.lists(_STEP, min_size=1, max_size=12),
-       fidelity=st.sampled_from(["summary:low", "compact", "summary:high"]))
+       fidelities=st.lists(st.sampled_from(["summary:low", "compact", "summary:high"]),
+                           min_size=12, max_size=12))
 def test_a_run_s_preamble_memo_renders_what_a_fresh_render_does(
-        steps: list[tuple[str, str, str | None, str | None]], fidelity: str) -> None:
+        steps: list[tuple[str, str, str | None, str | None]], fidelities: list[str]) -> None:
     """The memo keeps a listed stage's lines across stages: a stage run again with another
-    outcome, reply or usage line must show the new one."""
+    outcome, reply or usage line must show the new one, and stages of another fidelity
+    their own lines."""
     memo: PreambleMemo = {}
     context: dict[str, str] = {"goal": "g"}
     outcomes: dict[str, str] = {}
     usage: dict[str, str] = {}
-    for node, outcome, reply, model in steps:
+    for (node, outcome, reply, model), fidelity in zip(steps, fidelities, strict=False):
         outcomes.pop(node, None)
         outcomes[node] = outcome
         if reply is None:
