@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delivery.redact import _KEPT, _NEEDS, Redactor, clean_text, mask_token_shapes
+from delivery.redact import Redactor, clean_text, mask_token_shapes
+from delivery.token_shapes import _KEPT, _NEEDS
 from tests import redact_oracle as oracle
 
 SECRETS = ["hunter2-secret", "multi\n  line-secret-value \n}", "  padded-secret  ",
