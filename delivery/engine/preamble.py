@@ -54,27 +54,11 @@ def listed_nodes(workflow: Workflow) -> frozenset[str]:
                      if node.type not in _SKIPPED)
 
 
-def recent_stages(workflow: Workflow, path: Sequence[str], outcomes: Mapping[str, str],
-                  listed: Container[str] | None = None) -> list[tuple[str, str]]:
-    """(node, outcome) of the last RECENT_STAGES completed stages, each once, oldest first.
-
-    Walked from the end: the path grows with the run and this runs before every agent stage.
-    `listed`: `listed_nodes(workflow)`, which a run computes once.
-    """
-    if listed is None:
-        listed = listed_nodes(workflow)
-    recent: dict[str, str] = {}
-    for node_id in reversed(path):
-        if len(recent) == RECENT_STAGES:
-            break
-        if node_id not in recent and node_id in outcomes and node_id in listed:
-            recent[node_id] = outcomes[node_id]
-    return list(reversed(recent.items()))
-
-
 class RecentStages:
-    """recent_stages() for one run, kept up to date as its path grows: each call reads only
-    the path entries added since the last one. A walk back stops only at RECENT_STAGES
+    """(node, outcome) of the last RECENT_STAGES completed stages of one run, each once,
+    oldest first (`listed`: `listed_nodes(workflow)`), kept up to date as the run's path
+    grows: each call reads only the path entries added since the last one. A walk back
+    from the path's end, as this was first written, stops only at RECENT_STAGES
     distinct nodes, and a workflow has fewer listed nodes than that (deliver.dot has a
     dozen): every agent stage of a looping run walked its whole path, a cost growing with
     the run. Here the listed nodes are kept ordered by their latest run (at most one entry

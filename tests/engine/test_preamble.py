@@ -12,7 +12,7 @@ from delivery.engine.preamble import (
     PreambleMemo,
     RecentStages,
     RunFacts,
-    recent_stages,
+    listed_nodes,
     render_preamble,
     visible_keys,
 )
@@ -71,7 +71,8 @@ def test_recent_stages_lists_each_stage_once_in_order_of_last_completion() -> No
     assert workflow is not None
     path = ["start", "a", "b", "a", "gate"]
     outcomes = {"start": "succeeded", "a": "failed", "b": "succeeded", "gate": "succeeded"}
-    assert recent_stages(workflow, path, outcomes) == [("b", "succeeded"), ("a", "failed")]
+    recent = RecentStages(listed_nodes(workflow))
+    assert recent(path, outcomes) == [("b", "succeeded"), ("a", "failed")]
 
 
 def test_recent_stages_keeps_only_the_latest_ones() -> None:
@@ -80,7 +81,7 @@ def test_recent_stages_keeps_only_the_latest_ones() -> None:
     workflow, _ = check_source(f"digraph g {{ start [shape=Mdiamond]; exit [shape=Msquare]\n"
                                f"  start -> {chain} -> exit }}")
     assert workflow is not None
-    stages = recent_stages(workflow, ids, {i: "succeeded" for i in ids})
+    stages = RecentStages(listed_nodes(workflow))(ids, {i: "succeeded" for i in ids})
     assert len(stages) == RECENT_STAGES
     assert stages[-1][0] == ids[-1] and stages[0][0] == ids[10]
 
@@ -196,9 +197,6 @@ _STEPS = st.lists(st.one_of(
        unlisted=st.sets(st.sampled_from(_NODE_IDS), max_size=8))
 def test_recent_stages_kept_up_to_date_list_what_a_walk_of_the_path_lists(
         steps: list[tuple[str, Any]], not_done: set[str], unlisted: set[str]) -> None:
-    workflow, _ = check_source('digraph g { start [shape=Mdiamond]; exit [shape=Msquare]\n'
-                               '  start -> exit }')
-    assert workflow is not None
     listed = frozenset(_NODE_IDS) - unlisted
     recent = RecentStages(listed)
     path: list[str] = []
@@ -215,4 +213,17 @@ def test_recent_stages_kept_up_to_date_list_what_a_walk_of_the_path_lists(
         for node in path[-3:]:  # a node's outcome is set (or changed) once it has run
             if node not in not_done:
                 outcomes[node] = f"outcome {number}"
-        assert recent(path, outcomes) == recent_stages(workflow, path, outcomes, listed)
+        assert recent(path, outcomes) == _walked_recent_stages(path, outcomes, listed)
+
+
+def _walked_recent_stages(path: list[str], outcomes: Mapping[str, str],
+                          listed: frozenset[str]) -> list[tuple[str, str]]:
+    """What RecentStages replaced (the oracle): a walk back from the path's end to
+    RECENT_STAGES distinct nodes, before every agent stage."""
+    recent: dict[str, str] = {}
+    for node_id in reversed(path):
+        if len(recent) == RECENT_STAGES:
+            break
+        if node_id not in recent and node_id in outcomes and node_id in listed:
+            recent[node_id] = outcomes[node_id]
+    return list(reversed(recent.items()))
