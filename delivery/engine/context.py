@@ -172,7 +172,9 @@ class Context:
                 problem = f"context key {key!r}: value is not JSON-serializable ({err})"
                 raise TypeError(problem) from None
             if self.artifacts is not None and _size(text) > OFFLOAD_THRESHOLD:
-                stored = self.artifacts.offload(key, value, text)
+                # a text (its JSON over the limit for its escapes) is stored as itself
+                stored = (self.artifacts.offload_text(key, value) if kind is str
+                          else self.artifacts.offload(key, value, text))
             elif kind in _IMMUTABLE:
                 stored = value  # nothing to copy
             else:

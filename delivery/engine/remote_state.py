@@ -54,6 +54,7 @@ from delivery.lang.model import NodeType, parse_duration
 from delivery.redact import Redactor
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.base import Loaded
+from delivery.store.files import StageText
 from delivery.store.records import RunInfo, RunState, RunStatus, StageRecord
 from delivery.store.runstore import WORKFLOW_COPY, LocalRunStore
 from delivery.validation.loader import load_workflow
@@ -422,12 +423,12 @@ class StateRunStore:
         self._stage_dirs.add(f"{node_id}/{attempt}")
         return self.local.stage_dir(node_id, attempt)
 
-    def write_stage_file(self, node_id: str, attempt: int, name: str, text: str, *,
+    def write_stage_file(self, node_id: str, attempt: int, name: str, text: StageText, *,
                          redactor: Redactor | None = None) -> Path:
         self._stage_dirs.add(f"{node_id}/{attempt}")
         return self.local.write_stage_file(node_id, attempt, name, text, redactor=redactor)
 
-    def write_stage_text(self, node_id: str, attempt: int, name: str, text: str, *,
+    def write_stage_text(self, node_id: str, attempt: int, name: str, text: StageText, *,
                          redactor: Redactor | None = None) -> None:
         self._stage_dirs.add(f"{node_id}/{attempt}")
         self.local.write_stage_text(node_id, attempt, name, text, redactor=redactor)

@@ -71,6 +71,7 @@ from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.base import RunStore, RunStores
+from delivery.store.files import StageText
 from delivery.store.model_cache import load_checked, load_run_workflow, write_cache
 from delivery.store.records import RunInfo, RunStatus
 from delivery.store.runstore import WORKFLOW_COPY, LocalRunStores, new_run_id
@@ -243,7 +244,7 @@ class _Run:
         interviewer = self.world.interviewer or _interviewer(self.info, self.options,
                                                              state.answers_used)
 
-        def write_stage_file(node_id: str, attempt: int, name: str, text: str) -> None:
+        def write_stage_file(node_id: str, attempt: int, name: str, text: StageText) -> None:
             self.store.write_stage_text(node_id, attempt, name, text, redactor=self.redactor)
 
         def take_resumed() -> bool:

@@ -1,11 +1,18 @@
-"""The run's artifact store: context values over 100 KB, one JSON file each (SPEC §3).
+"""The run's artifact store: context values over 100 KB, one file each (SPEC §3).
 
-    <run>/artifacts/values/<key>-<16 hex>.json
+    <run>/artifacts/values/<key>-<16 hex>.txt    a text, as UTF-8
+    <run>/artifacts/values/<key>-<16 hex>.json   any other value, as compact JSON
 
 File names are content-addressed (key and value hashed), so a pointer always reads the
 value it was written for, even after the key is set again. A file is written under a new
 random name (`O_EXCL`: never through a symlink), flushed, then renamed into place, so the
 stage record that points at it never names a half-written file.
+
+A text (a long reply, a log a script printed) is stored as itself: a person opens it as it
+is, and neither writing nor reading it goes through JSON, whose escaping of every quote and
+newline was most of what storing a 1 MB reply cost. A text UTF-8 cannot hold (a lone
+surrogate) is stored as JSON, escaped. Pointers to `.json` files of texts, as earlier
+versions wrote them, read as before.
 """
 
 from __future__ import annotations
@@ -20,41 +27,19 @@ from pathlib import Path
 from typing import Any, Final
 
 from delivery.errors import ArtifactError, RunStoreError
-from delivery.store.files import make_dir, read_file, write_replacing
+from delivery.store.files import make_dir, read_file, utf8, write_replacing
 
 POINTER_PREFIX: Final = "file://"
-# What offload() returns: file://<absolute dir>/values/<name>-<16 hex>.json
+# What offload() returns: file://<absolute dir>/values/<name>-<16 hex>.json (or .txt)
 _POINTER = re.compile(
-    r"^file://(/|[A-Za-z]:[\\/]).*[\\/]values[\\/][A-Za-z0-9_.-]+-[0-9a-f]{16}\.json$"
+    r"^file://(/|[A-Za-z]:[\\/]).*[\\/]values[\\/][A-Za-z0-9_.-]+-[0-9a-f]{16}\.(?:json|txt)$"
 )
+_TEXT_SUFFIX: Final = ".txt"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _NAME_CHARS: Final = 80
 _CACHE_SIZE: Final = 16
 _ASCII: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 _TEXT: Final = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-
-
-# What the encoder writes for the characters a JSON string escapes (ensure_ascii=False:
-# `"`, `\` and the C0 controls). In UTF-8 each is one byte that is never part of a
-# longer character's encoding, so they can be replaced in the encoded bytes. The
-# backslash first: the others add backslashes.
-_SHORT_ESCAPES: Final = {8: b"\\b", 9: b"\\t", 10: b"\\n", 12: b"\\f", 13: b"\\r"}
-_ESCAPES: Final = ((b"\\", b"\\\\"), (b'"', b'\\"'), *(
-    (bytes([code]), _SHORT_ESCAPES.get(code, b"\\u%04x" % code)) for code in range(0x20)))
-
-
-def json_string_bytes(text: str) -> bytes | None:
-    """What `_TEXT.encode(text).encode()` gives (the compact JSON of a string, in UTF-8),
-    made by bytes.replace (C passes at memory speed, a control character that is not
-    there costs a memchr) instead of the encoder's step per character; None when `text`
-    holds a lone surrogate, which UTF-8 cannot."""
-    try:
-        data = text.encode()
-    except UnicodeEncodeError:
-        return None
-    for byte, escaped in _ESCAPES:
-        data = data.replace(byte, escaped)
-    return b"".join((b'"', data, b'"'))
 
 
 class ArtifactStore:
@@ -85,17 +70,19 @@ class ArtifactStore:
         return self._write(key, value, text, data)
 
     def offload_text(self, key: str, value: str) -> str:
-        """offload() of a string: the same file, its JSON made from the UTF-8 bytes (a
-        1 MB reply per stage: three times faster than the encoder's text, then encoded)."""
-        data = json_string_bytes(value)
-        if data is None:  # a lone surrogate: offload() escapes it
+        """Store the text `value` as its UTF-8 bytes (`<key>-<16 hex>.txt`); returns its
+        pointer. A lone surrogate, which UTF-8 cannot hold: offload(), escaped JSON."""
+        try:
+            data = utf8(value)  # a reply's bytes, encoded once for its response.md already
+        except UnicodeEncodeError:
             return self.offload(key, value)
-        return self._write(key, value, None, data)
+        return self._write(key, value, None, data, _TEXT_SUFFIX)
 
-    def _write(self, key: str, value: Any, text: str | None, data: bytes | None) -> str:
-        """The pointer of `value` (JSON `text`, which is `data` in UTF-8 when given),
-        its file written unless it exists."""
-        path = self.values_dir / self._file_name(key, text, data)
+    def _write(self, key: str, value: Any, text: str | None, data: bytes | None,
+               suffix: str = ".json") -> str:
+        """The pointer of `value` (JSON `text`, which is `data` in UTF-8 when given; with
+        the suffix `.txt`, `data` is the text itself), its file written unless it exists."""
+        path = self.values_dir / self._file_name(key, text, data, suffix)
         if not os.path.lexists(path):
             if not self._made:
                 try:
@@ -127,9 +114,11 @@ class ArtifactStore:
             data = read_file(path, "artifact")
             if data is None:
                 raise ArtifactError(pointer, "the file does not exist")
-            value = json.loads(data.decode("utf-8"))
+            text = path.suffix == _TEXT_SUFFIX
+            value = data.decode("utf-8") if text else json.loads(data.decode("utf-8"))
         except (RunStoreError, ValueError, RecursionError) as err:
-            raise ArtifactError(pointer, f"cannot be read as JSON ({str(err)[:200]})") from None
+            kind = "UTF-8 text" if path.suffix == _TEXT_SUFFIX else "JSON"
+            raise ArtifactError(pointer, f"cannot be read as {kind} ({str(err)[:200]})") from None
         self._cache[path] = value
         if len(self._cache) > _CACHE_SIZE:
             self._cache.popitem(last=False)
@@ -169,10 +158,11 @@ class ArtifactStore:
         return value
 
     @staticmethod
-    def _file_name(key: str, text: str | None, data: bytes | None = None) -> str:
-        """`<key>-<16 hex>.json`: the hex starts the SHA-256 of key, NUL and text as UTF-8
-        (surrogates passed through). `data`, when given, is `text` as UTF-8 already: the
-        same bytes, hashed without another copy of the text."""
+    def _file_name(key: str, text: str | None, data: bytes | None = None,
+                   suffix: str = ".json") -> str:
+        """`<key>-<16 hex><suffix>`: the hex starts the SHA-256 of key, NUL and text as
+        UTF-8 (surrogates passed through). `data`, when given, is `text` as UTF-8 already:
+        the same bytes, hashed without another copy of the text."""
         stem = _UNSAFE.sub("_", key).strip("._")[:_NAME_CHARS] or "value"
         if data is None:
             assert text is not None
@@ -180,7 +170,7 @@ class ArtifactStore:
         else:
             digest = hashlib.sha256(f"{key}\0".encode(errors="surrogatepass"))
             digest.update(data)
-        return f"{stem}-{digest.hexdigest()[:16]}.json"
+        return f"{stem}-{digest.hexdigest()[:16]}{suffix}"
 
     def _path_of(self, pointer: str) -> Path:
         if not pointer.startswith(POINTER_PREFIX):

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from delivery.redact import Redactor
 from delivery.store.artifacts import ArtifactStore
+from delivery.store.files import StageText
 from delivery.store.records import RunInfo, RunState, StageRecord
 
 
@@ -92,12 +93,13 @@ class RunStore(Protocol):
     # -- evidence --------------------------------------------------------------------------
     def stage_dir(self, node_id: str, attempt: int) -> Path: ...
 
-    def write_stage_file(self, node_id: str, attempt: int, name: str, text: str, *,
+    def write_stage_file(self, node_id: str, attempt: int, name: str, text: StageText, *,
                          redactor: Redactor | None = None) -> Path: ...
 
-    def write_stage_text(self, node_id: str, attempt: int, name: str, text: str, *,
+    def write_stage_text(self, node_id: str, attempt: int, name: str, text: StageText, *,
                          redactor: Redactor | None = None) -> None:
-        """`write_stage_file` without building the path it returns (the engine's calls)."""
+        """`write_stage_file` without building the path it returns (the engine's calls);
+        `text` whole or the parts it is joined from."""
         ...
 
 

@@ -19,8 +19,9 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from delivery.errors import RunStoreError
 
@@ -30,6 +31,40 @@ NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 _BINARY: Final = getattr(os, "O_BINARY", 0)
 # The checksum member seal() puts last: the SHA-256 of everything before it, closed.
 _SEALED: Final = re.compile(rb',?"checksum":"([0-9a-f]{64})"\}\s*\Z')
+
+
+# A stage file's text, whole or as the parts it is joined from (see write_stage_text).
+StageText: TypeAlias = str | Sequence[str]
+
+# The UTF-8 of the last long non-ASCII text encoded by utf8(): a reply is written into its
+# stage's response.md and then into the artifact store, and encoding a text that is not
+# ASCII costs about 2 ms a MB each time. (One slot, replaced whole: parallel branches may
+# ask at once.)
+_ENCODED: list[tuple[str, bytes] | None] = [None]
+_REMEMBERED: Final = 64 * 1024  # characters: below, encoding costs less than remembering
+
+
+def utf8(text: str) -> bytes:
+    """`text.encode()` (a lone surrogate raises UnicodeEncodeError), the bytes of the last
+    long non-ASCII text asked for reused: identity, not equality, marks it (the slot holds
+    the text, so its id cannot be reused)."""
+    if len(text) < _REMEMBERED or text.isascii():  # ASCII: a copy, at memory speed
+        return text.encode()
+    last = _ENCODED[0]
+    if last is not None and last[0] is text:
+        return last[1]
+    data = text.encode()
+    _ENCODED[0] = (text, data)
+    return data
+
+
+def stage_bytes(parts: Sequence[str]) -> bytes:
+    """The UTF-8 of the parts joined, each encoded by utf8() (UTF-8 of a concatenation is
+    the concatenation of the parts' UTF-8); a lone surrogate written as `\\udXXX`."""
+    try:
+        return b"".join([utf8(part) for part in parts])
+    except UnicodeEncodeError:
+        return "".join(parts).encode("utf-8", "backslashreplace")
 
 
 def _symlink_error(path: str | Path, error: OSError) -> RunStoreError:

@@ -55,9 +55,11 @@ from delivery.store.eventlog import (
     verify_events,
 )
 from delivery.store.files import (
+    StageText,
     make_dir,
     read_file,
     seal,
+    stage_bytes,
     unseal,
     write_file,
     write_replacing,
@@ -350,21 +352,30 @@ class LocalRunStore:
             raise RunStoreError(
                 f"{self.path}: attempt {attempt!r} for node {node_id!r}: expected an integer >= 1")
 
-    def write_stage_file(self, node_id: str, attempt: int, name: str, text: str, *,
+    def write_stage_file(self, node_id: str, attempt: int, name: str, text: StageText, *,
                          redactor: Redactor | None = None) -> Path:
         self.write_stage_text(node_id, attempt, name, text, redactor=redactor)
         return Path(self._made[(node_id, attempt)], name)
 
-    def write_stage_text(self, node_id: str, attempt: int, name: str, text: str, *,
+    def write_stage_text(self, node_id: str, attempt: int, name: str, text: StageText, *,
                          redactor: Redactor | None = None) -> None:
         """`write_stage_file` without the Path it returns: the engine writes three files a
-        stage, and building a Path costs about as much as the write on a fast disk."""
+        stage, and building a Path costs about as much as the write on a fast disk.
+
+        `text` may be the parts the file is joined from (a transcript: headers, prompt,
+        reply): masked as the whole text is, and, when masking changed nothing, written
+        from each part's UTF-8 (`utf8`: a long reply is encoded once for this file and its
+        artifact)."""
         path = os.path.join(self._made_stage_dir(node_id, attempt), self._stage_file_name(name))
+        parts = (text,) if isinstance(text, str) else text
         if redactor is not None:
-            text = redactor.text(text)
+            joined = parts[0] if len(parts) == 1 else "".join(parts)
+            masked = redactor.text(joined)
+            if masked is not joined:
+                parts = (masked,)
         # Evidence rewritten whole when an interrupted stage runs again: a plain write (no
         # temporary file, no fsync), never through a symlink.
-        write_file(path, text.encode("utf-8", "backslashreplace"))
+        write_file(path, stage_bytes(parts))
 
     def read_stage_file(self, node_id: str, attempt: int, name: str) -> str | None:
         self._check_stage_names(node_id, attempt)

@@ -361,13 +361,13 @@ def test_inspect_shows_path_stages_context_and_artifacts(
     assert "    shipped.tag = v1-3\n" in out
     assert "    summary = second, better cut\n" in out
     blob = re.search(r"^    build\.blob = (.*)$", out, flags=re.M)
-    assert blob and re.fullmatch(r"file://\S+/values/build\.blob-\w+\.json \(\d{6} bytes; "
+    assert blob and re.fullmatch(r"file://\S+/values/build\.blob-\w+\.txt \(\d{6} bytes; "
                                  r"--full prints it\)", blob.group(1)), blob
     code, out, _ = cli("inspect", run, "--full")
     blob = re.search(r"^    build\.blob = (.*)$", out, flags=re.M)
     assert blob and blob.group(1).startswith("abcdefghij") and blob.group(1).endswith("...")
     artifacts = out.split("  artifacts:\n", 1)[1].split()
-    assert len(artifacts) == 1 and re.fullmatch(r"artifacts/values/build\.blob-\w+\.json",
+    assert len(artifacts) == 1 and re.fullmatch(r"artifacts/values/build\.blob-\w+\.txt",
                                                artifacts[0])
 
 

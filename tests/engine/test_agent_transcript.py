@@ -1,4 +1,5 @@
-"""An agent stage's `response.md`: every turn, numbered, in the words it was sent."""
+"""An agent stage's `response.md`: every turn, numbered, in the words it was sent (the
+parts it is joined from: the store writes them, see tests/store/test_stage_text.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def _transcript_as_before(turns: list[tuple[str, str]]) -> str:
 
 
 def test_a_transcript_numbers_its_turns() -> None:
-    assert _transcript([("prompt", "do it"), ("reply", "done")]) == (
+    assert "".join(_transcript([("prompt", "do it"), ("reply", "done")])) == (
         "## turn 1: prompt\n\ndo it\n\n## turn 2: reply\n\ndone\n")
 
 
@@ -25,4 +26,10 @@ def test_a_transcript_numbers_its_turns() -> None:
 @given(st.lists(st.tuples(st.sampled_from(["prompt", "reply", "correction"]),
                           st.text(max_size=20)), max_size=6))
 def test_a_transcript_is_what_it_was(turns: list[tuple[str, str]]) -> None:
-    assert _transcript(turns) == _transcript_as_before(turns)
+    assert "".join(_transcript(turns)) == _transcript_as_before(turns)
+
+
+def test_a_transcript_holds_the_reply_itself_not_a_copy() -> None:
+    # the store encodes that object once for response.md and the reply's artifact
+    reply = "é" * 70_000
+    assert any(part is reply for part in _transcript([("prompt", "do it"), ("reply", reply)]))

@@ -1,7 +1,8 @@
 """The artifact store encodes a value once and still names its file by the same content
 address as before (SHA-256 of key, NUL and the JSON text): a run written by an earlier
 version finds its values under the names it knows, and a value with a lone surrogate is
-still written escaped."""
+still written escaped. A text is stored as itself, in UTF-8 (`.txt`), and reads back as
+itself; the `.json` files earlier versions wrote for texts read as before."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delivery.store.artifacts import ArtifactStore, json_string_bytes
+from delivery.errors import ArtifactError
+from delivery.store.artifacts import ArtifactStore
 
 # text with the characters that change the encoding: non-ASCII, astral, lone surrogates
 TEXTS = st.text(alphabet=st.sampled_from(["a", "é", "→", "😀", "\ud800", "\udfff", '"', "\n"]),
@@ -58,25 +61,46 @@ ESCAPED = st.text(alphabet=st.sampled_from(
                                             "\ud800"]), max_size=60)
 
 
-@settings(max_examples=400, deadline=None)
-@given(ESCAPED)
-def test_a_strings_json_bytes_are_the_encoders(text: str) -> None:
-    try:
-        expected: bytes | None = json.dumps(text, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        expected = None  # a lone surrogate: offload() escapes it instead
-    assert json_string_bytes(text) == expected
+def _text_address(key: str, text: str) -> str:
+    return hashlib.sha256(f"{key}\0{text}".encode()).hexdigest()[:16]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.sampled_from(["response.s1", "a key", "ключ"]), ESCAPED)
-def test_offload_text_writes_what_offload_writes(key: str, text: str) -> None:
+def test_a_text_is_stored_as_its_utf8_and_reads_back_as_itself(key: str, text: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        old, new = ArtifactStore(Path(tmp) / "old"), ArtifactStore(Path(tmp) / "new")
-        old_path = Path(old.offload(key, text).removeprefix("file://"))
-        new_path = Path(new.offload_text(key, text).removeprefix("file://"))
-        assert new_path.name == old_path.name
-        assert new_path.read_bytes() == old_path.read_bytes()
+        store = ArtifactStore(Path(tmp) / "artifacts")
+        pointer = store.offload_text(key, text)
+        path = Path(pointer.removeprefix("file://"))
+        assert ArtifactStore.is_pointer(pointer)
+        try:
+            data = text.encode()
+        except UnicodeEncodeError:  # UTF-8 cannot hold a lone surrogate: escaped JSON
+            assert path.name.endswith(f"-{_address(key, text)}.json")
+            assert path.read_bytes() == json.dumps(text).encode()
+            assert ArtifactStore(Path(tmp) / "artifacts").load(pointer) == json.loads(
+                json.dumps(text))
+            return
+        assert path.name.endswith(f"-{_text_address(key, text)}.txt")
+        assert path.read_bytes() == data
+        assert ArtifactStore(Path(tmp) / "artifacts").load(pointer) == text
+
+
+def test_a_text_written_as_json_by_an_earlier_version_reads_as_the_text(
+        tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    pointer = store.offload("response.s1", "line one\n\"quoted\" → done")
+    assert pointer.endswith(".json")  # what every text was stored as before
+    assert ArtifactStore(tmp_path / "artifacts").load(pointer) == \
+        'line one\n"quoted" → done'
+
+
+def test_a_text_artifact_that_is_not_utf8_is_an_artifact_error(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    pointer = store.offload_text("k", "fine")
+    Path(pointer.removeprefix("file://")).write_bytes(b"\xff\xfe broken")
+    with pytest.raises(ArtifactError, match="cannot be read as UTF-8 text"):
+        ArtifactStore(tmp_path / "artifacts").load(pointer)
 
 
 def test_relocate_re_points_every_pointer_of_a_moved_store_and_keeps_everything_else(

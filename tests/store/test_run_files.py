@@ -257,7 +257,7 @@ def test_run_json_shows_a_large_value_as_its_pointer_and_size_unless_full(
         workspace: Path) -> None:
     done = invoke(*run_args(workspace / "run"), cwd=workspace)
     essay = json.loads(done.out)["context"]["essay"]
-    assert set(essay) == {"artifact", "bytes"} and essay["bytes"] == BIG + 2  # JSON quotes
+    assert set(essay) == {"artifact", "bytes"} and essay["bytes"] == BIG  # the text, UTF-8
     assert essay["artifact"].startswith(f"file://{(workspace / 'run').resolve()}/artifacts/")
     assert len(done.out) < 20_000
     full = invoke(*run_args(workspace / "run-full"), "--full", cwd=workspace)

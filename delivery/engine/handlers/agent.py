@@ -29,12 +29,13 @@ from delivery.lang.model import Node
 LAST_RESPONSE_CHARS = 200
 
 
-def _transcript(turns: list[tuple[str, str]]) -> str:
-    # one join of the pieces: a formatted part per turn copied a 1 MB reply twice
+def _transcript(turns: list[tuple[str, str]]) -> list[str]:
+    """response.md as the parts it is joined from: the store encodes a long reply once for
+    it and the reply's artifact (see LocalRunStore.write_stage_text)."""
     parts: list[str] = []
     for number, (role, text) in enumerate(turns, start=1):
         parts += ("\n" if parts else "", f"## turn {number}: {role}\n\n", text, "\n")
-    return "".join(parts)
+    return parts
 
 
 def _plan(node: Node, context: Context, env: StageEnv) -> StagePlan | None:

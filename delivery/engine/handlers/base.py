@@ -23,6 +23,7 @@ from delivery.engine.interviewer import Interviewer
 from delivery.engine.templating import Renderer
 from delivery.forges.base import Forge
 from delivery.lang.model import Node, Workflow
+from delivery.store.files import StageText
 
 # The standard outcomes (SPEC §2); an agent may also report a custom one (`yes`), which
 # routes as a success, so the type stays an open string.
@@ -91,7 +92,7 @@ class StageEnv:
     clock: Clock
     folders: Mapping[str, Path]
     stage_dir: Callable[[str, int], Path]
-    write_stage_file: Callable[[str, int, str, str], None]
+    write_stage_file: Callable[[str, int, str, StageText], None]  # text or its parts
     fidelity_preamble: Callable[[Node], str]
     # The folders' forge side: their repositories on the forge, the run's branch, and the
     # clone cache that worktrees hang on (outside the workspace).
