@@ -71,6 +71,7 @@ from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.base import RunStore, RunStores
+from delivery.store.eventlog import utc_stamp
 from delivery.store.files import StageText
 from delivery.store.model_cache import load_checked, load_run_workflow, write_cache
 from delivery.store.records import RunInfo, RunStatus
@@ -167,6 +168,8 @@ def refuse_unsupported(workflow: Workflow, handlers: Mapping[NodeType, object]) 
 
 
 def _stamp(clock: Clock) -> Callable[[], str]:
+    if type(clock) is SystemClock:
+        return utc_stamp  # the same text, without a datetime per event
     def stamp() -> str:
         return clock.now().isoformat(timespec="microseconds").replace("+00:00", "Z")
     return stamp

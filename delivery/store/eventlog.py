@@ -33,9 +33,9 @@ import hashlib
 import json
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -60,8 +60,26 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# (the second and its text, replaced together: parallel branches stamp at once)
+_SECOND: tuple[int, str] = (-1, "")
+
+
 def utc_stamp() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    """The time now, UTC, to the microsecond: `2026-12-03T10:42:45.468777Z`, what
+    `datetime.now(UTC).isoformat(timespec="microseconds")` gives with `Z` for `+00:00`.
+    Every event is stamped (four a stage): the text of the second is made once a second,
+    a third of the cost of building and formatting a datetime each time."""
+    return stamp_of(time.time_ns())
+
+
+def stamp_of(nanoseconds: int) -> str:
+    """utc_stamp() of the instant `nanoseconds` after the epoch (microseconds cut off)."""
+    global _SECOND
+    second, micros = divmod(nanoseconds // 1000, 1_000_000)
+    known = _SECOND
+    if known[0] != second:
+        known = _SECOND = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{known[1]}.{micros:06d}Z"
 
 
 def _jsonable(value: Any) -> Any:
