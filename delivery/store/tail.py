@@ -5,7 +5,9 @@ Flushing an append (`fdatasync` of a file that grew) commits the file system's j
 and with it the metadata of every file created since — on ext4 that made the one flush a
 stage needs cost several times a data write. So the log is appended without a flush, and
 the same bytes are written into this side file, whose blocks were written once when it was
-made: it is rewritten in place, never grows, and flushing it flushes data only.
+made: it is rewritten in place, never grows, and flushing it flushes data only. The bytes
+are written there by the flush, in one write (a stage appends its lines in two batches),
+since only what a flush wrote is there after a power failure anyway.
 
     <header line, padded>  {"tail":1,"count":n,"head":"<sha256>","offset":o}  — where the
                            mirrored part of the log starts (it was flushed up to there)
@@ -43,6 +45,10 @@ class Tail:
         self.path = path
         self.size = size = size or SIZE
         self._position = HEADER
+        # lines added since the last flush, written with it: one write a stage, not one
+        # per batch of lines (a line only a flush has written counts after a power failure)
+        self._pending: list[bytes] = []
+        self._pending_at = HEADER
         try:
             self._fd = open_file(path, os.O_RDWR | os.O_CREAT)
             if os.fstat(self._fd).st_size < size:
@@ -64,21 +70,27 @@ class Tail:
             fdatasync(self._fd)
         except OSError as error:
             raise RunStoreError(f"{self.path}: cannot write: {error.strerror or error}") from None
-        self._position = HEADER
+        self._pending.clear()  # in the log, which is flushed
+        self._position = self._pending_at = HEADER
 
     def add(self, data: bytes) -> bool:
-        """Mirror `data` (not flushed); False when there is no room left."""
+        """Mirror `data` (written and flushed by the next `flush`); False when there is no
+        room left."""
         if self._position + len(data) > self.size:
             return False
-        try:
-            os.pwrite(self._fd, data, self._position)
-        except OSError as error:
-            raise RunStoreError(f"{self.path}: cannot write: {error.strerror or error}") from None
+        self._pending.append(data)
         self._position += len(data)
         return True
 
     def flush(self) -> None:
+        """Write what was added since the last flush and flush it (data only)."""
         try:
+            if self._pending:
+                pending = self._pending
+                data = pending[0] if len(pending) == 1 else b"".join(pending)
+                os.pwrite(self._fd, data, self._pending_at)
+                pending.clear()
+                self._pending_at = self._position
             fdatasync(self._fd)
         except OSError as error:
             raise RunStoreError(f"{self.path}: cannot flush: {error.strerror or error}") from None
