@@ -348,7 +348,7 @@ class Redactor:
     def may_change_json(self, text: str) -> bool:
         """False when redacting the data that `text` (ASCII JSON) encodes would change
         nothing: every key and string of it appears in `text`, escaped as JSON escapes."""
-        if any(secret in text for secret in self._in_json):
+        if self._in_json and any(secret in text for secret in self._in_json):
             return True
         return mask_token_shapes(text) != text
 
