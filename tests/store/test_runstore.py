@@ -222,13 +222,17 @@ def test_a_saver_killed_with_sigkill_leaves_a_complete_state(tmp_path: Path) -> 
         [sys.executable, str(script), str(run.path)], stdout=subprocess.PIPE, text=True
     ) as child:
         assert child.stdout is not None
-        while (last := int(child.stdout.readline())) < 80:
+        while int(child.stdout.readline()) < 80:
             pass
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
+        # what it printed before the signal landed (on a busy machine, saves after 80):
+        # each number is printed once its save returned, durable
+        last = max([80, *(int(line) for line in child.stdout.read().split())])
     run.open_log()  # cuts a torn record, as a resume does
     loaded = run.load()
     assert loaded is not None
+    # every save that returned, and perhaps the one it was in when killed
     assert loaded.state.steps in (last, last + 1)
     assert loaded.state.context["n"] == loaded.state.steps == len(loaded.state.path)
 
