@@ -44,6 +44,7 @@ so interpreter start-up and imports do not count.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import io
@@ -102,6 +103,18 @@ def run_delivery(workflow: Path, workspace: Path, stages: int) -> RunOutcome:
     request = RunRequest(workflow=workflow, goal="bench", workspace=workspace,
                          run_dir=workspace / "run")
     return start_run(request, World(agent=backend))
+
+
+def run_folder(where: Path | None, prefix: str) -> contextlib.AbstractContextManager[str]:
+    """The folder the runs write in: a temporary one in `where`, removed at the end — but
+    when `python -m benchmarks` runs this on the default disk, one left in its scratch
+    folder, which it removes after the last benchmark: thousands of stage files deleted
+    here would slow the next benchmark's (ext4 skips recently freed inodes one by one;
+    see benchmarks/__main__.py)."""
+    scratch = os.environ.get("DELIVERY_BENCH_SCRATCH")
+    if where is None and scratch:
+        return contextlib.nullcontext(tempfile.mkdtemp(dir=scratch, prefix=prefix))
+    return tempfile.TemporaryDirectory(dir=where, prefix=prefix)
 
 
 def _settle() -> None:
@@ -313,7 +326,7 @@ def main() -> None:
         return
     stages, reps = args.stages, args.reps
 
-    with tempfile.TemporaryDirectory(dir=args.dir, prefix="engine-overhead-") as tmp:
+    with run_folder(args.dir, "engine-overhead-") as tmp:
         base = Path(tmp)
         runners: dict[str, Callable[[], float]] = {
             "delivery": lambda: time_delivery(stages, base),
@@ -382,7 +395,7 @@ def main() -> None:
 
 def cli_main(args: argparse.Namespace) -> None:
     stages, reps = args.stages, args.reps
-    with tempfile.TemporaryDirectory(dir=args.dir, prefix="engine-overhead-cli-") as tmp:
+    with run_folder(args.dir, "engine-overhead-cli-") as tmp:
         base = Path(tmp)
         runners: dict[str, Callable[[int], float]] = {
             "delivery run (CLI)": lambda n: time_delivery_cli(n, base),

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import itertools
 
-from engine_overhead import write_workflow
+from engine_overhead import run_folder, write_workflow
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunRequest, World, start_run
@@ -198,7 +198,7 @@ def main() -> None:
     parser.add_argument("--resume-only", action="store_true",
                         help="skip the growth runs: measure only the resume start-up")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(dir=args.dir, prefix="run-growth-") as tmp:
+    with run_folder(args.dir, "run-growth-") as tmp:
         base = Path(tmp)
         grown = [] if args.resume_only else [growth(args.stages, args.window, base, args.logs)
                                              for _ in range(args.reps)]
