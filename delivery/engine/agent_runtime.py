@@ -32,7 +32,7 @@ from delivery.engine.preamble import (
     render_preamble,
 )
 from delivery.lang.model import Edge, Node, Workflow
-from delivery.lang.stylesheet import derived_class, model_settings
+from delivery.lang.stylesheet import ModelSettings, derived_class, model_settings
 
 ENTRY_EDGE = "internal.entry_edge"  # index of the edge a stage was entered by (if it matters)
 DEFAULT_FIDELITY = "compact"
@@ -104,13 +104,17 @@ class AgentRuntime:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _markers: list[tuple[str, Path, str]] | None = None
     _recent: RecentStages | None = None  # the preamble's completed stages, kept up to date
+    # each agent node's model settings: the workflow's alone, resolved once a run
+    _settings: dict[str, ModelSettings] = field(default_factory=dict)
 
     def plan(self, node: Node, context: Context) -> StagePlan:
         edge = entry_edge(self.workflow, context)
         fidelity = resolve_fidelity(self.workflow, node, edge)
         profile = node.attr("agent")
         backend = self.agents.for_profile(profile)
-        settings = model_settings(self.workflow, node)
+        settings = self._settings.get(node.id)
+        if settings is None:
+            settings = self._settings[node.id] = model_settings(self.workflow, node)
         thread = thread_key(self.workflow, node, edge) if fidelity == "full" else ""
         request = SessionRequest(node.id, self.workspace, thread=thread or None,
                                  model=settings.model, provider=settings.provider,

@@ -142,10 +142,11 @@ class Context:
         """The `limit` newest keys (first written last) that are not the engine's own,
         among the `scan` newest keys, sorted: `preamble.visible_keys` of `stored()`,
         without classifying each key again."""
-        hidden = self._hidden
-        found = [key for key in itertools.islice(reversed(self._values), scan)
-                 if key not in hidden]
-        return sorted(found[:limit])
+        # iterators in C, no bytecode per key: the engine's own keys are most of the newest
+        # (a response.<node> a stage), so the whole window is usually walked
+        newest = itertools.islice(reversed(self._values), scan)
+        shown = itertools.filterfalse(self._hidden.__contains__, newest)
+        return sorted(itertools.islice(shown, limit))
 
     # -- writing ---------------------------------------------------------------------
 
