@@ -87,12 +87,13 @@ _KEPT: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
 
 
 
-# A literal in every match of each pattern above (`gh` for `gh[pousr]_` and `github_pat_`,
+# A literal in every match of each pattern above (`gh` for `gh[pousr]_`, `github_pat_`,
 # `KIA`/`SIA` for `A[KS]IA`, the hints of the labelled ones): a text that holds none of
 # them (most of what a stage writes: status files, event lines, prompts) is answered by
-# these `in` tests, each a C scan far quicker than the regex engine's. (None holds
-# another: a text without `gh` has no `github_pat_`, a scan of its own would be wasted.)
-_HINT_LITERALS: Final = ("gh", "sk-", "xox", "KIA", "SIA", *(hint for hint, _ in _KEPT))
+# these `in` tests, each a C scan far quicker than the regex engine's. (`github` holds no
+# `gh`: its prefix needs a scan of its own.)
+_HINT_LITERALS: Final = ("gh", "github_pat_", "sk-", "xox", "KIA", "SIA",
+                         *(hint for hint, _ in _KEPT))
 
 
 # Up to this length the `in` tests come first; a longer text is scanned once per prefix

@@ -23,6 +23,7 @@ GHP = "ghp_" + "a1B2c3D4e5" * 3 + "F6g7H8"  # 36 alphanumerics after the prefix
         (f"x={GHP.replace('ghp_', 'ghs_')};", "x=***;"),
         (f"{GHP.replace('ghp_', 'ghr_')}", "***"),
         ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "***"),
+        ("pat github_pat_11ABCDEFG0123456789_ZZZZZZ", "pat ***"),  # no `gh` in it
         ("key: sk-proj-abcdefghij1234567890XYZ.", "key: ***."),
         ("sk-ant-api03-abcdefghijklmnopqrstuvwx", "***"),
         ("slack xoxb-1234567890-abcdefghij done", "slack *** done"),
