@@ -7,7 +7,7 @@ graph's `reasoning_effort` is `low`, `medium` or `high`).
 
 from __future__ import annotations
 
-from delivery.lang.builder import value_position
+from delivery.lang.attr_values import value_position
 from delivery.lang.diagnostics import Diagnostic
 from delivery.lang.model import Attribute, Workflow
 from delivery.lang.stylesheet import REASONING_EFFORTS, StylesheetError, parse_stylesheet

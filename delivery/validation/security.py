@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator
 from typing import Final, Literal
 
-from delivery.lang.builder import value_position
+from delivery.lang.attr_values import value_position
 from delivery.lang.diagnostics import Diagnostic
 from delivery.lang.model import NodeType, Workflow
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from delivery.lang.builder import value_position
+from delivery.lang.attr_values import value_position
 from delivery.lang.conditions import OUTCOME_ALIASES, Compare, Truthy
 from delivery.lang.declarations import OutputKind, reserved_reason
 from delivery.lang.diagnostics import Diagnostic, Severity

@@ -27,6 +27,7 @@ EXPECT = re.compile(r"^//\s*expect:\s*([a-z_]+)\s+([0-9]+)\s*$")
 # Where diagnostics are created: the rule ids in these files must each have an example.
 RULE_SOURCES = [
     ROOT / "delivery" / "lang" / "builder.py",
+    ROOT / "delivery" / "lang" / "attr_values.py",
     ROOT / "delivery" / "validation" / "loader.py",
     ROOT / "delivery" / "validation" / "validator.py",
     ROOT / "delivery" / "validation" / "agent_rules.py",
