@@ -22,14 +22,13 @@ from delivery.cli.routes import print_routes
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
 from delivery.engine.route_log import read_routes
+from delivery.engine.run_inputs import parse_answers, parse_assignments
 from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import (
     RunOutcome,
     RunRequest,
     World,
     offloaded,
-    parse_answers,
-    parse_assignments,
     resume_run,
     start_run,
 )

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from delivery.engine.runner import parse_assignments
+from delivery.engine.run_inputs import parse_assignments
 from delivery.errors import DeliveryError, RunRefused
 from delivery.forges.local import LocalForge
 from delivery.forges.select import forge_kind, is_github_location, local_settings, open_forge

@@ -44,7 +44,7 @@ def cmd_preflight(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # the engine loads for this command only: `delivery validate` stays light
     from delivery.engine import preflight_gate
     from delivery.engine.remote_state import state_remote
-    from delivery.engine.runner import parse_assignments
+    from delivery.engine.run_inputs import parse_assignments
     from delivery.forges.preflight import table
     from delivery.forges.select import (
         forge_kind,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from delivery.engine.interviewer import (
 from delivery.engine.outcome import RunOutcome as RunOutcome
 from delivery.engine.redacting import RedactingAgent
 from delivery.engine.remote_state import StateRunStore
+from delivery.engine.run_inputs import answer_lists, run_branch
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.run_setup import (
     FORGE_TYPES,
@@ -400,7 +400,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
         folders=setup["folders"], checks=setup["checks"],
         required_approvals=int(setup.get("required_approvals") or 0),
         branch=request.branch or run_branch(values, run_id),
-        git_cache=str(world.git_cache or ""), answers=_answer_lists(request.answers),
+        git_cache=str(world.git_cache or ""), answers=answer_lists(request.answers),
         gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
         logs=str(request.logs.resolve()) if request.logs is not None else "",
         budget_tokens=budget.tokens or 0, budget_usd=budget.usd or 0.0)
@@ -495,7 +495,7 @@ def resume_run(run_path: Path, world: World | None = None,
     info = store.read_run_info()
     if answers:  # appended: they answer the gate's next visits
         merged = {node: list(given) for node, given in info.answers.items()}
-        for node_id, given in _answer_lists(answers).items():
+        for node_id, given in answer_lists(answers).items():
             merged[node_id] = merged.get(node_id, []) + given
         info.answers = merged
     if raised:
@@ -558,7 +558,7 @@ def resume_run(run_path: Path, world: World | None = None,
     if state.status is RunStatus.RUNNING:
         store.append_event("run_resumed", next_node=state.next_node or "")
         if answers and answered_by:  # who answered a paused gate and when (§9.1)
-            for node_id, given in _answer_lists(answers).items():
+            for node_id, given in answer_lists(answers).items():
                 store.append_event("answer_received", node=node_id, labels=given,
                                    by=answered_by,
                                    at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -569,52 +569,3 @@ def offloaded(values: Mapping[str, Any], store: ArtifactStore) -> dict[str, tupl
     """The keys of `values` held in the artifact store: their pointer and size in bytes."""
     return {key: (value, store.size_of(value) or 0) for key, value in values.items()
             if ArtifactStore.is_pointer(value)}
-
-
-def run_branch(values: Mapping[str, Any], run_id: str) -> str:
-    """`delivery/<ticket slug>` when the run has a `ticket` input, else `delivery/<run id>`."""
-    slug = ticket_slug(str(values.get("ticket") or ""))
-    return f"delivery/{slug or run_id}"
-
-
-def ticket_slug(ticket: str) -> str:
-    """`https://github.com/o/web/issues/12` -> `web-12`; `https://x/browse/T-1` -> `t-1`."""
-    parts = [part for part in re.split(r"[/?#]", ticket.split("://", 1)[-1]) if part][1:]
-    if not parts:
-        return ""
-    words = parts[-1:]
-    if parts[-1].isdigit() and len(parts) >= 3:
-        words = [parts[-3], parts[-1]]  # owner/name/issues/12: the name and the number
-    slug = re.sub(r"[^a-z0-9._-]+", "-", "-".join(words).lower()).strip("-.")
-    return slug[:40].rstrip("-.")
-
-
-def _answer_lists(answers: Mapping[str, str | Sequence[str]]) -> dict[str, list[str]]:
-    return {node: [given] if isinstance(given, str) else list(given)
-            for node, given in answers.items()}
-
-
-def parse_answers(items: Sequence[str]) -> dict[str, list[str]]:
-    """Repeated `--answer NODE=LABEL`: a gate's answers in the order given."""
-    answers: dict[str, list[str]] = {}
-    for item in items:
-        for node_id, label in parse_assignments([item], "--answer").items():
-            answers.setdefault(node_id, []).append(label)
-    return answers
-
-
-def parse_assignments(items: Sequence[str], option: str) -> dict[str, str]:
-    """`K=V` items of a repeated option; RunRefused names the bad one, or the name given
-    twice (the second value would silently win)."""
-    values: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise RunRefused(f"{option} {item!r}", "is not NAME=VALUE",
-                             f"write {option} name=value")
-        name = name.strip()
-        if name in values:
-            raise RunRefused(f"{option} {name}=", "is given twice",
-                             f"give {option} {name}=VALUE once")
-        values[name] = value
-    return values
