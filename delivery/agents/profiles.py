@@ -145,8 +145,8 @@ def inline_profile(spec: str) -> Profile | None:
                          f"write {INLINE_FORMS}")
     try:
         if kind == "command":
-            return CommandProfile(command=arg,  # type: ignore[arg-type]  # split by validator
-                                  output=output or "text")  # type: ignore[arg-type]
+            # (the command is split into words by the model's validator)
+            return CommandProfile.model_validate({"command": arg, "output": output or "text"})
         if kind == "openai":
             return OpenAIProfile(model=arg)
         return ReplayProfile(file=arg)

@@ -29,11 +29,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from delivery.engine.handlers.base import StageResult
 from delivery.engine.run_loop import Progress
-from delivery.forges.local import LocalForge, git_dir_of
+from delivery.forges.local import LocalForge, ReviewState, git_dir_of
 from delivery.lang.model import Node, NodeType
 from delivery.testing.github import FakeGitHub
 
@@ -66,7 +66,7 @@ class People(Protocol):
 
     def resolve_thread(self, repository: str, number: int, thread: int) -> None: ...
 
-    def review(self, repository: str, number: int, state: str, body: str) -> None: ...
+    def review(self, repository: str, number: int, state: ReviewState, body: str) -> None: ...
 
     def close(self, repository: str, number: int) -> None: ...
 
@@ -173,7 +173,7 @@ class GitHubPeople:
     def resolve_thread(self, repository: str, number: int, thread: int) -> None:
         self.github.resolve_thread(repository, number, thread)
 
-    def review(self, repository: str, number: int, state: str, body: str) -> None:
+    def review(self, repository: str, number: int, state: ReviewState, body: str) -> None:
         self.github.add_review(repository, number, PERSON, state, body)
 
     def close(self, repository: str, number: int) -> None:
@@ -230,7 +230,7 @@ class LocalPeople:
     def default_branch(self, repository: str) -> str:
         return self.forge.default_branch(repository)
 
-    def _records(self, repository: str) -> list[dict[str, object]]:
+    def _records(self, repository: str) -> list[dict[str, Any]]:
         path = git_dir_of(repository) / "delivery" / "pulls.json"
         if not path.is_file():
             return []
@@ -243,13 +243,13 @@ class LocalPeople:
             if pull["head"] != head:
                 continue
             latest: dict[str, str] = {}
-            for review in pull["reviews"]:  # type: ignore[attr-defined]
+            for review in pull["reviews"]:
                 if review["state"] in ("APPROVED", "CHANGES_REQUESTED"):
                     latest[review["author"]] = review["state"]
             views.append(PullView(
-                int(pull["number"]),  # type: ignore[call-overload]
+                int(pull["number"]),
                 str(pull["state"]),
-                tuple(t["id"] for t in pull["threads"]  # type: ignore[attr-defined]
+                tuple(t["id"] for t in pull["threads"]
                       if not t["resolved"]),
                 "CHANGES_REQUESTED" in latest.values(),
                 str(pull["merged_head_sha"]) if pull["state"] == "merged"
@@ -263,9 +263,8 @@ class LocalPeople:
     def resolve_thread(self, repository: str, number: int, thread: int) -> None:
         self.forge.resolve_thread(repository, number, thread)
 
-    def review(self, repository: str, number: int, state: str, body: str) -> None:
-        self.forge.review(repository, number, state, body,  # type: ignore[arg-type]
-                          author=PERSON)
+    def review(self, repository: str, number: int, state: ReviewState, body: str) -> None:
+        self.forge.review(repository, number, state, body, author=PERSON)
 
     def close(self, repository: str, number: int) -> None:
         self.forge.close_pull_request(repository, number)
@@ -278,7 +277,7 @@ class LocalPeople:
         for pull in self._records(repository):
             if pull["number"] != number:
                 continue
-            for thread in pull["threads"]:  # type: ignore[attr-defined]
+            for thread in pull["threads"]:
                 for reply in thread.get("replies", []):
                     replies.append((int(thread["id"]), str(reply.get("body", ""))))
         return replies
