@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from delivery.testing.actions.world import RUNNER_ENV
+from delivery.testing.actions.world import RUNNER_ENV, read_outputs
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTION = ROOT / "action.yml"
@@ -36,25 +36,6 @@ def step(step_id: str) -> dict[str, Any]:
             found: dict[str, Any] = entry
             return found
     raise KeyError(step_id)
-
-
-def read_outputs(path: Path) -> dict[str, str]:
-    """GITHUB_OUTPUT's `name=value` and `name<<DELIM … DELIM` entries."""
-    outputs: dict[str, str] = {}
-    lines = iter(path.read_text(encoding="utf-8").splitlines()) if path.exists() else iter(())
-    for line in lines:
-        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
-            name, delimiter = line.split("<<", 1)
-            value = []
-            for more in lines:
-                if more == delimiter:
-                    break
-                value.append(more)
-            outputs[name] = "\n".join(value)
-        elif "=" in line:
-            name, value_text = line.split("=", 1)
-            outputs[name] = value_text
-    return outputs
 
 
 @dataclass

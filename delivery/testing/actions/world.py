@@ -370,7 +370,7 @@ class ActionsWorld:
                                deliver["run"]], env=env, cwd=workspace, capture_output=True,
                               text=True, timeout=_JOB_TIMEOUT, check=False)
         job.code, job.stdout, job.stderr = done.returncode, done.stdout, done.stderr
-        job.outputs = _read_outputs(output)
+        job.outputs = read_outputs(output)
         job.summary = summary.read_text(encoding="utf-8") if summary.exists() else ""
         job.steps.append(f"delivery: exit {done.returncode}, "
                          f"status {job.outputs.get('status', '-')}")
@@ -515,7 +515,7 @@ def _call_inputs(called: Mapping[str, Any], given: Mapping[str, Any],
     return values
 
 
-def _read_outputs(path: Path) -> dict[str, str]:
+def read_outputs(path: Path) -> dict[str, str]:
     """GITHUB_OUTPUT's `name=value` and `name<<DELIMITER … DELIMITER` entries."""
     outputs: dict[str, str] = {}
     if not path.exists():
