@@ -18,22 +18,36 @@ BRANCH = "delivery/T-7"
 REPOS = {"api": "octo/api", "web": "octo/web"}
 
 
-def publish_flow(api: str = "print(1)", web: str = "print(2)") -> str:
-    """Worktrees, a change in both folders, publish, two probes (nothing changes between)."""
+def shipping_flow(change: str, *, then: str = "", graph: str = "") -> str:
+    """Worktrees in both folders, the stage `change` (its attributes), publish, a probe
+    `look`, then the stages of `then` (node statements, run in their order); `graph`:
+    more graph attributes."""
+    after = [line.split("[", 1)[0].strip() for line in then.strip().splitlines()]
+    chain = " -> ".join(["start", "add", "change", "ship", "look", *after, "exit"])
     return f"""
 digraph D {{
-  graph [goal="Say hello", inputs="ticket", folders="api,web"]
+  graph [goal="Say hello", inputs="ticket", folders="api,web"{graph}]
   start [shape=Mdiamond]
   exit [shape=Msquare]
   add [type=worktree_add]
-  change [shape=parallelogram,
-          script="printf '{api}\\\\n' > api/app.py; printf '{web}\\\\n' > web/app.py"]
+  change [{change}]
   ship [type=publish]
   look [type=probe, probe="pr,threads"]
-  again [type=probe, probe="pr,threads"]
-  start -> add -> change -> ship -> look -> again -> exit
+  {then.strip()}
+  {chain}
 }}
 """
+
+
+def change_script(api: str = "print(1)", web: str = "print(2)") -> str:
+    """A script stage's attributes writing app.py in both folders."""
+    return f"shape=parallelogram, script=\"printf '{api}\\\\n' > api/app.py; " \
+           f"printf '{web}\\\\n' > web/app.py\""
+
+
+def publish_flow(api: str = "print(1)", web: str = "print(2)") -> str:
+    """Worktrees, a change in both folders, publish, two probes (nothing changes between)."""
+    return shipping_flow(change_script(api, web), then='again [type=probe, probe="pr,threads"]')
 
 
 def land_flow(merge_attrs: str = "") -> str:

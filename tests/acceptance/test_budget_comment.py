@@ -6,7 +6,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from change_set_helpers import BRANCH, REPOS, protected_repos, sticky_comments
+from change_set_helpers import (
+    BRANCH,
+    REPOS,
+    protected_repos,
+    shipping_flow,
+    sticky_comments,
+)
 from engine_helpers import FakeClock, write_flow
 
 from delivery.agents.base import Usage
@@ -15,18 +21,7 @@ from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.testing.github import FakeGitHub
 from delivery.testing.runs import reply
 
-FLOW = """
-digraph D {
-  graph [goal="Say hello", inputs="ticket", folders="api,web", budget_tokens=1000]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  implement [shape=box, prompt="change both folders"]
-  ship [type=publish]
-  look [type=probe, probe="pr,threads"]
-  start -> add -> implement -> ship -> look -> exit
-}
-"""
+FLOW = shipping_flow('shape=box, prompt="change both folders"', graph=", budget_tokens=1000")
 
 
 def run_costing(github: FakeGitHub, root: Path, tokens: int) -> RunOutcome:
@@ -37,7 +32,7 @@ def run_costing(github: FakeGitHub, root: Path, tokens: int) -> RunOutcome:
     request = RunRequest(workflow=write_flow(root, FLOW), workspace=workspace,
                          inputs={"ticket": "https://github.com/octo/web/issues/7"},
                          repos=dict(REPOS), branch=BRANCH)
-    world = World(agent=ScriptedAgent({"implement": [turn]}), clock=FakeClock(),
+    world = World(agent=ScriptedAgent({"change": [turn]}), clock=FakeClock(),
                   git_cache=root / "cache", environ={**os.environ, **github.env()})
     return start_run(request, world)
 

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from budget_helpers import events
-from change_set_helpers import BRANCH, REPOS
+from change_set_helpers import BRANCH, REPOS, change_script, shipping_flow
 from engine_helpers import FakeClock, reply, write_flow
 
 from delivery.agents.replay import ReplayBackend
@@ -21,20 +21,7 @@ from delivery.testing.github import FakeGitHub, faults
 from delivery.testing.github.graphql_api import validate_query
 from delivery.testing.person import PERSON, GitHubPeople, LabelsAfter
 
-FLOW = """
-digraph D {
-  graph [goal="Say hello", inputs="ticket", folders="api,web"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  change [shape=parallelogram,
-          script="printf 'print(1)\\\\n' > api/app.py; printf 'print(2)\\\\n' > web/app.py"]
-  ship [type=publish]
-  look [type=probe, probe="pr,threads"]
-  after [shape=box, prompt="say what was published"]
-  start -> add -> change -> ship -> look -> after -> exit
-}
-"""
+FLOW = shipping_flow(change_script(), then='after [shape=box, prompt="say what was published"]')
 
 
 def world(github: FakeGitHub, root: Path) -> World:
