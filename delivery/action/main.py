@@ -27,6 +27,7 @@ from delivery.action.events import Plan, plan
 from delivery.action.report import write_outputs, write_summary
 from delivery.cli.state_commands import open_state, run_for_pr
 from delivery.cli.workflow_commands import ActionOutput, format_command
+from delivery.engine.budget import budget_option
 from delivery.engine.remote_state import RemoteState, StateRunStores, job_id
 from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
@@ -43,7 +44,7 @@ from delivery.lang.diagnostics import has_errors
 from delivery.validation.loader import check_file
 
 INPUTS = ("workflow", "ticket", "goal", "repos", "inputs", "agent", "github-token",
-          "state-repo", "mode", "label", "run-id", "bot-login", "max-repairs")
+          "state-repo", "mode", "label", "run-id", "bot-login", "max-repairs", "budget")
 DEFAULT_MAX_REPAIRS = 6
 WRITERS = frozenset({"admin", "maintain", "write"})
 EXIT = {"succeeded": 0, "failed": 1, "paused": 3, "superseded": 0, "ignored": 0,
@@ -152,6 +153,10 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: ActionOutput) -> l
     mode = inputs["mode"] or "auto"
     if mode not in ("auto", "start", "resume"):
         raise RunRefused(f"mode {mode!r}", "is not a mode", "use start, resume or auto")
+    # the step's own inputs, refused before any event is looked at (a mistake in the
+    # workflow file shows on its first job, not on the first that starts or resumes)
+    _options(inputs)
+    budget_option(inputs["budget"], "budget")
     decided = plan(env.get("GITHUB_EVENT_NAME", ""), payload, mode=mode,
                    trigger_label=inputs["label"] or "delivery",
                    bot_login=inputs["bot-login"] or "delivery[bot]", inputs=inputs,
@@ -272,7 +277,7 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
     workspace = base
     request = RunRequest(workflow=workflow, goal=decided.goal or None, inputs=run_inputs,
                          agent=inputs["agent"], workspace=workspace, repos=repos,
-                         gates="pause")
+                         gates="pause", budget=inputs["budget"])
     world = _world(env, state, "", cache)
     try:
         outcome = start_run(request, world, options=_options(inputs))
@@ -336,7 +341,8 @@ def _resume(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
     try:
         outcome = resume_run(workspace / ".delivery" / "runs" / run_id, world,
                              answers=decided.answers or None, options=_options(inputs),
-                             answered_by=f"github:{decided.actor}" if decided.answers else "")
+                             answered_by=f"github:{decided.actor}" if decided.answers else "",
+                             budget=inputs["budget"])
     except Superseded as lost:
         return Result(run_id, "superseded", lost.why)
     copy = workspace / ".delivery" / "runs" / run_id / "workflow.dot"

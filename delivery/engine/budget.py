@@ -81,8 +81,14 @@ def budget_option(text: str, option: str = "--budget") -> Limits:
 
 def run_limits(workflow: Workflow, info: RunInfo) -> Limits:
     """The graph's budget with what `--budget` (kept in run.json) sets over it."""
-    given = Limits(info.budget_tokens or None, info.budget_usd or None)
-    return Limits(workflow.budget_tokens, workflow.budget_usd).overridden(given)
+    return limits_of(workflow, info.budget_tokens, info.budget_usd)
+
+
+def limits_of(workflow: Workflow, tokens: int, usd: float) -> Limits:
+    """The graph's budget with run.json's `budget_tokens` and `budget_usd` over it (0: not
+    set there)."""
+    return Limits(workflow.budget_tokens, workflow.budget_usd).overridden(
+        Limits(tokens or None, usd or None))
 
 
 @dataclass

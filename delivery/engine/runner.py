@@ -25,7 +25,7 @@ from delivery.engine import preflight_gate
 from delivery.engine.agent_runtime import AgentRuntime
 from delivery.engine.attractor_logs import AttractorLogs, check_logs_folder
 from delivery.engine.budget import CONTEXT_KEY as BUDGET_KEY
-from delivery.engine.budget import Budget, budget_option, run_limits
+from delivery.engine.budget import Budget, Limits, budget_option, limits_of, run_limits
 from delivery.engine.child_runs import check_children, run_child
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
@@ -486,7 +486,8 @@ def resume_run(run_path: Path, world: World | None = None,
                budget: str = "",
                warnings: Callable[[Sequence[Diagnostic]], None] | None = None) -> RunOutcome:
     """Continue a run from its saved state; the interrupted stage runs again. `budget`
-    (`--budget`) replaces the limit of its kind: how a run paused on its budget goes on.
+    (`--budget`) replaces the limit of its kind: how a run paused on its budget goes on
+    (the limits the run has already change nothing and are not recorded again).
     `warnings` is given the workflow's warnings (what a fresh load of its copy finds)
     before anything runs."""
     world = world or World()
@@ -498,6 +499,7 @@ def resume_run(run_path: Path, world: World | None = None,
         for node_id, given in answer_lists(answers).items():
             merged[node_id] = merged.get(node_id, []) + given
         info.answers = merged
+    held = (info.budget_tokens, info.budget_usd)
     if raised:
         info.budget_tokens = raised.tokens or info.budget_tokens
         info.budget_usd = raised.usd or info.budget_usd
@@ -510,6 +512,10 @@ def resume_run(run_path: Path, world: World | None = None,
     # validated again only when the cache is missing, stale or damaged)
     loaded_workflow = load_run_workflow(store.path, copy, source)
     workflow = loaded_workflow.workflow
+    # a budget the run holds already (the Action's `budget` input, given to each job of
+    # the run again) raises nothing and is not recorded
+    limits = run_limits(workflow, info)
+    raised = Limits() if limits == limits_of(workflow, *held) else raised
     if warnings is not None:
         warnings(loaded_workflow.diagnostics)
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
@@ -551,10 +557,10 @@ def resume_run(run_path: Path, world: World | None = None,
         log.warning("resume: %s", loaded.recovered)
         store.append_event("checkpoint_recovered", problem=loaded.recovered)
         store.save_whole(state)
-    if answers or raised:
+    if answers or (info.budget_tokens, info.budget_usd) != held:
         store.write_run_info(_redacted_info(info, run.redactor))
     if raised:
-        store.append_event("budget_raised", limits=run_limits(workflow, info).describe())
+        store.append_event("budget_raised", limits=limits.describe())
     if state.status is RunStatus.RUNNING:
         store.append_event("run_resumed", next_node=state.next_node or "")
         if answers and answered_by:  # who answered a paused gate and when (§9.1)

@@ -5,6 +5,7 @@ the ref; a check_suite event resumes it to the merge."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,3 +237,35 @@ def test_a_workflow_input_that_does_not_exist_is_refused_without_a_traceback(
     assert job.code == 2 and job.outputs["status"] == "refused"
     assert "missing.dot" in job.stdout and "Traceback" not in job.stdout + job.stderr
     assert refs(fake) == []
+
+
+def test_a_budget_input_that_is_not_tokens_or_dollars_is_refused_before_any_event_is_read(
+        actions: Actions, fake: FakeGitHub) -> None:
+    job = actions.job("issues", labeled(sender="mallory"), {**inputs(fake), "budget": "lots"})
+    assert job.code == 2 and job.outputs["status"] == "refused"
+    assert "budget 'lots'" in job.stdout and "$5" in job.stdout
+    assert "Traceback" not in job.stdout + job.stderr
+    assert refs(fake) == []
+
+
+def test_the_budget_input_bounds_the_run_and_a_higher_one_in_a_later_job_raises_it(
+        actions: Actions, fake: FakeGitHub) -> None:
+    fake.hold_checks(REPO)  # CI still running: the run pauses at its wait
+    started = actions.job("issues", labeled(), {**inputs(fake), "budget": "100k"})
+    assert started.outputs["status"] == "paused", started.stdout + started.stderr
+    run_id = started.outputs["run-id"]
+    ref = f"refs/delivery/runs/{run_id}"
+    saved = fake.repository(REPO).path
+    info = json.loads(subprocess.run(["git", "show", f"{ref}:run.json"], cwd=saved,
+                                     capture_output=True, text=True, check=True).stdout)
+    assert info["budget_tokens"] == 100_000
+    # every job of the run gets the same input: nothing raised, nothing recorded
+    same = actions.job("schedule", {"schedule": "17 * * * *"}, {**inputs(fake), "budget": "100k"})
+    assert same.outputs["status"] == "paused"
+    assert '"budget_raised"' not in saved_log(saved, ref)
+    raised = actions.job("schedule", {"schedule": "17 * * * *"},
+                         {**inputs(fake), "budget": "200k"})
+    assert raised.outputs["status"] == "paused"
+    [event] = [json.loads(line) for line in saved_log(saved, ref).splitlines()
+               if '"budget_raised"' in line]
+    assert event["limits"] == "200,000 tokens"

@@ -74,6 +74,26 @@ def test_resuming_without_raising_the_budget_pauses_again_before_the_same_stage(
     assert again.path == paused.path
 
 
+def test_a_resume_given_the_budget_the_run_has_raises_nothing_and_records_nothing(
+        tmp_path: Path) -> None:
+    # the Action passes its `budget` input to every job of a run: the same limit again,
+    # whether the graph or the start's option set it, is no raise
+    flow = chain_flow(tmp_path, "budget_tokens=1000")
+    agent = costly_agent(300)
+    paused = start_run(RunRequest(workflow=flow, workspace=tmp_path), world(agent))
+    again = resume_run(paused.run_dir, world(agent), budget="1000")
+    assert again.status == "paused" and again.pause_reason == "budget"
+    assert events(again.run_dir, "budget_raised") == []
+    other = tmp_path / "other"
+    other.mkdir()
+    by_option = start_run(RunRequest(workflow=chain_flow(other), workspace=other,
+                                     budget="1k"), world(costly_agent(300)))
+    assert by_option.pause_reason == "budget"
+    assert resume_run(by_option.run_dir, world(costly_agent(300)),
+                      budget="1000").pause_reason == "budget"
+    assert events(by_option.run_dir, "budget_raised") == []
+
+
 def test_a_raised_budget_warns_again_at_80_percent_of_the_new_limit(tmp_path: Path) -> None:
     flow = chain_flow(tmp_path, "budget_tokens=1000", stages=("a", "b", "c", "d", "e", "f"))
     agent = costly_agent(300, stages=("a", "b", "c", "d", "e", "f"))
