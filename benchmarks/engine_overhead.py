@@ -48,6 +48,7 @@ import contextlib
 import cProfile
 import gc
 import io
+import itertools
 import json
 import os
 import pstats
@@ -57,6 +58,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +90,19 @@ def workflow_source(stages: int) -> str:
     lines.append("    " + " -> ".join(chain))
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def stage_gaps(run_dir: Path) -> list[float]:
+    """Seconds from each `stage_started` event of a run's log to the next: all the engine
+    does between two stages, read from the run's own log."""
+    starts = []
+    with (run_dir / "events.jsonl").open(encoding="utf-8") as log:
+        for line in log:
+            event = json.loads(line)
+            if event["type"] == "stage_started":
+                starts.append(datetime.fromisoformat(event["ts"].replace("Z", "+00:00"))
+                              .timestamp())
+    return [b - a for a, b in itertools.pairwise(starts)]
 
 
 def write_workflow(directory: Path, stages: int) -> Path:

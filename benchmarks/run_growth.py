@@ -34,28 +34,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import itertools
 
-from engine_overhead import run_folder, write_workflow
+from engine_overhead import run_folder, stage_gaps, write_workflow
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunRequest, World, start_run
-
-
-def _stage_starts(run_dir: Path) -> list[float]:
-    starts = []
-    with (run_dir / "events.jsonl").open(encoding="utf-8") as log:
-        for line in log:
-            event = json.loads(line)
-            if event["type"] == "stage_started":
-                starts.append(datetime.fromisoformat(event["ts"].replace("Z", "+00:00"))
-                              .timestamp())
-    return starts
 
 
 def growth(stages: int, window: int, base: Path, logs: bool = False) -> tuple[float, float]:
@@ -68,8 +55,7 @@ def growth(stages: int, window: int, base: Path, logs: bool = False) -> tuple[fl
                                    logs=folder / "attractor" if logs else None),
                         World(agent=backend))
     assert outcome.status == "succeeded", outcome.failure_reason
-    starts = _stage_starts(folder / "run")
-    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    gaps = stage_gaps(folder / "run")
     first, last = gaps[:window], gaps[-window:]
     return 1000 * statistics.fmean(first), 1000 * statistics.fmean(last)
 

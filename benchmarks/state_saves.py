@@ -37,12 +37,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine_overhead import write_workflow
+from engine_overhead import stage_gaps, write_workflow
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.remote_state import RemoteState, StateRunStores
@@ -50,17 +49,6 @@ from delivery.engine.run_loop import Progress
 from delivery.engine.runner import RunRequest, World, start_run
 from delivery.git.runref import RunRef
 from delivery.lang.model import Node
-
-
-def _stage_gaps(run_dir: Path) -> list[float]:
-    starts = []
-    with (run_dir / "events.jsonl").open(encoding="utf-8") as log:
-        for line in log:
-            event = json.loads(line)
-            if event["type"] == "stage_started":
-                starts.append(datetime.fromisoformat(event["ts"].replace("Z", "+00:00"))
-                              .timestamp())
-    return [b - a for a, b in itertools.pairwise(starts)]
 
 
 def _cpu() -> float:
@@ -96,7 +84,7 @@ def run(stages: int, base: Path, event_mode: bool
                         world, observer=clocks)
     assert outcome.status == "succeeded", outcome.failure_reason
     cpu = [b - a for a, b in itertools.pairwise(clocks.starts)]
-    return _stage_gaps(outcome.run_dir), cpu, outcome.run_dir
+    return stage_gaps(outcome.run_dir), cpu, outcome.run_dir
 
 
 def floor(base: Path, template: Path | None = None, saves: int = 30) -> tuple[float, float]:
