@@ -21,10 +21,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from delivery.action.events import Plan, plan
 from delivery.action.report import write_outputs, write_summary
+from delivery.cli.printable import PrintableStream
 from delivery.cli.state_commands import open_state, run_for_pr
 from delivery.cli.workflow_commands import ActionOutput, format_command
 from delivery.engine.budget import budget_option
@@ -104,7 +105,8 @@ def parse_inputs(text: str) -> dict[str, str]:
 
 def main(environ: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
     env = dict(os.environ if environ is None else environ)
-    stream = out or sys.stdout
+    # a run's text shown on the runner's log as text, never as terminal controls
+    stream = cast(TextIO, PrintableStream(out or sys.stdout))
     inputs = read_inputs(env)
     token = inputs["github-token"] or env.get("GITHUB_TOKEN", "")
     if token:

@@ -21,6 +21,7 @@ from delivery import __version__
 from delivery.cli import graph, scenarios
 from delivery.cli.demo_args import add_parser as demo_parser
 from delivery.cli.diagnostics import file_problem
+from delivery.cli.printable import PrintableFilter, PrintableStream
 from delivery.cli.workflow_commands import ActionOutput, Neutralising, in_action
 from delivery.redact import RedactingFilter, RedactingStream, Redactor
 
@@ -390,12 +391,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
     # Nothing the CLI prints or logs carries a secret (SPEC §14), whichever path made it.
     redactor = Redactor.from_environment(os.environ)
-    out = cast(TextIO, RedactingStream(out or sys.stdout, redactor))
-    err = cast(TextIO, RedactingStream(err or sys.stderr, redactor))
+    # ...and no control character in it reaches the terminal as one (printable.py):
+    # masked first, so that a secret is matched as it was written
+    out = cast(TextIO, RedactingStream(cast(TextIO, PrintableStream(out or sys.stdout)), redactor))
+    err = cast(TextIO, RedactingStream(cast(TextIO, PrintableStream(err or sys.stderr)), redactor))
     logger = logging.getLogger("delivery")  # the one logger delivery logs to
-    for stale in [f for f in logger.filters if isinstance(f, RedactingFilter)]:
+    for stale in [f for f in logger.filters if isinstance(f, (RedactingFilter,
+                                                              PrintableFilter))]:
         logger.removeFilter(stale)  # from an earlier call with another environment
     logger.addFilter(RedactingFilter(redactor))
+    logger.addFilter(PrintableFilter())
     parser = _build_parser()
     try:
         with contextlib.redirect_stdout(out):  # --help and --version print on `out`

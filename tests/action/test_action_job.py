@@ -269,3 +269,20 @@ def test_the_budget_input_bounds_the_run_and_a_higher_one_in_a_later_job_raises_
     [event] = [json.loads(line) for line in saved_log(saved, ref).splitlines()
                if '"budget_raised"' in line]
     assert event["limits"] == "200,000 tokens"
+
+
+def test_a_scripts_escape_sequences_reach_the_runners_log_as_text(
+        actions: Actions, fake: FakeGitHub) -> None:
+    (actions.workspace / "hostile.dot").write_text("""
+digraph D {
+  graph [goal="Deliver", inputs="ticket,notes?", defaults="notes=''"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  check [shape=parallelogram, script="printf '\\\\033]0;owned\\\\007 \\\\033[2J broke' >&2; exit 1"]
+  start -> check -> exit
+}
+""", encoding="utf-8")
+    job = actions.job("issues", labeled(), {**inputs(fake), "workflow": "hostile.dot"})
+    assert job.outputs["status"] == "failed", job.stdout + job.stderr
+    assert "\\u001b]0;owned\\u0007" in job.stdout
+    assert "\x1b" not in job.stdout + job.stderr and "\x07" not in job.stdout + job.stderr
