@@ -25,7 +25,6 @@ from typing import Any, TextIO, cast
 
 from delivery.action.events import Plan, plan
 from delivery.action.report import write_outputs, write_summary
-from delivery.cli.printable import PrintableStream
 from delivery.cli.state_commands import open_state, run_for_pr
 from delivery.cli.workflow_commands import ActionOutput, format_command
 from delivery.engine.budget import budget_option
@@ -42,6 +41,7 @@ from delivery.errors import (
 )
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
+from delivery.printable import PrintableStream
 from delivery.validation.loader import check_file
 
 INPUTS = ("workflow", "ticket", "goal", "repos", "inputs", "agent", "github-token",

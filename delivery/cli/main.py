@@ -21,8 +21,8 @@ from delivery import __version__
 from delivery.cli import graph, scenarios
 from delivery.cli.demo_args import add_parser as demo_parser
 from delivery.cli.diagnostics import file_problem
-from delivery.cli.printable import PrintableFilter, PrintableStream
 from delivery.cli.workflow_commands import ActionOutput, Neutralising, in_action
+from delivery.printable import PrintableFilter, PrintableStream
 from delivery.redact import RedactingFilter, RedactingStream, Redactor
 
 if TYPE_CHECKING:
@@ -391,7 +391,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
     # Nothing the CLI prints or logs carries a secret (SPEC §14), whichever path made it.
     redactor = Redactor.from_environment(os.environ)
-    # ...and no control character in it reaches the terminal as one (printable.py):
+    # ...and no control character in it reaches the terminal as one (delivery.printable):
     # masked first, so that a secret is matched as it was written
     out = cast(TextIO, RedactingStream(cast(TextIO, PrintableStream(out or sys.stdout)), redactor))
     err = cast(TextIO, RedactingStream(cast(TextIO, PrintableStream(err or sys.stderr)), redactor))

@@ -5,10 +5,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TextIO
+from typing import Protocol, TextIO, cast
 
 from delivery.engine.routing import accelerator, normalize_label
 from delivery.errors import PauseRequested as PauseRequested
+from delivery.printable import PrintableStream
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ class ConsoleInterviewer:
                  stderr: TextIO | None = None) -> None:
         self.scripted = scripted
         self.stdin = stdin or sys.stdin
-        self.stderr = stderr or sys.stderr
+        # the question may quote a run's text: shown, never obeyed by the terminal
+        self.stderr = cast(TextIO, PrintableStream(stderr or sys.stderr))
 
     def ask(self, node_id: str, question: str, choices: Sequence[str]) -> Answer | None:
         scripted = self.scripted.ask(node_id, question, choices)

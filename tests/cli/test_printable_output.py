@@ -12,7 +12,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from delivery.cli.printable import PrintableFilter, printable
+from delivery.printable import PrintableFilter, printable
 from delivery.testing.cli import invoke
 from delivery.testing.runs import reply, write_flow
 

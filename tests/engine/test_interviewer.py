@@ -34,6 +34,14 @@ def test_console_shows_the_question_and_choices_and_takes_the_typed_answer() -> 
     assert "[A] Approve" in shown.getvalue()
 
 
+def test_console_shows_a_questions_escape_sequences_as_text() -> None:
+    # a gate's question may quote a run's text (an agent's summary)
+    interviewer, shown = console("A\n")
+    interviewer.ask("gate", "Ship it? \x1b]52;c;cm0gLXJm\x07\x1b[1A\r", CHOICES)
+    assert "\x1b" not in shown.getvalue() and "\r" not in shown.getvalue()
+    assert "Ship it? \\u001b]52;c;cm0gLXJm\\u0007" in shown.getvalue()
+
+
 def test_console_asks_again_after_an_answer_that_names_no_choice() -> None:
     interviewer, shown = console("maybe\nA\n")
     answer = interviewer.ask("gate", "Ship it?", CHOICES)
