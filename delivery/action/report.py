@@ -4,10 +4,11 @@ per PR with its state and link)."""
 
 from __future__ import annotations
 
+import string
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from delivery.errors import WorkflowInvalid, WorkflowSyntaxError
 from delivery.lang.drawing import to_mermaid
@@ -55,7 +56,7 @@ def summary_markdown(results: Sequence[Result]) -> str:
         title = f"run `{result.run_id}`" if result.run_id else "no run"
         parts.append(f"## delivery: {title} — {result.status}\n")
         if result.reason:
-            parts.append(f"{_cell(result.reason)}\n")
+            parts.append(f"{_as_written(result.reason)}\n")
         outcome = result.outcome
         if outcome is None:
             continue
@@ -104,3 +105,16 @@ def _pr_rows(context: Mapping[str, Any], repos: Mapping[str, str]) -> list[str]:
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+# Every ASCII punctuation character may be backslash-escaped in Markdown (CommonMark
+# §2.4), and then is only itself: no heading, list, quote, link, image, HTML tag, entity,
+# emphasis or table cell can start at it.
+_AS_WRITTEN: Final = {ord(ch): "\\" + ch for ch in string.punctuation}
+
+
+def _as_written(text: str) -> str:
+    """`text` shown as it is written, on one line: a failure reason may quote a script's
+    output or an agent's reply, which must not draw a heading, a link or an image in the
+    job's summary."""
+    return " ".join(text.split()).translate(_AS_WRITTEN)
