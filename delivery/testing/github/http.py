@@ -37,8 +37,6 @@ class RecordedRequest:
     at: float = 0.0  # the fake's clock when it arrived (pacing is asserted on it)
 
 
-
-
 class FakeServer(ThreadingHTTPServer):
     """The HTTP server of one fake, which its handlers answer for."""
 
