@@ -30,24 +30,37 @@ def printable(text: str) -> str:
     return text.translate(_TABLE) if _FOUND.search(text) is not None else text
 
 
-class PrintableStream:
-    """A text stream that writes `printable` text: the CLI's stdout and stderr."""
+class TextFilter:
+    """A text stream that writes `transform(text)` of all it is given to `out`, and is
+    that stream otherwise (flush, isatty, encoding, fileno…). The CLI's and the Action's
+    output pass through a few of these (printable text, secrets masked, workflow commands
+    neutralised)."""
 
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def transform(self, text: str) -> str:
+        return text
 
     def write(self, text: str) -> int:
-        self._stream.write(printable(text))
+        self.out.write(self.transform(text))
         return len(text)
 
     def flush(self) -> None:
-        self._stream.flush()
+        self.out.flush()
 
     def isatty(self) -> bool:
-        return self._stream.isatty()
+        return self.out.isatty()
 
     def __getattr__(self, name: str) -> Any:  # encoding, fileno, …: the stream's own
-        return getattr(self._stream, name)
+        return getattr(self.out, name)
+
+
+class PrintableStream(TextFilter):
+    """Writes `printable` text: the CLI's stdout and stderr, the Action's output."""
+
+    def transform(self, text: str) -> str:
+        return printable(text)
 
 
 class PrintableFilter(logging.Filter):

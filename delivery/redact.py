@@ -52,6 +52,7 @@ from fnmatch import translate
 from typing import Any, Final, TextIO
 
 # the shapes' half (MASK and mask_token_shapes are this module's public names too)
+from delivery.printable import TextFilter
 from delivery.token_shapes import MASK as MASK
 from delivery.token_shapes import _cut, _few_occurrences, _mask_shapes, _may_hold_token
 from delivery.token_shapes import mask_token_shapes as mask_token_shapes
@@ -375,7 +376,7 @@ class Redactor:
         return f"Redactor({len(self._secrets)} secret(s))"
 
 
-class RedactingStream:
+class RedactingStream(TextFilter):
     """A text stream that redacts whatever is written to it, then passes it on.
 
     The CLI wraps its stdout and stderr in it: `--json`, `inspect` and error messages
@@ -383,21 +384,11 @@ class RedactingStream:
     """
 
     def __init__(self, stream: TextIO, redactor: Redactor) -> None:
-        self._stream = stream
+        super().__init__(stream)
         self._redactor = redactor
 
-    def write(self, text: str) -> int:
-        self._stream.write(self._redactor.text(text))
-        return len(text)
-
-    def flush(self) -> None:
-        self._stream.flush()
-
-    def isatty(self) -> bool:
-        return self._stream.isatty()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
+    def transform(self, text: str) -> str:
+        return self._redactor.text(text)
 
 
 class RedactingFilter(logging.Filter):

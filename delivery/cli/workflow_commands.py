@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import TextIO
 
+from delivery.printable import TextFilter
+
 
 def escape_data(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
@@ -51,25 +53,12 @@ def neutralised(text: str) -> str:
     return "\n".join(lines)
 
 
-class Neutralising:
+class Neutralising(TextFilter):
     """A text stream that writes `neutralised` text (stderr in Action mode: the runner
     reads it for commands too, and stop-commands on stdout may be read after it)."""
 
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-
-    def write(self, text: str) -> int:
-        self.out.write(neutralised(text))
-        return len(text)
-
-    def flush(self) -> None:
-        self.out.flush()
-
-    def isatty(self) -> bool:
-        return self.out.isatty()
-
-    def __getattr__(self, name: str) -> object:  # encoding, fileno, …: the stream's own
-        return getattr(self.out, name)
+    def transform(self, text: str) -> str:
+        return neutralised(text)
 
 
 class ActionOutput(Neutralising):
