@@ -265,7 +265,7 @@ time_langgraph({stages}, Path({base!r}), {durability!r})
 """
 
 
-def _replies_file(directory: Path, stages: int) -> Path:
+def replies_file(directory: Path, stages: int) -> Path:
     path = directory / "replies.json"
     path.write_text(json.dumps({f"s{i}": ["ok"] for i in range(1, stages + 1)}),
                     encoding="utf-8")
@@ -276,7 +276,7 @@ def time_delivery_cli(stages: int, base: Path) -> float:
     """Wall time of `delivery run` on the linear workflow, as a whole process."""
     tmp = Path(tempfile.mkdtemp(dir=base, prefix="delivery-cli-"))
     workflow = write_workflow(tmp, stages)
-    replies = _replies_file(tmp, stages)
+    replies = replies_file(tmp, stages)
     script = Path(sys.executable).with_name("delivery")  # the console script users run
     launcher = [str(script)] if script.is_file() else [sys.executable, "-m", "delivery.cli.main"]
     command = [*launcher, "run", str(workflow), "--agent",

@@ -19,6 +19,10 @@
 3. Beside it, a whole fresh 10-stage run (start_run() to its return, in a fresh process
    too, alternately with the resumes): the goal is a resume of the long run costing no
    more than 1.3x that (issue 23).
+4. For reference, what a person waits for: `delivery resume` of such a paused run (started
+   with `delivery run`, killed the same way) and `delivery run` of a fresh 10-stage
+   workflow, each timed as a whole process, imports included (`--process-reps` of each,
+   alternately; each resume of its own copy of the paused run, written to disk first).
 
 Each figure is the median of `--reps` runs. `--resume-only` skips part 1 (the growth runs)
 and measures only parts 2 and 3.
@@ -29,17 +33,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-from engine_overhead import run_folder, stage_gaps, write_workflow
+from engine_overhead import replies_file, run_folder, stage_gaps, write_workflow
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunRequest, World, start_run
@@ -159,6 +165,63 @@ def resume_startup(stages: int, base: Path) -> tuple[float, float, float]:
 
 
 FRESH_STAGES = 10
+DELIVERY = Path(sys.executable).parent / "delivery"
+
+KILLED_CLI_RUN = """
+import os, signal, sys
+from pathlib import Path
+from delivery.cli.main import main
+from delivery.store import runstore
+
+stages, folder = int(sys.argv[1]), Path(sys.argv[2])
+original = runstore.LocalRunStore._append_record
+
+def append_record(self, record):
+    original(self, record)
+    if record.next_node == f"s{stages}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+runstore.LocalRunStore._append_record = append_record
+main(["run", str(folder / f"linear_{stages}.dot"), "--agent",
+      "replay:" + str(folder / "replies.json"), "--workspace", str(folder),
+      "--run-dir", str(folder / "run")])
+"""
+
+
+def _process_seconds(argv: list[str], cwd: Path) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed: {done.stderr[-2000:]}")
+    return seconds
+
+
+def resume_processes(stages: int, base: Path, reps: int) -> list[tuple[float, float]]:
+    """(seconds of `delivery resume` of a paused `stages`-stage run, of `delivery run` of a
+    fresh FRESH_STAGES-stage workflow), each a whole process, `reps` times alternately."""
+    paused = Path(tempfile.mkdtemp(dir=base, prefix="resume-cli-"))
+    write_workflow(paused, stages)
+    replies_file(paused, stages)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    killed = subprocess.run([sys.executable, "-c", KILLED_CLI_RUN, str(stages), str(paused)],
+                            env=env, capture_output=True, text=True, check=False)
+    if killed.returncode != -signal.SIGKILL:
+        raise SystemExit(f"the run to resume was not killed: {killed.stderr[-2000:]}")
+    fresh = Path(tempfile.mkdtemp(dir=base, prefix="fresh-cli-"))
+    workflow = write_workflow(fresh, FRESH_STAGES)
+    replies = replies_file(fresh, FRESH_STAGES)
+    timed = []
+    for rep in range(reps):
+        copy = base / f"{paused.name}-{rep}"
+        shutil.copytree(paused, copy, symlinks=True)
+        os.sync()  # the copy on disk, as a run paused long ago is
+        resume = _process_seconds([str(DELIVERY), "resume", str(copy / "run")], copy)
+        run = _process_seconds([str(DELIVERY), "run", str(workflow), "--agent",
+                                f"replay:{replies}", "--workspace", str(fresh),
+                                "--run-dir", str(fresh / f"run-{rep}")], fresh)
+        timed.append((resume, run))
+    return timed
 
 
 def _print_growth(grown: list[tuple[float, float]], window: int) -> None:
@@ -183,6 +246,8 @@ def main() -> None:
                         help="also write the Attractor view (--logs) in the growth runs")
     parser.add_argument("--resume-only", action="store_true",
                         help="skip the growth runs: measure only the resume start-up")
+    parser.add_argument("--process-reps", type=int, default=3,
+                        help="whole-process resumes and fresh runs timed (0: none)")
     args = parser.parse_args()
     with run_folder(args.dir, "run-growth-") as tmp:
         base = Path(tmp)
@@ -192,6 +257,8 @@ def main() -> None:
         for _ in range(args.reps):  # alternately, so that both see the same machine
             resumed.append(resume_startup(args.stages, base))
             fresh.append(fresh_run(FRESH_STAGES, base))
+        processes = resume_processes(args.stages, base, args.process_reps) \
+            if args.process_reps else []
     view = " with the --logs Attractor view" if args.logs else ""
     print(f"{args.stages}-stage linear run{view}, every stage durable before the next; "
           f"medians of {args.reps}")
@@ -208,6 +275,15 @@ def main() -> None:
     whole = statistics.median(fresh)
     print(f"resume start-up of the {args.stages}-stage run / a whole fresh {FRESH_STAGES}-stage "
           f"run ({whole:.3f} s): {resume / whole:.2f}x (goal <= 1.3x)")
+    if processes:
+        for resumed_s, run_s in processes:
+            print(f"  process: delivery resume {resumed_s:.3f} s, delivery run {run_s:.3f} s")
+        resumed_s = statistics.median(p[0] for p in processes)
+        run_s = statistics.median(p[1] for p in processes)
+        print(f"as whole processes, imports included: delivery resume of the paused "
+              f"{args.stages}-stage run {resumed_s:.3f} s, delivery run of a fresh "
+              f"{FRESH_STAGES}-stage workflow {run_s:.3f} s: {resumed_s / run_s:.2f}x "
+              f"(medians of {len(processes)})")
 
 
 if __name__ == "__main__":
