@@ -66,14 +66,15 @@ def growth(stages: int, window: int, base: Path, logs: bool = False) -> tuple[fl
     return 1000 * statistics.fmean(first), 1000 * statistics.fmean(last)
 
 
+# A run killed (SIGKILL) right after its last-but-one stage was saved; started in-process
+# (`api`) or through `delivery run` with a replies file in the folder (`cli`), whose run.json
+# names its agent for `delivery resume`.
 KILLED_RUN = """
 import os, signal, sys
 from pathlib import Path
-from delivery.agents.replay import ReplayBackend
-from delivery.engine.runner import RunRequest, World, start_run
 from delivery.store import runstore
 
-stages, folder = int(sys.argv[1]), Path(sys.argv[2])
+stages, folder, how = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 original = runstore.LocalRunStore._append_record
 
 def append_record(self, record):
@@ -82,10 +83,27 @@ def append_record(self, record):
         os.kill(os.getpid(), signal.SIGKILL)
 
 runstore.LocalRunStore._append_record = append_record
-backend = ReplayBackend({f"s{i}": ["ok"] for i in range(1, stages + 1)})
-start_run(RunRequest(workflow=folder / f"linear_{stages}.dot", goal="bench",
-                     workspace=folder, run_dir=folder / "run"), World(agent=backend))
+workflow = folder / f"linear_{stages}.dot"
+if how == "cli":
+    from delivery.cli.main import main
+    main(["run", str(workflow), "--agent", "replay:" + str(folder / "replies.json"),
+          "--workspace", str(folder), "--run-dir", str(folder / "run")])
+else:
+    from delivery.agents.replay import ReplayBackend
+    from delivery.engine.runner import RunRequest, World, start_run
+    backend = ReplayBackend({f"s{i}": ["ok"] for i in range(1, stages + 1)})
+    start_run(RunRequest(workflow=workflow, goal="bench", workspace=folder,
+                         run_dir=folder / "run"), World(agent=backend))
 """
+
+
+def _killed_run(stages: int, folder: Path, how: str, env: dict[str, str]) -> None:
+    """A paused `stages`-stage run in `folder / "run"` (see KILLED_RUN)."""
+    killed = subprocess.run([sys.executable, "-c", KILLED_RUN, str(stages), str(folder), how],
+                            env=env, capture_output=True, text=True, check=False)
+    if killed.returncode != -signal.SIGKILL:
+        raise SystemExit(f"the run to resume was not killed: {killed.stderr[-2000:]}")
+
 
 RESUME = """
 import json, sys, time
@@ -154,10 +172,7 @@ def resume_startup(stages: int, base: Path) -> tuple[float, float, float]:
     folder = Path(tempfile.mkdtemp(dir=base, prefix="resume-"))
     write_workflow(folder, stages)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    killed = subprocess.run([sys.executable, "-c", KILLED_RUN, str(stages), str(folder)],
-                            env=env, capture_output=True, text=True, check=False)
-    if killed.returncode != -signal.SIGKILL:
-        raise SystemExit(f"the run to resume was not killed: {killed.stderr[-2000:]}")
+    _killed_run(stages, folder, "api", env)
     done = subprocess.run([sys.executable, "-c", RESUME, str(stages), str(folder)], env=env,
                           capture_output=True, text=True, check=True)
     figures = json.loads(done.stdout)
@@ -166,27 +181,6 @@ def resume_startup(stages: int, base: Path) -> tuple[float, float, float]:
 
 FRESH_STAGES = 10
 DELIVERY = Path(sys.executable).parent / "delivery"
-
-KILLED_CLI_RUN = """
-import os, signal, sys
-from pathlib import Path
-from delivery.cli.main import main
-from delivery.store import runstore
-
-stages, folder = int(sys.argv[1]), Path(sys.argv[2])
-original = runstore.LocalRunStore._append_record
-
-def append_record(self, record):
-    original(self, record)
-    if record.next_node == f"s{stages}":
-        os.kill(os.getpid(), signal.SIGKILL)
-
-runstore.LocalRunStore._append_record = append_record
-main(["run", str(folder / f"linear_{stages}.dot"), "--agent",
-      "replay:" + str(folder / "replies.json"), "--workspace", str(folder),
-      "--run-dir", str(folder / "run")])
-"""
-
 
 def _process_seconds(argv: list[str], cwd: Path) -> float:
     started = time.perf_counter()
@@ -204,10 +198,7 @@ def resume_processes(stages: int, base: Path, reps: int) -> list[tuple[float, fl
     write_workflow(paused, stages)
     replies_file(paused, stages)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    killed = subprocess.run([sys.executable, "-c", KILLED_CLI_RUN, str(stages), str(paused)],
-                            env=env, capture_output=True, text=True, check=False)
-    if killed.returncode != -signal.SIGKILL:
-        raise SystemExit(f"the run to resume was not killed: {killed.stderr[-2000:]}")
+    _killed_run(stages, paused, "cli", env)
     fresh = Path(tempfile.mkdtemp(dir=base, prefix="fresh-cli-"))
     workflow = write_workflow(fresh, FRESH_STAGES)
     replies = replies_file(fresh, FRESH_STAGES)
