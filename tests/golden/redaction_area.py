@@ -95,6 +95,9 @@ def cases() -> dict[str, Any]:
         30, "dense", found)
     for tokens, pats in GITHUB_SHAPES:
         found[f"github-shapes-{tokens}-{pats}"] = {"ghp": tokens, "github_pat": pats}
+    # ASCII texts take a path of their own
+    for number, ascii_text in enumerate(["\x00", "a\x00b\n\x00", "plain\n", ""], 1):
+        found[f"clean-ascii-{number}"] = {"clean": ascii_text}
     _unique(random.Random("clean"), lambda r: {"clean": "".join(
         r.choice(["a", "é", "\x00", "\ud800", "\udfff", "😀", "\n"])
         for _ in range(r.randint(0, 30)))}, 60, "clean", found)

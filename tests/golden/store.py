@@ -74,8 +74,8 @@ def write(area: Area) -> tuple[int, int]:
 def dumps(value: Any, indent: str = "") -> str:
     """JSON that reads well in a diff: what fits on a line of 100 characters stays on
     one, and so does a list or object of plain values (a token, a diagnostic) unless it is
-    a list of strings only (lines); anything else is opened one item a line. ASCII only (a lone surrogate of the redaction corpus
-    could not be written as UTF-8)."""
+    a list of strings only (lines); anything else is opened one item a line. ASCII only
+    (a lone surrogate of the redaction corpus could not be written as UTF-8)."""
     flat = json.dumps(value, ensure_ascii=True)
     if len(indent) + len(flat) <= 100 or not isinstance(value, (list, dict)) or not value:
         return flat
