@@ -19,7 +19,7 @@ from typing import Any
 
 from delivery.errors import WorkflowSyntaxError
 from delivery.lang import lexer, parser
-from delivery.lang.builder import value_position
+from delivery.lang.attr_values import value_position
 from delivery.lang.syntax import Value
 
 from .store import ROOT

@@ -110,9 +110,9 @@ def source(case: dict[str, Any]) -> str:
     if "text" in case:
         return str(case["text"])
     if "pieces" in case:
-        return "\n".join(case["pieces"]) * case["times"]
+        return "\n".join(case["pieces"]) * int(case["times"])
     if "lines" in case:
-        return "\n".join(case["lines"] * case["times"] + case["odd"])
+        return "\n".join(case["lines"] * int(case["times"]) + case["odd"])
     overlap = "xoxb-aaaaaaaaaa-" + _GHP
     return "\n".join([overlap] + ["ghp_x"] * case["ghp"] + ["github_pat_x"] * case["github_pat"]
                      + [overlap])
