@@ -8,8 +8,8 @@ where a shape has several), each pattern tried only where its prefix occurs, and
 regions cut out in one copy. Where a prefix is frequent, the regex engine masks the whole
 text instead (`sub` with a literal, `split` for the patterns that keep a label), never with
 a Python call per match. The label in front of a masked value is kept (`Bearer ***`,
-`Authorization: ***`). `benchmarks/redaction.py` measures it; tests/redact_oracle.py is
-the earlier code these must agree with.
+`Authorization: ***`). `benchmarks/redaction.py` measures it; what it masks over a fixed
+corpus is in tests/golden/redaction.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from jinja2.compiler import CodeGenerator, Frame
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from delivery.errors import TemplateProblem
-from delivery.lang.template_reads import TemplateRead, _record
+from delivery.lang.read_paths import TemplateRead, record_read
 
 
 class _ParseEnvironment(ImmutableSandboxedEnvironment):
@@ -97,7 +97,7 @@ def _defined_keys(test: nodes.Node, roots: set[str]) -> list[str]:
         chain = _chain(test.node)
         if chain is not None and chain[0] in roots:
             found: list[TemplateRead] = []
-            _record(chain[0], chain[1], test.lineno, found)
+            record_read(chain[0], chain[1], test.lineno, found)
             return [read.key for read in found]
     return []
 
@@ -121,7 +121,7 @@ def _visit(node: nodes.Node, roots: set[str], reads: list[TemplateRead]) -> None
         # x.items() reads x, not a key named 'items'
         target = _chain(node.node.node)
         if target is not None and target[0] in roots:
-            _record(target[0], target[1], node.lineno, reads)
+            record_read(target[0], target[1], node.lineno, reads)
             for child in node.iter_child_nodes(exclude=("node",)):
                 _visit(child, roots, reads)
             return
@@ -131,7 +131,7 @@ def _visit(node: nodes.Node, roots: set[str], reads: list[TemplateRead]) -> None
         chain = _chain(node)
         if chain is not None:
             if chain[0] in roots:
-                _record(chain[0], chain[1], node.lineno, reads)
+                record_read(chain[0], chain[1], node.lineno, reads)
             return
         if isinstance(node, nodes.Getitem):
             # dynamic subscript: x[i] reads x (and whatever i reads)

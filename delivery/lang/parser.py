@@ -8,8 +8,8 @@
 
 The first error stops the parse: no partial graph is ever returned.
 
-Two paths, one result (tests/lang/test_dot_oracle.py holds them to the earlier parser,
-kept as tests/lang/oracle_dot.py). The bulk of a large file is one-line node and edge
+Two paths, one result (tests/lang/test_dot_golden.py holds both to the golden files of
+tests/golden/dot, fast-path cases included). The bulk of a large file is one-line node and edge
 statements between plain ids: one compiled regular expression matches such a statement
 whole at its start offset and the syntax tree is built from the match (an attribute is one
 more match), with no token in between. Anything else, or anything unusual in one (an

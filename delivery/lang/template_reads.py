@@ -10,18 +10,11 @@ handles their absence itself.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from delivery.errors import TemplateProblem as TemplateProblem
+from delivery.lang.read_paths import TemplateRead as TemplateRead
 
 DOLLAR_GOAL = re.compile(r"\$goal\b")
-
-
-class TemplateRead(NamedTuple):
-    """(A named tuple: one per name of every template of a file, built in C.)"""
-
-    key: str  # normalised dotted path; 'context.' prefix removed
-    lineno: int  # line inside the template, from 1
 
 
 _new = tuple.__new__  # builds a TemplateRead in C (its own __new__ is Python code)
@@ -69,7 +62,8 @@ def template_reads(source: str) -> list[TemplateRead]:
     reads = _simple_reads(source)
     if reads is None:
         # Jinja2 only when a template needs it: `validate` of the bundled workflows then
-        # never imports it (issue 23: start-up imports only what a command uses).
+        # never imports it (issue 23: start-up imports only what a command uses). Neither
+        # reader imports this module (TemplateRead lives in read_paths): no cycle.
         from delivery.lang.light_reads import light_reads
         reads = light_reads(source)
     if reads is None:
@@ -91,10 +85,3 @@ def is_jinja(source: str) -> bool:
     from delivery.lang.jinja_reads import is_jinja as parses
     return parses(source)
 
-
-def _record(root: str, segments: list[str], lineno: int, reads: list[TemplateRead]) -> None:
-    if root == "context":
-        if not segments:
-            return
-        root, segments = segments[0], segments[1:]
-    reads.append(TemplateRead(".".join([root, *segments]), lineno))

@@ -1,0 +1,1 @@
+"""Golden outputs of the current code over fixed corpora (see README.md here)."""
