@@ -155,6 +155,9 @@ class ActionsRuns:
     def completed(self, repository: str, run_id: int) -> bool | None:
         if self._failed:
             return None
+        if not self.token:
+            self._fail("no token was given")
+            return None
         # a resume waits on this answer: a brief second try, never a rate limit's minute
         budget = RetryBudget(attempts=2, wait_seconds=5.0)
         try:

@@ -419,7 +419,8 @@ class GitHubForge:
         cannot see must not hide the others). An error that names no missing or forbidden
         object ("Something went wrong … a timeout") is retried like a 502."""
         return self._retry(operation, repository,
-                           lambda: self._client.graphql_once(query, variables, partial=True))
+                           lambda: self._client.graphql_once(query, variables, partial=True),
+                           fix="check that the token may read the repositories")
 
     def _graphql(self, operation: str, repository: str, query: str,
                  variables: Mapping[str, Any]) -> dict[str, Any]:

@@ -43,3 +43,10 @@ def test_a_token_without_actions_read_is_said_once_and_judged_by_age(
     assert len(said) == 1 and "the token needs actions: read" in said[0]
     assert fake.token not in said[0]
     assert fake.count("GET", f"{RUNS}/7") == 1
+
+
+def test_without_a_token_github_is_not_asked(fake: FakeGitHub) -> None:
+    fake.create_repo("octo/web")
+    fake.clear_requests()
+    assert ActionsRuns(fake.api_url, "").completed("octo/web", 7) is None
+    assert fake.count("GET") == 0

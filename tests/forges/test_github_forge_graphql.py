@@ -30,6 +30,7 @@ def test_a_query_github_rejects_fails_at_once_saying_why(forge: GitHubForge,
     with pytest.raises(ForgeError, match="Field 'x' doesn't exist") as refused:
         forge.graphql_read("check what the token may do", "octo/web", QUERY, {})
     assert "gave up" not in str(refused.value)
+    assert refused.value.fix == "check that the token may read the repositories"
     assert fake.count("POST", "/api/graphql") == 1
 
 
