@@ -6,47 +6,36 @@ threads for PRs that have more than one page, and one more observation of a PR w
 changed while it was read (reported MERGED or CLOSED instead of failing the probe).
 
 A folder whose repository or PR cannot be read gets a `ProbeFailure`; the others keep
-their evidence. Rate limits (primary, secondary with or without `Retry-After`, GraphQL
-`RATE_LIMITED`), 5xx answers and dropped connections are retried with tenacity within a
-budget of attempts and waiting time — blindly, since a query only reads. The token travels
+their evidence. The requests go through the one GitHub client (`probes.github_client`):
+rate limits, 5xx answers, dropped connections and GraphQL timeouts are retried within a
+budget of attempts and waiting time — blindly, since a query only reads — and the answer
+comes back whole, partial `data` beside the errors that name single PRs. The token travels
 in the `Authorization` header and is never logged, put in an error or kept in a repr.
-
-The HTTP client is httpx rather than PyGithub's requester: the probe needs the raw answer
-(partial `data` next to `errors`, `Retry-After` and `x-ratelimit-reset` headers) and one
-owner of retries, while PyGithub's requester retries on its own (urllib3) and raises on any
-GraphQL error, dropping the partial data.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
-
-import httpx
 
 from probes import github_query as gq
 from probes.evidence import ProbeFailure, PrObservation, PrQuery, ThreadNote
-from probes.retry import RetryBudget, Transient, call_with_retries, rate_limit_wait
+from probes.github_client import (
+    DEFAULT_API_URL,
+    DEFAULT_GRAPHQL_URL,
+    GitHubClient,
+    graphql_url_from_environment,
+)
+from probes.github_errors import GitHubError, TokenRefused, Transient
+from probes.retry import RetryBudget
 
 __all__ = ["DEFAULT_API_URL", "DEFAULT_GRAPHQL_URL", "GitHubPullRequestSource",
            "GitHubUnavailable", "RetryBudget", "graphql_url_from_environment"]
 
-DEFAULT_API_URL = "https://api.github.com"
-DEFAULT_GRAPHQL_URL = "https://api.github.com/graphql"
 MAX_THREAD_PAGES = 100  # 10,000 review threads per PR
 MAX_CONTEXT_PAGES = 10  # checks: 1,100 status contexts per PR, then `checks_truncated`
-
-
-def graphql_url_from_environment(environ: Mapping[str, str]) -> str:
-    """`GITHUB_GRAPHQL_URL`, else derived from `GITHUB_API_URL` (GitHub Enterprise Server
-    serves REST at `…/api/v3` and GraphQL at `…/api/graphql`), else the public API."""
-    if environ.get("GITHUB_GRAPHQL_URL"):
-        return environ["GITHUB_GRAPHQL_URL"]
-    api = environ.get("GITHUB_API_URL", "").rstrip("/")
-    if not api:
-        return DEFAULT_GRAPHQL_URL
-    return api.removesuffix("/v3") + "/graphql"
 
 
 class GitHubUnavailable(Exception):
@@ -60,17 +49,21 @@ class GitHubPullRequestSource:
                  budget: RetryBudget | None = None,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.time, timeout: float = 30.0,
-                 check_pages: int = MAX_CONTEXT_PAGES) -> None:
-        if not token:
-            raise ValueError("a GitHub token is required (GITHUB_TOKEN)")
-        self._token = token
-        self.graphql_url = graphql_url
-        self.budget = budget or RetryBudget()
-        self._sleep = sleep
-        self._clock = clock
-        self._timeout = timeout
+                 check_pages: int = MAX_CONTEXT_PAGES,
+                 client: GitHubClient | None = None) -> None:
+        """`client`: a client to share (the forge's, which closes it); else one of its own,
+        whose connections are closed after each probe."""
+        self._own_client = client is None
+        self._client = client or GitHubClient(
+            token, graphql_url=graphql_url, budget=budget, sleep=sleep, clock=clock,
+            timeout=timeout, user_agent="delivery-probe")
+        self.graphql_url = self._client.graphql_url
+        self.budget = self._client.budget
         self.check_pages = check_pages  # further pages of checks read per PR at most
-        self.requests_sent = 0
+
+    @property
+    def requests_sent(self) -> int:
+        return self._client.requests_sent
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], **options: Any
@@ -91,7 +84,7 @@ class GitHubPullRequestSource:
                 result[query.folder] = ProbeFailure(query.folder, problem)
             else:
                 valid.append(query)
-        with httpx.Client(timeout=self._timeout, headers=self._headers()) as client:
+        with self._session() as client:
             for start in range(0, len(valid), gq.MAX_FOLDERS_PER_QUERY):
                 chunk = valid[start:start + gq.MAX_FOLDERS_PER_QUERY]
                 try:
@@ -100,7 +93,7 @@ class GitHubPullRequestSource:
                     result.update({q.folder: ProbeFailure(q.folder, str(error)) for q in chunk})
         return result
 
-    def _round(self, client: httpx.Client, queries: Sequence[PrQuery]
+    def _round(self, client: GitHubClient, queries: Sequence[PrQuery]
                ) -> dict[str, PrObservation]:
         text, variables = gq.probe_query(queries)
         body = self._post(client, text, variables)
@@ -131,7 +124,7 @@ class GitHubPullRequestSource:
                                          checks_truncated=folder in truncated)
         return result
 
-    def _page_contexts(self, client: httpx.Client, nodes: dict[str, dict[str, Any]],
+    def _page_contexts(self, client: GitHubClient, nodes: dict[str, dict[str, Any]],
                        by_folder: Mapping[str, PrQuery]) -> set[str]:
         """Read the further pages of status contexts of open PRs that have more than one
         (their failing check names are evidence), appending them to each node; the
@@ -174,7 +167,7 @@ class GitHubPullRequestSource:
         info = connection.get("pageInfo") or {}
         return unresolved, notes, info.get("endCursor") if info.get("hasNextPage") else None
 
-    def _reobserve(self, client: httpx.Client, nodes: dict[str, dict[str, Any]],
+    def _reobserve(self, client: GitHubClient, nodes: dict[str, dict[str, Any]],
                    by_folder: Mapping[str, PrQuery], folders: list[str]) -> None:
         if not folders:
             return
@@ -190,7 +183,7 @@ class GitHubPullRequestSource:
                 nodes[folder] = again
             # else: keep what was read; `snapshot` trusts the merged/closed flags
 
-    def _page_threads(self, client: httpx.Client, nodes: dict[str, dict[str, Any]],
+    def _page_threads(self, client: GitHubClient, nodes: dict[str, dict[str, Any]],
                       threads: dict[str, tuple[int, list[ThreadNote], str | None]],
                       by_folder: Mapping[str, PrQuery]) -> None:
         reobserved: set[str] = set()
@@ -223,77 +216,29 @@ class GitHubPullRequestSource:
                 reobserved.update(changed)
                 self._reobserve(client, nodes, by_folder, changed)
 
-    # -- one HTTP exchange, retried ---------------------------------------------------------
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"bearer {self._token}", "User-Agent": "delivery-probe",
-                "Accept": "application/json"}
+    # -- one GraphQL request, through the one client ------------------------------------
+    @contextmanager
+    def _session(self) -> Iterator[GitHubClient]:
+        try:
+            yield self._client
+        finally:
+            if self._own_client:
+                self._client.close()
 
-    def _post(self, client: httpx.Client, text: str, variables: dict[str, Any]
+    def _post(self, client: GitHubClient, text: str, variables: dict[str, Any]
               ) -> dict[str, Any]:
         budget = self.budget
         try:
-            return call_with_retries(lambda: self._exchange(client, text, variables),
-                                     budget, self._sleep)
+            return client.graphql(text, variables, partial=True)
         except Transient as error:
             raise GitHubUnavailable(
                 f"GitHub GraphQL at {self.graphql_url}: {error.reason}; gave up within the"
                 f" retry budget ({budget.attempts} attempts, {budget.wait_seconds:.0f} s)"
             ) from None
-
-    def _exchange(self, client: httpx.Client, text: str, variables: dict[str, Any]
-                  ) -> dict[str, Any]:
-        self.requests_sent += 1
-        try:
-            response = client.post(self.graphql_url, json={"query": text,
-                                                           "variables": variables})
-        except httpx.TransportError as error:
-            raise Transient(f"connection failed ({type(error).__name__})") from None
-        status = response.status_code
-        message = _message(response)
-        if status >= 500:
-            raise Transient(f"HTTP {status}")
-        if status in (403, 429):
-            wait = self._rate_limit_wait(response, message)
-            if wait is not None:
-                raise Transient(f"rate limited (HTTP {status}: {message})", wait)
-        if status == 401:
-            raise GitHubUnavailable(
-                f"GitHub refused the token (HTTP 401 {message}): check GITHUB_TOKEN")
-        if status != 200:
-            raise GitHubUnavailable(f"GitHub GraphQL answered HTTP {status}: {message}")
-        try:
-            body = response.json()
-        except ValueError:
-            raise Transient("the answer was not JSON") from None
-        if not isinstance(body, dict):
-            raise Transient("the answer was not a JSON object")
-        errors = body.get("errors") or []
-        if any(isinstance(e, dict) and e.get("type") == "RATE_LIMITED" for e in errors):
-            raise Transient("rate limited (GraphQL RATE_LIMITED)",
-                             self._rate_limit_wait(response, "rate limit") or
-                             self.budget.secondary_default)
-        if errors and body.get("data") is None:
-            text_errors = "; ".join(str(e.get("message", e)) for e in errors
-                                    if isinstance(e, dict))
-            if "timeout" in text_errors.lower() or "something went wrong" in text_errors.lower():
-                raise Transient(f"GraphQL error: {text_errors}")
-            raise GitHubUnavailable(f"GitHub rejected the query: {text_errors}")
-        return body
-
-    def _rate_limit_wait(self, response: httpx.Response, message: str) -> float | None:
-        """How long GitHub asks to wait, or None when the answer is no rate limit."""
-        return rate_limit_wait(response.headers, message, now=self._clock(),
-                               budget=self.budget)
-
-
-def _message(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return response.reason_phrase
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return str(body["message"])
-    return response.reason_phrase
+        except TokenRefused as error:
+            raise GitHubUnavailable(f"GitHub {error.reason}: check GITHUB_TOKEN") from None
+        except GitHubError as error:
+            raise GitHubUnavailable(f"GitHub rejected the query: {error.reason}") from None
 
 
 def _query_problem(query: PrQuery) -> str:

@@ -1,21 +1,30 @@
-"""Bounded retries for GitHub calls, shared by the probe (GraphQL reads) and the forge's
-REST writes: a budget of attempts and of total waiting time, exponential backoff, and the
-wait GitHub asks for (`Retry-After`, `x-ratelimit-reset`, a secondary rate limit's minute)
-honoured as long as it fits the budget. Sleep and clock are injected, so tests cost no time.
+"""The one retry policy for GitHub calls (the client's, the probe's, the forge's): a budget
+of attempts and of total waiting time, exponential backoff, and the wait GitHub asks for
+(`Retry-After`, `x-ratelimit-reset`, a secondary rate limit's minute) honoured as long as
+it fits the budget. Sleep and clock are injected, so tests cost no time.
 
-What is retried is the caller's business: it raises `Transient` for an answer worth another
-attempt (5xx, rate limit, dropped connection); anything else ends the call at once.
+What is worth another attempt is `probes.github_errors`' business: a `Transient` answer;
+anything else ends the call at once. A read is simply repeated (`call_with_retries`). A
+write is never repeated blindly (`write_with_retries`): before each retry the caller's
+`find_effect` looks for what an earlier attempt, whose answer was lost, may have done, and
+returns it instead of writing again. A write that sets a value (a PATCH, a status) is
+idempotent and may be repeated as a read is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
+from probes.github_errors import SECONDARY_DEFAULT, Transient
+
+__all__ = ["RetryBudget", "Transient", "call_with_retries", "write_with_retries"]
+
 T = TypeVar("T")
+E = TypeVar("E")
 
 
 @dataclass(frozen=True)
@@ -24,17 +33,7 @@ class RetryBudget:
     wait_seconds: float = 300.0  # total time spent waiting between attempts
     backoff_first: float = 1.0
     backoff_max: float = 30.0
-    secondary_default: float = 60.0  # GitHub: wait at least a minute without Retry-After
-
-
-class Transient(Exception):
-    """An answer worth another attempt; `wait` is what GitHub asked for (None: back off
-    exponentially)."""
-
-    def __init__(self, reason: str, wait: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.wait = wait
+    secondary_default: float = SECONDARY_DEFAULT
 
 
 def call_with_retries(call: Callable[[], T], budget: RetryBudget,
@@ -65,20 +64,20 @@ def call_with_retries(call: Callable[[], T], budget: RetryBudget,
     return result
 
 
-def rate_limit_wait(headers: Mapping[str, str], message: str, *, now: float,
-                    budget: RetryBudget) -> float | None:
-    """How long a 403/429 answer asks to wait, or None when it is no rate limit:
-    `Retry-After`, else the primary limit's reset (`x-ratelimit-remaining: 0`), else a
-    secondary limit's message (GitHub: wait at least a minute)."""
-    lowered = {key.lower(): value for key, value in headers.items()}
-    retry_after = lowered.get("retry-after", "").strip()
-    if retry_after.isdigit():
-        return float(retry_after)
-    if lowered.get("x-ratelimit-remaining", "").strip() == "0":
-        reset = lowered.get("x-ratelimit-reset", "").strip()
-        if reset.isdigit():
-            return max(float(reset) - now, 0.0) + 1.0
-        return budget.secondary_default
-    if "rate limit" in message.lower():
-        return budget.secondary_default
-    return None
+def write_with_retries(write: Callable[[], T], find_effect: Callable[[], E | None],
+                       budget: RetryBudget, sleep: Callable[[float], None]) -> T | E:
+    """`write()` retried as `call_with_retries` does, but before each retry
+    `find_effect()` looks for the effect of an attempt whose answer was lost (a PR for the
+    head branch, a comment with its marker, a merged PR): found, it is returned and the
+    write is not sent again. A `Transient` from the look itself costs an attempt too."""
+    sent = [0]
+
+    def attempt() -> T | E:
+        if sent[0]:
+            found = find_effect()
+            if found is not None:
+                return found
+        sent[0] += 1
+        return write()
+
+    return call_with_retries(attempt, budget, sleep)

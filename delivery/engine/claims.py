@@ -9,8 +9,10 @@ A claim is live while it is younger than the longest stage timeout, unless its j
 to have ended: a job of this machine whose process is gone, an earlier attempt of the
 same Actions workflow run (a re-run starts only once the earlier attempt ended), or a job
 of another Actions run that GitHub reports `completed` (`GET /repos/{owner}/{repo}/actions/
-runs/{run_id}`; a job killed on a hosted runner leaves no process to look for). Without
-`actions: read` or on any API error the claim is judged by its age alone, logged once.
+runs/{run_id}`, through the one GitHub client: a 5xx or a dropped connection is asked
+again once, a rate limit is not waited out; a job killed on a hosted runner leaves no
+process to look for). Without `actions: read` or on any API error the claim is judged by
+its age alone, logged once.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from delivery.errors import RunRefused
+from probes.github_client import GitHubClient
+from probes.github_errors import Forbidden, GitHubError, NotFound
+from probes.retry import RetryBudget
 
 # a clock on another machine may be a little ahead; more than this is not a real claim
 CLOCK_SKEW = 300.0
@@ -151,20 +155,23 @@ class ActionsRuns:
     def completed(self, repository: str, run_id: int) -> bool | None:
         if self._failed:
             return None
-        url = f"{self.api_url.rstrip('/')}/repos/{repository}/actions/runs/{run_id}"
+        if not self.token:
+            self._fail("no token was given")
+            return None
+        # a resume waits on this answer: a brief second try, never a rate limit's minute
+        budget = RetryBudget(attempts=2, wait_seconds=5.0)
         try:
-            answer = httpx.get(url, timeout=self.timeout, headers={
-                "Authorization": f"Bearer {self.token}",
-                "Accept": "application/vnd.github+json",
-                "X-GitHub-Api-Version": "2022-11-28"})
-            data = answer.json() if answer.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, RecursionError) as error:
-            self._fail(f"{type(error).__name__}")
+            with GitHubClient(self.token, api_url=self.api_url, budget=budget,
+                              timeout=self.timeout) as client:
+                data = client.rest("GET", f"/repos/{repository}/actions/runs/{run_id}")
+        except (NotFound, Forbidden) as error:
+            self._fail(f"{error.reason} (the token needs actions: read)")
+            return None
+        except GitHubError as error:
+            self._fail(error.reason)
             return None
         if not isinstance(data, dict) or not isinstance(data.get("status"), str):
-            self._fail(f"HTTP {answer.status_code}" + (
-                " (the token needs actions: read)" if answer.status_code in (403, 404)
-                else ""))
+            self._fail("the answer is not a workflow run")
             return None
         return bool(data["status"] == "completed")
 

@@ -1,6 +1,10 @@
-"""The GitHub forge (SPEC §7.1): writes through the REST API with PyGithub, reads through
-the probe's one GraphQL query (`probes.github`), git over HTTPS with the token as a header.
+"""The GitHub forge (SPEC §7.1): writes through the REST API with PyGithub's object model
+(PRs, comments, merges, branches), GraphQL and raw REST through the one GitHub client
+(`probes.github_client`: the probe's query, review threads, reverts, the stop label,
+preflight, commit statuses), git over HTTPS with the token as a header.
 
+Every answer, PyGithub's `GithubException` included, is classified by the same rules
+(`probes.github_errors.classify_answer`) and retried by the same policy (`probes.retry`).
 Writes are never retried blindly. PyGithub's own retries are off (`retry=None`: it would
 repeat a POST after a 502 that may have created the PR); every retry here is made
 idempotent by looking for the effect first — a PR for the head branch, a comment with the
@@ -27,13 +31,20 @@ from delivery.forges.base import GitRemote, MergeResult, PullRequestRef, ThreadR
 from delivery.forges.pacing import Pacer
 from delivery.forges.stop_label import Stop, StopTarget, first_stop, stop_query
 from probes.evidence import PrObservation, PrQuery
-from probes.github import (
-    DEFAULT_API_URL,
-    GitHubPullRequestSource,
-    RetryBudget,
-    graphql_url_from_environment,
+from probes.github import GitHubPullRequestSource
+from probes.github_client import DEFAULT_API_URL, GitHubClient, graphql_url_from_environment
+from probes.github_errors import (
+    ConnectionFailed,
+    GitHubError,
+    NotFound,
+    RateLimited,
+    Rejected,
+    TokenRefused,
+    Transient,
+    classify_answer,
+    graphql_error_text,
 )
-from probes.retry import Transient, call_with_retries, rate_limit_wait
+from probes.retry import RetryBudget, call_with_retries, write_with_retries
 
 DEFAULT_SERVER_URL = "https://github.com"
 REVERT_MUTATION = """
@@ -76,9 +87,11 @@ class GitHubForge:
             lazy=True)  # objects are fetched when a field is read, inside our retries
         self.graphql_url = graphql_url or graphql_url_from_environment(
             {"GITHUB_API_URL": self.api_url})
-        self._probe = GitHubPullRequestSource(
-            token, graphql_url=self.graphql_url,
-            budget=self.budget, sleep=sleep, clock=clock, timeout=timeout)
+        # GraphQL and raw REST: one client, shared with the probe
+        self._client = GitHubClient(token, api_url=self.api_url, graphql_url=self.graphql_url,
+                                    budget=self.budget, sleep=sleep, clock=clock,
+                                    timeout=timeout)
+        self._probe = GitHubPullRequestSource(token, client=self._client)
         self._login: str | None = None
 
     @classmethod
@@ -100,6 +113,7 @@ class GitHubForge:
 
     def close(self) -> None:
         self._github.close()
+        self._client.close()
 
     # -- reads ----------------------------------------------------------------------------
     def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:
@@ -279,9 +293,8 @@ class GitHubForge:
         if target_url:
             payload["target_url"] = target_url
         self._set(f"set the {context} status of {sha[:12]}", repository,
-                  lambda: self._github.requester.requestJsonAndCheck(
-                        "POST", f"{self.api_url}/repos/{owner}/{name}/statuses/{sha}",
-                        input=payload))
+                  lambda: self._client.rest_once(
+                      "POST", f"/repos/{owner}/{name}/statuses/{sha}", json=payload))
 
     def revert_pull_request(self, repository: str, number: int, *, title: str,
                             body: str) -> PullRequestRef:
@@ -388,21 +401,16 @@ class GitHubForge:
         operation = "read the stop label"
 
         def read() -> dict[str, Any]:
-            _, data = self._github.requester.requestJsonAndCheck(
-                "POST", self.graphql_url, input={"query": text, "variables": variables})
-            if not isinstance(data, dict):
-                raise Transient("GraphQL answered no JSON object")
-            if gt.rate_limited(data) or gt.failed_transiently(data):
-                raise Transient(f"GraphQL: {gt.error_text(data)}")
-            errors = [e for e in data.get("errors") or []
-                      if not (isinstance(e, dict) and e.get("type") == "NOT_FOUND")]
-            if errors:
-                raise ForgeError("github", repository, operation, gt.error_text(data),
-                                 "check that the token may read the repositories' PRs "
-                                 "and issues")
+            data = self._client.graphql_once(text, variables, partial=True)
+            # a gone target reads as unlabelled; one that cannot be read must not
+            if any(not (isinstance(e, dict) and e.get("type") == "NOT_FOUND")
+                   for e in data.get("errors") or []):
+                raise Rejected(graphql_error_text(data))
             return data
 
-        data = self._retry(operation, repository, read)
+        data = self._retry(operation, repository, read,
+                           fix="check that the token may read the repositories' PRs "
+                               "and issues")
         return first_stop(targets, data.get("data") or {})
     def graphql_read(self, operation: str, repository: str, query: str,
                      variables: Mapping[str, Any]) -> dict[str, Any]:
@@ -410,36 +418,15 @@ class GitHubForge:
         beside the partial `data` (preflight reads many repositories at once: one it
         cannot see must not hide the others). An error that names no missing or forbidden
         object ("Something went wrong … a timeout") is retried like a 502."""
-        def read() -> dict[str, Any]:
-            _, data = self._github.requester.requestJsonAndCheck(
-                "POST", self.graphql_url,
-                input={"query": query, "variables": dict(variables)})
-            if not isinstance(data, dict):
-                raise Transient("GraphQL answered no JSON object")
-            if gt.rate_limited(data):
-                raise Transient(f"rate limited ({gt.error_text(data)})")
-            errors = [e for e in data.get("errors") or [] if isinstance(e, dict)]
-            if any(e.get("type") not in ("NOT_FOUND", "FORBIDDEN") for e in errors):
-                raise Transient(f"GraphQL error ({gt.error_text(data)})")
-            return data
-
-        return self._retry(operation, repository, read)
+        return self._retry(operation, repository,
+                           lambda: self._client.graphql_once(query, variables, partial=True),
+                           fix="check that the token may read the repositories")
 
     def _graphql(self, operation: str, repository: str, query: str,
                  variables: Mapping[str, Any]) -> dict[str, Any]:
-        """One GraphQL request; GitHub answers errors with HTTP 200, read here."""
-        _, data = self._github.requester.requestJsonAndCheck(
-            "POST", self.graphql_url, input={"query": query, "variables": dict(variables)})
-        if not isinstance(data, dict):
-            raise Transient("GraphQL answered no JSON object")
-        if gt.rate_limited(data):
-            raise Transient(f"rate limited ({gt.error_text(data)})")
-        if gt.failed_transiently(data):
-            raise Transient(f"GraphQL: {gt.error_text(data)}")
-        if data.get("errors"):
-            raise ForgeError("github", repository, operation, gt.error_text(data),
-                             "check that the token may write to the repository's PRs")
-        return data
+        """One GraphQL request (retried by the caller's `_retry`, `_set` or `_write`);
+        any error GitHub answers with HTTP 200 fails it (`_attempts` names the fix)."""
+        return self._client.graphql_once(query, variables)
 
     def delete_branch(self, repository: str, branch: str) -> bool:
         """True when the branch was deleted, False when it was already gone."""
@@ -467,72 +454,69 @@ class GitHubForge:
                                       lambda: _loaded(repo.get_pull(number)))
         return pr
 
-    def _retry(self, operation: str, repository: str, call: Callable[[], T]) -> T:
+    def _retry(self, operation: str, repository: str, call: Callable[[], T], *,
+               fix: str = "") -> T:
         """A read: retried as it is, not paced."""
-        result: T = self._attempts(operation, repository, call, None)
-        return result
+        return self._attempts(operation, repository,
+                              lambda: call_with_retries(lambda: self._classify(call),
+                                                        self.budget, self._sleep), fix)
 
     def _set(self, operation: str, repository: str, call: Callable[[], T]) -> T:
         """An idempotent write (it sets a value): paced, and retried as it is."""
-        result: T = self._attempts(operation, repository, call, None, paced=True)
-        return result
+        return self._attempts(operation, repository,
+                              lambda: call_with_retries(lambda: self._paced(call),
+                                                        self.budget, self._sleep))
 
     def _write(self, operation: str, repository: str, call: Callable[[], T],
                *, find_effect: Callable[[], Any]) -> Any:
         """A write that must not happen twice: before each retry, `find_effect()` looks
         for what an earlier attempt (whose answer was lost) may have done."""
-        return self._attempts(operation, repository, call, find_effect, paced=True)
+        return self._attempts(operation, repository, lambda: write_with_retries(
+            lambda: self._paced(call), lambda: self._classify(find_effect),
+            self.budget, self._sleep))
 
-    def _attempts(self, operation: str, repository: str, call: Callable[[], T],
-                  find_effect: Callable[[], Any] | None, *, paced: bool = False) -> Any:
-        def attempt() -> Any:
-            if find_effect is not None and attempts_made[0] > 0:
-                found = self._classify(operation, repository, find_effect)
-                if found is not None:
-                    return found
-            attempts_made[0] += 1
-            if not paced:
-                return self._classify(operation, repository, call)
-            with self.pacer.write():
-                return self._classify(operation, repository, call)
-
-        attempts_made = [0]
+    def _attempts(self, operation: str, repository: str, retried: Callable[[], T],
+                  fix: str = "") -> T:
+        """`retried()`, its GitHub errors said as the forge's: what failed, and the fix."""
         try:
-            return call_with_retries(attempt, self.budget, self._sleep)
+            return retried()
         except Transient as error:
             raise ForgeError("github", repository, operation,
                              f"{error.reason}; gave up after {self.budget.attempts} attempts",
                              "try again later (a resumed run repeats this step safely)"
                              ) from None
+        except TokenRefused as error:
+            raise ForgeError("github", repository, operation, error.reason,
+                             "check GITHUB_TOKEN") from None
+        except NotFound as error:
+            raise ForgeError("github", repository, operation, error.reason, fix or
+                             "check the repository name and that the token can see it"
+                             ) from None
+        except GitHubError as error:
+            raise ForgeError("github", repository, operation, error.reason, fix or (
+                "check that the token may write to the repository's PRs"
+                if error.status == 200 else "")) from None
 
-    def _classify(self, operation: str, repository: str, call: Callable[[], T]) -> T:
+    def _paced(self, call: Callable[[], T]) -> T:
+        with self.pacer.write():
+            return self._classify(call)
+
+    def _classify(self, call: Callable[[], T]) -> T:
+        """`call()`, PyGithub's errors classified as the client's answers are."""
         try:
-            return call()
-        except GithubException as error:
-            message = _message(error)
-            if error.status >= 500:
-                raise Transient(f"HTTP {error.status}") from None
-            if error.status in (403, 429):
-                wait = self._rate_limit_wait(error.headers or {}, message)
-                if wait is not None:
-                    self.pacer.slow_down()  # GitHub asked for fewer writes: space them more
-                    raise Transient(f"rate limited ({message})", wait) from None
-            if error.status == 401:
-                raise ForgeError("github", repository, operation,
-                                 f"the token was refused ({message})",
-                                 "check GITHUB_TOKEN") from None
-            if error.status == 404:
-                raise ForgeError("github", repository, operation,
-                                 f"not found ({message})",
-                                 "check the repository name and that the token can see it"
-                                 ) from None
-            raise ForgeError("github", repository, operation,
-                             f"HTTP {error.status}: {message}") from None
-        except requests.RequestException as error:
-            raise Transient(f"connection failed ({type(error).__name__})") from None
-
-    def _rate_limit_wait(self, headers: Mapping[str, str], message: str) -> float | None:
-        return rate_limit_wait(headers, message, now=self._clock(), budget=self.budget)
+            try:
+                return call()
+            except GithubException as error:
+                raise classify_answer(
+                    error.status, error.headers or {}, error.data, now=self._clock(),
+                    secondary_default=self.budget.secondary_default,
+                ) or Rejected(f"HTTP {error.status}", status=error.status) from None
+            except requests.RequestException as error:
+                raise ConnectionFailed(
+                    f"connection failed ({type(error).__name__})") from None
+        except RateLimited:
+            self.pacer.slow_down()  # GitHub asked for fewer requests: space writes more
+            raise
 
 
 def _loaded(pr: PullRequest) -> PullRequest:
@@ -548,17 +532,6 @@ def _split(repository: str) -> tuple[str, str]:
         raise ForgeError("github", repository, "name the repository",
                          "a GitHub repository is owner/name", "write it as owner/name")
     return owner, name.removesuffix(".git")
-
-
-def _message(error: GithubException) -> str:
-    data = error.data
-    if isinstance(data, dict):
-        parts = [str(data.get("message", ""))]
-        for item in data.get("errors") or []:
-            if isinstance(item, dict) and item.get("message"):
-                parts.append(str(item["message"]))
-        return ": ".join(p for p in parts if p) or f"HTTP {error.status}"
-    return f"HTTP {error.status}"
 
 
 def _ref(repository: str, pr: PullRequest, *, created: bool) -> PullRequestRef:

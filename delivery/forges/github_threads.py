@@ -86,24 +86,3 @@ def thread_page(data: Mapping[str, Any]) -> ThreadPage | None:
 def reply_id(data: Mapping[str, Any]) -> str:
     payload = (data.get("data") or {}).get("addPullRequestReviewThreadReply") or {}
     return str((payload.get("comment") or {}).get("id") or "")
-
-
-def error_text(data: Mapping[str, Any]) -> str:
-    """GitHub's GraphQL errors (answered with HTTP 200), joined; empty when there are none."""
-    errors = data.get("errors") or []
-    return "; ".join(str(e.get("message") or e) for e in errors if isinstance(e, dict))
-
-
-def failed_transiently(data: Mapping[str, Any]) -> bool:
-    """GitHub's answer to a query it could not finish — no data, "Something went wrong
-    while executing your query. This may be the result of a timeout" — which the same
-    query may well get through on a retry (the probe treats it so too)."""
-    if data.get("data") is not None:
-        return False
-    text = error_text(data).lower()
-    return "timeout" in text or "something went wrong" in text
-
-
-def rate_limited(data: Mapping[str, Any]) -> bool:
-    return any(isinstance(e, dict) and e.get("type") == "RATE_LIMITED"
-               for e in data.get("errors") or [])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from probes.retry import RetryBudget, Transient, call_with_retries, rate_limit_wait
+from probes.github_errors import rate_limit_wait
+from probes.retry import RetryBudget, Transient, call_with_retries
 
 
 class Flaky:
@@ -49,11 +50,10 @@ def test_a_wait_past_the_wait_budget_is_not_taken() -> None:
 
 
 def test_rate_limit_waits_come_from_retry_after_reset_or_the_secondary_default() -> None:
-    budget = RetryBudget(secondary_default=60.0)
-    assert rate_limit_wait({"Retry-After": "7"}, "", now=0, budget=budget) == 7.0
+    assert rate_limit_wait({"Retry-After": "7"}, "", now=0, secondary_default=60.0) == 7.0
     assert rate_limit_wait({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "130"}, "",
-                           now=100, budget=budget) == 31.0
+                           now=100, secondary_default=60.0) == 31.0
     assert rate_limit_wait({}, "You have exceeded a secondary rate limit", now=0,
-                           budget=budget) == 60.0
+                           secondary_default=60.0) == 60.0
     assert rate_limit_wait({}, "Resource not accessible by integration", now=0,
-                           budget=budget) is None
+                           secondary_default=60.0) is None
