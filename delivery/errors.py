@@ -236,6 +236,11 @@ class GitError(RunError):
         super().__init__(f"{message} — {fix}" if fix else message)
 
 
+class GitStalled(GitError):
+    """A git network call did not finish by its deadline (the stage's timeout) or stopped
+    moving bytes: retrying within the same stage cannot help."""
+
+
 class BranchConflict(GitError):
     """The run's work does not replay on the PR branch as people left it."""
 

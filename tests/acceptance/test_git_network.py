@@ -1,0 +1,119 @@
+"""git's network calls during a delivery (SPEC §14): they go to the folder's repository as
+delivery knows it whatever git configuration the agent wrote into its worktree, carry the
+token to that host only, and end within the stage's timeout when the server stalls."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from engine_helpers import FakeClock, write_flow
+
+from delivery.agents.replay import ReplayBackend
+from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
+from delivery.forges.github import GitHubForge
+from delivery.testing.github import FakeGitHub, gitops
+from delivery.testing.github.faults import Fault
+from probes.github import RetryBudget
+
+TICKET = "https://tracker.example/browse/T-8"
+BRANCH = "delivery/t-8"
+
+
+def flow(agent_script: str, publish: str = "") -> str:
+    """worktree_add, a script standing for the agent (run in the folder), publish."""
+    script = agent_script.replace("\\", "\\\\").replace('"', '\\"')
+    return f"""
+digraph F {{
+  graph [goal="Say hello", inputs="ticket"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  add [type=worktree_add]
+  agent [type=script, folder="api", script="{script}"]
+  ship [type=publish{publish}]
+  start -> add -> agent -> ship -> exit
+}}
+"""
+
+
+def forge_of(github: FakeGitHub) -> GitHubForge:
+    return GitHubForge(github.token, api_url=github.api_url, graphql_url=github.graphql_url,
+                       server_url=github.server_url, sleep=lambda _: None,
+                       budget=RetryBudget(attempts=2, wait_seconds=1))
+
+
+def run(tmp_path: Path, github: FakeGitHub, dot: str) -> RunOutcome:
+    workspace = tmp_path / "ws"
+    workspace.mkdir(exist_ok=True)
+    request = RunRequest(workflow=write_flow(tmp_path, dot), inputs={"ticket": TICKET},
+                         workspace=workspace, repos={"api": "octo/api"}, forge="github")
+    world = World(agent=ReplayBackend({}), clock=FakeClock(), forge=forge_of(github),
+                  git_cache=tmp_path / "cache", environ=dict(os.environ))
+    return start_run(request, world)
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as fake:
+        fake.create_repo("octo/api", files={"app.txt": "api\n"})
+        yield fake
+
+
+@pytest.fixture
+def elsewhere(github: FakeGitHub) -> Iterator[FakeGitHub]:
+    """Another host that would accept the run's token (the worst case: a look-alike)."""
+    with FakeGitHub(token=github.token) as fake:
+        fake.create_repo("octo/api", files={"app.txt": "api\n"})
+        yield fake
+
+
+def assert_pushed_home_only(github: FakeGitHub, elsewhere: FakeGitHub) -> None:
+    assert gitops.ref_sha(github.repository("octo/api").path, BRANCH)
+    assert gitops.ref_sha(elsewhere.repository("octo/api").path, BRANCH) is None
+    assert not any(request.authorized for request in elsewhere.requests), \
+        "the token reached another host"
+
+
+def test_a_remote_url_the_agent_set_does_not_redirect_the_push(
+        tmp_path: Path, github: FakeGitHub, elsewhere: FakeGitHub) -> None:
+    ran = run(tmp_path, github, flow(
+        f"echo hi > hello.txt && git remote set-url origin {elsewhere.server_url}/octo/api.git"))
+    assert ran.status == "succeeded", ran.failure_reason
+    assert_pushed_home_only(github, elsewhere)
+
+
+def test_a_pushurl_the_agent_set_does_not_redirect_the_push(
+        tmp_path: Path, github: FakeGitHub, elsewhere: FakeGitHub) -> None:
+    ran = run(tmp_path, github, flow(
+        f"echo hi > hello.txt && git config remote.origin.pushurl "
+        f"{elsewhere.server_url}/octo/api.git"))
+    assert ran.status == "succeeded", ran.failure_reason
+    assert_pushed_home_only(github, elsewhere)
+
+
+def test_an_insteadof_the_agent_set_does_not_redirect_fetch_or_push(
+        tmp_path: Path, github: FakeGitHub, elsewhere: FakeGitHub) -> None:
+    ran = run(tmp_path, github, flow(
+        f"echo hi > hello.txt && git config url.{elsewhere.server_url}/.insteadOf "
+        f"{github.server_url}/ && git config url.{elsewhere.server_url}/.pushInsteadOf "
+        f"{github.server_url}/"))
+    assert ran.status == "succeeded", ran.failure_reason
+    assert_pushed_home_only(github, elsewhere)
+
+
+def test_a_stalled_push_fails_publish_within_the_stages_timeout(
+        tmp_path: Path, github: FakeGitHub) -> None:
+    # the server takes the push and then says nothing for far longer than the timeout
+    github.inject(Fault("slow", method="POST", path="/octo/api.git/git-receive-pack",
+                        seconds=6))
+    started = time.monotonic()
+    ran = run(tmp_path, github, flow("echo hi > hello.txt", publish=', timeout="1s"'))
+    took = time.monotonic() - started
+    assert ran.status == "failed" and ran.path[-1] == "ship"
+    assert "stalled" in ran.failure_reason and "1 s" in ran.failure_reason, \
+        ran.failure_reason
+    assert f"{github.server_url}/octo/api.git" in ran.failure_reason
+    assert took < 5, f"the publish took {took:.1f} s"
