@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from engine_helpers import FakeClock, write_flow
 
 from delivery.agents.replay import ReplayBackend
+from delivery.engine.handlers.base import StageResult
+from delivery.engine.run_loop import Progress
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.forges.github import GitHubForge
 from delivery.testing.github import FakeGitHub, gitops
+from delivery.lang.model import Node
 from delivery.testing.github.faults import Fault
 from probes.github import RetryBudget
 
@@ -45,14 +48,26 @@ def forge_of(github: FakeGitHub) -> GitHubForge:
                        budget=RetryBudget(attempts=2, wait_seconds=1))
 
 
-def run(tmp_path: Path, github: FakeGitHub, dot: str) -> RunOutcome:
+class After(Progress):
+    """Acts as a person would once the named stage finished."""
+
+    def __init__(self, node_id: str, act: Callable[[], None]) -> None:
+        self.node_id, self.act = node_id, act
+
+    def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
+        if node.id == self.node_id:
+            self.act()
+
+
+def run(tmp_path: Path, github: FakeGitHub, dot: str,
+        observer: Progress | None = None) -> RunOutcome:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
     request = RunRequest(workflow=write_flow(tmp_path, dot), inputs={"ticket": TICKET},
                          workspace=workspace, repos={"api": "octo/api"}, forge="github")
     world = World(agent=ReplayBackend({}), clock=FakeClock(), forge=forge_of(github),
                   git_cache=tmp_path / "cache", environ=dict(os.environ))
-    return start_run(request, world)
+    return start_run(request, world, observer=observer)
 
 
 @pytest.fixture
@@ -117,3 +132,27 @@ def test_a_stalled_push_fails_publish_within_the_stages_timeout(
         ran.failure_reason
     assert f"{github.server_url}/octo/api.git" in ran.failure_reason
     assert took < 5, f"the publish took {took:.1f} s"
+
+
+def test_a_stale_index_lock_fails_publish_naming_the_whole_path_and_the_fix(
+        tmp_path: Path, github: FakeGitHub) -> None:
+    # a git process that crashed in the worktree (the agent's) left its lock behind
+    ran = run(tmp_path, github, flow(
+        'echo hi > hello.txt && touch "$(git rev-parse --git-dir)/index.lock"'))
+    [lock] = (tmp_path / "cache").glob("repos/*/worktrees/*/index.lock")
+    assert ran.status == "failed" and ran.path[-1] == "ship"
+    assert f"({lock} exists)" in ran.failure_reason, ran.failure_reason
+    assert f"remove {lock}, then resume" in ran.failure_reason
+    assert "\n" not in ran.failure_reason
+
+
+def test_a_revoked_token_fails_publish_naming_the_token(
+        tmp_path: Path, github: FakeGitHub) -> None:
+    def revoke() -> None:
+        github.token = "a-token-issued-after-the-revocation"
+
+    ran = run(tmp_path, github, flow("echo hi > hello.txt"), After("agent", revoke))
+    assert ran.status == "failed" and ran.path[-1] == "ship"
+    assert f"{github.server_url} refused the token (GITHUB_TOKEN): it may be revoked or " \
+        "expired" in ran.failure_reason, ran.failure_reason
+    assert "Username" not in ran.failure_reason
