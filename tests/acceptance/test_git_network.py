@@ -17,8 +17,8 @@ from delivery.engine.handlers.base import StageResult
 from delivery.engine.run_loop import Progress
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.forges.github import GitHubForge
-from delivery.testing.github import FakeGitHub, gitops
 from delivery.lang.model import Node
+from delivery.testing.github import FakeGitHub, gitops
 from delivery.testing.github.faults import Fault
 from probes.github import RetryBudget
 
