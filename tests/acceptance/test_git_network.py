@@ -59,6 +59,20 @@ class After(Progress):
             self.act()
 
 
+class Timed(Progress):
+    """The wall-clock seconds each stage took (the run's own clock is a fake one)."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, float] = {}
+        self.took: dict[str, float] = {}
+
+    def stage_started(self, node: Node, attempt: int) -> None:
+        self.started[node.id] = time.monotonic()
+
+    def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
+        self.took[node.id] = time.monotonic() - self.started[node.id]
+
+
 def run(tmp_path: Path, github: FakeGitHub, dot: str,
         observer: Progress | None = None) -> RunOutcome:
     workspace = tmp_path / "ws"
@@ -123,15 +137,29 @@ def test_a_stalled_push_fails_publish_within_the_stages_timeout(
         tmp_path: Path, github: FakeGitHub) -> None:
     # the server takes the push and then says nothing for far longer than the timeout
     github.inject(Fault("slow", method="POST", path="/octo/api.git/git-receive-pack",
-                        seconds=6))
-    started = time.monotonic()
-    ran = run(tmp_path, github, flow("echo hi > hello.txt", publish=', timeout="1s"'))
-    took = time.monotonic() - started
+                        seconds=4))
+    timed = Timed()
+    ran = run(tmp_path, github, flow("echo hi > hello.txt", publish=', timeout="1s"'), timed)
+    took = timed.took["ship"]
     assert ran.status == "failed" and ran.path[-1] == "ship"
     assert "stalled" in ran.failure_reason and "1 s" in ran.failure_reason, \
         ran.failure_reason
     assert f"{github.server_url}/octo/api.git" in ran.failure_reason
-    assert took < 5, f"the publish took {took:.1f} s"
+    assert took < 4, f"the publish took {took:.1f} s"
+
+
+def test_a_push_that_stops_moving_bytes_fails_publish_after_the_low_speed_time(
+        tmp_path: Path, github: FakeGitHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    # no stage timeout: the low-speed limit alone ends the call (shortened from 60 s)
+    monkeypatch.setenv("GIT_HTTP_LOW_SPEED_TIME", "1")
+    github.inject(Fault("slow", method="POST", path="/octo/api.git/git-receive-pack",
+                        seconds=4))
+    timed = Timed()
+    ran = run(tmp_path, github, flow("echo hi > hello.txt"), timed)
+    assert ran.status == "failed" and ran.path[-1] == "ship"
+    assert f"git push to {github.server_url}/octo/api.git stalled: no progress for 1 s" \
+        in ran.failure_reason, ran.failure_reason
+    assert timed.took["ship"] < 4, f"the publish took {timed.took['ship']:.1f} s"
 
 
 def test_a_stale_index_lock_fails_publish_naming_the_whole_path_and_the_fix(
