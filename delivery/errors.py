@@ -24,6 +24,7 @@
         │                              stops before any stage (exit 1), the run resumable
         ├── ArtifactError              an artifact pointer cannot be read
         ├── GitError                   a git operation on a folder failed (clone, worktree, push)
+        │   ├── GitStalled             a fetch or push did not finish within the stage's timeout
         │   └── BranchConflict         the run's work does not replay on the PR branch as
         │                              people left it (their commits, a force-push)
         ├── ForgeError                 a forge (GitHub, local) refused or could not read or write
@@ -51,6 +52,7 @@ Exit 2 ("refused to start") is only for what goes wrong before the first stage r
 
 from __future__ import annotations
 
+import errno
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -234,6 +236,21 @@ class GitError(RunError):
         self.fix = fix
         message = f"git {operation} in {location}: {problem}"
         super().__init__(f"{message} — {fix}" if fix else message)
+
+
+class GitStalled(GitError):
+    """A git network call did not finish by its deadline (the stage's timeout) or stopped
+    moving bytes: retrying within the same stage cannot help."""
+
+
+def write_failure(path: object, error: OSError) -> str:
+    """One line for a write that failed where the disk did (full, over a quota or the file
+    size limit): what, the path, and the fix (SPEC §14)."""
+    what = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+            errno.EFBIG: "file too large for the file size limit"}.get(
+        error.errno or 0, error.strerror or str(error))
+    return (f"{what} writing {path}: free space on that disk (or raise the limit), then "
+            "resume")
 
 
 class BranchConflict(GitError):

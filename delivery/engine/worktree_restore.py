@@ -41,7 +41,7 @@ def recreate(env: StageEnv, missing: list[str],
             forge = need_forge(env, "re-creating worktrees")
             remote = forge.git_remote(folder_repository(env, folder))
             cache = env.git_cache or cache_root({})
-            clone = ensure_clone(remote.url, cache, remote.http_headers)
+            clone = ensure_clone(remote, cache)
             snapshot = saved.get(folder)
             if snapshot is not None:
                 restore_worktree(clone, env.folders[folder], snapshot)

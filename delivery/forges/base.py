@@ -10,11 +10,11 @@ an effect.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from delivery.git import header_environment
+# how git reaches a repository: defined beside the git calls that use it
+from delivery.git.network import GitRemote as GitRemote
 from probes.evidence import PullRequestSource
 
 
@@ -47,24 +47,6 @@ class ThreadReply:
     thread_id: str
     comment_id: str
     created: bool  # False when a reply holding the marker was already in the thread
-
-
-@dataclass(frozen=True)
-class GitRemote:
-    """How git reaches a repository: a URL plus extra HTTP headers (the token travels as a
-    header, never inside the URL, a git config or any file)."""
-
-    url: str
-    http_headers: tuple[str, ...] = ()
-
-    def git_environment(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """Environment variables that hand the headers to one git process
-        (`GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`, git ≥ 2.31): nothing is written to a config
-        file, and unlike `git -c` the value is not on a command line other users can read.
-        Numbered after the GIT_CONFIG_* entries already in `base` (default: this process's
-        environment), which stay in force. Add them to that process's environment only
-        (every authenticated git call of `delivery.git` does so through the same function)."""
-        return header_environment(self.http_headers, base)
 
 
 class Forge(PullRequestSource, Protocol):

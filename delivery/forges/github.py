@@ -123,7 +123,8 @@ class GitHubForge:
         owner, name = _split(repository)
         pair = base64.b64encode(f"x-access-token:{self._token}".encode()).decode()
         return GitRemote(url=f"{self.server_url}/{owner}/{name}.git",
-                         http_headers=(f"Authorization: Basic {pair}",))
+                         http_headers=(f"Authorization: Basic {pair}",),
+                         token_name="GITHUB_TOKEN")
 
     def default_branch(self, repository: str) -> str:
         return self._retry("read the repository", repository,

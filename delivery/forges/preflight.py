@@ -36,7 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from delivery.errors import DeliveryError
 from delivery.forges.change_set import CHANGE_SET_CONTEXT
-from delivery.git.worktrees import header_environment, mask_headers
+from delivery.git.network import header_environment
+from delivery.git.problems import mask_headers
 
 PUSH_PERMISSIONS = frozenset({"ADMIN", "MAINTAIN", "WRITE"})
 MERGE_METHODS = ("merge", "squash", "rebase")
@@ -257,7 +258,8 @@ def state_push_check(spec: str, remote: str, headers: Sequence[str],
             commit = _git_out(["git", "commit-tree", tree, "-m", "delivery preflight"], env)
         except (OSError, subprocess.CalledProcessError) as error:
             return StateCheck(spec=spec, detail=f"git could not run: {error}")
-        push_env = {**env, **header_environment(headers, base=env)} if headers else env
+        push_env = ({**env, **header_environment(headers, base=env, url=remote)} if headers
+                    else env)
         done = subprocess.run(["git", "push", "--dry-run", "--porcelain", remote,
                                f"{commit}:{STATE_REF}"], env=push_env, capture_output=True,
                               check=False, timeout=120)

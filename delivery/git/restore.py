@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from delivery.errors import GitError
+from delivery.git.problems import describe
 from probes.worktree import worktree_state
 
 REMOTE = "origin"
@@ -76,9 +77,8 @@ def _git(cwd: Path, operation: str, *args: str, env: Mapping[str, str] | None = 
                           env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})},
                           check=False)
     if check and done.returncode != 0:
-        lines = [line for line in done.stderr.decode(errors="replace").splitlines()
-                 if line.strip()]
-        raise GitError(operation, str(cwd), " / ".join(lines[-3:]) or "git failed")
+        problem, fix = describe(done.stderr.decode(errors="replace"), ())
+        raise GitError(operation, str(cwd), problem, fix)
     return done
 
 

@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import IO
 
 from delivery.errors import GitError
+from delivery.git.network import GitRemote, network_environment, run_bounded, seconds_left
+from delivery.git.network import stalled as stalled_reason
+from delivery.git.problems import describe
 from delivery.git.runtree import POINTER_SUFFIX, RunTree, join_parts, write_object
-from delivery.git.worktrees import header_environment, mask_headers
 
 __all__ = ["POINTER_SUFFIX", "RunRef", "Saved", "run_ref"]
 
@@ -66,6 +68,7 @@ class RunRef:
         self.remote = remote
         self.scratch = scratch
         self.headers = tuple(headers)
+        self._remote = GitRemote(remote, self.headers)
         self.environ = dict(environ if environ is not None else os.environ)
         self._trees: dict[Path, RunTree] = {}  # the run directories this object saved
         self.last_scans = 0  # folders the last commit listed
@@ -80,23 +83,35 @@ class RunRef:
              network: bool = False, check: bool = True) -> subprocess.CompletedProcess[bytes]:
         command = ["git", *args]
         run_env = {**self.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
-        if network and self.headers:
-            # the environment only: a command line (`-c`) is readable by other users
-            run_env.update(header_environment(self.headers, base=run_env))
+        if network:
+            # no configuration file but the scratch repository's, the token for the state
+            # remote's URL only, and bounded in time (delivery.git.network)
+            run_env = network_environment(self._remote, run_env)
         if cwd is None:
             run_env["GIT_DIR"] = str(self.scratch)
-        done = subprocess.run(command, cwd=cwd or self.scratch, input=stdin,
-                              capture_output=True, env=run_env, check=False)
+        if network:
+            done, killed = run_bounded(command, env=run_env, cwd=cwd or self.scratch,
+                                       stdin=stdin, seconds=seconds_left(self._remote))
+            if killed:
+                raise GitError(operation, self.location,
+                               stalled_reason(self._remote, f"git {operation}"),
+                               "check that the state repository can be reached, then resume")
+        else:
+            done = subprocess.run(command, cwd=cwd or self.scratch, input=stdin,
+                                  capture_output=True, env=run_env, check=False)
         if check and done.returncode != 0:
-            raise GitError(operation, self.location, self._problem(done.stderr),
-                           "check that the state repository exists and the token may "
-                           "read and push to it")
+            problem, fix = self._explained(done.stderr)
+            raise GitError(operation, self.location, problem,
+                           fix or "check that the state repository exists and the token "
+                           "may read and push to it")
         return done
 
+    def _explained(self, stderr: bytes) -> tuple[str, str]:
+        return describe(stderr.decode(errors="replace"), self.headers, remote=self.remote,
+                        what="git")
+
     def _problem(self, stderr: bytes) -> str:
-        text = mask_headers(stderr.decode(errors="replace"), self.headers)
-        lines = [line for line in text.splitlines() if line.strip()]
-        return " / ".join(lines[-4:]) or "git failed"
+        return self._explained(stderr)[0]
 
     @property
     def location(self) -> str:

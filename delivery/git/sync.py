@@ -31,7 +31,8 @@ from pathlib import Path
 from git import Repo
 
 from delivery.errors import BranchConflict, GitError
-from delivery.git.worktrees import REMOTE, _identity, _succeeds, commit_all, git
+from delivery.git.network import REMOTE, GitRemote, fetch_into, push_to
+from delivery.git.worktrees import _identity, _succeeds, commit_all, common_dir, git
 
 PUBLISHED = "refs/delivery/published/"
 BACKUP = "refs/delivery/backup/"
@@ -71,10 +72,10 @@ def _is_ancestor(path: Path, ancestor: str, descendant: str) -> bool:
     return _succeeds(path, "merge-base", "--is-ancestor", ancestor, descendant)
 
 
-def fetch_remote(worktree: Path, headers: Sequence[str] = ()) -> None:
-    """Every branch of the remote, forced updates included (a rewritten PR branch)."""
-    git(worktree, "fetch", "fetch", "--quiet", "--prune", REMOTE, headers=headers,
-        fix="check that the repository exists and can be read")
+def fetch_remote(worktree: Path, remote: GitRemote) -> None:
+    """Every branch of `remote`, forced updates included (a rewritten PR branch), as
+    `origin/*` of the worktree's clone."""
+    fetch_into(common_dir(worktree), remote, location=str(worktree))
 
 
 def remote_head(worktree: Path, branch: str) -> str:
@@ -99,8 +100,8 @@ def commit_work(worktree: Path, message: str) -> str | None:
     return _rev(worktree, "HEAD")
 
 
-def sync_with_branch(worktree: Path, branch: str, message: str, *, known_remote: str,
-                     headers: Sequence[str] = ()) -> Synced:
+def sync_with_branch(worktree: Path, branch: str, message: str, *,
+                     known_remote: str) -> Synced:
     """Commit the run's work and put it on top of the PR branch as fetched (call
     `fetch_remote` first; `known_remote` is the remote-tracking head before that fetch).
     Raises BranchConflict when the run's work does not replay (see the module doc)."""
@@ -187,31 +188,28 @@ def _keep_backup(worktree: Path, branch: str, head: str) -> str:
     return ref
 
 
-def push_backup(worktree: Path, branch: str, headers: Sequence[str] = ()) -> bool:
+def push_backup(worktree: Path, branch: str, remote: GitRemote) -> bool:
     """The backup ref on the remote too (a CI machine's clone does not outlive the job);
     False when the remote refuses it (the local ref stays)."""
     ref = backup_ref(branch)
-    return _succeeds_with(worktree, headers, "push", "--quiet", "--force", REMOTE,
-                          f"{ref}:{ref}")
-
-
-def _succeeds_with(worktree: Path, headers: Sequence[str], *args: str) -> bool:
+    sha = _rev(worktree, ref)
+    if not sha:
+        return False
     try:
-        git(worktree, args[0], *args, headers=headers)
+        push_to(common_dir(worktree), remote, f"{sha}:{ref}", force=True,
+                location=str(worktree))
     except GitError:
         return False
     return True
 
 
-def push_synced(worktree: Path, branch: str, synced: Synced,
-                headers: Sequence[str] = ()) -> str:
+def push_synced(worktree: Path, branch: str, synced: Synced, remote: GitRemote) -> str:
     """Push `synced.tip` only if the remote still holds `synced.remote` (a person who
     pushed meanwhile makes this fail: sync again); records it as what the run pushed."""
-    lease = f"--force-with-lease=refs/heads/{branch}:{synced.remote}"
-    git(worktree, "push", "push", "--quiet", lease, REMOTE,
-        f"{synced.tip}:refs/heads/{branch}", headers=headers,
-        fix="a rejected push (protected branch, or a person pushed meanwhile) needs the "
-        "branch brought up to date or permission to push")
+    push_to(common_dir(worktree), remote, f"{synced.tip}:refs/heads/{branch}",
+            lease=f"refs/heads/{branch}:{synced.remote}", location=str(worktree),
+            fix="a rejected push (protected branch, or a person pushed meanwhile) needs the "
+            "branch brought up to date or permission to push")
     mark_published(worktree, branch, synced.tip)
     return synced.tip
 
@@ -221,10 +219,10 @@ def mark_published(worktree: Path, branch: str, sha: str) -> None:
 
 
 def conflicting_files(worktree: Path, base: str, branch: str,
-                      headers: Sequence[str] = ()) -> list[str]:
+                      remote: GitRemote) -> list[str]:
     """The files in which the PR branch conflicts with the base, as a merge would find
     them (fetched first; empty when they merge cleanly or the branch is not pushed)."""
-    fetch_remote(worktree, headers)
+    fetch_remote(worktree, remote)
     ours, theirs = remote_head(worktree, branch), _rev(worktree, f"refs/remotes/{REMOTE}/{base}")
     if not ours or not theirs:
         return []

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,11 +13,12 @@ from git import GitCommandError, Repo
 
 from delivery.errors import GitError
 from delivery.git import restore
+from delivery.git.network import REMOTE, GitRemote, fetch_into, locked, push_to
+from delivery.git.problems import describe
 from probes.worktree import DiffStats, diff_stats, worktree_state
 
 BOT_NAME = "delivery[bot]"
 BOT_EMAIL = "delivery-bot@users.noreply.github.com"
-REMOTE = "origin"
 
 
 def cache_root(environ: Mapping[str, str], override: Path | None = None) -> Path:
@@ -31,56 +30,27 @@ def cache_root(environ: Mapping[str, str], override: Path | None = None) -> Path
     return Path(base) / "delivery"
 
 
-def _problem(err: GitCommandError, headers: Sequence[str]) -> str:
-    """git's own words (stderr) with any header value blanked; never the command line."""
+def _problem(err: GitCommandError) -> tuple[str, str]:
+    """git's own words (stderr) as one line, and a fix when they call for one; never the
+    command line."""
     text = err.stderr if isinstance(err.stderr, str) else str(err.stderr or "")
     text = text.strip()
     if text.startswith("stderr:"):
         text = text[len("stderr:"):].strip()
-    text = mask_headers(text.strip("'").strip(), headers)
-    lines = [line for line in text.splitlines() if line.strip()]
-    return " / ".join(lines[-4:]) or f"git exited with status {err.status}"
+    problem, fix = describe(text.strip("'").strip(), ())
+    return (problem if problem != "git failed" else f"git exited with status {err.status}"), fix
 
 
-def mask_headers(text: str, headers: Sequence[str]) -> str:
-    """`text` with every header blanked: the whole header, its value, and the credential
-    after a scheme (`Basic …`)."""
-    for header in headers:
-        _, _, value = header.partition(":")
-        for secret in (header, value.strip(), value.strip().rpartition(" ")[2]):
-            if secret:
-                text = text.replace(secret, "***")
-    return text
-
-
-def header_environment(headers: Sequence[str],
-                       base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment that hands `http.extraHeader` values to one git process
-    (`GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`, git >= 2.31): nothing is written to a config file,
-    and unlike `git -c` the token is not on a command line that other users can read.
-    Entries already in `base` (the caller's own GIT_CONFIG_* settings) are kept."""
-    environ = dict(os.environ if base is None else base)
-    try:
-        first = int(environ.get("GIT_CONFIG_COUNT", "0") or 0)
-    except ValueError:
-        first = 0
-    extra = {"GIT_CONFIG_COUNT": str(first + len(headers))}
-    for offset, header in enumerate(headers):
-        extra[f"GIT_CONFIG_KEY_{first + offset}"] = "http.extraHeader"
-        extra[f"GIT_CONFIG_VALUE_{first + offset}"] = header
-    return extra
-
-
-def git(path: Path, operation: str, *args: str, headers: Sequence[str] = (),
-        env: Mapping[str, str] | None = None, fix: str = "") -> str:
-    """Run `git <args>` in `path` with its own Repo; GitError (stderr only) on failure.
-    `headers` reach this one git process through its environment only."""
-    environment = {**(env or {}), **(header_environment(headers) if headers else {})}
+def git(path: Path, operation: str, *args: str, env: Mapping[str, str] | None = None,
+        fix: str = "") -> str:
+    """Run a local `git <args>` in `path` with its own Repo; GitError (stderr only) on
+    failure. Network calls go through `delivery.git.network`, never here."""
     with Repo(path) as repo:
         try:
-            output: str = repo.git.execute(["git", *args], env=environment or None)
+            output: str = repo.git.execute(["git", *args], env=dict(env) if env else None)
         except GitCommandError as err:
-            raise GitError(operation, str(path), _problem(err, headers), fix) from None
+            problem, better_fix = _problem(err)
+            raise GitError(operation, str(path), problem, better_fix or fix) from None
         return output
 
 
@@ -91,18 +61,6 @@ def _succeeds(path: Path, *args: str) -> bool:
         except GitCommandError:
             return False
         return True
-
-
-@contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    """An exclusive lock between runs sharing the cache (fcntl; released on close)."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with lock_path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _cache_name(url: str) -> str:
@@ -116,18 +74,21 @@ def clone_path(url: str, cache: Path) -> Path:
     return cache / "repos" / _cache_name(url)
 
 
-def ensure_clone(url: str, cache: Path, headers: Sequence[str] = ()) -> Path:
-    """The cache's bare clone of `url` (made once, fetched each time): remote-tracking
-    refs under `refs/remotes/origin/`, so worktrees branch from `origin/<base>`."""
+def ensure_clone(remote: GitRemote, cache: Path) -> Path:
+    """The cache's bare clone of `remote.url` (made once, fetched each time): remote-tracking
+    refs under `refs/remotes/origin/`, so worktrees branch from `origin/<base>`. Its
+    `origin` is set for people working in the worktrees; delivery's own fetches and pushes
+    never read it (`delivery.git.network`)."""
+    url = remote.url
     clone = clone_path(url, cache)
-    with _locked(clone.with_suffix(".lock")):
+    with locked(clone.with_suffix(".lock")):
         if not (clone / "HEAD").is_file():
             clone.mkdir(parents=True, exist_ok=True)
             Repo.init(clone, bare=True).close()
             git(clone, "remote add", "remote", "add", REMOTE, url)
         elif _remote_url(clone) != url:
             git(clone, "remote set-url", "remote", "set-url", REMOTE, url)
-        fetch(clone, headers)
+        fetch(clone, remote)
     return clone
 
 
@@ -139,16 +100,16 @@ def _remote_url(clone: Path) -> str:
             return ""
 
 
-def fetch(clone: Path, headers: Sequence[str] = ()) -> None:
-    git(clone, "fetch", "fetch", "--prune", "--quiet", REMOTE, headers=headers,
-        fix="check that the repository exists and can be read")
+def fetch(clone: Path, remote: GitRemote) -> None:
+    fetch_into(clone, remote)
 
 
 def _has_ref(path: Path, ref: str) -> bool:
     return _succeeds(path, "rev-parse", "--verify", "--quiet", ref)
 
 
-def _common_dir(worktree: Path) -> Path:
+def common_dir(worktree: Path) -> Path:
+    """The repository a worktree belongs to (the clone cache's clone)."""
     with Repo(worktree) as repo:
         return Path(repo.common_dir).resolve()
 
@@ -166,7 +127,7 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
     branch as it was pushed (a resume elsewhere) or, new, from `origin/<base>`."""
     state = worktree_state(path)
     if state.exists:
-        if _common_dir(path) == clone.resolve() and state.branch != branch:
+        if common_dir(path) == clone.resolve() and state.branch != branch:
             # Another run's worktree (another ticket) in the same workspace: say how to
             # free it without losing what may be uncommitted in it.
             raise GitError("worktree add", str(path),
@@ -176,7 +137,7 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
                            f"(git -C {path} status) and free the folder with git -C {path} "
                            f"worktree remove {path}; or run this ticket in its own "
                            "--workspace")
-        if _common_dir(path) != clone.resolve() or state.branch != branch:
+        if common_dir(path) != clone.resolve() or state.branch != branch:
             raise GitError("worktree add", str(path),
                            f"the folder is already a git working tree (on "
                            f"{state.branch or 'a detached HEAD'}), not this run's worktree "
@@ -186,7 +147,7 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise GitError("worktree add", str(path), "the folder exists and is not empty",
                        "move it away or choose another --workspace")
-    with _locked(clone.with_suffix(".lock")):
+    with locked(clone.with_suffix(".lock")):
         git(clone, "worktree prune", "worktree", "prune")  # forget worktrees deleted by hand
         if _has_ref(clone, f"refs/heads/{branch}"):
             args = [str(path), branch]
@@ -248,8 +209,7 @@ def _not_followed(path: Path, workspace: Path | None) -> str:
     return ""
 
 
-def remove_worktree(clone: Path, path: Path, branch: str,
-                    headers: Sequence[str] = (), *,
+def remove_worktree(clone: Path, path: Path, branch: str, remote: GitRemote, *,
                     workspace: Path | None = None) -> RemovalResult:
     """Remove `path` only when it holds nothing that would be lost: no uncommitted change,
     no git-ignored file (a `.env`, a build cache a person keeps: `git worktree remove`
@@ -263,7 +223,7 @@ def remove_worktree(clone: Path, path: Path, branch: str,
         if path.exists():
             return RemovalResult(path, False, "not a git worktree; left as it is")
         return RemovalResult(path, True, "absent")
-    if _common_dir(path) != clone.resolve() or state.branch != branch:
+    if common_dir(path) != clone.resolve() or state.branch != branch:
         return RemovalResult(path, False, f"not this run's worktree (on "
                              f"{state.branch or 'a detached HEAD'}); left as it is")
     if state.dirty:
@@ -271,11 +231,11 @@ def remove_worktree(clone: Path, path: Path, branch: str,
     ignored = ignored_files(path)
     if ignored:
         return RemovalResult(path, False, f"git-ignored files: {_named(ignored)}")
-    fetch(clone, headers)
+    fetch(clone, remote)
     ahead = unpushed_commits(path)
     if ahead:
         return RemovalResult(path, False, f"{ahead} unpushed commit(s)")
-    with _locked(clone.with_suffix(".lock")):
+    with locked(clone.with_suffix(".lock")):
         git(clone, "worktree remove", "worktree", "remove", str(path))
         # every commit of the branch is on the remote: the local branch can go
         git(clone, "branch -D", "branch", "-D", branch)
@@ -322,9 +282,11 @@ def commit_all(worktree: Path, message: str) -> str | None:
     return git(worktree, "rev-parse", "rev-parse", "HEAD").strip()
 
 
-def push_branch(worktree: Path, branch: str, headers: Sequence[str] = ()) -> str:
-    """Push HEAD to the run's branch on the remote; the pushed commit."""
-    git(worktree, "push", "push", "--quiet", REMOTE, f"HEAD:refs/heads/{branch}",
-        headers=headers, fix="a rejected push (protected branch, non-fast-forward) needs the "
-        "branch brought up to date or permission to push")
-    return git(worktree, "rev-parse", "rev-parse", "HEAD").strip()
+def push_branch(worktree: Path, branch: str, remote: GitRemote) -> str:
+    """Push HEAD to the run's branch on `remote`; the pushed commit."""
+    head = git(worktree, "rev-parse", "rev-parse", "HEAD").strip()
+    push_to(common_dir(worktree), remote, f"{head}:refs/heads/{branch}",
+            location=str(worktree),
+            fix="a rejected push (protected branch, non-fast-forward) needs the branch "
+            "brought up to date or permission to push")
+    return head

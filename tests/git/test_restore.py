@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from git_helpers import IDENTITY, git, make_remote
 
-from delivery.git import add_worktree, ensure_clone
+from delivery.git import GitRemote, add_worktree, ensure_clone
 from delivery.git.restore import SavedWorktree, restore_worktree, snapshot
 
 
@@ -21,7 +21,7 @@ def files(root: Path) -> dict[str, bytes]:
 def test_a_worktree_comes_back_exactly_on_another_machine_and_nothing_is_pushed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     remote = make_remote(tmp_path, "app", {"app.py": "v1\n", "old.txt": "old\n"})
-    clone = ensure_clone(str(remote), tmp_path / "cache-a")
+    clone = ensure_clone(GitRemote(str(remote)), tmp_path / "cache-a")
     here = tmp_path / "a" / "app"
     add_worktree(clone, here, "delivery/t-1", "main")
     (here / "app.py").write_text("v2\n")
@@ -41,7 +41,7 @@ def test_a_worktree_comes_back_exactly_on_another_machine_and_nothing_is_pushed(
     assert again == saved
 
     there = tmp_path / "b" / "app"  # a fresh machine: another cache, another workspace
-    restore_worktree(ensure_clone(str(remote), tmp_path / "cache-b"), there, again)
+    restore_worktree(ensure_clone(GitRemote(str(remote)), tmp_path / "cache-b"), there, again)
     assert files(there) == before
     assert git(remote, "for-each-ref", "--format=%(refname)", "refs/heads") == \
         "refs/heads/main"
@@ -49,7 +49,7 @@ def test_a_worktree_comes_back_exactly_on_another_machine_and_nothing_is_pushed(
 
 def test_a_clean_pushed_worktree_is_saved_as_its_commit_alone(tmp_path: Path) -> None:
     remote = make_remote(tmp_path, "app")
-    clone = ensure_clone(str(remote), tmp_path / "cache")
+    clone = ensure_clone(GitRemote(str(remote)), tmp_path / "cache")
     here = tmp_path / "a" / "app"
     result = add_worktree(clone, here, "delivery/t-2", "main")
     saved = snapshot(here)

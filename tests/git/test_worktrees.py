@@ -14,6 +14,7 @@ from delivery.errors import GitError
 from delivery.git import (
     BOT_EMAIL,
     BOT_NAME,
+    GitRemote,
     add_worktree,
     cache_root,
     commit_all,
@@ -28,6 +29,11 @@ from probes.worktree import diff_facts, worktree_facts
 BRANCH = "delivery/t-1"
 
 
+def origin_of(clone: Path, headers: tuple[str, ...] = ()) -> GitRemote:
+    """The repository the test's clone was made from, as delivery would be told it."""
+    return GitRemote(git(clone, "remote", "get-url", "origin"), headers)
+
+
 @pytest.fixture
 def remote(tmp_path: Path) -> Path:
     return make_remote(tmp_path, "web", {"app.txt": "one\ntwo\n"})
@@ -35,7 +41,7 @@ def remote(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def clone(tmp_path: Path, remote: Path) -> Path:
-    return ensure_clone(str(remote), tmp_path / "cache")
+    return ensure_clone(GitRemote(str(remote)), tmp_path / "cache")
 
 
 def test_the_cache_is_outside_the_workspace_under_xdg_cache_home(tmp_path: Path) -> None:
@@ -83,7 +89,7 @@ def test_uncommitted_work_is_kept_and_named(tmp_path: Path, clone: Path) -> None
     path = tmp_path / "ws" / "web"
     add_worktree(clone, path, BRANCH, "main")
     (path / "new.txt").write_text("not committed")
-    kept = remove_worktree(clone, path, BRANCH)
+    kept = remove_worktree(clone, path, BRANCH, origin_of(clone))
     assert (kept.removed, kept.reason) == (False, "uncommitted changes")
     assert (path / "new.txt").read_text() == "not committed"
 
@@ -93,7 +99,7 @@ def test_unpushed_commits_are_kept_and_counted(tmp_path: Path, clone: Path) -> N
     add_worktree(clone, path, BRANCH, "main")
     (path / "new.txt").write_text("committed")
     commit_all(path, "local only")
-    kept = remove_worktree(clone, path, BRANCH)
+    kept = remove_worktree(clone, path, BRANCH, origin_of(clone))
     assert (kept.removed, kept.reason) == (False, "1 unpushed commit(s)")
     assert path.is_dir()
 
@@ -104,12 +110,12 @@ def test_a_clean_pushed_worktree_is_removed_and_comes_back_from_the_pushed_branc
     add_worktree(clone, path, BRANCH, "main")
     (path / "new.txt").write_text("done")
     commit_all(path, "work")
-    pushed = push_branch(path, BRANCH)
+    pushed = push_branch(path, BRANCH, origin_of(clone))
     assert git(remote, "rev-parse", BRANCH) == pushed
-    gone = remove_worktree(clone, path, BRANCH)
+    gone = remove_worktree(clone, path, BRANCH, origin_of(clone))
     assert gone.removed and not path.exists()
     # a resume (or another machine with a fresh cache) picks the pushed branch up again
-    fresh = ensure_clone(str(remote), tmp_path / "other-cache")
+    fresh = ensure_clone(GitRemote(str(remote)), tmp_path / "other-cache")
     back = add_worktree(fresh, path, BRANCH, "main")
     assert back.head == pushed and (path / "new.txt").read_text() == "done"
 
@@ -117,7 +123,7 @@ def test_a_clean_pushed_worktree_is_removed_and_comes_back_from_the_pushed_branc
 def _pushed_worktree(clone: Path, path: Path) -> Path:
     """`path`: the run's worktree, clean and with every commit pushed."""
     add_worktree(clone, path, BRANCH, "main")
-    push_branch(path, BRANCH)
+    push_branch(path, BRANCH, origin_of(clone))
     return path
 
 
@@ -125,12 +131,12 @@ def test_a_worktree_holding_git_ignored_files_is_kept_and_names_them(
         tmp_path: Path) -> None:
     remote = make_remote(tmp_path, "ignoring", {"app.txt": "one\n",
                                                 ".gitignore": ".env\nbuild/\n*.log\n"})
-    clone = ensure_clone(str(remote), tmp_path / "cache")
+    clone = ensure_clone(GitRemote(str(remote)), tmp_path / "cache")
     path = _pushed_worktree(clone, tmp_path / "ws" / "web")
     (path / ".env").write_text("API_TOKEN=mine\n")
     (path / "build").mkdir()
     (path / "build" / "cache.bin").write_text("slow to make")
-    kept = remove_worktree(clone, path, BRANCH)
+    kept = remove_worktree(clone, path, BRANCH, origin_of(clone))
     assert (kept.removed, kept.reason) == (False, "git-ignored files: .env, build/")
     assert (path / ".env").read_text() == "API_TOKEN=mine\n"
     assert (path / "build" / "cache.bin").read_text() == "slow to make"
@@ -138,11 +144,11 @@ def test_a_worktree_holding_git_ignored_files_is_kept_and_names_them(
 
 def test_many_ignored_files_are_named_a_few_and_counted(tmp_path: Path) -> None:
     remote = make_remote(tmp_path, "logs", {".gitignore": "*.log\n"})
-    clone = ensure_clone(str(remote), tmp_path / "cache")
+    clone = ensure_clone(GitRemote(str(remote)), tmp_path / "cache")
     path = _pushed_worktree(clone, tmp_path / "ws" / "web")
     for n in range(8):
         (path / f"run-{n}.log").write_text("x")
-    kept = remove_worktree(clone, path, BRANCH)
+    kept = remove_worktree(clone, path, BRANCH, origin_of(clone))
     assert not kept.removed
     assert kept.reason == ("git-ignored files: run-0.log, run-1.log, run-2.log, run-3.log, "
                            "run-4.log and 3 more")
@@ -154,7 +160,8 @@ def test_a_folder_that_is_a_symlink_out_of_the_workspace_is_not_followed(
     (tmp_path / "ws").mkdir()
     link = tmp_path / "ws" / "web"
     link.symlink_to(elsewhere, target_is_directory=True)
-    kept = remove_worktree(clone, link, BRANCH, workspace=tmp_path / "ws")
+    kept = remove_worktree(clone, link, BRANCH, origin_of(clone),
+                           workspace=tmp_path / "ws")
     assert not kept.removed and kept.reason.startswith("a symlink to ")
     assert link.is_symlink() and (elsewhere / "app.txt").read_text() == "one\ntwo\n"
 
@@ -166,6 +173,7 @@ def test_a_folder_under_a_symlinked_directory_out_of_the_workspace_is_not_follow
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "nested").symlink_to(elsewhere, target_is_directory=True)
     kept = remove_worktree(clone, tmp_path / "ws" / "nested" / "web", BRANCH,
+                           origin_of(clone),
                            workspace=tmp_path / "ws")
     assert not kept.removed and "outside the workspace" in kept.reason
     assert (elsewhere / "web" / "app.txt").is_file()
@@ -177,14 +185,15 @@ def test_a_workspace_reached_through_a_symlink_still_has_its_worktrees_removed(
     real.mkdir()
     (tmp_path / "ws").symlink_to(real, target_is_directory=True)
     path = _pushed_worktree(clone, tmp_path / "ws" / "web")
-    gone = remove_worktree(clone, path, BRANCH, workspace=tmp_path / "ws")
+    gone = remove_worktree(clone, path, BRANCH, origin_of(clone),
+                           workspace=tmp_path / "ws")
     assert gone.removed and not (real / "web").exists()
 
 
 def test_a_worktree_of_another_branch_is_never_removed(tmp_path: Path, clone: Path) -> None:
     path = tmp_path / "ws" / "web"
     add_worktree(clone, path, "delivery/other", "main")
-    kept = remove_worktree(clone, path, BRANCH)
+    kept = remove_worktree(clone, path, BRANCH, origin_of(clone))
     assert not kept.removed and "not this run's worktree" in kept.reason and path.is_dir()
 
 
@@ -198,7 +207,7 @@ def test_the_diff_counts_everything_against_the_merge_base(tmp_path: Path, remot
     status_before = git(path, "status", "--porcelain")
     # the base moves on: its changes are not the run's
     commit_to(remote, "main", {"elsewhere.txt": "x\n" * 10})
-    ensure_clone(str(remote), tmp_path / "cache")
+    ensure_clone(GitRemote(str(remote)), tmp_path / "cache")
     stats = diff_against_base(path, "main")
     assert (stats.files, stats.insertions, stats.deletions) == (2, 4, 1)
     assert git(path, "status", "--porcelain") == status_before  # the index is untouched
@@ -251,12 +260,12 @@ def test_push_headers_reach_no_file_and_no_error_message(tmp_path: Path, remote:
     add_worktree(clone, path, BRANCH, "main")
     (path / "n.txt").write_text("n")
     commit_all(path, "work")
-    push_branch(path, BRANCH, headers=[secret])
+    push_branch(path, BRANCH, origin_of(clone, (secret,)))
     commit_to(remote, BRANCH, {"other.txt": "someone else pushed"})
     (path / "m.txt").write_text("m")
     commit_all(path, "more")
     with pytest.raises(GitError) as rejected:  # non-fast-forward
-        push_branch(path, BRANCH, headers=[secret])
+        push_branch(path, BRANCH, origin_of(clone, (secret,)))
     assert "SECRETSECRET" not in str(rejected.value)
     assert "rejected" in str(rejected.value) or "fetch first" in str(rejected.value)
     for where in (tmp_path / "cache", remote):
@@ -265,11 +274,12 @@ def test_push_headers_reach_no_file_and_no_error_message(tmp_path: Path, remote:
                 assert b"SECRETSECRET" not in file.read_bytes(), file
 
 
-def test_headers_go_to_git_through_its_environment_after_the_callers_own() -> None:
+def test_headers_go_to_git_through_its_environment_for_the_url_only() -> None:
     env = header_environment(["Authorization: Basic abc"],
                              {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.x",
-                              "GIT_CONFIG_VALUE_0": "y"})
-    assert env == {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_1": "http.extraHeader",
+                              "GIT_CONFIG_VALUE_0": "y"}, url="https://h.example/o/r.git")
+    assert env == {"GIT_CONFIG_COUNT": "2",
+                   "GIT_CONFIG_KEY_1": "http.https://h.example/o/r.git.extraHeader",
                    "GIT_CONFIG_VALUE_1": "Authorization: Basic abc"}
 
 
@@ -279,7 +289,7 @@ def test_a_forges_git_remote_keeps_the_callers_own_git_config_entries() -> None:
     env = remote.git_environment({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.x",
                                   "GIT_CONFIG_VALUE_0": "y"})
     assert env == header_environment(["Authorization: Basic abc"],
-                                     {"GIT_CONFIG_COUNT": "1"})
+                                     {"GIT_CONFIG_COUNT": "1"}, url=remote.url)
     assert "GIT_CONFIG_KEY_0" not in env and env["GIT_CONFIG_COUNT"] == "2"
 
 
@@ -307,6 +317,6 @@ def test_no_git_process_outlives_an_operation(tmp_path: Path, remote: Path,
     worktree_facts("web", path)
     diff_against_base(path, "main")
     commit_all(path, "work")
-    push_branch(path, BRANCH)
-    remove_worktree(clone, path, BRANCH)
+    push_branch(path, BRANCH, origin_of(clone))
+    remove_worktree(clone, path, BRANCH, origin_of(clone))
     assert _children_running("git") == []

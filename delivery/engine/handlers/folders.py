@@ -75,7 +75,7 @@ def run_probe(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         events: list[tuple[str, dict[str, Any]]] = []
         if "pr" in kinds or "threads" in kinds:
             facts.update(_pr_facts(env, folders, kinds, context, events))
-            _add_conflicting_files(env, folders, facts)
+            _add_conflicting_files(env, folders, facts, node.timeout)
         for folder in folders:
             path = env.folders[folder]
             if "worktree" in kinds:
@@ -118,7 +118,8 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
             if key in wanted or key.split(".", 1)[1] in wanted} | side
 
 
-def _add_conflicting_files(env: StageEnv, folders: list[str], facts: dict[str, Any]) -> None:
+def _add_conflicting_files(env: StageEnv, folders: list[str], facts: dict[str, Any],
+                           timeout: float | None) -> None:
     """`conflicting_files` in the `pr.raw` of a PR in CONFLICTS: GitHub says only that it
     conflicts, and a repair needs the files. Computed as a merge would find them, from the
     folder's worktree (fetched), so every forge reports alike."""
@@ -135,9 +136,9 @@ def _add_conflicting_files(env: StageEnv, folders: list[str], facts: dict[str, A
         if not isinstance(evidence, dict):
             continue
         forge = need_forge(env, "probing pull requests")
-        headers = forge.git_remote(folder_repository(env, folder)).http_headers
+        remote = forge.git_remote(folder_repository(env, folder)).within(timeout)
         try:
-            files = conflicting_files(path, base_branch(env, folder), env.branch, headers)
+            files = conflicting_files(path, base_branch(env, folder), env.branch, remote)
         except DeliveryError as err:
             raise StageProblem(f"folder '{folder}': {err}") from None
         evidence["conflicting_files"] = files
@@ -203,8 +204,8 @@ def run_worktree_add(node: Node, attempt: int, context: Context,
         for folder in stage_folders(node, env):
             repository = folder_repository(env, folder)
             try:
-                remote = forge.git_remote(repository)
-                clone = ensure_clone(remote.url, _cache(env), remote.http_headers)
+                remote = forge.git_remote(repository).within(node.timeout)
+                clone = ensure_clone(remote, _cache(env))
                 add_worktree(clone, env.folders[folder], env.branch,
                              base_branch(env, folder))
             except DeliveryError as err:
@@ -226,10 +227,10 @@ def run_worktree_remove(node: Node, attempt: int, context: Context,
         forge = need_forge(env, "removing worktrees")
         for folder in stage_folders(node, env):
             try:
-                remote = forge.git_remote(folder_repository(env, folder))
+                remote = forge.git_remote(folder_repository(env, folder)).within(node.timeout)
                 result = remove_worktree(clone_path(remote.url, _cache(env)),
-                                         env.folders[folder], env.branch,
-                                         remote.http_headers, workspace=env.workspace)
+                                         env.folders[folder], env.branch, remote,
+                                         workspace=env.workspace)
             except DeliveryError as err:
                 raise StageProblem(f"folder '{folder}': {err}") from None
             clean = clean and result.removed

@@ -28,7 +28,7 @@ from delivery.engine.handlers.folders import (
     stage_folders,
 )
 from delivery.engine.handlers.merge_checks import recheck, rollback
-from delivery.errors import BranchConflict, DeliveryError, GitError
+from delivery.errors import BranchConflict, DeliveryError, GitError, GitStalled
 from delivery.forges.base import Forge, PullRequestRef
 from delivery.forges.pacing import before_first_push
 from delivery.git import diff_against_base, unpushed_commits
@@ -115,7 +115,8 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
             try:
                 ref = _publish_folder(forge, repository, path, env.branch,
                                       base_branch(env, folder), title, message,
-                                      sibling_block(run_id, ticket, published))
+                                      sibling_block(run_id, ticket, published),
+                                      timeout=node.timeout)
             except DeliveryError as err:
                 raise StageProblem(f"folder '{folder}': {err}") from None
             if ref is None:
@@ -156,12 +157,14 @@ PUSH_ROUNDS = 3  # a person pushing during our push: fetch, replay and push agai
 
 
 def _publish_folder(forge: Forge, repository: str, path: Path, branch: str, base: str,
-                    title: str, message: str, body: str) -> PullRequestRef | None:
+                    title: str, message: str, body: str, *,
+                    timeout: float | None) -> PullRequestRef | None:
     """One folder of a publish, against its PR branch as people left it (SPEC §7.1): the
-    folder's PR, or None when the branch never differed from the base (no PR)."""
-    headers = _headers(forge, repository)
+    folder's PR, or None when the branch never differed from the base (no PR). Its git
+    fetches and pushes end within the stage's `timeout`."""
+    remote = forge.git_remote(repository).within(timeout)
     known = remote_head(path, branch)  # what the run knew of the branch before this fetch
-    fetch_remote(path, headers)
+    fetch_remote(path, remote)
     pushed = bool(remote_head(path, branch))
     if not pushed and diff_against_base(path, base).empty and not unpushed_commits(path):
         return None
@@ -172,11 +175,10 @@ def _publish_folder(forge: Forge, repository: str, path: Path, branch: str, base
         raise StageProblem(_closed(found))
     for round_ in range(PUSH_ROUNDS):
         try:
-            synced = sync_with_branch(path, branch, message, known_remote=known,
-                                      headers=headers)
+            synced = sync_with_branch(path, branch, message, known_remote=known)
         except BranchConflict as conflict:
             # the run's work outlives a CI machine's clone only on the remote
-            kept = " (pushed to the remote too)" if push_backup(path, branch, headers) else ""
+            kept = " (pushed to the remote too)" if push_backup(path, branch, remote) else ""
             raise StageProblem(f"{conflict}{kept}") from None
         if not synced.to_push:
             mark_published(path, branch, synced.tip)
@@ -190,15 +192,17 @@ def _publish_folder(forge: Forge, repository: str, path: Path, branch: str, base
                 before_first_push(forge)  # a large set's CI is started spread out
             # the forge hands out the remote again right before the push (a kill point
             # of the acceptance tests: after the commit, before the push)
-            push_synced(path, branch, synced, forge.git_remote(repository).http_headers)
+            push_synced(path, branch, synced,
+                        forge.git_remote(repository).bounded_like(remote))
             break
-        except GitError:
+        except GitError as err:
             # refused: a person pushed meanwhile (the lease) or the branch is protected;
-            # fetch and try again, and the last refusal stands
-            if round_ == PUSH_ROUNDS - 1:
+            # fetch and try again, and the last refusal stands (a stall is not retried:
+            # the stage's time is up)
+            if round_ == PUSH_ROUNDS - 1 or isinstance(err, GitStalled):
                 raise
             known = synced.remote
-            fetch_remote(path, headers)
+            fetch_remote(path, remote)
     if found is not None and found.state == "open":
         return found
     ref = forge.find_or_create_pull_request(repository, head=branch, base=base,
@@ -206,10 +210,6 @@ def _publish_folder(forge: Forge, repository: str, path: Path, branch: str, base
     if ref.state == "closed":  # closed between the look-up and the push
         raise StageProblem(_closed(ref))
     return ref
-
-
-def _headers(forge: Forge, repository: str) -> tuple[str, ...]:
-    return forge.git_remote(repository).http_headers
 
 
 def _closed(ref: PullRequestRef) -> str:

@@ -24,7 +24,7 @@ from typing import IO
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.errors import FactsFormatError as FactsFormatError
-from delivery.errors import TemplateRenderError
+from delivery.errors import TemplateRenderError, write_failure
 from delivery.lang.model import Node
 from delivery.processes import running
 
@@ -73,13 +73,20 @@ _CHUNK = 1 << 16
 _BACKGROUND_WAIT = 2.0  # seconds to drain the pipes after the script ended
 
 
-def _copy_redacted(source: IO[bytes], target: Path, redact: Callable[[str], str]) -> None:
+def _copy_redacted(source: IO[bytes], target: Path, redact: Callable[[str], str],
+                   failures: list[str]) -> None:
     """Copy a pipe to `target`, redacting each piece. Pieces end at a newline where one
     comes within 64 KiB (else at a blank), so a secret is cut in two only inside 64 KiB
-    without a blank."""
+    without a blank. A write that fails (a full disk) is added to `failures` in one line,
+    and the pipe is still read to its end: the script must not block on a full pipe."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     pending = ""
-    with target.open("w", encoding="utf-8") as out:
+    try:
+        out: IO[str] | None = target.open("w", encoding="utf-8")
+    except OSError as error:
+        failures.append(write_failure(target, error))
+        out = None
+    try:
         while True:
             try:
                 block = source.read1(_CHUNK) if hasattr(source, "read1") else \
@@ -92,25 +99,37 @@ def _copy_redacted(source: IO[bytes], target: Path, redact: Callable[[str], str]
                 # a long line: cut after a blank (no token holds one), else anywhere
                 cut = max(pending.rfind(" "), pending.rfind("\t")) + 1 or len(pending)
             if cut:
-                out.write(redact(pending[:cut]))
-                out.flush()
+                if out is not None:
+                    try:
+                        out.write(redact(pending[:cut]))
+                        out.flush()
+                    except OSError as error:
+                        failures.append(write_failure(target, error))
+                        with contextlib.suppress(OSError):
+                            out.close()
+                        out = None
                 pending = pending[cut:]
             if not block:
                 break
+    finally:
+        if out is not None:
+            with contextlib.suppress(OSError):
+                out.close()
 
 
 def _run_redacted(script: str, cwd: Path, environment: dict[str, str], timeout: float | None,
-                  stage_dir: Path, redact: Callable[[str], str]) -> tuple[int, bool]:
-    """Run `bash -c script`; its stdout and stderr reach the stage folder redacted.
-    Returns (exit code, timed out)."""
+                  stage_dir: Path, redact: Callable[[str], str],
+                  failures: list[str]) -> tuple[int, bool]:
+    """Run `bash -c script`; its stdout and stderr reach the stage folder redacted (a write
+    that failed is added to `failures`). Returns (exit code, timed out)."""
     process = subprocess.Popen(
         ["bash", "-c", script], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL, env=environment, start_new_session=True,
     )
     assert process.stdout is not None and process.stderr is not None
     copiers = [
-        threading.Thread(target=_copy_redacted, args=(pipe, stage_dir / name, redact),
-                         daemon=True)
+        threading.Thread(target=_copy_redacted,
+                         args=(pipe, stage_dir / name, redact, failures), daemon=True)
         for pipe, name in ((process.stdout, "stdout.txt"), (process.stderr, "stderr.txt"))
     ]
     for copier in copiers:
@@ -179,7 +198,11 @@ def run_script(node: Node, attempt: int, context: Context, env: StageEnv) -> Sta
         facts_path.write_text("", encoding="utf-8")
         environment = dict(os.environ)
         environment["DELIVERY_FACTS"] = str(facts_path)
-        code, timed_out = _run_redacted(script, cwd, environment, timeout, stage_dir, env.redact)
+        failures: list[str] = []
+        code, timed_out = _run_redacted(script, cwd, environment, timeout, stage_dir,
+                                        env.redact, failures)
+        if failures:  # the stage's own record could not be written: nothing else counts
+            return StageResult.fail(failures[0], {failed_key: True})
         facts_text = env.redact(facts_path.read_text(encoding="utf-8", errors="replace"))
     (stage_dir / "facts.env").write_text(facts_text, encoding="utf-8")
     try:
