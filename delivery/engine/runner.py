@@ -40,6 +40,7 @@ from delivery.engine.redacting import RedactingAgent
 from delivery.engine.remote_state import StateRunStore
 from delivery.engine.run_inputs import answer_lists, run_branch
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
+from delivery.engine.run_request import RunRequest as RunRequest
 from delivery.engine.run_setup import (
     FORGE_TYPES,
     Spelling,
@@ -94,38 +95,6 @@ class SystemClock:
 
     def now(self) -> datetime:
         return datetime.now(UTC)
-
-
-@dataclass
-class RunRequest:
-    workflow: Path
-    goal: str | None = None
-    inputs: Mapping[str, str] = field(default_factory=dict)
-    agent: str = ""
-    workspace: Path | None = None
-    run_dir: Path | None = None
-    # gate id -> its answers, one per visit in order (a single string answers one visit)
-    answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
-    repos: Mapping[str, str] = field(default_factory=dict)
-    # An unanswered human gate (no --answer, no terminal): "deny" fails the gate's stage,
-    # "pause" stops the run as paused so that `resume --answer` can continue it,
-    # "managed" lets the node's agent answer a delegatable gate (else it is denied).
-    gates: str = "deny"
-    forge: str = ""  # "local" | "github"; empty: chosen from the repository locations
-    checks: Mapping[str, str] = field(default_factory=dict)  # folder -> local check command
-    branch: str = ""  # the run's branch; empty: delivery/<ticket slug or run id>
-    # `workflow` already loaded and validated (route scenarios run one file many times);
-    # None: read and validated here
-    model: Workflow | None = None
-    # with `model`: the warnings its validation gave, so that the run's model cache
-    # (delivery.store.model_cache) is written at the start; None: a resume writes it
-    diagnostics: Sequence[Diagnostic] | None = None
-    # refusals name the command line's options (--input, --repo) instead of these fields
-    cli: bool = False
-    # `--logs DIR`: write the Attractor view of the run there as it goes (and on resumes)
-    logs: Path | None = None
-    # `--budget`: tokens (`200000`, `200k`) or US dollars (`$5`), over the graph's budget
-    budget: str = ""
 
 
 @dataclass
@@ -283,7 +252,7 @@ class _Run:
                                                if self.info.git_cache
                                                else cache_root(self.world.environ)),
             run_child=lambda request: run_child(request, self.world, self.options,
-                                                self.info),
+                                                self.info, start_run, resume_run),
             budget_used=budget_used,
         )
         remote = self.store if isinstance(self.store, StateRunStore) else None
