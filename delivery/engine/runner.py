@@ -190,24 +190,39 @@ class _Run:
         self.agent = self.agents.for_profile("")
         self.handlers = {**default_handlers(), **(world.handlers or {})}
         self.forge = world.forge
-        # Stand-in handlers (route scenarios) never touch the forge: open it only for the
-        # stages the real handlers run. Opened before the log locks the run: a refusal
-        # (no token on a resume) leaves the run as it was.
+        # Stand-in handlers (route scenarios) never touch the forge: it is opened only for
+        # the stages the real handlers run. Its settings are checked before the log locks
+        # the run (a refusal, no token on a resume, leaves the run as it was); it is opened
+        # by `execute`, which closes it on every way out (nothing to close on a refusal).
         real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
+        self._own_forge = ""
         if self.forge is None and info.repos and workflow.nodes_of(*real):
-            self.forge = open_forge(info.forge or "local", checks=info.checks,
-                                    environ=world.environ,
-                                    required_approvals=info.required_approvals,
-                                    redactor=self.redactor,
-                                    # writes are paced on the run's clock (a test's is fake)
-                                    pacer=Pacer.from_environment(
-                                        world.environ, clock=world.clock.monotonic,
-                                        sleep=world.clock.sleep))
+            self._own_forge = info.forge or "local"
+            require_settings(self._own_forge, world.environ)
         # locks the run against a second writer; cuts a torn last event (last: nothing
         # above may fail with the log held)
         store.open_log(self.redactor, _stamp(world.clock))
 
     def execute(self, state: RunState) -> RunOutcome:
+        opened: Forge | None = None
+        if self._own_forge:
+            world = self.world
+            # writes are paced on the run's clock (a test's is fake)
+            pacer = Pacer.from_environment(world.environ, clock=world.clock.monotonic,
+                                           sleep=world.clock.sleep)
+            self.forge = opened = open_forge(
+                self._own_forge, checks=self.info.checks, environ=world.environ,
+                required_approvals=self.info.required_approvals, redactor=self.redactor,
+                pacer=pacer)
+        try:
+            return self._execute(state)
+        finally:
+            # its connections end with the run, not whenever the collector comes by (the
+            # caller may hold an exception, and with it this run, for long)
+            if opened is not None and hasattr(opened, "close"):
+                opened.close()
+
+    def _execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info.workspace)
         folders = {name: Path(loc) for name, loc in self.info.folders.items()}
         # what the state holds is saved already (and stored values are what Context keeps)

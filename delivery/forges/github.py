@@ -80,6 +80,7 @@ class GitHubForge:
             token, graphql_url=self.graphql_url,
             budget=self.budget, sleep=sleep, clock=clock, timeout=timeout)
         self._login: str | None = None
+        self.closed = False
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], **options: Any) -> GitHubForge:
@@ -99,7 +100,9 @@ class GitHubForge:
         return f"GitHubForge(api_url={self.api_url!r})"
 
     def close(self) -> None:
+        """Ends the REST connections (the GraphQL reads open and close their own)."""
         self._github.close()
+        self.closed = True
 
     # -- reads ----------------------------------------------------------------------------
     def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:
