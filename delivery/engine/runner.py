@@ -551,7 +551,7 @@ def resume_run(run_path: Path, world: World | None = None,
             for node_id, given in answer_lists(answers).items():
                 store.append_event("answer_received", node=node_id, labels=given,
                                    by=answered_by,
-                                   at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                                   at=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
     return run.execute(state)
 
 
