@@ -291,9 +291,12 @@ class _Run:
         engine.stop_switch = StopSwitch.for_run(self.world.stop_labels or self.forge,
                                                 env.repos, env.branch, context,
                                                 self.store.append_event)
+        # A run that ran gave its claim back with its last save, or keeps it because that
+        # save failed: pushing again could fail the same way and hide the FAILED outcome.
+        nothing_runs = state.status is not RunStatus.RUNNING or state.next_node is None
         try:
             final = engine.run(state, context)
-            if remote is not None:  # nothing ran (the run had ended): give the claim back
+            if remote is not None and nothing_runs:  # the run had ended: the claim back
                 remote.release(final.status)
         except RunInterrupted:
             raise
