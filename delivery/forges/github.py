@@ -44,7 +44,6 @@ mutation Revert($pr: ID!, $title: String, $body: String) {
 }
 """
 T = TypeVar("T")
-MergeMethod = Literal["merge", "squash", "rebase"]
 
 
 class GitHubForge:
@@ -56,7 +55,7 @@ class GitHubForge:
                  graphql_url: str | None = None, server_url: str = DEFAULT_SERVER_URL,
                  budget: RetryBudget | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.time, timeout: int = 30,
-                 merge_method: MergeMethod = "merge", pacer: Pacer | None = None) -> None:
+                 pacer: Pacer | None = None) -> None:
         if not token:
             raise ForgeError("github", "-", "authenticate", "no token was given",
                              "set GITHUB_TOKEN to a token that can write to the repositories")
@@ -64,7 +63,6 @@ class GitHubForge:
         self.api_url = api_url.rstrip("/")
         self.server_url = server_url.rstrip("/")
         self.budget = budget or RetryBudget()
-        self.merge_method = merge_method
         self._sleep = sleep
         self._clock = clock
         # one token's content-creating requests, serial and spaced (forges.pacing)
@@ -196,9 +194,9 @@ class GitHubForge:
                   lambda: pr.edit(body=body))
 
     def merge_pull_request(self, repository: str, number: int, *,
-                           expected_head_sha: str, method: str = "") -> MergeResult:
-        """`method` (merge, squash, rebase): the merge node's, else the forge's own."""
-        how = method or self.merge_method
+                           expected_head_sha: str, method: str = "merge") -> MergeResult:
+        """`method` (merge, squash, rebase): the merge node's; merge, as GitHub's own
+        default and every forge's (`Forge`), when it names none."""
         repo = self._repo(repository)
         pr = self._read_pr(repo, repository, number)
         verdict = _merge_verdict(repository, pr, expected_head_sha)
@@ -212,7 +210,7 @@ class GitHubForge:
         try:
             status = self._write(
                 f"merge PR #{number}", repository,
-                lambda: pr.merge(sha=expected_head_sha, merge_method=how),
+                lambda: pr.merge(sha=expected_head_sha, merge_method=method),
                 find_effect=merged_meanwhile)
         except ForgeError as error:
             again = self._read_pr(repo, repository, number)

@@ -5,8 +5,10 @@ a header only."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from github_helpers import ManualClock
 from delivery.errors import ForgeError
 from delivery.forges.base import Forge
 from delivery.forges.github import GitHubForge
+from delivery.forges.local import LocalForge
 from delivery.testing.github import FakeGitHub, faults
 from probes.evidence import PrQuery, PullRequestSnapshot
 from probes.github import RetryBudget
@@ -138,6 +141,17 @@ def test_merge_passes_the_head_sha_and_merges_with_git(forge: GitHubForge,
     assert fake.state.base_sha(repo, fake.pull("octo/web", number)) == result.merge_sha
     again = forge.merge_pull_request("octo/web", number, expected_head_sha="x" * 40)
     assert (again.outcome, again.merge_sha) == ("already_merged", result.merge_sha)
+
+
+def test_every_forge_merges_with_a_merge_commit_when_no_method_is_named() -> None:
+    """GitHub's own default, which the Forge protocol states: one default for all forges
+    (a GitHub forge used to fall back to a setting of its own)."""
+    def default(merge: Callable[..., object]) -> object:
+        return inspect.signature(merge).parameters["method"].default
+
+    assert default(Forge.merge_pull_request) == "merge"
+    assert default(GitHubForge.merge_pull_request) == "merge"
+    assert default(LocalForge.merge_pull_request) == "merge"
 
 
 def test_a_rate_limit_on_the_pr_read_before_a_merge_is_waited_out_and_retried(
