@@ -172,16 +172,26 @@ class GitHubForge:
         if existing is not None:
             return _ref(repository, existing, created=False)
         operation = f"open a PR for {head}"
-        try:
-            created = self._write(operation, repository,
-                                  lambda: repo.create_pull(base=base, head=head, title=title,
-                                                           body=body), find_effect=find)
-        except ForgeError as error:
-            if "already exists" in error.problem:  # another run opened it meanwhile
-                found = self._retry(operation, repository, find)
-                if found is not None:
-                    return _ref(repository, found, created=False)
-            raise
+        invalid: list[GithubException] = []
+
+        def create() -> PullRequest | None:
+            try:
+                return repo.create_pull(base=base, head=head, title=title, body=body)
+            except GithubException as error:
+                if error.status != 422:
+                    raise
+                invalid.append(error)
+                return None
+
+        created = self._write(operation, repository, create, find_effect=find)
+        if created is None:
+            # 422: one reason is a PR another writer opened since our look, which GitHub
+            # says only in English prose ("A pull request already exists"): look again
+            found = self._retry(operation, repository, find)
+            if found is not None:
+                return _ref(repository, found, created=False)
+            raise ForgeError("github", repository, operation,
+                             f"HTTP 422: {_message(invalid[-1])}")
         return _ref(repository, created, created=True)
 
     def update_pull_request_body(self, repository: str, number: int, body: str) -> None:

@@ -107,6 +107,28 @@ def test_a_pr_opened_between_our_look_and_our_create_is_found_and_returned(
         ("GET", 200), ("POST", 422), ("GET", 200)]
 
 
+def test_a_pr_opened_between_our_look_and_our_create_is_found_whatever_the_422_says(
+        forge: GitHubForge, fake: FakeGitHub) -> None:
+    # The refusal's text is GitHub's English ("A pull request already exists ..."), which
+    # may change or differ on a server: any 422 from the create means "look again".
+    fake.inject(faults.opened_meanwhile("octo/web", BRANCH,
+                                        path="/api/v3/repos/octo/web/pulls"),
+                faults.server_error(422, method="POST", path="/api/v3/repos/octo/web/pulls"))
+    ref = forge.find_or_create_pull_request("octo/web", head=BRANCH, base="main",
+                                            title="T-1", body="body")
+    assert pulls(fake) == [ref.number] and not ref.created
+    assert fake.pull("octo/web", ref.number).author == "someone-else"
+
+
+def test_a_create_refused_with_422_and_no_pr_found_after_says_why(
+        forge: GitHubForge, fake: FakeGitHub) -> None:
+    # main has no commit that BRANCH lacks: GitHub refuses the PR with 422
+    with pytest.raises(ForgeError, match="HTTP 422: Validation Failed: No commits between"):
+        forge.find_or_create_pull_request("octo/web", head="main", base=BRANCH,
+                                          title="T-1", body="body")
+    assert pulls(fake) == []
+
+
 def test_rate_limited_write_waits_as_told(forge: GitHubForge, fake: FakeGitHub,
                                           clock: ManualClock) -> None:
     fake.inject(faults.secondary_rate_limit(retry_after=9, method="POST",
