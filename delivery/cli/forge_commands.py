@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from delivery.cli.run_lookup import find_run
 from delivery.engine.run_inputs import parse_assignments
 from delivery.errors import DeliveryError, RunRefused
 from delivery.forges.local import LocalForge
@@ -104,8 +105,6 @@ def cmd_review(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     number = int(number_text)
     repos = parse_assignments(args.repo, "--repo")
     if args.run:
-        from delivery.cli.commands import find_run
-
         recorded = RunDirectory.open(find_run(args.run)).read_run_info().repos
         repos = {**recorded, **repos}
     repository = repos.get(where, where)

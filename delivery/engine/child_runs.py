@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from delivery.engine.child import ChildEnd, ChildRequest
 from delivery.engine.handlers.base import StageResult
+from delivery.engine.outcome import RunOutcome
 from delivery.engine.run_loop import EngineOptions, Progress
+from delivery.engine.run_request import RunRequest
 from delivery.errors import DeliveryError, RunRefused, WorkflowError
 from delivery.lang.model import Node, NodeType, Workflow
 from delivery.store.records import RunInfo
@@ -19,6 +21,22 @@ from delivery.validation.loader import load_workflow
 
 if TYPE_CHECKING:
     from delivery.engine.runner import World
+
+
+class StartRun(Protocol):
+    """delivery.engine.runner.start_run, as a child run calls it."""
+
+    def __call__(self, request: RunRequest, world: World | None = None, *,
+                 options: EngineOptions | None = None,
+                 observer: Progress | None = None) -> RunOutcome: ...
+
+
+class ResumeRun(Protocol):
+    """delivery.engine.runner.resume_run, as a child run calls it."""
+
+    def __call__(self, run_path: Path, world: World | None = None, *,
+                 options: EngineOptions | None = None,
+                 observer: Progress | None = None) -> RunOutcome: ...
 
 
 class ChildProgress(Progress):
@@ -35,12 +53,10 @@ class ChildProgress(Progress):
 
 
 def run_child(request: ChildRequest, world: World, options: EngineOptions,
-              info: RunInfo) -> ChildEnd:
+              info: RunInfo, start_run: StartRun, resume_run: ResumeRun) -> ChildEnd:
     """The child's run, with the parent's world (agents, clock, answers) and a local store
-    inside the parent's run directory."""
-    # the runner imports this module to wire it in: import it back only when a child runs
-    from delivery.engine.runner import RunRequest, resume_run, start_run
-
+    inside the parent's run directory. The runner passes its own entry points in: it
+    imports this module, which so never imports it back (no import cycle)."""
     child_world = dataclasses.replace(world, stores=LocalRunStores())
     observer = ChildProgress(request)
     resumed = (request.run_dir / "run.json").is_file()

@@ -88,14 +88,26 @@ def _first_problem(error: ValidationError) -> str:
     return f"{where} {message}" if where != "the file" else message
 
 
-def parse_claim(data: bytes | None, *, run_id: str, now: float) -> Claim | None:
+@dataclass(frozen=True)
+class Oversized:
+    """A file of the fetched ref that was larger than its reader's limit: its size only
+    (never loaded), so that each parser refuses or ignores it on purpose."""
+
+    size: int
+    limit: int
+
+
+def parse_claim(data: bytes | Oversized | None, *, run_id: str, now: float) -> Claim | None:
     """The claim on the ref, None when there is none; RunRefused when it is malformed."""
     if data is None:
         return None
     fix = "resume with --take-over (the claim is ignored and replaced)"
-    if len(data) > SMALL_FILE_LIMIT:
+    if isinstance(data, bytes) and len(data) > SMALL_FILE_LIMIT:
+        data = Oversized(len(data), SMALL_FILE_LIMIT)
+    if isinstance(data, Oversized):
         raise RunRefused(f"run {run_id}: claim.json on the state ref",
-                         f"is {len(data)} bytes, not a claim", fix)
+                         f"is {data.size} bytes, over the limit of {data.limit} (not a "
+                         "claim)", fix)
     try:
         claim = Claim.model_validate_json(data)
     except ValidationError as error:
@@ -107,11 +119,12 @@ def parse_claim(data: bytes | None, *, run_id: str, now: float) -> Claim | None:
     return claim
 
 
-def parse_status(data: bytes | None, limit: int = SMALL_FILE_LIMIT) -> dict[str, Any]:
+def parse_status(data: bytes | Oversized | None,
+                 limit: int = SMALL_FILE_LIMIT) -> dict[str, Any]:
     """`status.json` (or a checkpoint read for its status): a JSON object of bounded size,
     else empty — it only labels `delivery runs`; the checkpoint itself is checked when
     the run is loaded."""
-    if not data or len(data) > limit:
+    if not isinstance(data, bytes) or not data or len(data) > limit:
         return {}
     try:
         value = json.loads(data)

@@ -36,6 +36,7 @@ from delivery.engine.claims import (
     SMALL_FILE_LIMIT,
     ActionsRuns,
     Claim,
+    Oversized,
     parse_claim,
     parse_status,
 )
@@ -286,13 +287,13 @@ class StateSession:
         self.saves += 1
 
 
-def _read_small(path: Path, limit: int = SMALL_FILE_LIMIT) -> bytes | None:
-    """A file of the fetched ref, or None; a file larger than `limit` reads as an
-    oversized marker (a claim refuses it, a status ignores it) and is never loaded."""
+def _read_small(path: Path, limit: int = SMALL_FILE_LIMIT) -> bytes | Oversized | None:
+    """A file of the fetched ref, or None; a file larger than `limit` is never loaded: it
+    reads as `Oversized` (a claim refuses it, a status ignores it)."""
     try:
         size = path.stat().st_size
         if size > limit:
-            return b" " * (SMALL_FILE_LIMIT + 1)
+            return Oversized(size, limit)
         return path.read_bytes()
     except OSError:
         return None

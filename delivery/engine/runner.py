@@ -40,6 +40,7 @@ from delivery.engine.redacting import RedactingAgent
 from delivery.engine.remote_state import StateRunStore
 from delivery.engine.run_inputs import answer_lists, run_branch
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
+from delivery.engine.run_request import RunRequest as RunRequest
 from delivery.engine.run_setup import (
     FORGE_TYPES,
     Spelling,
@@ -94,38 +95,6 @@ class SystemClock:
 
     def now(self) -> datetime:
         return datetime.now(UTC)
-
-
-@dataclass
-class RunRequest:
-    workflow: Path
-    goal: str | None = None
-    inputs: Mapping[str, str] = field(default_factory=dict)
-    agent: str = ""
-    workspace: Path | None = None
-    run_dir: Path | None = None
-    # gate id -> its answers, one per visit in order (a single string answers one visit)
-    answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
-    repos: Mapping[str, str] = field(default_factory=dict)
-    # An unanswered human gate (no --answer, no terminal): "deny" fails the gate's stage,
-    # "pause" stops the run as paused so that `resume --answer` can continue it,
-    # "managed" lets the node's agent answer a delegatable gate (else it is denied).
-    gates: str = "deny"
-    forge: str = ""  # "local" | "github"; empty: chosen from the repository locations
-    checks: Mapping[str, str] = field(default_factory=dict)  # folder -> local check command
-    branch: str = ""  # the run's branch; empty: delivery/<ticket slug or run id>
-    # `workflow` already loaded and validated (route scenarios run one file many times);
-    # None: read and validated here
-    model: Workflow | None = None
-    # with `model`: the warnings its validation gave, so that the run's model cache
-    # (delivery.store.model_cache) is written at the start; None: a resume writes it
-    diagnostics: Sequence[Diagnostic] | None = None
-    # refusals name the command line's options (--input, --repo) instead of these fields
-    cli: bool = False
-    # `--logs DIR`: write the Attractor view of the run there as it goes (and on resumes)
-    logs: Path | None = None
-    # `--budget`: tokens (`200000`, `200k`) or US dollars (`$5`), over the graph's budget
-    budget: str = ""
 
 
 @dataclass
@@ -221,24 +190,39 @@ class _Run:
         self.agent = self.agents.for_profile("")
         self.handlers = {**default_handlers(), **(world.handlers or {})}
         self.forge = world.forge
-        # Stand-in handlers (route scenarios) never touch the forge: open it only for the
-        # stages the real handlers run. Opened before the log locks the run: a refusal
-        # (no token on a resume) leaves the run as it was.
+        # Stand-in handlers (route scenarios) never touch the forge: it is opened only for
+        # the stages the real handlers run. Its settings are checked before the log locks
+        # the run (a refusal, no token on a resume, leaves the run as it was); it is opened
+        # by `execute`, which closes it on every way out (nothing to close on a refusal).
         real = [t for t in FORGE_TYPES if t not in (world.handlers or {})]
+        self._own_forge = ""
         if self.forge is None and info.repos and workflow.nodes_of(*real):
-            self.forge = open_forge(info.forge or "local", checks=info.checks,
-                                    environ=world.environ,
-                                    required_approvals=info.required_approvals,
-                                    redactor=self.redactor,
-                                    # writes are paced on the run's clock (a test's is fake)
-                                    pacer=Pacer.from_environment(
-                                        world.environ, clock=world.clock.monotonic,
-                                        sleep=world.clock.sleep))
+            self._own_forge = info.forge or "local"
+            require_settings(self._own_forge, world.environ)
         # locks the run against a second writer; cuts a torn last event (last: nothing
         # above may fail with the log held)
         store.open_log(self.redactor, _stamp(world.clock))
 
     def execute(self, state: RunState) -> RunOutcome:
+        opened: Forge | None = None
+        if self._own_forge:
+            world = self.world
+            # writes are paced on the run's clock (a test's is fake)
+            pacer = Pacer.from_environment(world.environ, clock=world.clock.monotonic,
+                                           sleep=world.clock.sleep)
+            self.forge = opened = open_forge(
+                self._own_forge, checks=self.info.checks, environ=world.environ,
+                required_approvals=self.info.required_approvals, redactor=self.redactor,
+                pacer=pacer)
+        try:
+            return self._execute(state)
+        finally:
+            # its connections end with the run, not whenever the collector comes by (the
+            # caller may hold an exception, and with it this run, for long)
+            if opened is not None and hasattr(opened, "close"):
+                opened.close()
+
+    def _execute(self, state: RunState) -> RunOutcome:
         workspace = Path(self.info.workspace)
         folders = {name: Path(loc) for name, loc in self.info.folders.items()}
         # what the state holds is saved already (and stored values are what Context keeps)
@@ -283,7 +267,7 @@ class _Run:
                                                if self.info.git_cache
                                                else cache_root(self.world.environ)),
             run_child=lambda request: run_child(request, self.world, self.options,
-                                                self.info),
+                                                self.info, start_run, resume_run),
             budget_used=budget_used,
         )
         remote = self.store if isinstance(self.store, StateRunStore) else None
@@ -307,9 +291,12 @@ class _Run:
         engine.stop_switch = StopSwitch.for_run(self.world.stop_labels or self.forge,
                                                 env.repos, env.branch, context,
                                                 self.store.append_event)
+        # A run that ran gave its claim back with its last save, or keeps it because that
+        # save failed: pushing again could fail the same way and hide the FAILED outcome.
+        nothing_runs = state.status is not RunStatus.RUNNING or state.next_node is None
         try:
             final = engine.run(state, context)
-            if remote is not None:  # nothing ran (the run had ended): give the claim back
+            if remote is not None and nothing_runs:  # the run had ended: the claim back
                 remote.release(final.status)
         except RunInterrupted:
             raise
@@ -567,7 +554,7 @@ def resume_run(run_path: Path, world: World | None = None,
             for node_id, given in answer_lists(answers).items():
                 store.append_event("answer_received", node=node_id, labels=given,
                                    by=answered_by,
-                                   at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                                   at=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
     return run.execute(state)
 
 

@@ -71,7 +71,8 @@ class Forge(PullRequestSource, Protocol):
 
     def merge_pull_request(self, repository: str, number: int, *,
                            expected_head_sha: str, method: str = "merge") -> MergeResult:
-        """`method`: merge, squash or rebase (the merge node's `method=`)."""
+        """`method`: merge, squash or rebase (the merge node's `method=`); merge when none
+        is named, on every forge, as GitHub's REST API does."""
         ...
 
     def reply_to_review_thread(self, repository: str, number: int, thread_id: str, *,

@@ -55,7 +55,6 @@ mutation Revert($pr: ID!, $title: String, $body: String) {
 }
 """
 T = TypeVar("T")
-MergeMethod = Literal["merge", "squash", "rebase"]
 
 
 class GitHubForge:
@@ -67,7 +66,7 @@ class GitHubForge:
                  graphql_url: str | None = None, server_url: str = DEFAULT_SERVER_URL,
                  budget: RetryBudget | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.time, timeout: int = 30,
-                 merge_method: MergeMethod = "merge", pacer: Pacer | None = None) -> None:
+                 pacer: Pacer | None = None) -> None:
         if not token:
             raise ForgeError("github", "-", "authenticate", "no token was given",
                              "set GITHUB_TOKEN to a token that can write to the repositories")
@@ -75,7 +74,6 @@ class GitHubForge:
         self.api_url = api_url.rstrip("/")
         self.server_url = server_url.rstrip("/")
         self.budget = budget or RetryBudget()
-        self.merge_method = merge_method
         self._sleep = sleep
         self._clock = clock
         # one token's content-creating requests, serial and spaced (forges.pacing)
@@ -93,6 +91,7 @@ class GitHubForge:
                                     timeout=timeout)
         self._probe = GitHubPullRequestSource(token, client=self._client)
         self._login: str | None = None
+        self.closed = False
 
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], **options: Any) -> GitHubForge:
@@ -112,8 +111,10 @@ class GitHubForge:
         return f"GitHubForge(api_url={self.api_url!r})"
 
     def close(self) -> None:
+        """Ends the REST connections (PyGithub's) and the client's (GraphQL and raw REST)."""
         self._github.close()
         self._client.close()
+        self.closed = True
 
     # -- reads ----------------------------------------------------------------------------
     def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:
@@ -186,16 +187,26 @@ class GitHubForge:
         if existing is not None:
             return _ref(repository, existing, created=False)
         operation = f"open a PR for {head}"
-        try:
-            created = self._write(operation, repository,
-                                  lambda: repo.create_pull(base=base, head=head, title=title,
-                                                           body=body), find_effect=find)
-        except ForgeError as error:
-            if "already exists" in error.problem:  # another run opened it meanwhile
-                found = self._retry(operation, repository, find)
-                if found is not None:
-                    return _ref(repository, found, created=False)
-            raise
+        invalid: list[GithubException] = []
+
+        def create() -> PullRequest | None:
+            try:
+                return repo.create_pull(base=base, head=head, title=title, body=body)
+            except GithubException as error:
+                if error.status != 422:
+                    raise
+                invalid.append(error)
+                return None
+
+        created = self._write(operation, repository, create, find_effect=find)
+        if created is None:
+            # 422: one reason is a PR another writer opened since our look, which GitHub
+            # says only in English prose ("A pull request already exists"): look again
+            found = self._retry(operation, repository, find)
+            if found is not None:
+                return _ref(repository, found, created=False)
+            raise ForgeError("github", repository, operation,
+                             f"HTTP 422: {_message(invalid[-1])}")
         return _ref(repository, created, created=True)
 
     def update_pull_request_body(self, repository: str, number: int, body: str) -> None:
@@ -208,9 +219,9 @@ class GitHubForge:
                   lambda: pr.edit(body=body))
 
     def merge_pull_request(self, repository: str, number: int, *,
-                           expected_head_sha: str, method: str = "") -> MergeResult:
-        """`method` (merge, squash, rebase): the merge node's, else the forge's own."""
-        how = method or self.merge_method
+                           expected_head_sha: str, method: str = "merge") -> MergeResult:
+        """`method` (merge, squash, rebase): the merge node's; merge, as GitHub's own
+        default and every forge's (`Forge`), when it names none."""
         repo = self._repo(repository)
         pr = self._read_pr(repo, repository, number)
         verdict = _merge_verdict(repository, pr, expected_head_sha)
@@ -224,7 +235,7 @@ class GitHubForge:
         try:
             status = self._write(
                 f"merge PR #{number}", repository,
-                lambda: pr.merge(sha=expected_head_sha, merge_method=how),
+                lambda: pr.merge(sha=expected_head_sha, merge_method=method),
                 find_effect=merged_meanwhile)
         except ForgeError as error:
             again = self._read_pr(repo, repository, number)

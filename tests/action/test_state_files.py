@@ -84,6 +84,14 @@ def test_a_claim_dated_far_in_the_future_is_refused_not_live_forever(
     assert head(state_repo, paused) != before
 
 
+def test_an_oversized_claim_is_refused_naming_its_real_size(
+        tmp_path: Path, state_repo: Path, paused: str) -> None:
+    plant(state_repo, paused, {"claim.json": b"x" * 70_000})
+    with pytest.raises(RunRefused, match=r"claim.json on the state ref: is 70000 bytes, "
+                       r"over the limit of 65536"):
+        fetch_and_claim(state_repo, tmp_path / "job", paused)
+
+
 def test_a_claim_whose_process_has_ended_is_not_live(tmp_path: Path, state_repo: Path,
                                                       paused: str) -> None:
     ended = subprocess.Popen([sys.executable, "-c", "pass"])

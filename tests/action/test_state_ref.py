@@ -321,9 +321,21 @@ def test_a_state_repository_lost_mid_run_fails_the_run_with_exit_1(
     code = main(["run", str(flow(tmp_path, vanishing)), "--state", str(state_repo),
                  "--workspace", str(machine(tmp_path, "lost"))])
     assert code == 1
-    err = capsys.readouterr().err
-    assert "its state could not be saved to the state ref" in err
-    assert "Traceback" not in err
+    shown = capsys.readouterr()  # the failed run's report, with why it stopped
+    assert "failure: the run's store failed" in shown.out
+    assert "its state could not be saved to the state ref" in shown.out
+    assert "Traceback" not in shown.err
+
+
+def test_a_state_repository_lost_mid_run_ends_the_run_as_failed_with_its_reason(
+        tmp_path: Path, state_repo: Path) -> None:
+    """The claim is not given back after the failed save (that would push again, and could
+    fail the same way): the outcome says why the run stopped, nothing raised over it."""
+    vanishing = TICKING.replace('script="true"', f'script="rm -rf {state_repo}"')
+    outcome = start(tmp_path, state_repo, vanishing)
+    assert outcome.status == "failed"
+    assert "its state could not be saved to the state ref" in outcome.failure_reason
+    assert outcome.path == ["start", "tick"]
 
 
 def test_each_save_on_the_ref_carries_its_status_and_next_node_for_runs(

@@ -6,8 +6,13 @@ import io
 import json
 from pathlib import Path
 
+from budget_helpers import events
+
+from delivery.agents.replay import ReplayBackend
 from delivery.cli.main import main
+from delivery.engine.runner import RunRequest, World, resume_run, start_run
 from delivery.store.runstore import verify_run
+from delivery.testing.clock import FakeClock
 
 FLOW = """
 digraph g {
@@ -106,3 +111,19 @@ def test_a_gate_inside_a_branch_pauses_before_the_parallel_section(tmp_path: Pat
     code, report = delivery("resume", run_dir, "--answer", "gate=Yes")
     assert code == 0
     assert report["path"] == ["start", "fork", "a", "gate", "join", "exit"]
+
+
+def test_the_time_an_answer_was_received_is_read_from_the_runs_clock(tmp_path: Path) -> None:
+    workflow = tmp_path / "flow.dot"
+    workflow.write_text(FLOW)
+    clock = FakeClock()
+    world = World(agent=ReplayBackend({}), clock=clock)
+    request = RunRequest(workflow=workflow, workspace=tmp_path, run_dir=tmp_path / "run",
+                         gates="pause")
+    assert start_run(request, world).status == "paused"
+    clock.advance(3 * 3600 + 25)  # the clock the run is given, nowhere near today
+    resumed = resume_run(tmp_path / "run", world, {"gate": "A"}, answered_by="github:alice")
+    assert resumed.status == "succeeded", resumed.failure_reason
+    [received] = events(tmp_path / "run", "answer_received")
+    assert received["by"] == "github:alice"
+    assert received["at"] == "2026-01-01T03:00:25Z"

@@ -5,8 +5,10 @@ a header only."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from github_helpers import ManualClock
 from delivery.errors import ForgeError
 from delivery.forges.base import Forge
 from delivery.forges.github import GitHubForge
+from delivery.forges.local import LocalForge
 from delivery.testing.github import FakeGitHub, faults
 from probes.evidence import PrQuery, PullRequestSnapshot
 from probes.github import RetryBudget
@@ -104,6 +107,28 @@ def test_a_pr_opened_between_our_look_and_our_create_is_found_and_returned(
         ("GET", 200), ("POST", 422), ("GET", 200)]
 
 
+def test_a_pr_opened_between_our_look_and_our_create_is_found_whatever_the_422_says(
+        forge: GitHubForge, fake: FakeGitHub) -> None:
+    # The refusal's text is GitHub's English ("A pull request already exists ..."), which
+    # may change or differ on a server: any 422 from the create means "look again".
+    fake.inject(faults.opened_meanwhile("octo/web", BRANCH,
+                                        path="/api/v3/repos/octo/web/pulls"),
+                faults.server_error(422, method="POST", path="/api/v3/repos/octo/web/pulls"))
+    ref = forge.find_or_create_pull_request("octo/web", head=BRANCH, base="main",
+                                            title="T-1", body="body")
+    assert pulls(fake) == [ref.number] and not ref.created
+    assert fake.pull("octo/web", ref.number).author == "someone-else"
+
+
+def test_a_create_refused_with_422_and_no_pr_found_after_says_why(
+        forge: GitHubForge, fake: FakeGitHub) -> None:
+    # main has no commit that BRANCH lacks: GitHub refuses the PR with 422
+    with pytest.raises(ForgeError, match="HTTP 422: Validation Failed: No commits between"):
+        forge.find_or_create_pull_request("octo/web", head="main", base=BRANCH,
+                                          title="T-1", body="body")
+    assert pulls(fake) == []
+
+
 def test_rate_limited_write_waits_as_told(forge: GitHubForge, fake: FakeGitHub,
                                           clock: ManualClock) -> None:
     fake.inject(faults.secondary_rate_limit(retry_after=9, method="POST",
@@ -138,6 +163,17 @@ def test_merge_passes_the_head_sha_and_merges_with_git(forge: GitHubForge,
     assert fake.state.base_sha(repo, fake.pull("octo/web", number)) == result.merge_sha
     again = forge.merge_pull_request("octo/web", number, expected_head_sha="x" * 40)
     assert (again.outcome, again.merge_sha) == ("already_merged", result.merge_sha)
+
+
+def test_every_forge_merges_with_a_merge_commit_when_no_method_is_named() -> None:
+    """GitHub's own default, which the Forge protocol states: one default for all forges
+    (a GitHub forge used to fall back to a setting of its own)."""
+    def default(merge: Callable[..., object]) -> object:
+        return inspect.signature(merge).parameters["method"].default
+
+    assert default(Forge.merge_pull_request) == "merge"
+    assert default(GitHubForge.merge_pull_request) == "merge"
+    assert default(LocalForge.merge_pull_request) == "merge"
 
 
 def test_a_rate_limit_on_the_pr_read_before_a_merge_is_waited_out_and_retried(
