@@ -41,6 +41,7 @@ from probes.github_errors import (
     Rejected,
     TokenRefused,
     Transient,
+    answer_message,
     classify_answer,
     graphql_error_text,
 )
@@ -206,7 +207,7 @@ class GitHubForge:
             if found is not None:
                 return _ref(repository, found, created=False)
             raise ForgeError("github", repository, operation,
-                             f"HTTP 422: {_message(invalid[-1])}")
+                             f"HTTP 422: {answer_message(422, invalid[-1].data)}")
         return _ref(repository, created, created=True)
 
     def update_pull_request_body(self, repository: str, number: int, body: str) -> None:
