@@ -276,7 +276,7 @@ class _Run:
             fidelity_preamble=lambda node: runtime.plan(node, context).preamble,
             gates=self.info.gates, agent_runtime=runtime,
             path=lambda: state.path,
-            redact=self.redactor.text,
+            redact=self.redactor.text, holds_secret=self.redactor.holds_listed_secret,
             forge=self.forge, repos=dict(self.info.repos),
             branch=self.info.branch,
             git_cache=self.world.git_cache or (Path(self.info.git_cache)

@@ -77,6 +77,11 @@ def fetch_remote(worktree: Path, headers: Sequence[str] = ()) -> None:
         fix="check that the repository exists and can be read")
 
 
+def published_head(worktree: Path, branch: str) -> str:
+    """What the run last pushed to `branch` from this clone; empty when nothing."""
+    return _rev(worktree, published_ref(branch))
+
+
 def remote_head(worktree: Path, branch: str) -> str:
     """The PR branch as last fetched; empty when the remote has no such branch."""
     return _rev(worktree, f"refs/remotes/{REMOTE}/{branch}")
