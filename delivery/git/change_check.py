@@ -125,6 +125,14 @@ def untracked_repositories(worktree: Path) -> tuple[str, ...]:
                  if name.endswith("/"))
 
 
+def secret_files(worktree: Path, since: str, env: Mapping[str, str],
+                 holds_secret: Callable[[str], bool]) -> tuple[str, ...]:
+    """The files of the index `env` names whose lines added since `since` hold a secret."""
+    entries = changed_entries(worktree, since, env)
+    return tuple(path for path, text in _added_lines(worktree, since, env, entries).items()
+                 if text and holds_secret(text))
+
+
 def scan_change(worktree: Path, since: str, holds_secret: Callable[[str], bool]
                 ) -> ChangeFindings:
     """What the worktree's change against `since` may not carry (see the module doc)."""
@@ -140,3 +148,19 @@ def scan_change(worktree: Path, since: str, holds_secret: Callable[[str], bool]
                                                            entries).items()
                        if text and holds_secret(text))
     return ChangeFindings(secret, nested)
+
+
+def mask_in_index(worktree: Path, paths: tuple[str, ...], env: Mapping[str, str],
+                  mask: Callable[[str], str]) -> None:
+    """Each of `paths` in the index `env` names replaced by its content masked by `mask`
+    (read as UTF-8, other bytes kept as they are): the worktree's files are not touched."""
+    for path in paths:
+        staged = _git(worktree, "ls-files", "ls-files", "-s", "-z", "--",
+                      f":(literal){path}", env=env).decode(errors="replace").split(" ", 1)[0]
+        data = _git(worktree, "cat-file", "cat-file", "blob", f":{path}", env=env)
+        masked = mask(data.decode("utf-8", "surrogateescape")).encode("utf-8",
+                                                                      "surrogateescape")
+        done = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=worktree,
+                              input=masked, capture_output=True, check=True)
+        _git(worktree, "update-index", "update-index", "--cacheinfo",
+             f"{staged or '100644'},{done.stdout.decode().strip()},{path}", env=env)
