@@ -54,7 +54,14 @@ from typing import Any, Final, TextIO
 # the shapes' half (MASK and mask_token_shapes are this module's public names too)
 from delivery.printable import TextFilter
 from delivery.token_shapes import MASK as MASK
-from delivery.token_shapes import _cut, _few_occurrences, _mask_shapes, _may_hold_token
+from delivery.token_shapes import (
+    _cut,
+    _few_occurrences,
+    _mask_shapes,
+    _may_hold_token,
+    has_token_shape,
+    mask_shapes_only,
+)
 from delivery.token_shapes import mask_token_shapes as mask_token_shapes
 
 MIN_SECRET_LENGTH: Final = 6
@@ -326,6 +333,20 @@ class Redactor:
                         spans.append((at, at + len(secret)))
                         break
         return (_cut(value, spans) if spans else value), True
+
+    def holds_listed_secret(self, value: str) -> bool:
+        """Whether `value` holds a known secret value or a credential shape (SPEC §14's
+        list), labels not counted: a file's text, where `Authorization` is code."""
+        if self._secrets and self._alternation.search(value) is not None:
+            return True
+        return has_token_shape(value)
+
+    def mask_listed(self, value: str) -> str:
+        """`value` with known secret values and credential shapes replaced by `***`, and
+        nothing else: a file's text keeps its `Bearer` and `Authorization` code."""
+        if self._secrets:
+            value = self._alternation.sub(MASK, value)
+        return mask_shapes_only(value)
 
     def clean_text(self, value: str) -> str:
         """text() of clean_text(value). A reply is cleaned and masked on receipt and then

@@ -109,6 +109,22 @@ def _may_hold_token(text: str) -> bool:
     return False
 
 
+def has_token_shape(text: str) -> bool:
+    """Whether `text` holds a credential shape (`ghp_…`, `github_pat_…`, `sk-…`, `xox?-…`,
+    `AKIA…`), the labels (`Bearer`, `Authorization:`, a URL's password) not counted: what a
+    change may not carry (SPEC §14 "No secret in a change"), where code that reads an
+    `Authorization` header is no secret."""
+    return any(pattern.search(text) for _, pattern in _SHAPES)
+
+
+def mask_shapes_only(text: str) -> str:
+    """`text` with the credential shapes of has_token_shape replaced by `***`, labels and
+    what follows them left as they are."""
+    for _, pattern in _SHAPES:
+        text = pattern.sub(MASK, text)
+    return text
+
+
 def mask_token_shapes(text: str) -> str:
     """`text` with every token-shaped substring replaced by `***` (no known values).
 

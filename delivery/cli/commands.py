@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -228,6 +227,7 @@ def _resume_world(run_path: Path) -> World:
 
 def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from delivery.cli.state_commands import open_state, run_for_pr, state_world
+    from delivery.git.runref import is_run_id
 
     try:
         run_id = run_for_pr(args.for_pr, state=open_state(args.state, args.cache)) \
@@ -236,7 +236,7 @@ def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
         return _ignored(str(stranger), args.json, out)
     if not run_id:
         raise RunRefused("resume --state", "names no run", "pass RUN_ID or --for-pr O/N#N")
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*", run_id):
+    if not is_run_id(run_id):
         raise RunRefused(f"run id {run_id!r}", "is not a run id",
                          "pass the run id printed by delivery run or delivery runs")
     workspace = (args.workspace or Path.cwd()).resolve()

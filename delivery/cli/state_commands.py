@@ -22,10 +22,13 @@ from delivery.engine.remote_state import RemoteState, RunSummary, StateRunStores
 from delivery.engine.runner import World
 from delivery.errors import DeliveryError, NotOwner, RunRefused, Superseded
 from delivery.git import cache_root
+from delivery.git.runref import is_run_id
 from delivery.store.runstore import LocalRunStore
 
 EXIT_OK = 0
-_MARKER = re.compile(r"<!-- delivery:begin run=([A-Za-z0-9_.:-]+) -->")
+# the run id is checked apart (is_run_id): a marker whose id is malformed is ignored and
+# logged, never a git error (SPEC §14)
+_MARKER = re.compile(r"<!-- delivery:begin run=(\S{0,200}?) -->")
 _PR = re.compile(r"([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)#([0-9]+)")
 
 
@@ -69,6 +72,10 @@ def run_for_pr(reference: str, environ: Mapping[str, str] | None = None,
         raise RunRefused(f"pull request {reference}", "carries no delivery marker (it was "
                          "not opened by a delivery run)", "resume a run by its id instead")
     run_id = found.group(1)
+    if not is_run_id(run_id):
+        raise NotOwner(f"pull request {reference}", f"carries a malformed delivery marker "
+                       f"(run={run_id[:40]!r} is not a run id)", "nothing to do: the marker "
+                       "was not written by a delivery run")
     if state is not None:
         _check_owner(state, run_id, reference, repository, head_branch, head_repository)
     return run_id

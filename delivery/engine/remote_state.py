@@ -380,6 +380,9 @@ class StateRunStore:
         saved = session.status.get("context")
         ticket = saved.get("ticket") if isinstance(saved, dict) else ""
         self._ticket = ticket if isinstance(ticket, str) else ""
+        # masks secrets in the unpublished work saved on the ref (SPEC §14); the run's own
+        # redactor once it opens the log
+        self._redactor = Redactor.from_environment(os.environ)
 
     # -- delegated ----------------------------------------------------------------------
     @property
@@ -408,6 +411,7 @@ class StateRunStore:
 
     def open_log(self, redactor: Redactor | None = None,
                  stamp: Callable[[], str] | None = None) -> None:
+        self._redactor = redactor or self._redactor
         self.local.open_log(redactor, stamp)
 
     def append_event(self, event_type: str, *, defer: bool = False,
@@ -488,7 +492,7 @@ class StateRunStore:
         file, as `worktree_add` makes them) are saved: never a person's own clone."""
         self.session.worktree_files = snapshot_files(
             {name: path for name, path in self.folders().items()
-             if (path / ".git").is_file()})
+             if (path / ".git").is_file()}, self._redactor)
 
 
 

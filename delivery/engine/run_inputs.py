@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -13,13 +14,29 @@ from delivery.errors import RunRefused
 
 
 def run_branch(values: Mapping[str, Any], run_id: str) -> str:
-    """`delivery/<ticket slug>` when the run has a `ticket` input, else `delivery/<run id>`."""
+    """`delivery/<ticket slug>` when the run has a `ticket` input, else `delivery/<run id>`.
+    (A resumed run keeps the branch run.json recorded, whatever this names now.)"""
     slug = ticket_slug(str(values.get("ticket") or ""))
     return f"delivery/{slug or run_id}"
 
 
+# hex digits of the ticket's hash in its slug: two tickets whose readable parts collide
+# (`…/ENG-42/fix-login` and `…/ENG-97/fix-login`, `octo/web#12` and `acme/web#12`) get
+# branches of their own (SPEC §14 "Branches are the run's own")
+SLUG_HASH = 6
+
+
 def ticket_slug(ticket: str) -> str:
-    """`https://github.com/o/web/issues/12` -> `web-12`; `https://x/browse/T-1` -> `t-1`."""
+    """`https://github.com/o/web/issues/12` -> `web-12-<hash>`; `https://x/browse/T-1` ->
+    `t-1-<hash>`, where <hash> is the first hex digits of the whole ticket's SHA-256."""
+    ticket = ticket.strip()
+    readable = _readable_slug(ticket)
+    if not readable:
+        return ""
+    return f"{readable}-{hashlib.sha256(ticket.encode()).hexdigest()[:SLUG_HASH]}"
+
+
+def _readable_slug(ticket: str) -> str:
     parts = [part for part in re.split(r"[/?#]", ticket.split("://", 1)[-1]) if part][1:]
     if not parts:
         return ""

@@ -21,7 +21,7 @@ from typing import Any
 from delivery.agents.base import AgentBackend
 from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
-from delivery.engine import preflight_gate
+from delivery.engine import branch_check, preflight_gate
 from delivery.engine.agent_runtime import AgentRuntime
 from delivery.engine.attractor_logs import AttractorLogs, check_logs_folder
 from delivery.engine.budget import CONTEXT_KEY as BUDGET_KEY
@@ -260,7 +260,7 @@ class _Run:
             fidelity_preamble=lambda node: runtime.plan(node, context).preamble,
             gates=self.info.gates, agent_runtime=runtime,
             path=lambda: state.path,
-            redact=self.redactor.text,
+            redact=self.redactor.text, holds_secret=self.redactor.holds_listed_secret,
             forge=self.forge, repos=dict(self.info.repos),
             branch=self.info.branch,
             git_cache=self.world.git_cache or (Path(self.info.git_cache)
@@ -364,6 +364,9 @@ def start_run(request: RunRequest, world: World | None = None, *,
         require_settings(setup["forge"], world.environ)
     if preflight_gate.wanted(workflow, setup, world.handlers):
         _preflight(workflow, setup, world)
+    if branch_check.needs_check(request.branch, workflow, setup, world.handlers):
+        branch_check.refuse_foreign_branch(request.branch, setup, world.forge, world.environ,
+                                           spelling.option("--branch", "branch"))
     run_id = new_run_id(world.clock.now())
     run_path = (request.run_dir or workspace / ".delivery" / "runs" / run_id).resolve()
     if request.logs is not None:

@@ -46,7 +46,9 @@ def recreate(env: StageEnv, missing: list[str],
             if snapshot is not None:
                 restore_worktree(clone, env.folders[folder], snapshot)
                 done[folder] = ("saved worktree with unpublished changes" if snapshot.patch
-                                else "saved worktree")
+                                else "saved worktree") + (
+                    f" (secrets masked as *** in {', '.join(snapshot.masked)})"
+                    if snapshot.masked else "")
             else:
                 add_worktree(clone, env.folders[folder], env.branch, base_branch(env, folder))
                 done[folder] = "pushed branch"

@@ -26,10 +26,21 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from delivery.errors import GitError
+from delivery.git.change_check import mask_in_index, secret_files
 from delivery.git.problems import describe
 from probes.worktree import worktree_state
+
+
+class SecretMask(Protocol):
+    """What finds and masks secrets in a file's text (delivery.redact.Redactor)."""
+
+    def holds_listed_secret(self, value: str) -> bool: ...
+
+    def mask_listed(self, value: str) -> str: ...
+
 
 REMOTE = "origin"
 # a patch larger than this is refused rather than saved: the state ref stays bounded (and
@@ -46,10 +57,16 @@ class SavedWorktree:
     branch: str
     base: str
     patch: bytes = b""
+    # files whose secrets (SPEC §14) were masked as `***` in the patch: the state ref
+    # never holds them in the clear, and these files come back masked
+    masked: tuple[str, ...] = ()
 
     def meta(self) -> bytes:
-        return json.dumps({"branch": self.branch, "base": self.base,
-                           "patch_bytes": len(self.patch)}, sort_keys=True).encode()
+        fields: dict[str, object] = {"branch": self.branch, "base": self.base,
+                                     "patch_bytes": len(self.patch)}
+        if self.masked:
+            fields["masked"] = list(self.masked)
+        return json.dumps(fields, sort_keys=True).encode()
 
     @classmethod
     def parse(cls, meta: bytes | None, patch: bytes | None) -> SavedWorktree | None:
@@ -64,7 +81,10 @@ class SavedWorktree:
         branch, base = data.get("branch"), data.get("base")
         if not (isinstance(branch, str) and isinstance(base, str) and _is_sha(base)):
             return None
-        return cls(branch, base, patch or b"")
+        masked = data.get("masked")
+        names = tuple(name for name in masked if isinstance(name, str)) \
+            if isinstance(masked, list) else ()
+        return cls(branch, base, patch or b"", names)
 
 
 def _is_sha(text: str) -> bool:
@@ -86,9 +106,11 @@ def _out(cwd: Path, operation: str, *args: str, env: Mapping[str, str] | None = 
     return _git(cwd, operation, *args, env=env).stdout.decode(errors="replace").strip()
 
 
-def snapshot(worktree: Path, limit: int = PATCH_LIMIT) -> SavedWorktree | None:
+def snapshot(worktree: Path, limit: int = PATCH_LIMIT,
+             secrets: SecretMask | None = None) -> SavedWorktree | None:
     """The worktree as the next machine must see it; None when it is not a worktree.
-    GitError when its unpublished changes are larger than `limit` bytes."""
+    GitError when its unpublished changes are larger than `limit` bytes. With `secrets`,
+    a file whose unpublished lines hold a secret is saved with its secrets masked."""
     state = worktree_state(worktree)
     if not state.exists or not state.head:
         return None
@@ -98,10 +120,15 @@ def snapshot(worktree: Path, limit: int = PATCH_LIMIT) -> SavedWorktree | None:
         return SavedWorktree(state.branch, state.head)  # the remote has it all
     boundary = [line[1:] for line in unpushed if line.startswith("-")]
     base = boundary[0] if boundary else (state.head if not unpushed else "")
+    masked: tuple[str, ...] = ()
     with tempfile.TemporaryDirectory(prefix="delivery-snapshot-") as scratch:
         env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
         _git(worktree, "read-tree", "read-tree", "HEAD", env=env)
         _git(worktree, "add", "add", "-A", env=env)  # a copy of the index: ours is untouched
+        if secrets is not None:
+            masked = secret_files(worktree, base or _EMPTY_TREE, env,
+                                  secrets.holds_listed_secret)
+            mask_in_index(worktree, masked, env, secrets.mask_listed)
         tree = _out(worktree, "write-tree", "write-tree", env=env)
         patch_path = Path(scratch) / "patch"
         with patch_path.open("wb") as handle:
@@ -121,7 +148,7 @@ def snapshot(worktree: Path, limit: int = PATCH_LIMIT) -> SavedWorktree | None:
         raise GitError("save worktree", str(worktree), "no commit of its branch is on the "
                        "remote, so its changes have nothing to be saved against",
                        "push the base branch of the repository")
-    return SavedWorktree(state.branch, base, patch)
+    return SavedWorktree(state.branch, base, patch, masked)
 
 
 def _untracked(worktree: Path) -> bool:
@@ -186,11 +213,12 @@ def patch_name(folder: str) -> str:
 WORKTREES_DIR = ".worktrees"
 
 
-def snapshot_files(folders: Mapping[str, Path]) -> dict[str, bytes]:
-    """The state ref's files for every folder that is a worktree now."""
+def snapshot_files(folders: Mapping[str, Path], secrets: SecretMask | None = None
+                   ) -> dict[str, bytes]:
+    """The state ref's files for every folder that is a worktree now (secrets masked)."""
     files: dict[str, bytes] = {}
     for folder, path in folders.items():
-        saved = snapshot(path)
+        saved = snapshot(path, secrets=secrets)
         if saved is None:
             continue
         files[meta_name(folder)] = saved.meta()

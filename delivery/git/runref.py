@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -31,7 +32,7 @@ from delivery.git.network import stalled as stalled_reason
 from delivery.git.problems import describe
 from delivery.git.runtree import POINTER_SUFFIX, RunTree, join_parts, write_object
 
-__all__ = ["POINTER_SUFFIX", "RunRef", "Saved", "run_ref"]
+__all__ = ["POINTER_SUFFIX", "RunRef", "Saved", "is_run_id", "run_ref"]
 
 REF_PREFIX = "refs/delivery/runs/"
 LARGE_ARTIFACT = 1 << 20  # artifacts over 1 MiB stay behind as a pointer
@@ -43,6 +44,18 @@ _TAMPERED = "the state ref was tampered with; restart the run or restore the ref
 
 def run_ref(run_id: str) -> str:
     return REF_PREFIX + run_id
+
+
+# what a run id may be: what new_run_id makes (`20261201T023317Z-27320f`) and any other
+# name that is one valid ref component (no `..`, no `.lock` or `.` at its end, no `:`)
+_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+
+def is_run_id(text: str) -> bool:
+    """Whether `text` can name a run (and so its ref): a marker in a PR body is text anyone
+    may write, and `run=..` or `x.lock` would otherwise reach git as an invalid refspec."""
+    return bool(_RUN_ID.fullmatch(text)) and ".." not in text \
+        and not text.endswith((".lock", "."))
 
 
 _IDENTITY = "delivery[bot] <delivery-bot@users.noreply.github.com>"

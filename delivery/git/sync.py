@@ -78,6 +78,11 @@ def fetch_remote(worktree: Path, remote: GitRemote) -> None:
     fetch_into(common_dir(worktree), remote, location=str(worktree))
 
 
+def published_head(worktree: Path, branch: str) -> str:
+    """What the run last pushed to `branch` from this clone; empty when nothing."""
+    return _rev(worktree, published_ref(branch))
+
+
 def remote_head(worktree: Path, branch: str) -> str:
     """The PR branch as last fetched; empty when the remote has no such branch."""
     return _rev(worktree, f"refs/remotes/{REMOTE}/{branch}")

@@ -139,6 +139,12 @@ def force_push_without(git_dir: Path, branch: str, base: str, path: str) -> str:
     return sha
 
 
+def delete_branch(git_dir: Path, branch: str) -> None:
+    """A person deletes `branch` on the remote (`git push origin :branch`), say to take a
+    leaked file off it."""
+    _git(git_dir, "update-ref", "-d", f"refs/heads/{branch}")
+
+
 class GitHubPeople:
     """`People` on the fake GitHub."""
 

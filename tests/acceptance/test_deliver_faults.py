@@ -18,6 +18,7 @@ from git_helpers import git, make_remote
 from delivery.agents.replay import ReplayBackend
 from delivery.cli.demo import demo_agent, make_samples
 from delivery.engine.handlers.base import StageResult
+from delivery.engine.run_inputs import ticket_slug
 from delivery.engine.run_loop import Progress
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.errors import RunRefused
@@ -28,7 +29,7 @@ from delivery.testing.two_repos import request as deliver_request
 from probes.github import RetryBudget
 
 TICKET = "https://tracker.example/browse/T-5"
-BRANCH = "delivery/t-5"
+BRANCH = f"delivery/{ticket_slug(TICKET)}"  # the branch the ticket names
 FLOW = """
 digraph F {
   graph [goal="Say hello", inputs="ticket"]

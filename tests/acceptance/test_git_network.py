@@ -14,6 +14,7 @@ from engine_helpers import FakeClock, write_flow
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.handlers.base import StageResult
+from delivery.engine.run_inputs import run_branch
 from delivery.engine.run_loop import Progress
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.forges.github import GitHubForge
@@ -23,7 +24,7 @@ from delivery.testing.github.faults import Fault
 from probes.github import RetryBudget
 
 TICKET = "https://tracker.example/browse/T-8"
-BRANCH = "delivery/t-8"
+BRANCH = run_branch({"ticket": TICKET}, "unused")
 
 
 def flow(agent_script: str, publish: str = "") -> str:

@@ -114,3 +114,17 @@ def test_the_cli_ignores_a_for_pr_whose_pr_the_run_did_not_open(
                  "--workspace", str(tmp_path)])
     assert code == 0
     assert "ignored: pull request" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("run_id", ["..", "a..b", "x.lock", "-x", "a/../../b"])
+def test_a_malformed_marker_is_ignored_and_logged_not_a_red_job(
+        tmp_path: Path, fake: FakeGitHub, run_id: str) -> None:
+    fake.push_files(REPO, "feature", {"app.py": "v2\n"})
+    body = f"<!-- delivery:begin run={run_id} -->\nPull requests of this delivery:\n"
+    number = fake.open_pull(REPO, "feature", body=body, author="mallory")
+    job = runner(tmp_path, fake, REPO).job("issue_comment", comment_on(REPO, number),
+                                           inputs(fake))
+    assert job.code == 0, job.stdout + job.stderr
+    assert job.outputs["status"] == "ignored", job.stdout + job.stderr
+    assert f"delivery: ignored: pull request {REPO}#{number}" in job.stdout
+    assert "not a run id" in job.stdout

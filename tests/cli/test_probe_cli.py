@@ -122,9 +122,10 @@ def test_run_takes_repos_checks_and_a_cache_and_records_them(tmp_path: Path,
                          "--input", "ticket=https://github.com/octo/web/issues/12", "--json")
     assert code == 0, err
     result = json.loads(out)
-    assert result["context"]["web.worktree.branch"] == "delivery/web-12"
+    branch = result["context"]["web.worktree.branch"]
+    assert branch.startswith("delivery/web-12-")  # the ticket's slug, its hash after it
     info = json.loads((Path(result["run_dir"]) / "run.json").read_text())
-    assert info["forge"] == "local" and info["branch"] == "delivery/web-12"
+    assert info["forge"] == "local" and info["branch"] == branch
     assert info["checks"] == {"web": "true", "api": "false"}
     assert info["required_approvals"] == 1
     assert info["git_cache"] == str(tmp_path / "cache")

@@ -3,6 +3,7 @@ a failure what to do next — including when another ticket's worktrees hold the
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from git_helpers import make_remote
@@ -55,10 +56,11 @@ def test_a_failed_run_says_what_to_do_next(tmp_path: Path) -> None:
 
 def test_another_tickets_worktree_in_the_workspace_is_named_with_how_to_free_it(
         tmp_path: Path) -> None:
-    assert _run(tmp_path, "T-1", "exit 3")[0] == 1  # leaves ws/web on delivery/t-1
+    assert _run(tmp_path, "T-1", "exit 3")[0] == 1  # leaves ws/web on delivery/t-1-<hash>
     code, out, _ = _run(tmp_path, "T-2")
     assert code == 1
     folder = tmp_path / "ws" / "web"
-    assert "is another run's worktree (on delivery/t-1), not this run's on delivery/t-2" in out
+    assert re.search(r"is another run's worktree \(on delivery/t-1-[0-9a-f]{6}\), not this "
+                     r"run's on delivery/t-2-[0-9a-f]{6}", out), out
     assert f"git -C {folder} worktree remove {folder}" in out
     assert "or run this ticket in its own --workspace" in out

@@ -13,12 +13,13 @@ from engine_helpers import FakeClock, write_flow
 from git_helpers import commit_to, make_remote
 
 from delivery.agents.replay import ReplayBackend
+from delivery.engine.run_inputs import ticket_slug
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.errors import RunRefused
 from delivery.forges.local import LocalForge
 
 TICKET = "https://tracker.example/browse/T-7"
-BRANCH = "delivery/t-7"
+BRANCH = f"delivery/{ticket_slug(TICKET)}"  # the branch the ticket names
 
 LIFECYCLE = """
 digraph F {

@@ -46,7 +46,7 @@ def test_a_delivery_on_github_publishes_merges_and_cleans_up(tmp_path: Path) -> 
         assert ran.status == "succeeded", ran.failure_reason
         ctx = ran.context
         assert ctx["web.pr.number"] == 1
-        assert ctx["web.worktree.branch"] == "delivery/web-3"
+        assert ctx["web.worktree.branch"].startswith("delivery/web-3-")
         assert ctx["web.diff.files"] == 1
         assert ctx["pr.state"] == "MERGED" and ctx["worktree.clean"] is True
         # preflight's one query, then one GraphQL request per PR read: the publish's look

@@ -13,12 +13,13 @@ from git_helpers import git, make_remote
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.handlers.publishing import with_block
+from delivery.engine.run_inputs import ticket_slug
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.forges.base import MergeResult, PullRequestRef
 from delivery.forges.local import LocalForge
 
 TICKET = "https://tracker.example/browse/T-9"
-BRANCH = "delivery/t-9"
+BRANCH = f"delivery/{ticket_slug(TICKET)}"  # the branch the ticket names
 
 FLOW = """
 digraph D {{

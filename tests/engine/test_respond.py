@@ -14,6 +14,7 @@ from engine_helpers import FakeClock, write_flow
 from git_helpers import commit_to, make_remote
 
 from delivery.agents.replay import ReplayBackend
+from delivery.engine.run_inputs import ticket_slug
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.forges.base import ThreadReply
 from delivery.forges.github import GitHubForge
@@ -22,7 +23,7 @@ from delivery.testing.github import FakeGitHub
 from probes.evidence import PrQuery, PullRequestSnapshot
 
 TICKET = "https://tracker.example/browse/T-4"
-BRANCH = "delivery/t-4"
+BRANCH = f"delivery/{ticket_slug(TICKET)}"  # the branch the ticket names
 FLOW = """
 digraph R {{
   graph [goal="Answer the review", inputs="ticket", folders="web"]

@@ -11,11 +11,12 @@ from engine_helpers import FakeClock, cli, write_flow
 from github_helpers import CI, open_pr
 
 from delivery.agents.replay import ReplayBackend
+from delivery.engine.run_inputs import ticket_slug
 from delivery.engine.runner import RunRequest, World, start_run
 from delivery.testing.github import FakeGitHub, faults
 
 TICKET = "https://tracker.example/browse/T-7"
-BRANCH = "delivery/t-7"
+BRANCH = f"delivery/{ticket_slug(TICKET)}"  # the branch the ticket names
 
 
 def test_probe_reads_github_prs_by_number_and_branch(fake_github_env: FakeGitHub) -> None:

@@ -11,6 +11,7 @@ from git_helpers import IDENTITY, git, make_remote
 
 from delivery.git import GitRemote, add_worktree, ensure_clone
 from delivery.git.restore import SavedWorktree, restore_worktree, snapshot
+from delivery.redact import Redactor
 
 
 def files(root: Path) -> dict[str, bytes]:
@@ -54,3 +55,25 @@ def test_a_clean_pushed_worktree_is_saved_as_its_commit_alone(tmp_path: Path) ->
     result = add_worktree(clone, here, "delivery/t-2", "main")
     saved = snapshot(here)
     assert saved == SavedWorktree("delivery/t-2", result.head)
+
+
+def test_unpublished_work_holding_a_secret_is_saved_masked_and_comes_back_masked(
+        tmp_path: Path) -> None:
+    secret = "s3cr3t-value-from-the-environment"
+    remote = make_remote(tmp_path, "app", {"app.py": "v1\n"})
+    here = tmp_path / "a" / "app"
+    add_worktree(ensure_clone(GitRemote(str(remote)), tmp_path / "cache-a"), here, "delivery/t-3", "main")
+    (here / "config.py").write_text(f"key = {secret}\nname = 'app'\n")
+    (here / "app.py").write_text("v2\n")
+
+    saved = snapshot(here, secrets=Redactor([secret]))
+    assert saved is not None and secret.encode() not in saved.patch + saved.meta()
+    assert saved.masked == ("config.py",)
+    again = SavedWorktree.parse(saved.meta(), saved.patch)
+    assert again == saved
+
+    there = tmp_path / "b" / "app"
+    restore_worktree(ensure_clone(GitRemote(str(remote)), tmp_path / "cache-b"), there, again)
+    assert (there / "config.py").read_text() == "key = ***\nname = 'app'\n"
+    assert (there / "app.py").read_text() == "v2\n"  # the rest of the work as it was
+    assert (here / "config.py").read_text().startswith(f"key = {secret}")  # not touched

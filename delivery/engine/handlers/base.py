@@ -24,6 +24,7 @@ from delivery.engine.templating import Renderer
 from delivery.forges.base import Forge
 from delivery.lang.model import Node, Workflow
 from delivery.store.files import StageText
+from delivery.token_shapes import has_token_shape
 
 # The standard outcomes (SPEC §2); an agent may also report a custom one (`yes`), which
 # routes as a success, so the type stays an open string.
@@ -113,6 +114,9 @@ class StageEnv:
     path: Callable[[], Sequence[str]] = field(default=lambda: ())
     # masks secrets in text a stage writes itself (script output, facts): SPEC §14
     redact: Callable[[str], str] = field(default=lambda text: text)
+    # whether a file's text holds a known secret value or a credential shape (SPEC §14 "No
+    # secret in a change": publish refuses such a folder); the runner's redactor decides
+    holds_secret: Callable[[str], bool] = field(default=has_token_shape)
     # event mode (`--state`): wait stages pause the run instead of sleeping, and time their
     # timeout by the wall clock (a resume runs on another machine, with another monotonic)
     event_mode: bool = False

@@ -8,7 +8,7 @@ merge passes the head SHA it saw and counts an already merged PR as done.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +32,11 @@ from delivery.errors import BranchConflict, DeliveryError, GitError, GitStalled
 from delivery.forges.base import Forge, PullRequestRef
 from delivery.forges.pacing import before_first_push
 from delivery.git import diff_against_base, unpushed_commits
+from delivery.git.change_check import EMPTY_TREE, scan_change, untracked_repositories
 from delivery.git.sync import (
     fetch_remote,
     mark_published,
+    published_head,
     push_backup,
     push_synced,
     remote_head,
@@ -116,7 +118,8 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
                 ref = _publish_folder(forge, repository, path, env.branch,
                                       base_branch(env, folder), title, message,
                                       sibling_block(run_id, ticket, published),
-                                      timeout=node.timeout)
+                                      timeout=node.timeout, holds_secret=env.holds_secret,
+                                      had_pr=bool(context.get(f"{folder}.pr.number")))
             except DeliveryError as err:
                 raise StageProblem(f"folder '{folder}': {err}") from None
             if ref is None:
@@ -158,16 +161,24 @@ PUSH_ROUNDS = 3  # a person pushing during our push: fetch, replay and push agai
 
 def _publish_folder(forge: Forge, repository: str, path: Path, branch: str, base: str,
                     title: str, message: str, body: str, *,
-                    timeout: float | None) -> PullRequestRef | None:
+                    timeout: float | None, holds_secret: Callable[[str], bool],
+                    had_pr: bool = False) -> PullRequestRef | None:
     """One folder of a publish, against its PR branch as people left it (SPEC §7.1): the
     folder's PR, or None when the branch never differed from the base (no PR). Its git
-    fetches and pushes end within the stage's `timeout`."""
+    fetches and pushes end within the stage's `timeout`. `had_pr`: the run found or opened
+    the folder's PR before (its branch was pushed)."""
     remote = forge.git_remote(repository).within(timeout)
     known = remote_head(path, branch)  # what the run knew of the branch before this fetch
     fetch_remote(path, remote)
     pushed = bool(remote_head(path, branch))
-    if not pushed and diff_against_base(path, base).empty and not unpushed_commits(path):
+    if not pushed and (had_pr or known or published_head(path, branch)):
+        _refuse_deleted_branch(forge, repository, branch)
+    untracked_repos = untracked_repositories(path)  # the diff below cannot stage them
+    if not untracked_repos and not pushed and diff_against_base(path, base).empty \
+            and not unpushed_commits(path):
         return None
+    _refuse_unpublishable(path, remote_head(path, branch) or remote_head(path, base),
+                          holds_secret)
     # a branch never pushed has no open PR (a closed one is caught after the push, by the
     # find-or-create): no look-up request for a first publish
     found = forge.find_pull_request(repository, head=branch) if pushed else None
@@ -210,6 +221,42 @@ def _publish_folder(forge: Forge, repository: str, path: Path, branch: str, base
     if ref.state == "closed":  # closed between the look-up and the push
         raise StageProblem(_closed(ref))
     return ref
+
+
+def _refuse_deleted_branch(forge: Forge, repository: str, branch: str) -> None:
+    """The run pushed `branch` before and it is gone: when its PR was closed, a person took
+    the branch down (often to take a leaked file off it), and pushing it again would bring
+    the file back (SPEC §14)."""
+    found = forge.find_pull_request(repository, head=branch)
+    if found is not None and found.state == "closed":
+        raise StageProblem(f"the branch {branch} was deleted and its PR #{found.number} "
+                           f"({found.url}) closed; the run does not push it again — "
+                           "restore the branch and reopen the PR to go on, or leave the "
+                           "delivery closed")
+
+
+def _refuse_unpublishable(path: Path, since: str, holds_secret: Callable[[str], bool]
+                          ) -> None:
+    """StageProblem when the folder's change holds a nested git repository or a secret
+    (SPEC §14), naming the paths (never a secret's value); nothing is committed or pushed
+    then, and the worktree is left as it is for a person."""
+    found = scan_change(path, since or EMPTY_TREE, holds_secret)
+    if found.nested:
+        raise StageProblem(f"{_listed(found.nested)}: a nested git repository inside the "
+                           "worktree (an agent's git init or clone), which would be "
+                           "published as an empty gitlink without its files; not published "
+                           "— delete its .git folder to keep its files in the change, or "
+                           "move it out of the worktree, then resume")
+    if found.secret_files:
+        raise StageProblem(f"{_listed(found.secret_files)}: holds a secret (a known secret "
+                           "value or a token-shaped string); not published — take it out "
+                           "of the file (read it from the environment at run time), then "
+                           "resume")
+
+
+def _listed(paths: tuple[str, ...], shown: int = 5) -> str:
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return ", ".join(paths[:shown]) + more
 
 
 def _closed(ref: PullRequestRef) -> str:
