@@ -62,7 +62,7 @@ def test_an_agent_that_edits_the_run_directory_fails_the_run_naming_the_file(
     code, report = start(tmp_path, what)
     assert (code, report["status"]) == (1, "failed")
     reason = str(report["failure_reason"])
-    assert f"{file} was changed while stage 'implement' ran" in reason
+    assert f"{file} (" in reason and "changed while stage 'implement' ran" in reason
     assert report["path"] == ["start", "implement"]  # the gate never ran
     resumed = cli("resume", "--last", cwd=tmp_path)
     assert resumed.code != 0 and "Traceback" not in resumed.err
@@ -136,7 +136,8 @@ def test_with_the_state_on_a_git_ref_the_tampered_run_is_saved_as_failed(
     subprocess.run(["git", "init", "--quiet", "--bare", str(state)], check=True)
     code, report = start(tmp_path, "answer", "--state", state)
     assert (code, report["status"]) == (1, "failed")
-    assert "run.json was changed while stage 'implement' ran" in str(report["failure_reason"])
+    reason = str(report["failure_reason"])
+    assert "run.json (" in reason and "changed while stage 'implement' ran" in reason
     # the next job, on another machine, finds the run ended: nothing runs
     other = tmp_path / "other"
     other.mkdir()
