@@ -145,3 +145,82 @@ def test_with_the_state_on_a_git_ref_the_tampered_run_is_saved_as_failed(
                   "--json", cwd=other)
     assert json.loads(resumed.out)["status"] == "failed", resumed.err
     assert not (other / "deployed").exists() and not (tmp_path / "deployed").exists()
+
+
+def test_resume_refuses_a_log_whose_first_line_was_rewritten_with_the_copy(
+        tmp_path: Path) -> None:
+    # The digest of the start rewritten too (same length, so every offset holds): line 2
+    # was chained to the line as the run wrote it.
+    code, _ = start(tmp_path, "nothing")
+    assert code == 3
+    run = run_dir(tmp_path)
+    copy = run / "workflow.dot"
+    old = hashlib.sha256(copy.read_bytes()).hexdigest()
+    source = copy.read_text().replace("shape=hexagon", "shape=diamond")
+    copy.write_text(source)
+    new = hashlib.sha256(source.encode()).hexdigest()
+    for name in ("run.json", "events.jsonl"):
+        path = run / name
+        path.write_text(path.read_text().replace(old, new, 1))
+    (run / "workflow.model.json").unlink()
+    resumed = cli("resume", "--last", cwd=tmp_path)
+    assert resumed.code == 2, resumed.out
+    assert "events.jsonl: line 1" in resumed.err and "Traceback" not in resumed.err
+    assert not (tmp_path / "deployed").exists()
+
+
+def test_delivery_verify_reports_a_copy_that_is_not_the_one_the_run_started_with(
+        tmp_path: Path) -> None:
+    code, _ = start(tmp_path, "nothing")
+    assert code == 3
+    run = run_dir(tmp_path)
+    assert cli("verify", run).code == 0
+    copy = run / "workflow.dot"
+    copy.write_text(copy.read_text().replace("shape=hexagon", "shape=diamond"))
+    verified = cli("verify", run)
+    assert verified.code != 0
+    assert "workflow.dot: not the workflow the run started with" in verified.out + verified.err
+
+
+PARALLEL = """
+digraph P {
+  graph [goal="Ship it"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  split [shape=component, max_parallel=1]
+  first [type=script, script="%s"]
+  second [type=script, script="touch second-ran"]
+  join [shape=tripleoctagon]
+  start -> split
+  split -> first
+  split -> second
+  first -> join
+  second -> join
+  join -> exit
+}
+"""
+
+
+def test_a_branch_that_edits_the_run_directory_stops_the_branches_not_started(
+        tmp_path: Path) -> None:
+    edit = "echo ' ' >> .delivery/runs/*/run.json"
+    (tmp_path / "flow.dot").write_text(PARALLEL % edit, encoding="utf-8")
+    code, out, _ = cli("run", tmp_path / "flow.dot", "--workspace", tmp_path, "--json",
+                       cwd=tmp_path)
+    report = json.loads(out)
+    assert (code, report["status"]) == (1, "failed")
+    assert "run.json (" in report["failure_reason"]
+    assert "changed while stage 'first' ran" in report["failure_reason"]
+    assert not (tmp_path / "second-ran").exists()
+
+
+def test_lines_planted_in_the_log_s_tail_file_fail_the_run(tmp_path: Path) -> None:
+    # what a resume would write back into the log, as if a power failure had taken them
+    plant = "printf '%s' '{\\\"seq\\\":99}' >> .delivery/runs/*/events.tail"
+    flow = FLOW.replace("implement [type=prompt, prompt=\"Implement it\"]",
+                        f"implement [type=script, script=\"{plant}\"]")
+    (tmp_path / "flow.dot").write_text(flow, encoding="utf-8")
+    code, out, _ = cli("run", tmp_path / "flow.dot", "--workspace", tmp_path, "--gates",
+                       "pause", "--json", cwd=tmp_path)
+    assert code == 1
+    assert "events.tail (" in json.loads(out)["failure_reason"]
