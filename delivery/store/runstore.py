@@ -24,6 +24,13 @@ chain from there is checked on the way; only that part of the log is read, see
 enough: the first `state` event holds the starting context whole, so a missing or torn
 `checkpoint.json` is rebuilt from the log (and logged as `checkpoint_recovered`).
 
+**Out of the stages' reach** (SPEC §14). The directory is inside the workspace, where a
+stage's processes can write: from `open_log` on, the store knows how it left the files
+that decide what runs next (`WATCHED`, the log and its tail; `delivery.store.guard`), and
+`check_untouched`, called by the engine after every stage, names any that changed. Across
+processes, the first event (`run_started`) holds the SHA-256 of the workflow copy and of
+the model cache, which a resume checks (`started_with`).
+
 What a crash leaves: a SIGKILL anywhere loses at most the stage that was running (its
 record was not written, so it runs again — SPEC §11); a torn last line is cut when the log
 is next opened; a power failure may also take unsynced events after the last record (the
