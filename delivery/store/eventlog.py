@@ -121,6 +121,7 @@ class EventLog:
         written back first. `collect`: keep the events of this type the check parses, for
         `take_collected`."""
         self.path = Path(path)
+        self._path_text = str(self.path)
         self._collect = collect
         # (where the check started, the `collect` events after it, where it ended)
         self._collected: tuple[LogHead, list[dict[str, Any]], LogHead] | None = None
@@ -326,7 +327,7 @@ class EventLog:
         system's timestamp granularity of the log's last write still shows."""
         if self._fd is None:
             return []
-        how = difference(self._seen, signature_of(str(self.path)))
+        how = difference(self._seen, signature_of(self._path_text))
         if not how and self._last_length:
             written = self._offset - sum(len(line) for line in self._pending)
             line = os.pread(self._fd, self._last_length, written - self._last_length)

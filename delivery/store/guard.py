@@ -57,20 +57,20 @@ class FileWatch:
     started)."""
 
     def __init__(self, root: str, names: Iterable[str]) -> None:
-        self._root = root
+        self._paths = {name: os.path.join(root, name) for name in names}
         self._seen: dict[str, Signature] = {
-            name: signature_of(os.path.join(root, name)) for name in names}
+            name: signature_of(path) for name, path in self._paths.items()}
 
     def wrote(self, name: str) -> None:
         """The store has just written `name` itself: this is how it looks now."""
-        if name in self._seen:
-            self._seen[name] = signature_of(os.path.join(self._root, name))
+        if name in self._paths:
+            self._seen[name] = signature_of(self._paths[name])
 
     def changed(self) -> list[tuple[str, str]]:
         """The files that are not as the store left them, and how."""
         found = []
-        for name, before in self._seen.items():
-            how = difference(before, signature_of(os.path.join(self._root, name)))
-            if how:
-                found.append((name, how))
+        for name, path in self._paths.items():
+            before = self._seen[name]
+            if signature_of(path) != before:
+                found.append((name, difference(before, signature_of(path))))
         return found

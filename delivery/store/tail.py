@@ -44,6 +44,7 @@ class Tail:
 
     def __init__(self, path: Path, size: int | None = None) -> None:
         self.path = path
+        self._path_text = str(path)
         self.size = size = size or SIZE
         self._position = HEADER
         # lines added since the last flush, written with it: one write a stage, not one
@@ -103,7 +104,7 @@ class Tail:
         """How the file differs from what this mirror last wrote ("" if it does not): lines
         planted after the mirrored ones would be written back into the log by the next
         resume, as if a power failure had taken them."""
-        return difference(self._seen, signature_of(str(self.path))) if self._fd >= 0 else ""
+        return difference(self._seen, signature_of(self._path_text)) if self._fd >= 0 else ""
 
     def close(self) -> None:
         if self._fd >= 0:
