@@ -22,6 +22,8 @@
         │   └── StateSaveFailed        a stage's state could not reach the state ref (§13)
         ├── ResumeStopped              a resume could not re-create the run's worktrees: it
         │                              stops before any stage (exit 1), the run resumable
+        ├── RunStateChanged            a stage's process changed a file of the run directory
+        │                              that decides what runs next (§14): the run fails
         ├── ArtifactError              an artifact pointer cannot be read
         ├── GitError                   a git operation on a folder failed (clone, worktree, push)
         │   ├── GitStalled             a fetch or push did not finish within the stage's timeout
@@ -214,6 +216,24 @@ class ResumeStopped(RunError):
         self.problem = problem
         super().__init__(f"run {run_id}: its worktrees could not be re-created: {problem} "
                          "— nothing ran; fix that and resume (the run is unchanged)")
+
+
+class RunStateChanged(RunError):
+    """A file of the run directory that decides what runs next (run.json, the workflow copy,
+    its model cache, the checkpoint, the event log) changed while a stage ran: a process of
+    the stage (a prompt-injected agent) wrote it, not delivery. The run fails there, before
+    any later stage (SPEC §14)."""
+
+    def __init__(self, node_id: str, changes: Sequence[tuple[str, str]]) -> None:
+        self.node_id = node_id
+        self.changes = list(changes)  # (file name, how it changed)
+        self.files = [name for name, _ in changes]
+        what = ", ".join(f"{name} ({how})" for name, how in changes)
+        were = "were" if len(changes) > 1 else "was"
+        super().__init__(f"{what} {were} changed while stage '{node_id}' ran; the run is "
+                         "stopped: a stage's processes must not write the run directory - "
+                         "check what the stage did (a prompt-injected agent?) and start a "
+                         "new run")
 
 
 class ArtifactError(RunError):

@@ -421,6 +421,9 @@ class StateRunStore:
     def load(self) -> Loaded | None:
         return self.local.load()
 
+    def check_untouched(self, node_id: str) -> None:
+        self.local.check_untouched(node_id)
+
     def close(self) -> None:
         self.local.close()
 

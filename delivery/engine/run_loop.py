@@ -47,7 +47,7 @@ from delivery.engine.handlers.base import (
 )
 from delivery.engine.routing import facts_read, route_rule, select_edge
 from delivery.engine.stop_switch import StopSwitch
-from delivery.errors import ArtifactError, PauseRequested, RunError, RunStoreError
+from delivery.errors import ArtifactError, PauseRequested, RunError, RunStateChanged, RunStoreError
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
 from delivery.lang.topology import ParallelSection, parallel_sections
 from delivery.store.base import RunStore
@@ -159,6 +159,8 @@ class Engine:
                              main=True)
         except PauseRequested as pause:
             return self._pause(state, context, pause)
+        except RunStateChanged as changed:  # not routed on: no later stage may run
+            end = _Walk("failed", state.next_node or "", str(changed))
         if end.kind == "pause":  # a wait in event mode: saved, resumed by an event
             state.status = RunStatus.PAUSED
             state.failure_reason = f"waiting at '{end.failure_reason}' for an event"
@@ -364,6 +366,7 @@ class Engine:
         try:
             result = handler(node, attempt, context, self.env)
         except PauseRequested:
+            self._check_untouched(node)
             self._event("stage_paused", node=node.id, attempt=attempt)
             raise
         except RunStoreError:
@@ -374,6 +377,7 @@ class Engine:
             self.env.write_stage_file(node.id, attempt, "stderr.txt", traceback.format_exc())
             result = StageResult.fail(f"internal error in the {node.type.value} handler: "
                                       f"{type(err).__name__}: {err}")
+        self._check_untouched(node)
         seconds = self.clock.monotonic() - started
         status: dict[str, Any] = {
             "node": node.id, "type": node.type.value, "attempt": attempt,
@@ -403,6 +407,11 @@ class Engine:
                                **{k: v for k, v in fields.items() if k != "node"})
         self.progress.stage_finished(node, result, seconds)
         return result
+
+    def _check_untouched(self, node: Node) -> None:
+        """SPEC §14: the stage's processes left the run's state alone (RunStateChanged)."""
+        with self._lock:  # not while a parallel branch appends to the log
+            self.store.check_untouched(node.id)
 
     def _add_usage(self, usage: Mapping[str, int]) -> None:
         state = self._state()
@@ -526,8 +535,12 @@ class Engine:
             branch_context = context.fork()
             branch_path: list[str] = []
             head = edges[index].target
-            end = self._walk(head, branch_context, stop_at=stop, path=branch_path, main=False,
-                             cancel=cancel)
+            try:
+                end = self._walk(head, branch_context, stop_at=stop, path=branch_path,
+                                 main=False, cancel=cancel)
+            except RunStateChanged:
+                cancel.set()  # the other branches start no further stage
+                raise
             if end.kind == "stop":
                 outcome = str(branch_context.get("outcome") or SUCCEEDED)
                 reason = str(branch_context.get("failure_reason") or "")

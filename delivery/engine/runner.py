@@ -76,7 +76,7 @@ from delivery.store.eventlog import utc_stamp
 from delivery.store.files import StageText
 from delivery.store.model_cache import load_checked, load_run_workflow, write_cache
 from delivery.store.records import RunInfo, RunStatus
-from delivery.store.runstore import WORKFLOW_COPY, LocalRunStores, new_run_id
+from delivery.store.runstore import WORKFLOW_COPY, LocalRunStores, Started, new_run_id, started_with
 from delivery.validation.loader import check_source
 
 EVENT_VALUE_CHARS = 2000
@@ -395,9 +395,10 @@ def start_run(request: RunRequest, world: World | None = None, *,
         logs=str(request.logs.resolve()) if request.logs is not None else "",
         budget_tokens=budget.tokens or 0, budget_usd=budget.usd or 0.0)
     store.create_run(_redacted_info(info, redactor), source.encode())
+    cache_sha256 = ""
     if diagnostics is not None:  # what resumes load instead of the copy (issue 23)
-        write_cache(store.path, workflow, diagnostics, source.encode(),
-                    str(store.path / WORKFLOW_COPY))
+        cache_sha256 = write_cache(store.path, workflow, diagnostics, source.encode(),
+                                   str(store.path / WORKFLOW_COPY))
     start = workflow.start
     assert start is not None  # validated
     # large inputs go to the artifact store before the first save, also in `initial`
@@ -411,8 +412,11 @@ def start_run(request: RunRequest, world: World | None = None, *,
     shown_inputs = {name: value if len(value) <= EVENT_VALUE_CHARS else
                     value[:EVENT_VALUE_CHARS] + f"... ({len(value)} characters)"
                     for name, value in request.inputs.items()}
+    # the digests a resume checks the copy and the cache against (SPEC §14): in the
+    # chained log, not only in run.json, which a stage's process can rewrite with them
     store.append_event("run_started", run_id=run_id, workflow=str(workflow_path),
-                       goal=values["goal"], inputs=shown_inputs)
+                       goal=values["goal"], inputs=shown_inputs,
+                       workflow_sha256=info.workflow_sha256, model_sha256=cache_sha256)
     store.save_whole(state)
     return run.execute(state)
 
@@ -494,13 +498,23 @@ def resume_run(run_path: Path, world: World | None = None,
         info.budget_tokens = raised.tokens or info.budget_tokens
         info.budget_usd = raised.usd or info.budget_usd
     copy, source = store.read_workflow_copy()
-    if hashlib.sha256(source).hexdigest() != info.workflow_sha256:
+    digest = hashlib.sha256(source).hexdigest()
+    if digest != info.workflow_sha256:
         raise RunRefused(f"run {run_path}", f"its workflow copy {copy} was changed after the "
                          "run started (its SHA-256 differs from run.json's)",
                          "restore the copy, or start a new run with the changed workflow")
+    started = _started_with(store.path, run_path)
+    if started is not None and digest != started.workflow_sha256:
+        raise RunRefused(f"run {run_path}", f"its workflow copy {copy} is not the workflow "
+                         "the run started with (its SHA-256 differs from the one the event "
+                         "log recorded at the start, though run.json was rewritten to match)",
+                         "something wrote the run directory (a prompt-injected agent?): "
+                         "start a new run")
     # the model the run started with, from the run's model cache (the copy is parsed and
-    # validated again only when the cache is missing, stale or damaged)
-    loaded_workflow = load_run_workflow(store.path, copy, source)
+    # validated again only when the cache is missing, stale, damaged or not the one the
+    # run started with)
+    loaded_workflow = load_run_workflow(store.path, copy, source,
+                                        started.model_sha256 if started else None)
     workflow = loaded_workflow.workflow
     # a budget the run holds already (the Action's `budget` input, given to each job of
     # the run again) raises nothing and is not recorded
@@ -559,6 +573,15 @@ def resume_run(run_path: Path, world: World | None = None,
                                    by=answered_by,
                                    at=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
     return run.execute(state)
+
+
+def _started_with(run_dir: Path, run_path: Path) -> Started | None:
+    try:
+        return started_with(run_dir)
+    except RunStoreError as error:
+        raise RunRefused(f"run {run_path}", f"cannot be resumed: {error}",
+                         "a run whose log was edited cannot be resumed; start a new run"
+                         ) from None
 
 
 def offloaded(values: Mapping[str, Any], store: ArtifactStore) -> dict[str, tuple[str, int]]:

@@ -88,6 +88,12 @@ class RunStore(Protocol):
         """The last saved state, None when nothing was saved (the run never started)."""
         ...
 
+    def check_untouched(self, node_id: str) -> None:
+        """After stage `node_id`: RunStateChanged naming a file that decides what runs
+        next (run.json, the workflow copy, the checkpoint, the log, ...) if the store did
+        not leave it as it is — the stage's processes wrote it (SPEC §14)."""
+        ...
+
     def close(self) -> None: ...
 
     # -- evidence --------------------------------------------------------------------------

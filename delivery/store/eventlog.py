@@ -42,6 +42,7 @@ from typing import Any, Final
 from delivery.errors import RunStoreError
 from delivery.redact import Redactor
 from delivery.store.files import fdatasync, open_file, read_file, write_all
+from delivery.store.guard import MISSING, Signature, difference, signature, signature_of
 from delivery.store.tail import Tail, mirrored
 
 try:
@@ -120,6 +121,7 @@ class EventLog:
         written back first. `collect`: keep the events of this type the check parses, for
         `take_collected`."""
         self.path = Path(path)
+        self._path_text = str(self.path)
         self._collect = collect
         # (where the check started, the `collect` events after it, where it ended)
         self._collected: tuple[LogHead, list[dict[str, Any]], LogHead] | None = None
@@ -133,6 +135,10 @@ class EventLog:
         self._fd: int | None = None
         # lines appended with `defer` and not yet written (`_write_pending`)
         self._pending: list[bytes] = []
+        # the file as this log last wrote it, and the length of its last line
+        # (`changed_on_disk`)
+        self._seen: Signature = MISSING
+        self._last_length = 0
         try:
             self._fd = open_file(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
         except OSError as error:
@@ -150,6 +156,8 @@ class EventLog:
             if tail is not None:
                 self._tail = Tail(tail)
                 self.flush_log()
+            last = _last_line(self._fd, self._offset)[1]
+            self._wrote(len(last) + 1 if last is not None else 0)
         except BaseException:
             self._close_fd()
             raise
@@ -280,11 +288,11 @@ class EventLog:
             text = _LINE_ENCODER.encode(event)
         line = text.encode() + b"\n"
         self._pending.append(line)
-        if not defer:
-            self._write_pending()
         self._count = seq
         self._head = head = sha256(line[:-1])
         self._offset += len(line)
+        if not defer:
+            self._write_pending()
         event["hash"] = head
         return event
 
@@ -292,15 +300,52 @@ class EventLog:
         """Write the lines appended and not yet written, in one write."""
         assert self._fd is not None  # callers check that the log is open
         data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        last = len(self._pending[-1])
         self._pending.clear()
         try:
             write_all(self._fd, data)
+            self._wrote(last)
             if self._tail is not None and not self._tail_full:
                 self._tail_full = not self._tail.add(data)
         except (OSError, RunStoreError) as error:
             self.close(sync=False)  # a partial line may be on disk: reopening repairs it
             problem = error.strerror if isinstance(error, OSError) else error
             raise RunStoreError(f"{self.path}: cannot append event: {problem}") from None
+
+    def _wrote(self, last_length: int) -> None:
+        """The log's file now ends at `_offset` with a line of `last_length` bytes (its
+        newline included) hashing to `_head`: remember how the file looks."""
+        assert self._fd is not None
+        self._seen = signature(os.fstat(self._fd))
+        self._last_length = last_length
+
+    def changed_on_disk(self) -> list[tuple[str, str]]:
+        """The log's file and its tail file, those that differ from what this log last
+        wrote to them, and how: replaced, removed, grown, cut or written
+        (`delivery.store.guard`). The log's last written line is also read back and hashed
+        (a few hundred bytes), so that an edit of the same size made within the file
+        system's timestamp granularity of the log's last write still shows."""
+        if self._fd is None:
+            return []
+        how = difference(self._seen, signature_of(self._path_text))
+        if not how and self._last_length:
+            written = self._offset - sum(len(line) for line in self._pending)
+            line = os.pread(self._fd, self._last_length, written - self._last_length)
+            if not line.endswith(b"\n") or sha256(line[:-1]) != self._written_head():
+                how = "its last line was rewritten"
+        found = [(self.path.name, how)] if how else []
+        tail = self._tail.changed_on_disk() if self._tail is not None else ""
+        if tail and self._tail is not None:
+            found.append((self._tail.path.name, tail))
+        return found
+
+    def _written_head(self) -> str:
+        """The hash of the last line written to the file (before the deferred ones)."""
+        if not self._pending:
+            return self._head
+        # the first deferred line carries it as its `prev`
+        first = self._pending[0]
+        return first[first.rindex(b'"prev":"') + 8:-3].decode()
 
     def sync(self) -> None:
         """Make every appended event durable: the tail file is flushed (data only), or,
@@ -419,6 +464,29 @@ def _read_from(path: Path, offset: int) -> tuple[bytes | None, bytes] | None:
         return line, b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def first_lines(path: Path, count: int) -> list[bytes]:
+    """The first `count` complete lines of the log at `path` (fewer when it has fewer),
+    without their newlines; read from the start only, whatever the log's length."""
+    try:
+        fd = open_file(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return []
+    except OSError as error:
+        raise RunStoreError(f"{path}: cannot read event log: "
+                            f"{error.strerror or error}") from None
+    try:
+        data, position = b"", 0
+        while data.count(b"\n") < count:
+            chunk = os.pread(fd, _TAIL_CHUNK, position)
+            if not chunk:
+                break
+            data += chunk
+            position += len(chunk)
+    finally:
+        os.close(fd)
+    return data.split(b"\n")[:min(count, data.count(b"\n"))]
 
 
 def _seq_of(line: bytes) -> int | None:

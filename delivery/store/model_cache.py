@@ -18,9 +18,11 @@ file, a symlink in its place, bad JSON, a failed checksum, another schema, anoth
 field the schema does not know — is a miss: the copy is loaded as before and the cache
 written again. A failure to write it is not an error (the next resume loads the copy).
 
-Trust: the cache is as trusted as the copy and run.json beside it. Whoever can write the
-run directory can change what a resume runs either way; the checksum catches accidents
-(a torn write, a flipped byte), not a deliberate edit that recomputes it.
+Trust: the checksum catches accidents (a torn write, a flipped byte), not a deliberate
+edit that recomputes it. So the SHA-256 of the cache written when the run started is kept
+in the run's event log (its `run_started` event, as the copy's is), and a resume uses only
+a cache with those bytes (SPEC §14: a stage's process may have rewritten the file); any
+other is a miss. A run whose start wrote no cache loads its copy on every resume.
 
 Only a workflow without errors is cached (a run never starts on one with errors). How the
 model is stored, and checked as it is read back: `delivery.store.model_codec`.
@@ -51,6 +53,7 @@ from delivery.store.model_codec import (
     encode_diagnostics,
     encode_model,
 )
+from delivery.store.runstore import MODEL_CACHE
 from delivery.validation.loader import (
     MAX_WORKFLOW_BYTES,
     check_file,
@@ -58,7 +61,7 @@ from delivery.validation.loader import (
     load_workflow,
 )
 
-CACHE_FILE: Final = "workflow.model.json"
+CACHE_FILE: Final = MODEL_CACHE
 # Bumped when the file's format changes (an older file is then a miss). 2: the model in
 # columns (delivery.store.model_codec), read without pydantic.
 SCHEMA: Final = 2
@@ -136,17 +139,18 @@ def cache_bytes(workflow: Workflow, diagnostics: Iterable[Diagnostic], source: b
 
 
 def write_cache(run_dir: Path, workflow: Workflow, diagnostics: Sequence[Diagnostic],
-                source: bytes, file: str) -> bool:
-    """Write the cache of `run_dir` (True) — or not, saying why in the debug log (False):
-    it is only ever a shortcut. Not flushed: a torn file fails its checksum and is rebuilt.
-    A workflow with errors is not cached, nor is one when the code cannot be fingerprinted."""
+                source: bytes, file: str) -> str:
+    """Write the cache of `run_dir` and return the SHA-256 of the bytes written — or not,
+    saying why in the debug log (""): it is only ever a shortcut. Not flushed: a torn file
+    fails its checksum and is rebuilt. A workflow with errors is not cached, nor is one when
+    the code cannot be fingerprinted."""
     if has_errors(diagnostics) or not code_fingerprint():
-        return False
+        return ""
     try:
         data = cache_bytes(workflow, diagnostics, source, file)
     except (ValueError, TypeError) as error:  # a model the rows cannot hold: load as before
         log.debug("model cache not written: %s", error)
-        return False
+        return ""
     target = run_dir / CACHE_FILE
     # a fresh name and a rename: a symlink planted at the cache's name is replaced, never
     # written through (as every file of the run store)
@@ -162,14 +166,17 @@ def write_cache(run_dir: Path, workflow: Workflow, diagnostics: Sequence[Diagnos
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         log.debug("model cache not written: %s", error)
-        return False
-    return True
+        return ""
+    return hashlib.sha256(data).hexdigest()
 
 
 # -- reading -------------------------------------------------------------------------------
-def read_cache(run_dir: Path, source: bytes, file: str) -> CachedWorkflow | None:
+def read_cache(run_dir: Path, source: bytes, file: str,
+               trusted: str | None = None) -> CachedWorkflow | None:
     """The cached workflow of `run_dir` if the cache holds the one built from `source` by
-    this code, naming `file`; None (and why, in the debug log) for anything else."""
+    this code, naming `file`; None (and why, in the debug log) for anything else. With
+    `trusted` (the SHA-256 of the cache the run started with, from its event log), a
+    cache with other bytes is not used either ("": none is)."""
     path = run_dir / CACHE_FILE
     try:
         data = read_file(path, "model cache")  # never through a symlink
@@ -177,6 +184,9 @@ def read_cache(run_dir: Path, source: bytes, file: str) -> CachedWorkflow | None
         log.debug("model cache ignored: %s", error)
         return None
     if data is None:
+        return None
+    if trusted is not None and hashlib.sha256(data).hexdigest() != trusted:
+        log.debug("model cache ignored: %s: not the one the run started with", path)
         return None
     found = parse_cache(data, source, file, str(path))
     if found is None or has_errors(found.diagnostics):
@@ -226,11 +236,13 @@ def _decoded(data: bytes, source: bytes, file: str) -> CachedWorkflow | None:
                           from_cache=True)
 
 
-def load_run_workflow(run_dir: Path, copy: Path, source: bytes) -> CachedWorkflow:
-    """The run's workflow from its cache, or loaded from `source` (the bytes of `copy`)
-    as `load_workflow(copy)` would (WorkflowSyntaxError / WorkflowInvalid) and cached."""
+def load_run_workflow(run_dir: Path, copy: Path, source: bytes,
+                      trusted: str | None = None) -> CachedWorkflow:
+    """The run's workflow from its cache (`trusted`: see read_cache), or loaded from
+    `source` (the bytes of `copy`) as `load_workflow(copy)` would (WorkflowSyntaxError /
+    WorkflowInvalid) and cached."""
     file = str(copy)
-    found = read_cache(run_dir, source, file)
+    found = read_cache(run_dir, source, file, trusted)
     if found is not None:
         return found
     workflow: Workflow | None = None

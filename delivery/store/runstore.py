@@ -24,6 +24,13 @@ chain from there is checked on the way; only that part of the log is read, see
 enough: the first `state` event holds the starting context whole, so a missing or torn
 `checkpoint.json` is rebuilt from the log (and logged as `checkpoint_recovered`).
 
+**Out of the stages' reach** (SPEC §14). The directory is inside the workspace, where a
+stage's processes can write: from `open_log` on, the store knows how it left the files
+that decide what runs next (`WATCHED`, the log and its tail; `delivery.store.guard`), and
+`check_untouched`, called by the engine after every stage, names any that changed. Across
+processes, the first event (`run_started`) holds the SHA-256 of the workflow copy and of
+the model cache, which a resume checks (`started_with`).
+
 What a crash leaves: a SIGKILL anywhere loses at most the stage that was running (its
 record was not written, so it runs again — SPEC §11); a torn last line is cut when the log
 is next opened; a power failure may also take unsynced events after the last record (the
@@ -37,11 +44,12 @@ import os
 import re
 import secrets
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from delivery.errors import RunStoreError
+from delivery.errors import RunStateChanged, RunStoreError
 from delivery.redact import Redactor
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.base import Loaded
@@ -50,7 +58,9 @@ from delivery.store.eventlog import (
     EventLog,
     LogHead,
     VerifyResult,
+    first_lines,
     read_after,
+    sha256,
     utc_stamp,
     verify_events,
 )
@@ -64,10 +74,15 @@ from delivery.store.files import (
     write_file,
     write_replacing,
 )
+from delivery.store.guard import FileWatch
 from delivery.store.records import RECORD_EVENT, RunInfo, RunState, StageRecord
 
 STAGE_FILES: Final = ("prompt.md", "response.md", "stdout.txt", "stderr.txt", "status.json")
 WORKFLOW_COPY: Final = "workflow.dot"
+MODEL_CACHE: Final = "workflow.model.json"  # delivery.store.model_cache
+# The files besides the log that decide what a run (or its resume) does next: no stage's
+# process may write them (SPEC §14, `check_untouched`).
+WATCHED: Final = ("run.json", WORKFLOW_COPY, MODEL_CACHE, "checkpoint.json")
 # A snapshot is written once the records logged since the last one reach this much, and
 # the last snapshot's size (times the ratio). A resume reads the snapshot and parses the
 # records after it, so it reads at most (1 + ratio) times the snapshot's size, or the
@@ -108,6 +123,7 @@ class LocalRunStore:
         self._root = str(self._path)
         self._made: dict[tuple[str, int], str] = {}  # stage folders checked and created
         self._log: EventLog | None = None
+        self._watch: FileWatch | None = None  # from open_log on: see check_untouched
         self._since_snapshot = 0  # log bytes written since the last snapshot
         self._snapshot_size = 0
         # the snapshot open_log read (or why it could not), for load(): parsed once
@@ -154,6 +170,8 @@ class LocalRunStore:
     def write_run_info(self, info: RunInfo) -> None:
         data = json.dumps(info.to_json(), indent=2).encode() + b"\n"
         write_replacing(self.run_json, data)
+        if self._watch is not None:
+            self._watch.wrote(self.run_json.name)
 
     def read_run_info(self) -> RunInfo:
         data = read_file(self.run_json, "run.json")
@@ -197,6 +215,20 @@ class LocalRunStore:
                                  tail=self.tail_path,
                                  verified=snapshot[1] if snapshot is not None else None,
                                  collect=RECORD_EVENT)
+            # what was there when the run was opened is what the store answers for
+            self._watch = FileWatch(self._root, WATCHED)
+
+    def check_untouched(self, node_id: str) -> None:
+        """RunStateChanged naming the files that decide what runs next (run.json, the
+        workflow copy, its model cache, the checkpoint, the event log and its tail) and
+        that are no longer as this store last wrote them: something else — a process of the
+        stage `node_id` — wrote it (SPEC §14). A few `lstat` calls, whatever the run's
+        length (`delivery.store.guard`)."""
+        changed = self._watch.changed() if self._watch is not None else []
+        if self._log is not None:
+            changed += self._log.changed_on_disk()
+        if changed:
+            raise RunStateChanged(node_id, changed)
 
     def _events(self) -> EventLog:
         if self._log is None:
@@ -243,6 +275,8 @@ class LocalRunStore:
         # Not made durable with a directory fsync: a power failure may bring back the
         # previous snapshot, and the records after it in the (synced) log still apply.
         write_replacing(self.checkpoint_path, data, sync_dir=False)
+        if self._watch is not None:
+            self._watch.wrote(self.checkpoint_path.name)
         self._since_snapshot, self._snapshot_size = 0, len(data)
         self._opened_snapshot = None  # load() reads the new one
 
@@ -319,6 +353,7 @@ class LocalRunStore:
         return state
 
     def close(self) -> None:
+        self._watch = None
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -416,6 +451,40 @@ class LocalRunStores:
         return LocalRunStore.open_dir(location)
 
 
+@dataclass(frozen=True)
+class Started:
+    """What a run's `run_started` event (line 1 of its log) recorded of the files it
+    started with: the SHA-256 of the workflow copy and of the model cache ("": none was
+    written)."""
+
+    workflow_sha256: str
+    model_sha256: str
+
+
+def started_with(run_dir: Path) -> Started | None:
+    """The digests the run's first event recorded, for a resume to check the copy and the
+    cache against (SPEC §14: run.json is no proof, a stage's process can rewrite it with
+    the copy); None for a run whose log does not hold them (an older run). The first line
+    is checked against the `prev` of the second: rewriting it means rewriting the whole
+    chain and the checkpoint's head after it. RunStoreError when it was edited."""
+    path = run_dir / "events.jsonl"
+    lines = first_lines(path, 2)
+    if len(lines) == 2 and not lines[1].endswith(b',"prev":"' + sha256(lines[0]).encode()
+                                                + b'"}'):
+        raise RunStoreError(f"{path}: line 1 (the run's start) does not match the hash line 2 "
+                            "holds: the log was edited")
+    try:
+        first = json.loads(lines[0]) if lines else None
+    except (ValueError, RecursionError):
+        first = None
+    if not isinstance(first, dict) or first.get("type") != "run_started":
+        return None
+    workflow, model = first.get("workflow_sha256"), first.get("model_sha256", "")
+    if not isinstance(workflow, str) or not isinstance(model, str):
+        return None
+    return Started(workflow, model)
+
+
 def verify_run(run_dir: Path) -> VerifyResult:
     """Check the run's whole event chain, and that nothing before the position its snapshot
     recorded was cut off. Without a snapshot, a log that holds stage records cannot show a
@@ -427,6 +496,8 @@ def verify_run(run_dir: Path) -> VerifyResult:
         return VerifyResult(False, 0, str(error), None)
     expected = snapshot[1] if snapshot is not None else None
     result = verify_events(run.events_path, expected)
+    if result.ok:
+        result = _verify_copy(run, result)
     if result.ok and snapshot is None and result.records:
         return VerifyResult(False, result.lines, (
             f"cannot tell: the chain of {result.lines} events is intact, but "
@@ -435,6 +506,24 @@ def verify_run(run_dir: Path) -> VerifyResult:
     return result
 
 
+def _verify_copy(run: LocalRunStore, result: VerifyResult) -> VerifyResult:
+    """`result`, or a failure when the workflow copy is not the one the run started with
+    (the digest its first event recorded)."""
+    started = started_with(run.path)
+    if started is None:
+        return result
+    try:
+        path, source = run.read_workflow_copy()
+    except RunStoreError as error:
+        return VerifyResult(False, result.lines, str(error), None, result.records)
+    if sha256(source) != started.workflow_sha256:
+        return VerifyResult(False, result.lines, (
+            f"{path}: not the workflow the run started with (its SHA-256 differs from the "
+            "one line 1 of the log recorded): it was changed after the run started"),
+            1, result.records)
+    return result
+
+
 __all__ = ["STAGE_FILES", "ZERO_HASH", "EventLog", "LocalRunStore", "LocalRunStores",
-           "RunDirectory", "RunStoreError", "VerifyResult", "new_run_id", "verify_events",
-           "verify_run"]
+           "RunDirectory", "RunStoreError", "Started", "VerifyResult", "new_run_id",
+           "started_with", "verify_events", "verify_run"]

@@ -29,6 +29,7 @@ from typing import Final
 
 from delivery.errors import RunStoreError
 from delivery.store.files import fdatasync, open_file, read_file, write_all
+from delivery.store.guard import difference, signature, signature_of
 
 # room for the lines between two flushes of the log: a snapshot flushes it (every 256 KiB
 # of stage records, see runstore.SNAPSHOT_BYTES), and a full mirror does. Every run writes
@@ -43,6 +44,7 @@ class Tail:
 
     def __init__(self, path: Path, size: int | None = None) -> None:
         self.path = path
+        self._path_text = str(path)
         self.size = size = size or SIZE
         self._position = HEADER
         # lines added since the last flush, written with it: one write a stage, not one
@@ -56,6 +58,7 @@ class Tail:
                 os.lseek(self._fd, 0, os.SEEK_SET)
                 write_all(self._fd, b"\0" * size)
                 os.fsync(self._fd)
+            self._seen = signature(os.fstat(self._fd))  # as this mirror last wrote it
         except OSError as error:
             raise RunStoreError(f"{path}: cannot prepare the log's tail file: "
                                 f"{error.strerror or error}") from None
@@ -68,6 +71,7 @@ class Tail:
         try:
             os.pwrite(self._fd, header + b" " * (HEADER - 1 - len(header)) + b"\n", 0)
             fdatasync(self._fd)
+            self._seen = signature(os.fstat(self._fd))
         except OSError as error:
             raise RunStoreError(f"{self.path}: cannot write: {error.strerror or error}") from None
         self._pending.clear()  # in the log, which is flushed
@@ -91,9 +95,16 @@ class Tail:
                 os.pwrite(self._fd, data, self._pending_at)
                 pending.clear()
                 self._pending_at = self._position
+                self._seen = signature(os.fstat(self._fd))
             fdatasync(self._fd)
         except OSError as error:
             raise RunStoreError(f"{self.path}: cannot flush: {error.strerror or error}") from None
+
+    def changed_on_disk(self) -> str:
+        """How the file differs from what this mirror last wrote ("" if it does not): lines
+        planted after the mirrored ones would be written back into the log by the next
+        resume, as if a power failure had taken them."""
+        return difference(self._seen, signature_of(self._path_text)) if self._fd >= 0 else ""
 
     def close(self) -> None:
         if self._fd >= 0:
