@@ -62,7 +62,8 @@ def test_unpublished_work_holding_a_secret_is_saved_masked_and_comes_back_masked
     secret = "s3cr3t-value-from-the-environment"
     remote = make_remote(tmp_path, "app", {"app.py": "v1\n"})
     here = tmp_path / "a" / "app"
-    add_worktree(ensure_clone(GitRemote(str(remote)), tmp_path / "cache-a"), here, "delivery/t-3", "main")
+    clone = ensure_clone(GitRemote(str(remote)), tmp_path / "cache-a")
+    add_worktree(clone, here, "delivery/t-3", "main")
     (here / "config.py").write_text(f"key = {secret}\nname = 'app'\n")
     (here / "app.py").write_text("v2\n")
 
