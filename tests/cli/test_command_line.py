@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from delivery import __version__
+from delivery.cli.main import COMMANDS as COMMAND_TABLE
 from delivery.cli.main import EXAMPLES, _build_parser, _subparsers
 from delivery.testing.cli import invoke
 
@@ -29,6 +30,12 @@ def test_every_command_has_a_description_and_an_example_in_its_help(command: str
     sub = _subparsers(_build_parser())[command]
     assert sub.description, f"{command} has no description"
     assert "examples:\n  delivery " + command in out
+
+
+def test_each_command_is_dispatched_under_the_name_its_parser_adds() -> None:
+    # main.COMMANDS pairs each add_parser with a handler by name: a parser added under
+    # another name, or out of the --help order, would fail to dispatch or list wrongly
+    assert list(_subparsers(_build_parser())) == list(COMMAND_TABLE)
 
 
 @pytest.mark.parametrize("command", sorted(EXAMPLES))
