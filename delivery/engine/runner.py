@@ -37,7 +37,6 @@ from delivery.engine.interviewer import (
 )
 from delivery.engine.outcome import RunOutcome as RunOutcome
 from delivery.engine.redacting import RedactingAgent
-from delivery.engine.remote_state import StateRunStore
 from delivery.engine.run_inputs import answer_lists, run_branch
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.run_request import RunRequest as RunRequest
@@ -71,7 +70,7 @@ from delivery.lang.diagnostics import Diagnostic, has_errors
 from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.artifacts import ArtifactStore
-from delivery.store.base import RunStore, RunStores
+from delivery.store.base import RunStore, RunStores, StoreCapability
 from delivery.store.eventlog import utc_stamp
 from delivery.store.files import StageText
 from delivery.store.model_cache import load_checked, load_run_workflow, write_cache
@@ -270,12 +269,13 @@ class _Run:
                                                 self.info, start_run, resume_run),
             budget_used=budget_used,
         )
-        remote = self.store if isinstance(self.store, StateRunStore) else None
-        if remote is not None:  # event mode (SPEC §13)
+        can = self.store.capabilities
+        if StoreCapability.PAUSE_ON_WAIT in can:  # event mode (SPEC §13)
             env.event_mode = True
             if env.gates == "deny":  # a gate nobody answers pauses in event mode (§9.1)
                 env.gates = "pause"
-            self._recreate_worktrees(state, env, remote)
+        if StoreCapability.RECREATE_WORKTREES in can:
+            self._recreate_worktrees(state, env)
         observer, on_saved = self.observer, None
         if self.info.logs:  # the Attractor view: an observer only when asked
             view = AttractorLogs(Path(self.info.logs), self.workflow, self.store.path,
@@ -296,8 +296,8 @@ class _Run:
         nothing_runs = state.status is not RunStatus.RUNNING or state.next_node is None
         try:
             final = engine.run(state, context)
-            if remote is not None and nothing_runs:  # the run had ended: the claim back
-                remote.release(final.status)
+            if StoreCapability.CLAIM in can and nothing_runs:  # it had ended: claim back
+                self.store.release(final.status)
         except RunInterrupted:
             raise
         except KeyboardInterrupt as stop:
@@ -317,21 +317,20 @@ class _Run:
                           offloaded=offloaded(context.stored(), self.store.artifacts))
 
 
-    def _recreate_worktrees(self, state: RunState, env: StageEnv,
-                            remote: StateRunStore) -> None:
+    def _recreate_worktrees(self, state: RunState, env: StageEnv) -> None:
         """A resume on a fresh machine: the folders' worktrees the run had made come back
         as they were saved (SPEC §13) before any stage needs them; if they cannot, the
         resume stops here (ResumeStopped, exit 1) and gives its claim back unchanged."""
         missing = folders_to_recreate(self.workflow, state, env.folders)
         if not missing:
             return
-        done, problem = recreate(env, missing, remote.saved_worktrees())
+        done, problem = recreate(env, missing, self.store.saved_worktrees())
         self.store.append_event("worktrees_recreated", folders=missing, how=done,
                                 outcome="failed" if problem else "succeeded",
                                 failure_reason=self.redactor.text(problem))
         if problem:
             self.store.close()
-            remote.release_unchanged(f"not resumed: {problem}")
+            self.store.release_unchanged(f"not resumed: {problem}")
             raise ResumeStopped(state.run_id, self.redactor.text(problem))
 
 
@@ -430,7 +429,7 @@ def _preflight(workflow: Workflow, setup: Mapping[str, Any], world: World) -> No
     try:
         report = preflight_gate.preflight(
             forge, setup["repos"], merge_method=preflight_gate.merge_method(workflow),
-            state=preflight_gate.state_target(world.stores), environ=world.environ,
+            state=world.stores.remote_target(), environ=world.environ,
             checks=setup["checks"], required_approvals=int(setup.get("required_approvals") or 0))
     except RunRefused:
         raise
@@ -548,7 +547,7 @@ def resume_run(run_path: Path, world: World | None = None,
     except BaseException:
         store.close()
         raise
-    if isinstance(store, StateRunStore):  # only now: every refusal above left no claim
+    if StoreCapability.CLAIM in store.capabilities:  # now: the refusals above left no claim
         try:
             store.claim()
         except BaseException:
