@@ -12,8 +12,8 @@ A resume does not repeat it: the run has written already, and its stages say wha
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from delivery.engine.run_setup import FolderSetup
 from delivery.errors import ForgeError, RunRefused
 from delivery.forges import preflight as pf
 from delivery.forges.base import Forge
@@ -57,12 +57,12 @@ def preflight(forge: Forge, repos: Mapping[str, str], *, merge_method: str = "me
                               requests=requests)
 
 
-def wanted(workflow: Workflow, setup: Mapping[str, Any],
+def wanted(workflow: Workflow, setup: FolderSetup,
            handlers: Mapping[NodeType, object] | None) -> bool:
     if workflow.attr("preflight", "true").strip().lower() in ("false", "0", "no", "off"):
         return False
     real = [t for t in WRITING_TYPES if t not in (handlers or {})]
-    return bool(setup.get("repos")) and bool(workflow.nodes_of(*real))
+    return bool(setup.repos) and bool(workflow.nodes_of(*real))
 
 
 def refuse_blocked_run(report: pf.PreflightReport) -> None:

@@ -11,14 +11,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from delivery.agents.base import AgentBackend
 from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
 from delivery.engine import branch_check, preflight_gate
@@ -29,7 +25,7 @@ from delivery.engine.budget import Budget, Limits, budget_option, limits_of, run
 from delivery.engine.child_runs import check_children, run_child
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
-from delivery.engine.handlers.base import Clock, Handler, StageEnv
+from delivery.engine.handlers.base import Clock, StageEnv
 from delivery.engine.interviewer import (
     ConsoleInterviewer,
     Interviewer,
@@ -42,6 +38,7 @@ from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.run_request import RunRequest as RunRequest
 from delivery.engine.run_setup import (
     FORGE_TYPES,
+    FolderSetup,
     Spelling,
     folder_setup,
     initial_context,
@@ -50,6 +47,8 @@ from delivery.engine.run_setup import (
 from delivery.engine.stop_switch import StopSwitch
 from delivery.engine.templating import Renderer
 from delivery.engine.worktree_restore import folders_to_recreate, recreate
+from delivery.engine.world import SystemClock as SystemClock
+from delivery.engine.world import World as World
 from delivery.errors import (
     DeliveryError,
     ResumeStopped,
@@ -64,63 +63,22 @@ from delivery.forges.select import (
     open_forge,
     require_settings,
 )
-from delivery.forges.stop_label import StopLabelForge
 from delivery.git import cache_root
 from delivery.lang.diagnostics import Diagnostic, has_errors
 from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.artifacts import ArtifactStore
-from delivery.store.base import RunStore, RunStores, StoreCapability
+from delivery.store.base import RunStore, StoreCapability
 from delivery.store.eventlog import utc_stamp
 from delivery.store.files import StageText
 from delivery.store.model_cache import load_checked, load_run_workflow, write_cache
 from delivery.store.records import RunInfo, RunStatus
-from delivery.store.runstore import WORKFLOW_COPY, LocalRunStores, Started, new_run_id, started_with
+from delivery.store.runstore import WORKFLOW_COPY, Started, new_run_id, started_with
 from delivery.validation.loader import check_source
 
 EVENT_VALUE_CHARS = 2000
 
 log = logging.getLogger("delivery")
-
-
-class SystemClock:
-    """The real clock: monotonic time for durations, UTC wall time for records."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
-@dataclass
-class World:
-    """The outside world of a run — what it talks to, not how it is set up (that is
-    `EngineOptions`) nor who watches (the `observer` argument). Every part may be replaced
-    by the caller."""
-
-    agent: AgentBackend | None = None
-    # backends for profile names (a node's agent=, or --agent NAME), before delivery.toml's
-    agents: Mapping[str, AgentBackend] = field(default_factory=dict)
-    interviewer: Interviewer | None = None
-    # every time the engine reads: durations, waits, timestamps
-    clock: Clock = field(default_factory=SystemClock)
-    # where runs are kept (the local run directory; a git ref for the Action)
-    stores: RunStores = field(default_factory=LocalRunStores)
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    # Stage handlers that stand in for the real ones (route scenarios play scripted probes,
-    # scripts and effects instead of touching the world), by node type.
-    handlers: Mapping[NodeType, Handler] | None = None
-    # Where the folders' repositories and PRs live; None: opened from the run's settings.
-    forge: Forge | None = None
-    # The clone cache worktrees hang on; None: $XDG_CACHE_HOME/delivery.
-    git_cache: Path | None = None
-    # Who reads the stop label (route scenarios script it); None: the forge, if it has
-    # labels (GitHub)
-    stop_labels: StopLabelForge | None = None
 
 
 def refuse_unsupported(workflow: Workflow, handlers: Mapping[NodeType, object]) -> None:
@@ -358,9 +316,9 @@ def start_run(request: RunRequest, world: World | None = None, *,
     agents = _agents(workflow, request.agent, workspace, world, request.gates)
     setup = folder_setup(request, workflow, workspace)
     refuse_folder_problems(workflow, setup, world, spelling)
-    if world.forge is None and setup["repos"] and workflow.nodes_of(*FORGE_TYPES):
+    if world.forge is None and setup.repos and workflow.nodes_of(*FORGE_TYPES):
         # refused before anything is written: the forge would fail its first stage
-        require_settings(setup["forge"], world.environ)
+        require_settings(setup.forge, world.environ)
     if preflight_gate.wanted(workflow, setup, world.handlers):
         _preflight(workflow, setup, world)
     if branch_check.needs_check(request.branch, workflow, setup, world.handlers):
@@ -385,9 +343,9 @@ def start_run(request: RunRequest, world: World | None = None, *,
     info = RunInfo(
         run_id=run_id, workflow=str(workflow_path),
         workflow_sha256=hashlib.sha256(source.encode()).hexdigest(), agent=request.agent,
-        workspace=str(workspace), forge=setup["forge"], repos=setup["repos"],
-        folders=setup["folders"], checks=setup["checks"],
-        required_approvals=int(setup.get("required_approvals") or 0),
+        workspace=str(workspace), forge=setup.forge, repos=setup.repos,
+        folders=setup.folders, checks=setup.checks,
+        required_approvals=setup.required_approvals,
         branch=request.branch or run_branch(values, run_id),
         git_cache=str(world.git_cache or ""), answers=answer_lists(request.answers),
         gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -420,17 +378,16 @@ def start_run(request: RunRequest, world: World | None = None, *,
     return run.execute(state)
 
 
-def _preflight(workflow: Workflow, setup: Mapping[str, Any], world: World) -> None:
+def _preflight(workflow: Workflow, setup: FolderSetup, world: World) -> None:
     """What the token may do where, checked before the first write (SPEC §7.1)."""
-    forge = world.forge or open_forge(setup["forge"] or "local", checks=setup["checks"],
+    forge = world.forge or open_forge(setup.forge or "local", checks=setup.checks,
                                       environ=world.environ,
-                                      required_approvals=int(
-                                          setup.get("required_approvals") or 0))
+                                      required_approvals=setup.required_approvals)
     try:
         report = preflight_gate.preflight(
-            forge, setup["repos"], merge_method=preflight_gate.merge_method(workflow),
+            forge, setup.repos, merge_method=preflight_gate.merge_method(workflow),
             state=world.stores.remote_target(), environ=world.environ,
-            checks=setup["checks"], required_approvals=int(setup.get("required_approvals") or 0))
+            checks=setup.checks, required_approvals=setup.required_approvals)
     except RunRefused:
         raise
     except DeliveryError as err:  # GitHub unreachable, the token refused: nothing written
