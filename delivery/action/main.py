@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TextIO, cast
 
-from delivery.action.events import Plan, plan
+from delivery.action.events import MODES, Mode, Plan, plan
 from delivery.action.report import write_outputs, write_summary
 from delivery.cli.state_commands import open_state, run_for_pr
 from delivery.cli.workflow_commands import ActionOutput, format_command
@@ -159,13 +159,13 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: ActionOutput) -> l
     repository = env.get("GITHUB_REPOSITORY", "")
     payload = _payload(env)
     mode = inputs["mode"] or "auto"
-    if mode not in ("auto", "start", "resume"):
+    if mode not in MODES:
         raise RunRefused(f"mode {mode!r}", "is not a mode", "use start, resume or auto")
     # the step's own inputs, refused before any event is looked at (a mistake in the
     # workflow file shows on its first job, not on the first that starts or resumes)
     _options(inputs)
     budget_option(inputs["budget"], "budget")
-    decided = plan(env.get("GITHUB_EVENT_NAME", ""), payload, mode=mode,
+    decided = plan(env.get("GITHUB_EVENT_NAME", ""), payload, mode=cast(Mode, mode),
                    trigger_label=inputs["label"] or "delivery",
                    bot_login=inputs["bot-login"] or "delivery[bot]", inputs=inputs,
                    repository=repository, actor=env.get("GITHUB_ACTOR", ""))

@@ -44,15 +44,11 @@ from delivery.engine.routing import facts_read, route_rule, select_edge
 from delivery.engine.stop_switch import StopSwitch
 from delivery.errors import ArtifactError, PauseReason, PauseRequested, RunError, RunStoreError
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
-from delivery.lang.outcomes import GATE_UNMET, StageOutcome, outcome_of
+from delivery.lang.outcomes import GATE_UNMET, NOT_SUCCEEDED, RETRIED, StageOutcome, outcome_of
 from delivery.lang.topology import ParallelSection, parallel_sections
 from delivery.store.base import RunStore
 from delivery.store.records import RunState as RunState
 from delivery.store.records import RunStatus
-
-# a stage's outcomes that tenacity runs again; a branch's that are not a success
-_RETRIED = frozenset({StageOutcome.FAILED, StageOutcome.RETRY})
-_NOT_SUCCEEDED = frozenset({StageOutcome.FAILED, StageOutcome.SKIPPED})
 
 
 class Progress:
@@ -353,7 +349,7 @@ class Engine:
             stop=stop_after_attempt(retries + 1),
             wait=wait_exponential(multiplier=self.options.backoff_initial,
                                   max=self.options.backoff_max),
-            retry=retry_if_result(lambda result: result.outcome in _RETRIED),
+            retry=retry_if_result(lambda result: result.outcome in RETRIED),
             retry_error_callback=_last_result,
             before_sleep=before_sleep,
             sleep=self.env.clock.sleep,
@@ -537,20 +533,18 @@ class Engine:
             end = self._walk(head, branch_context, stop_at=stop, path=branch_path, main=False,
                              cancel=cancel)
             if end.kind is _End.STOP:
-                outcome = outcome_of(str(branch_context.get("outcome") or "")
-                                     or StageOutcome.SUCCEEDED)
+                outcome = outcome_of(str(branch_context.get("outcome") or StageOutcome.SUCCEEDED))
                 reason = str(branch_context.get("failure_reason") or "")
             elif end.kind is _End.CANCELLED:
-                outcome = StageOutcome.SKIPPED
-                reason = "cancelled: another branch succeeded first"
+                outcome, reason = StageOutcome.SKIPPED, "cancelled: another branch succeeded first"
             elif end.kind is _End.FAILED:
                 outcome, reason = StageOutcome.FAILED, end.failure_reason
             else:
                 outcome = StageOutcome.FAILED
                 reason = f"branch reached exit '{end.node}' before the join"
-            if outcome not in _NOT_SUCCEEDED:
+            if outcome not in NOT_SUCCEEDED:
                 reason = ""
-            if policy == "first_success" and outcome not in _NOT_SUCCEEDED:
+            if policy == "first_success" and outcome not in NOT_SUCCEEDED:
                 cancel.set()
             # values, not artifact pointers: the results list is offloaded as a whole if large
             written = {key: branch_context.get(key) for key in branch_context.changes_since(base)}
@@ -567,7 +561,7 @@ class Engine:
         if joined.type is NodeType.FAN_IN:  # another join runs as the next stage
             path.append(end_node)
         failed = [r for r in results if r["outcome"] == StageOutcome.FAILED]
-        succeeded = [r for r in results if r["outcome"] not in _NOT_SUCCEEDED]
+        succeeded = [r for r in results if r["outcome"] not in NOT_SUCCEEDED]
         if policy == "first_success":
             outcome = StageOutcome.SUCCEEDED if succeeded else StageOutcome.FAILED
         else:  # wait_all (SPEC §8): partial success when some branches failed

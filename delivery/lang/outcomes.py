@@ -43,6 +43,10 @@ OUTCOME_ALIASES: Final[dict[str, StageOutcome]] = {
 _STANDARD: Final[dict[str, StageOutcome]] = {outcome.value: outcome for outcome in StageOutcome}
 # Outcomes that leave a goal gate unmet: a failure, a pending retry, a skip.
 GATE_UNMET: Final = frozenset({StageOutcome.FAILED, StageOutcome.RETRY, StageOutcome.SKIPPED})
+# Outcomes a stage is run again on (within its max_retries).
+RETRIED: Final = frozenset({StageOutcome.FAILED, StageOutcome.RETRY})
+# A parallel branch's outcomes that are not a success (for join_policy).
+NOT_SUCCEEDED: Final = frozenset({StageOutcome.FAILED, StageOutcome.SKIPPED})
 
 
 def outcome_of(text: str) -> Outcome:
