@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -160,9 +159,9 @@ def test_parallel_branches_run_concurrently(tmp_path: Path) -> None:
       join -> exit
     }}
     """
-    started = time.monotonic()
+    # Each branch fails unless its sibling marked itself while it waited: run one after the
+    # other, the first would give up waiting (bounded, 5 s) and fail.
     ran = run_flow(tmp_path, dot)
-    assert time.monotonic() - started < 20
     assert ran.status == "succeeded", ran.outcome.failure_reason
     results = ran.context["parallel.results"]
     assert [r["outcome"] for r in results] == ["succeeded", "succeeded"]
