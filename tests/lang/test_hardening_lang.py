@@ -11,20 +11,16 @@ from bounded import run_cli, run_python
 from delivery.errors import ConditionSyntaxError
 from delivery.lang.conditions import MAX_CONDITION_DEPTH, parse_condition
 from delivery.lang.parser import parse_dot
+from delivery.testing import flow
 from delivery.validation.loader import MAX_WORKFLOW_BYTES, check_file, check_source
-
-FLOW = """digraph F {{
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  work [prompt="Do it", label={label}]
-  start -> work
-  work -> exit [condition="{condition}"]
-}}
-"""
 
 
 def _flow(condition: str = "outcome=succeeded", label: str = '"Work"') -> str:
-    return FLOW.format(condition=condition, label=label)
+    return flow(f"""
+        work [prompt="Do it", label={label}]
+        start -> work
+        work -> exit [condition="{condition}"]
+    """, goal=None)
 
 
 @pytest.mark.parametrize("condition", ["!" * 10_000 + "outcome", "(" * 10_000 + "outcome" +
