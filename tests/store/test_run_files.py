@@ -22,20 +22,17 @@ from delivery.engine.runner import RunRequest, World, resume_run, start_run
 from delivery.errors import RunStoreError
 from delivery.store.records import StageRecord
 from delivery.store.runstore import LocalRunStore, LocalRunStores
+from delivery.testing import flow
 from delivery.testing.cli import invoke
 
 DELIVERY = Path(sys.executable).with_name("delivery")
 
-FLOW = """digraph Files {
-    graph [goal="Keep the files in the run"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    plan  [type=prompt, prompt="Plan it", outputs="plan:text"]
-    write [type=prompt, prompt="Write {{ plan }}", outputs="essay:text"]
-    ship  [type=prompt, prompt="Ship", outputs="tag:text"]
-    start -> plan -> write -> ship -> exit
-}
-"""
+FLOW = flow("""
+plan  [type=prompt, prompt="Plan it", outputs="plan:text"]
+write [type=prompt, prompt="Write {{ plan }}", outputs="essay:text"]
+ship  [type=prompt, prompt="Ship", outputs="tag:text"]
+start -> plan -> write -> ship -> exit
+""", goal="Keep the files in the run", name="Files")
 BIG = 300 * 1024
 
 
