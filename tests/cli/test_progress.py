@@ -19,23 +19,21 @@ from pathlib import Path
 
 import pytest
 
+from delivery.testing import flow
+
 TESTS = Path(__file__).resolve().parents[1]
 DELIVERY = Path(sys.executable).with_name("delivery")
 DEADLINE = 30.0
 
 # `flaky` fails its first attempt (it leaves a mark in the workspace) and is retried once.
-FLOW = """digraph Progress {
-    graph [goal="Show progress"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    plan  [type=prompt, prompt="Plan $goal", outputs="plan:text"]
-    flaky [type=script, max_retries=1,
-           script="if [ -e tried ]; then echo ok; else touch tried; exit 1; fi"]
-    build [type=script, facts="build.ok",
-           script="echo build.ok=yes >> \\"$DELIVERY_FACTS\\""]
-    start -> plan -> flaky -> build -> exit
-}
-"""
+FLOW = flow("""
+plan  [type=prompt, prompt="Plan $goal", outputs="plan:text"]
+flaky [type=script, max_retries=1,
+       script="if [ -e tried ]; then echo ok; else touch tried; exit 1; fi"]
+build [type=script, facts="build.ok",
+       script="echo build.ok=yes >> \\"$DELIVERY_FACTS\\""]
+start -> plan -> flaky -> build -> exit
+""", goal="Show progress", name="Progress")
 REPLIES = {"plan": ['Planned.\n{"context_updates": {"plan": "do it"}}']}
 
 
