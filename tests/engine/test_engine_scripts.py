@@ -11,21 +11,18 @@ from pathlib import Path
 import pytest
 from engine_helpers import reply, run_flow, stage_file
 
+from delivery.testing import flow
+
 
 def script_flow(script: str, facts: str = "", extra: str = "", inputs: str = "") -> str:
     """start -> s (the script) -> exit on success; failures end at `failed_end`."""
     facts_attr = f', facts="{facts}"' if facts else ""
-    return f"""
-    digraph F {{
-      graph [goal="g"{', inputs="' + inputs + '"' if inputs else ""}]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      s [shape=parallelogram, script="{script}"{facts_attr}{extra}]
-      start -> s
-      s -> exit [condition="outcome=succeeded"]
-      s -> exit [condition="outcome=failed"]
-    }}
-    """
+    return flow(f"""
+    s [shape=parallelogram, script="{script}"{facts_attr}{extra}]
+    start -> s
+    s -> exit [condition="outcome=succeeded"]
+    s -> exit [condition="outcome=failed"]
+    """, graph={"inputs": inputs} if inputs else {})
 
 
 def test_facts_in_name_value_form_are_recorded(tmp_path: Path) -> None:
@@ -95,20 +92,15 @@ def test_a_non_zero_exit_fails_but_keeps_the_declared_facts_it_wrote(tmp_path: P
 
 
 def test_node_failed_reads_true_in_the_stage_after_a_failed_script(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      tests [shape=parallelogram, facts="count",
-             script="echo count=4 >> \\"$DELIVERY_FACTS\\"; exit 1"]
-      report [type=prompt, prompt="{{ tests.failed }}"]
-      start -> tests
-      tests -> report [condition="outcome=failed"]
-      tests -> exit [condition="outcome=succeeded"]
-      report -> exit
-    }
-    """
+    dot = flow("""
+    tests [shape=parallelogram, facts="count",
+           script="echo count=4 >> \\"$DELIVERY_FACTS\\"; exit 1"]
+    report [type=prompt, prompt="{{ tests.failed }}"]
+    start -> tests
+    tests -> report [condition="outcome=failed"]
+    tests -> exit [condition="outcome=succeeded"]
+    report -> exit
+    """)
     ran = run_flow(tmp_path, dot, replies={"report": [reply()]})
     assert ran.outcome.path == ["start", "tests", "report", "exit"]
     assert "true" in ran.prompts_of("report")[0]
@@ -151,16 +143,11 @@ def test_a_timeout_also_kills_the_script_children(tmp_path: Path) -> None:
 def test_folder_runs_the_script_in_that_folder(tmp_path: Path) -> None:
     web = tmp_path / "repos" / "web"
     web.mkdir(parents=True)
-    dot = """
-    digraph F {
-      graph [goal="g", folders="web"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      s [shape=parallelogram, folder=web, facts="where",
-         script="echo where=$(pwd) >> \\"$DELIVERY_FACTS\\"; touch here"]
-      start -> s -> exit
-    }
-    """
+    dot = flow("""
+    s [shape=parallelogram, folder=web, facts="where",
+       script="echo where=$(pwd) >> \\"$DELIVERY_FACTS\\"; touch here"]
+    start -> s -> exit
+    """, graph='folders="web"')
     ran = run_flow(tmp_path, dot, repos={"web": str(web)})
     assert ran.status == "succeeded", ran.outcome.failure_reason
     assert Path(ran.context["where"]).resolve() == web.resolve()
