@@ -17,8 +17,10 @@ gives
     }
 
 The body is dedented and indented under the scaffold, so it can be written at any
-indentation in a triple-quoted string. A body that declares `start` or `exit` itself (with a
-label, say) is a workflow of its own: write it whole instead.
+indentation in a triple-quoted string; a quoted value that spans lines is indented with it
+(keep such a value on one line). A body that declares `start` or `exit` itself (with a
+label, say), or needs `node [...]` defaults before them, is a workflow of its own: write it
+whole instead.
 """
 
 from __future__ import annotations
