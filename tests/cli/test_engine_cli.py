@@ -190,6 +190,7 @@ def _exe(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.slow
 def test_the_delivery_executable_runs_inspects_and_verifies_a_run(tmp_path: Path) -> None:
     assert DELIVERY.is_file()
     workflow, replies = _setup(tmp_path, "pass")
@@ -207,6 +208,7 @@ def test_the_delivery_executable_runs_inspects_and_verifies_a_run(tmp_path: Path
     assert "intact" in verified.stdout
 
 
+@pytest.mark.slow
 def test_the_delivery_executable_exits_1_on_a_failed_run(tmp_path: Path) -> None:
     workflow, replies = _setup(tmp_path, "fail")
     ran = _exe("run", workflow, "--input", "ticket=T-1", "--agent", f"replay:{replies}",

@@ -20,6 +20,8 @@ from signal_helpers import group_members, start_delivery, wait_until
 
 from delivery.testing import flow
 
+pytestmark = pytest.mark.slow  # signals real child processes and waits for their groups to end
+
 AGENT = """#!/bin/sh
 cat >/dev/null
 if [ -e "$1/agent.pid" ]; then

@@ -86,6 +86,7 @@ def on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str, str]:
     return proc.returncode, stdout.decode(), shown.decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_a_terminal_shows_stages_elapsed_time_and_retries(workspace: Path) -> None:
     code, stdout, shown = on_a_terminal(run_args(workspace, "--json"), workspace)
     assert code == 0, shown
@@ -105,6 +106,7 @@ def test_a_terminal_shows_stages_elapsed_time_and_retries(workspace: Path) -> No
     assert order == sorted(order), text
 
 
+@pytest.mark.slow
 def test_a_resume_on_a_terminal_shows_the_stages_it_runs(workspace: Path) -> None:
     killed = subprocess.run(
         [sys.executable, str(TESTS / "durability_driver.py"), *run_args(workspace)[1:]],
@@ -119,6 +121,7 @@ def test_a_resume_on_a_terminal_shows_the_stages_it_runs(workspace: Path) -> Non
     assert "plan [prompt]" not in shown  # done before the kill; not run again
 
 
+@pytest.mark.slow
 def test_without_a_terminal_only_the_report_is_printed(workspace: Path) -> None:
     done = subprocess.run(run_args(workspace, "--json"), cwd=workspace, capture_output=True,
                           text=True, timeout=DEADLINE, check=False)

@@ -186,6 +186,7 @@ def test_resume_of_a_finished_run_reports_it_without_running_anything(
     assert lines_of(copy_of) == before
 
 
+@pytest.mark.slow
 def test_resume_of_a_failed_run_reports_the_failure_again(tmp_path: Path) -> None:
     (tmp_path / "fail.dot").write_text(flow("""
         boom [type=script, script="echo no; exit 4"]

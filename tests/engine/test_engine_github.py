@@ -28,6 +28,7 @@ start -> add -> change -> ship -> look -> land -> after -> remove -> exit
 """, goal="Say hello", graph='inputs="ticket", folders="web"', name="D")
 
 
+@pytest.mark.slow
 def test_a_delivery_on_github_publishes_merges_and_cleans_up(tmp_path: Path) -> None:
     with FakeGitHub() as github:
         github.create_repo("octo/web", files={"README.md": "# web\n"})

@@ -74,6 +74,7 @@ def _verb(argv: list[str]) -> str:
     return ""
 
 
+@pytest.mark.slow
 def test_the_token_reaches_github_as_a_header_and_never_a_command_line(
         tmp_path: Path, recorded_git: Path) -> None:
     with FakeGitHub() as github:

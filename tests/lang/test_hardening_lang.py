@@ -59,6 +59,7 @@ def test_subgraphs_100_deep_still_parse() -> None:
     assert parse_dot(source).body
 
 
+@pytest.mark.slow
 def test_lexer_memory_stays_linear_for_a_20_mb_quoted_attribute(tmp_path: Path) -> None:
     # ~230 bytes per character before: 20 MB took 4.6 GB. The child may use 1 GiB in all
     # (the interpreter and its imports included). The workflow size limit is raised for it.
@@ -73,6 +74,7 @@ def test_lexer_memory_stays_linear_for_a_20_mb_quoted_attribute(tmp_path: Path) 
     assert "big.dot: ok" in done.stdout
 
 
+@pytest.mark.slow
 def test_workflow_file_over_the_size_limit_is_refused_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "huge.dot"
     path.write_text(_flow(label='"' + "x" * MAX_WORKFLOW_BYTES + '"'), encoding="utf-8")

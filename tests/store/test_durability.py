@@ -35,6 +35,8 @@ from delivery.store.runstore import LocalRunStore
 from delivery.testing import flow
 from delivery.testing.cli import invoke as cli
 
+pytestmark = pytest.mark.slow  # every test kills and resumes runs in child processes
+
 TESTS = Path(__file__).resolve().parents[1]
 DRIVER = TESTS / "durability_driver.py"
 DELIVERY = Path(sys.executable).with_name("delivery")

@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 from delivery.testing import flow
 from delivery.testing.cli import invoke
 
+pytestmark = pytest.mark.slow  # fuzzes the readers in bounded child processes (minutes)
+
 MEMORY_LIMIT = 1536 * 1024 * 1024
 TIMEOUT = 60
 

@@ -26,6 +26,8 @@ from delivery.store.runstore import LocalRunStore
 from delivery.testing import flow
 from delivery.testing.cli import invoke
 
+pytestmark = pytest.mark.slow  # a 2,001-stage run killed and resumed at random
+
 DELIVERY = Path(sys.executable).with_name("delivery")
 ROUNDS = 667  # a, b and check per round: 2,001 stages
 KILLS = 6

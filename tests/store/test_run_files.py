@@ -115,6 +115,7 @@ def test_a_checkpoint_that_is_a_symlink_is_never_followed(
     assert "rebuilt from the event log" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("planted", ["ship/1/prompt.md", "ship/1", "ship", "artifacts/values"])
 def test_a_stage_or_artifact_path_that_is_a_symlink_stops_the_run_resumably(
         workspace: Path, outside: Path, tmp_path: Path, planted: str) -> None:
@@ -143,6 +144,7 @@ def test_a_stage_or_artifact_path_that_is_a_symlink_stops_the_run_resumably(
 
 
 # -- garbage in run files -----------------------------------------------------------------
+@pytest.mark.slow
 def test_inspect_shows_a_value_with_a_lone_surrogate(finished: Path, workspace: Path) -> None:
     # replies are cleaned when accepted; a value read back from a run file may still hold
     # one (json.loads accepts "\\ud800")
@@ -234,6 +236,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
+@pytest.mark.slow
 def test_a_run_on_a_disk_that_fills_up_exits_1_and_resumes_once_there_is_room(
         workspace: Path, small_disk: Path) -> None:
     run = small_disk / "run"

@@ -38,6 +38,7 @@ def test_templates_that_would_fold_into_huge_values_validate_in_bounded_time_and
     assert "t.dot: ok" in done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", HOSTILE_TEMPLATES)
 def test_templates_that_would_build_huge_values_fail_their_stage_when_run(
         tmp_path: Path, template: str) -> None:
