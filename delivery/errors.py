@@ -56,8 +56,9 @@ from __future__ import annotations
 
 import errno
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -341,20 +342,34 @@ class StageProblem(StageError):
     """A folder stage cannot do its work; the message names the folder and what is wrong."""
 
 
+class PauseReason(StrEnum):
+    """Why a run paused: `RunOutcome.pause_reason`, the `run_paused` event's `reason`."""
+
+    GATE = "gate"  # a human gate has no answer yet
+    WAIT = "wait"  # a wait stage in event mode: an event resumes it
+    BUDGET = "budget"  # the next agent stage would pass the run's budget
+    STOPPED = "stopped"  # a person set the stop label
+
+
 class PauseRequested(BaseException):
     """A human gate has no answer yet and the run should stop here, to be resumed with one.
 
     Not an error and not a stage failure: a control signal (like KeyboardInterrupt, outside
     `Exception`, so that no handler's `except Exception` swallows it). The engine saves the
-    run as `paused` before the gate.
+    run as `paused` before the gate. Other pauses are subclasses that declare their
+    `reason`; `message` replaces the gate's, `event_fields` go into the `run_paused` event.
     """
 
-    def __init__(self, node_id: str, choices: Sequence[str]) -> None:
+    reason: PauseReason = PauseReason.GATE
+
+    def __init__(self, node_id: str, choices: Sequence[str] = (), *, message: str = "",
+                 event_fields: Mapping[str, str] | None = None) -> None:
         self.node_id = node_id
         self.choices = list(choices)
+        self.event_fields: dict[str, str] = dict(event_fields or {})
         listed = ", ".join(choices)
-        super().__init__(f"human gate '{node_id}' is waiting for an answer ({listed}): "
-                         f"resume with --answer {node_id}=LABEL")
+        super().__init__(message or f"human gate '{node_id}' is waiting for an answer "
+                         f"({listed}): resume with --answer {node_id}=LABEL")
 
 
 class RunInterrupted(KeyboardInterrupt):

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
@@ -45,9 +45,14 @@ PR_ACTIONS = frozenset({"closed", "labeled", "unlabeled"})  # unlabeled: deliver
 FINAL_STATUS = frozenset({"success", "failure", "error"})
 
 
+# the Action's `mode` input: start a run, resume one, or decide from the event
+Mode = Literal["auto", "start", "resume"]
+MODES: Final = get_args(Mode)
+
+
 @dataclass
 class Plan:
-    kind: str  # "start" | "resume" | "resume_all" | "ignore"
+    kind: Literal["start", "resume", "resume_all", "ignore"]
     reason: str = ""
     # start
     ticket: str = ""
@@ -194,7 +199,7 @@ def is_bot(user: _User | Mapping[str, Any] | None, bot_login: str) -> bool:
     return login == bot_login or login.endswith("[bot]") or kind == "Bot"
 
 
-def plan(event_name: str, payload: Mapping[str, Any], *, mode: str, trigger_label: str,
+def plan(event_name: str, payload: Mapping[str, Any], *, mode: Mode, trigger_label: str,
          bot_login: str, inputs: Mapping[str, str], repository: str,
          actor: str = "") -> Plan:
     """What to do for this event (`mode`: start, resume, auto); MalformedEvent (one line)

@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO, cast
+from typing import Any, Literal, TextIO, cast
 
-from delivery.action.events import Plan, plan
+from delivery.action.events import MODES, Mode, Plan, plan
 from delivery.action.report import write_outputs, write_summary
 from delivery.cli.state_commands import open_state, run_for_pr
 from delivery.cli.workflow_commands import ActionOutput, format_command
@@ -42,20 +42,26 @@ from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.printable import PrintableStream
 from delivery.state.remote import RemoteState, StateRunStores, job_id
+from delivery.store.records import GateMode, RunStatus
 from delivery.validation.loader import check_file
 
 INPUTS = ("workflow", "ticket", "goal", "repos", "inputs", "agent", "github-token",
           "state-repo", "mode", "label", "run-id", "bot-login", "max-repairs", "budget")
 DEFAULT_MAX_REPAIRS = 6
 WRITERS = frozenset({"admin", "maintain", "write"})
-EXIT = {"succeeded": 0, "failed": 1, "paused": 3, "superseded": 0, "ignored": 0,
-        "invalid": 1, "refused": 2}
+# the runs a resume-all event wakes: paused ones, and running ones whose job may be dead
+_UNFINISHED = frozenset({RunStatus.PAUSED, RunStatus.RUNNING})
+# a job's result: a run's status, or what the job did instead of running one
+ActionStatus = RunStatus | Literal["superseded", "ignored", "invalid", "refused"]
+EXIT: dict[ActionStatus, int] = {
+    RunStatus.SUCCEEDED: 0, RunStatus.FAILED: 1, RunStatus.PAUSED: 3, "superseded": 0,
+    "ignored": 0, "invalid": 1, "refused": 2}
 
 
 @dataclass
 class Result:
     run_id: str
-    status: str
+    status: ActionStatus
     reason: str = ""
     outcome: RunOutcome | None = None
     workflow: Path | None = None
@@ -120,7 +126,7 @@ def main(environ: Mapping[str, str] | None = None, out: TextIO | None = None) ->
             results = _act(env, inputs, output)
         except (StateSaveFailed, ResumeStopped) as fault:  # failed, resumable
             output.command("error", f"delivery: {fault}")
-            results = [Result(fault.run_id, "failed", str(fault))]
+            results = [Result(fault.run_id, RunStatus.FAILED, str(fault))]
         except DeliveryError as err:
             output.command("error", f"delivery: {err}")
             results = [Result("", "refused", str(err))]
@@ -153,13 +159,13 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: ActionOutput) -> l
     repository = env.get("GITHUB_REPOSITORY", "")
     payload = _payload(env)
     mode = inputs["mode"] or "auto"
-    if mode not in ("auto", "start", "resume"):
+    if mode not in MODES:
         raise RunRefused(f"mode {mode!r}", "is not a mode", "use start, resume or auto")
     # the step's own inputs, refused before any event is looked at (a mistake in the
     # workflow file shows on its first job, not on the first that starts or resumes)
     _options(inputs)
     budget_option(inputs["budget"], "budget")
-    decided = plan(env.get("GITHUB_EVENT_NAME", ""), payload, mode=mode,
+    decided = plan(env.get("GITHUB_EVENT_NAME", ""), payload, mode=cast(Mode, mode),
                    trigger_label=inputs["label"] or "delivery",
                    bot_login=inputs["bot-login"] or "delivery[bot]", inputs=inputs,
                    repository=repository, actor=env.get("GITHUB_ACTOR", ""))
@@ -279,7 +285,7 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
     workspace = base
     request = RunRequest(workflow=workflow, goal=decided.goal or None, inputs=run_inputs,
                          agent=inputs["agent"], workspace=workspace, repos=repos,
-                         gates="pause", budget=inputs["budget"])
+                         gates=GateMode.PAUSE, budget=inputs["budget"])
     world = _world(env, state, "", cache)
     try:
         outcome = start_run(request, world, options=_options(inputs))
@@ -305,13 +311,13 @@ def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState,
     if found:
         # a late event on a PR of a delivered run (its merge, a last review) wakes nothing:
         # the run's history stays as it ended
-        done = {run.run_id for run in state.runs() if run.status == "succeeded"}
+        done = {run.run_id for run in state.runs() if run.status is RunStatus.SUCCEEDED}
         return [run_id for run_id in dict.fromkeys(found) if run_id not in done]
     if prs or decided.heads:
         return []
     # paused runs, and running ones: a run whose job was killed is taken over once its
     # claim is dead (a live claim answers `superseded`)
-    paused = [run for run in state.runs() if run.status in ("paused", "running")]
+    paused = [run for run in state.runs() if run.status in _UNFINISHED]
     if decided.answers:  # an answer on the ticket: the paused runs of that ticket
         paused = [run for run in paused if decided.ticket and run.ticket == decided.ticket]
     return [run.run_id for run in paused]

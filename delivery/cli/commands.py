@@ -47,11 +47,13 @@ from delivery.errors import (
 from delivery.lang.diagnostics import Diagnostic, has_errors
 from delivery.lang.model import NodeType, Workflow
 from delivery.store.files import read_file
+from delivery.store.records import RunStatus
 from delivery.store.runstore import LocalRunStore, verify_run
 from delivery.validation.loader import check_file
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED, EXIT_PAUSED = 0, 1, 2, 3
-STATUS_EXIT = {"succeeded": EXIT_SUCCEEDED, "failed": EXIT_FAILED, "paused": EXIT_PAUSED}
+STATUS_EXIT = {RunStatus.SUCCEEDED: EXIT_SUCCEEDED, RunStatus.FAILED: EXIT_FAILED,
+               RunStatus.PAUSED: EXIT_PAUSED}
 
 log = logging.getLogger("delivery")
 
@@ -136,14 +138,14 @@ def _report(outcome: RunOutcome, as_json: bool, out: TextIO, full: bool = False)
     else:
         print(f"run {outcome.run_id}: {outcome.status}", file=out)
         if outcome.failure_reason:
-            label = "waiting" if outcome.status == "paused" else "failure"
+            label = "waiting" if outcome.status is RunStatus.PAUSED else "failure"
             print(f"  {label}: {outcome.failure_reason}", file=out)
         print(f"  path: {path_line(outcome.path)}", file=out)
         rows = pr_rows(outcome.context)
         if rows:
             print_table(rows, out)
         print(f"  run directory: {outcome.run_dir}", file=out)
-        if outcome.status == "failed":
+        if outcome.status is RunStatus.FAILED:
             where = shlex.quote(str(outcome.run_dir))
             print(f"  next: delivery inspect {where} shows each stage and why it failed; "
                   "once the cause is fixed, the same delivery run again goes on from the "

@@ -50,6 +50,8 @@ from delivery.errors import RunInterrupted
 from delivery.forges.local import LocalForge
 from delivery.git import BOT_EMAIL, BOT_NAME
 from delivery.lang.model import Node, NodeType
+from delivery.lang.outcomes import StageOutcome
+from delivery.store.records import RunStatus
 from probes.evidence import PrQuery, PullRequestSnapshot
 
 
@@ -173,7 +175,7 @@ class DemoProgress(Progress):
     def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
         if node.type in (NodeType.START, NodeType.EXIT, NodeType.CONDITIONAL):
             return
-        mark = "ok" if result.outcome == "succeeded" else "FAILED"
+        mark = "ok" if result.outcome == StageOutcome.SUCCEEDED else "FAILED"
         note = _note(node, result)
         clock = time.monotonic() - self.started
         print(f"[{clock:5.1f}s] {node.label:<28} {mark}{note}", file=self.out, flush=True)
@@ -318,4 +320,4 @@ def _demo(root: Path, out: TextIO, *, kept: bool, resume: bool = False) -> int:
     print(f"  worktrees: {done.run.context.get('worktree.status', '')}", file=out)
     where = "" if kept else " (a temporary directory, removed now: --dir DIR keeps it)"
     print(f"  run directory: {done.run.run_dir}{where}", file=out)
-    return 0 if done.run.status == "succeeded" and done.merged else 1
+    return 0 if done.run.status is RunStatus.SUCCEEDED and done.merged else 1

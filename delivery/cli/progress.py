@@ -7,6 +7,7 @@ from typing import TextIO
 from delivery.engine.handlers.base import StageResult
 from delivery.engine.run_loop import Progress
 from delivery.lang.model import Node
+from delivery.lang.outcomes import StageOutcome
 
 
 class TerminalProgress(Progress):
@@ -19,7 +20,7 @@ class TerminalProgress(Progress):
         print(f"▶ {node.id} [{kind}]{suffix}", file=self.stream, flush=True)
 
     def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
-        mark = "✗" if result.outcome == "failed" else "✓"
+        mark = "✗" if result.outcome == StageOutcome.FAILED else "✓"
         reason = f" — {result.failure_reason}" if result.failure_reason else ""
         print(f"  {mark} {node.id} {result.outcome} in {seconds:.1f}s{reason}",
               file=self.stream, flush=True)

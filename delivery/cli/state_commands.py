@@ -144,6 +144,6 @@ def local_runs(workspace: Path) -> list[RunSummary]:
         if loaded is None:
             listed.append(RunSummary(path.name, "unknown", "", ""))
         else:
-            listed.append(RunSummary(path.name, loaded.state.status.value,
+            listed.append(RunSummary(path.name, loaded.state.status,
                                      loaded.state.next_node or "", ""))
     return listed

@@ -29,29 +29,22 @@ from pathlib import Path
 from typing import Any
 
 from delivery.engine.context import Context
-from delivery.engine.handlers.base import (
-    FAILED,
-    PARTIAL_SUCCESS,
-    RETRY,
-    SKIPPED,
-    SUCCEEDED,
-    Clock,
-    StageResult,
-)
+from delivery.engine.handlers.base import Clock, StageResult
 from delivery.engine.run_loop import Progress
 from delivery.errors import RunRefused, RunStoreError
 from delivery.lang.model import Node, NodeType, Workflow
+from delivery.lang.outcomes import Outcome, StageOutcome
 from delivery.store.files import make_dir, read_file, write_file
 from delivery.store.records import RunState
 
-# delivery's outcome -> the spec's (Appendix C); a custom outcome routes as a success
-OUTCOMES = {SUCCEEDED: "success", FAILED: "fail", PARTIAL_SUCCESS: "partial_success",
-            RETRY: "retry", SKIPPED: "skipped"}
 STAGE_TEXTS = ("prompt.md", "response.md")
 
 
-def attractor_outcome(outcome: str) -> str:
-    return OUTCOMES.get(outcome, "success")
+def attractor_outcome(outcome: Outcome) -> str:
+    """delivery's outcome as the spec names it (Appendix C); a custom outcome routes as a
+    success."""
+    standard = outcome if isinstance(outcome, StageOutcome) else StageOutcome.SUCCEEDED
+    return standard.attractor_name
 
 
 class AttractorLogs(Progress):
@@ -119,7 +112,7 @@ class AttractorLogs(Progress):
             "context_updates": self.redact(dict(result.updates)),
             "notes": _notes(node, result),
         }
-        if result.outcome == FAILED:
+        if result.outcome == StageOutcome.FAILED:
             status["failure_reason"] = result.failure_reason
         with self._lock:
             attempt = self._attempts.get(node.id, 1)
@@ -189,9 +182,9 @@ def check_logs_folder(logs: Path, run_path: Path) -> None:
 
 
 def _notes(node: Node, result: StageResult) -> str:
-    if result.outcome == FAILED:
+    if result.outcome == StageOutcome.FAILED:
         return result.failure_reason
-    if result.outcome not in OUTCOMES:
+    if not isinstance(result.outcome, StageOutcome):
         return f"custom outcome '{result.outcome}' (routes as a success)"
     return f"{node.type.value if node.type else 'stage'} '{node.id}': {result.outcome}"
 

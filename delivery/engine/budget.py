@@ -22,13 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from delivery.errors import PauseRequested, RunRefused
+from delivery.errors import PauseReason, PauseRequested, RunRefused
 from delivery.lang.model import Workflow
 from delivery.store.records import RunInfo
 
 CONTEXT_KEY: Final = "internal.budget"
 WARN_AT: Final = 0.8
-PAUSE_REASON: Final = "budget"
 
 _TOKENS = re.compile(r"(\d[\d_,]*)([kKmM]?)\Z")
 _DOLLARS = re.compile(r"\$(\d+(?:\.\d+)?)\Z")
@@ -115,12 +114,10 @@ class _Spent:
 class BudgetPause(PauseRequested):
     """Raised before an agent stage the budget does not cover: the run pauses there."""
 
-    reason = PAUSE_REASON
+    reason = PauseReason.BUDGET
 
     def __init__(self, node_id: str, message: str) -> None:
-        BaseException.__init__(self, message)
-        self.node_id = node_id
-        self.choices = []
+        super().__init__(node_id, message=message)
 
 
 class Budget:

@@ -9,15 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from delivery.errors import PauseRequested
+from delivery.lang.outcomes import Outcome
+from delivery.store.records import RunStatus
 
 
 class ChildStopped(PauseRequested):
     """Raised before a child stage to stop the child there, paused (not a human gate)."""
 
     def __init__(self, node_id: str, why: str) -> None:
-        BaseException.__init__(self, f"stopped by its manager before '{node_id}': {why}")
-        self.node_id = node_id
-        self.choices = []
+        super().__init__(node_id, message=f"stopped by its manager before '{node_id}': {why}")
 
 
 @dataclass(frozen=True)
@@ -31,13 +31,13 @@ class ChildRequest:
     # the parent's context: the child gets the values of the inputs it declares
     values: Mapping[str, Any]
     before_stage: Callable[[str], None]  # may raise ChildStopped
-    after_stage: Callable[[str, str], None]  # node id, outcome
+    after_stage: Callable[[str, Outcome], None]  # node id, outcome
 
 
 @dataclass(frozen=True)
 class ChildEnd:
     run_id: str
-    status: str  # succeeded | failed | paused
+    status: RunStatus  # succeeded | failed | paused
     failure_reason: str
     path: list[str]
     resumed: bool  # an earlier execution's child was resumed, not a new one started

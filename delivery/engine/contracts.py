@@ -21,19 +21,13 @@ from delivery.errors import ContractViolation as ContractViolation
 from delivery.lang.conditions import Compare
 from delivery.lang.declarations import OutputDecl, OutputKind, reserved_reason
 from delivery.lang.model import Node, Workflow
+from delivery.lang.outcomes import CustomOutcome, Outcome, StageOutcome, standard_outcome
 
 MAX_CORRECTIONS = 2
 
-Outcome = str  # a standard outcome (SPEC §2) or a custom one such as `yes`
-_OUTCOMES: dict[str, Outcome] = {
-    "succeeded": "succeeded",
-    "success": "succeeded",
-    "failed": "failed",
-    "fail": "failed",
-    "partial_success": "partial_success",
-    "retry": "retry",
-    "skipped": "skipped",
-}
+# outcomes whose reply's context_updates are ignored (and its texts taken as they are)
+_NO_UPDATES: Final = frozenset({StageOutcome.FAILED, StageOutcome.RETRY})
+_STANDARD_LISTED: Final = ", ".join(f'"{outcome}"' for outcome in StageOutcome)
 _CUSTOM_OUTCOME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}\Z")
 _MARKERS = ("context_updates", "outcome")
 _TAGS = "leaf, hierarchy, candidate, goal"
@@ -339,13 +333,14 @@ def parse_reply(
     outcome: Outcome | None = None
     if "outcome" in obj:
         raw = obj["outcome"]
-        if isinstance(raw, str) and raw in _OUTCOMES:
-            outcome = _OUTCOMES[raw]
+        standard = standard_outcome(raw) if isinstance(raw, str) else None
+        if standard is not None:  # (Attractor's `success` and `fail` too)
+            outcome = standard
         elif isinstance(raw, str) and _CUSTOM_OUTCOME.match(raw):
-            outcome = raw  # a custom outcome (`yes`): routes as a success
+            outcome = CustomOutcome(raw)  # a custom outcome (`yes`): routes as a success
         else:
-            problems.append(f'"outcome" must be "succeeded", "failed", "partial_success", '
-                            f'"retry", "skipped" or a custom word, found {_found(raw)}')
+            problems.append(f'"outcome" must be {_STANDARD_LISTED} or a custom word, '
+                            f'found {_found(raw)}')
     suggested = _suggested(obj.get("suggested_next_ids"), problems)
     texts: dict[str, str] = {}
     if "preferred_label" not in obj and "preferred_next_label" in obj:
@@ -357,14 +352,14 @@ def parse_reply(
             raw = ""
         if isinstance(raw, str):
             texts[key] = raw.strip()
-        elif outcome in ("failed", "retry"):
+        elif outcome in _NO_UPDATES:
             texts[key] = _found(raw)
         else:
             problems.append(f'"{key}" must be a string, found {_found(raw)}')
 
-    if outcome in ("failed", "retry"):
+    if outcome in _NO_UPDATES:
         reason = texts.get("failure_reason") or (
-            "the agent reported failure without a reason" if outcome == "failed"
+            "the agent reported failure without a reason" if outcome == StageOutcome.FAILED
             else "the agent asked to run the stage again")
         return AcceptedReply({}, None, outcome, reason, texts.get("preferred_label", ""))
 

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
+from delivery.errors import PauseReason
+from delivery.store.records import RunStatus
+
 Values = dict[str, Any]
 
 
@@ -48,7 +51,7 @@ class _BuiltOnFirstRead:
 @dataclass
 class RunOutcome:
     run_id: str
-    status: str
+    status: RunStatus
     failure_reason: str
     path: list[str]
     # the final context, offloaded values resolved (a dict; see the module docstring)
@@ -56,8 +59,7 @@ class RunOutcome:
     # (mypy takes the descriptor for a default; dataclasses see none, see above)
     run_dir: Path  # type: ignore[misc]
     usage: dict[str, int] = field(default_factory=dict)  # agent tokens of the whole run
-    # why a paused run paused: gate | wait | budget | stopped ("" otherwise)
-    pause_reason: str = ""
+    pause_reason: PauseReason | None = None  # why a paused run paused (None otherwise)
     # the budget's limits and use (delivery.engine.budget), when the run has one
     budget: dict[str, Any] = field(default_factory=dict)
     # keys whose value is in the artifact store (over 100 KB): their pointer and size
@@ -68,8 +70,8 @@ class RunOutcome:
         context = self.context if full else {
             key: ({"artifact": self.offloaded[key][0], "bytes": self.offloaded[key][1]}
                   if key in self.offloaded else value) for key, value in self.context.items()}
-        return {"run_id": self.run_id, "status": self.status,
+        return {"run_id": self.run_id, "status": str(self.status),
                 "failure_reason": self.failure_reason, "path": self.path,
                 "context": context, "run_dir": str(self.run_dir), "usage": self.usage,
-                **({"pause_reason": self.pause_reason} if self.pause_reason else {}),
+                **({"pause_reason": str(self.pause_reason)} if self.pause_reason else {}),
                 **({"budget": self.budget} if self.budget else {})}

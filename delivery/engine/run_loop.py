@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from enum import Enum, auto
 from typing import Any, cast
 
 from tenacity import (
@@ -34,12 +35,6 @@ from delivery.engine.budget import Budget
 from delivery.engine.context import Context
 from delivery.engine.failures import failure_class, failure_signature
 from delivery.engine.handlers.base import (
-    FAILED,
-    GATE_UNMET,
-    PARTIAL_SUCCESS,
-    RETRY,
-    SKIPPED,
-    SUCCEEDED,
     Clock,
     Handler,
     StageEnv,
@@ -47,8 +42,16 @@ from delivery.engine.handlers.base import (
 )
 from delivery.engine.routing import facts_read, route_rule, select_edge
 from delivery.engine.stop_switch import StopSwitch
-from delivery.errors import ArtifactError, PauseRequested, RunError, RunStateChanged, RunStoreError
+from delivery.errors import (
+    ArtifactError,
+    PauseReason,
+    PauseRequested,
+    RunError,
+    RunStateChanged,
+    RunStoreError,
+)
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
+from delivery.lang.outcomes import GATE_UNMET, NOT_SUCCEEDED, RETRIED, StageOutcome, outcome_of
 from delivery.lang.topology import ParallelSection, parallel_sections
 from delivery.store.base import RunStore
 from delivery.store.records import RunState as RunState
@@ -82,12 +85,21 @@ class EngineOptions:
     interactive: bool = False
 
 
+class _End(Enum):
+    """How a walk of the graph ended."""
+
+    EXIT = auto()  # at an exit node
+    STOP = auto()  # at a node it was to stop at (a parallel branch at its join)
+    FAILED = auto()
+    CANCELLED = auto()  # a parallel branch another branch's success cancelled
+    PAUSE = auto()  # after a wait stage in event mode
+
+
 @dataclass
 class _Walk:
     """Where a walk of the graph ended."""
 
-    # "exit" | "stop" (reached a stop node) | "failed" | "cancelled" | "pause" (event mode)
-    kind: str
+    kind: _End
     node: str
     failure_reason: str = ""
 
@@ -131,8 +143,7 @@ class Engine:
         self._path_length_before_step = 0  # where a paused run's path is cut back to
         self.budget = budget  # checked before each agent stage (delivery.engine.budget)
         self.stop_switch = stop_switch  # the delivery:stop label, read at stage boundaries
-        # why the run paused: gate | wait | budget | stopped ("" while it has not)
-        self.pause_reason = ""
+        self.pause_reason: PauseReason | None = None  # why the run paused, once it has
 
     # -- public -----------------------------------------------------------------------
     def run(self, state: RunState, context: Context) -> RunState:
@@ -160,20 +171,20 @@ class Engine:
         except PauseRequested as pause:
             return self._pause(state, context, pause)
         except RunStateChanged as changed:  # not routed on: no later stage may run
-            end = _Walk("failed", state.next_node or "", str(changed))
-        if end.kind == "pause":  # a wait in event mode: saved, resumed by an event
+            end = _Walk(_End.FAILED, state.next_node or "", str(changed))
+        if end.kind is _End.PAUSE:  # a wait in event mode: saved, resumed by an event
             state.status = RunStatus.PAUSED
             state.failure_reason = f"waiting at '{end.failure_reason}' for an event"
             state.next_node = end.node
-            self.pause_reason = "wait"
+            self.pause_reason = PauseReason.WAIT
             self._event("run_paused", node=end.failure_reason, next_node=end.node,
-                        reason=self.pause_reason)
+                        reason=self.pause_reason.value)
             self._save(state, context)
             state.context = context.snapshot()
             return state
-        if end.kind == "failed":
+        if end.kind is _End.FAILED:
             state.status, state.failure_reason = RunStatus.FAILED, end.failure_reason
-        elif context.get("outcome") == "failed":
+        elif context.get("outcome") == StageOutcome.FAILED:
             # An exit reached through a failure edge is not a success (SPEC §9).
             state.status = RunStatus.FAILED
             state.failure_reason = str(context.get("failure_reason") or "")
@@ -194,9 +205,9 @@ class Engine:
         state.cut_path(self._path_length_before_step)
         state.status, state.failure_reason = RunStatus.PAUSED, str(pause)
         state.next_node = waiting
-        self.pause_reason = str(getattr(pause, "reason", "gate"))
+        self.pause_reason = pause.reason
         self._event("run_paused", node=pause.node_id, next_node=waiting,
-                    reason=self.pause_reason, **getattr(pause, "event_fields", {}))
+                    reason=pause.reason.value, **pause.event_fields)
         self._save(state, context)
         state.context = context.snapshot()
         return state
@@ -208,19 +219,19 @@ class Engine:
         workflow = self.workflow
         while True:
             if current in stop_at:
-                return _Walk("stop", current)
+                return _Walk(_End.STOP, current)
             if cancel is not None and cancel.is_set():
-                return _Walk("cancelled", current)
+                return _Walk(_End.CANCELLED, current)
             with self._lock:
                 state.steps += 1
                 steps = state.steps
             if steps > self.options.max_steps:
-                return _Walk("failed", current, f"the run exceeded {self.options.max_steps} "
+                return _Walk(_End.FAILED, current, f"the run exceeded {self.options.max_steps} "
                              "steps; a loop does not end")
             node = workflow.nodes[current]
             cap = self.options.max_agent_runs
             if cap and node.type in LLM_TYPES and state.attempts.get(current, 0) >= cap:
-                return _Walk("failed", current, f"agent stage '{current}' already ran {cap} "
+                return _Walk(_End.FAILED, current, f"agent stage '{current}' already ran {cap} "
                              "times, the cap on repair iterations; a person should look at "
                              "it (raise max-repairs to allow more)")
             if main:
@@ -236,7 +247,7 @@ class Engine:
                 context.set("current_node", current)
                 retry = self._unmet_goal_gate(context)
                 if retry is None:
-                    return _Walk("exit", current)
+                    return _Walk(_End.EXIT, current)
                 if isinstance(retry, _Walk):
                     return retry
                 current = retry
@@ -251,11 +262,11 @@ class Engine:
                     # every branch failed: then the parallel node's retry target, or the end
                     self._apply(node, result, context)
                     current = joined
-                    if result.outcome == FAILED and workflow.nodes[joined].type \
+                    if result.outcome == StageOutcome.FAILED and workflow.nodes[joined].type \
                             is not NodeType.EXIT:
                         target = self._retry_target(node)
                         if target is None:
-                            return _Walk("failed", node.id, result.failure_reason)
+                            return _Walk(_End.FAILED, node.id, result.failure_reason)
                         self._event("failure_jump", source=node.id, target=target)
                         current = target
                     if main:
@@ -272,7 +283,7 @@ class Engine:
             current = nxt
             if main and result.pause_after:
                 # saved once, as paused, by run(): a crash before it re-runs the wait
-                return _Walk("pause", current, node.id)
+                return _Walk(_End.PAUSE, current, node.id)
             if result.pause_after:  # a branch cannot pause alone: it waits as usual
                 self.env.clock.sleep(result.pause_seconds)
             if main:
@@ -347,7 +358,7 @@ class Engine:
             stop=stop_after_attempt(retries + 1),
             wait=wait_exponential(multiplier=self.options.backoff_initial,
                                   max=self.options.backoff_max),
-            retry=retry_if_result(lambda result: result.outcome in (FAILED, RETRY)),
+            retry=retry_if_result(lambda result: result.outcome in RETRIED),
             retry_error_callback=_last_result,
             before_sleep=before_sleep,
             sleep=self.env.clock.sleep,
@@ -381,7 +392,7 @@ class Engine:
         seconds = self.clock.monotonic() - started
         status: dict[str, Any] = {
             "node": node.id, "type": node.type.value, "attempt": attempt,
-            "outcome": result.outcome, "failure_reason": result.failure_reason,
+            "outcome": str(result.outcome), "failure_reason": result.failure_reason,
             "preferred_label": result.preferred_label, "seconds": round(seconds, 6),
             "updates": sorted(result.updates)}
         usage: dict[str, Any] = {"usage": result.usage} if result.usage else {}
@@ -400,7 +411,7 @@ class Engine:
                 self._event("budget_warning", node=node.id, **warning)
         self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
         self._ending_event("stage_finished", node=node.id, attempt=attempt,
-                           outcome=result.outcome, failure_reason=result.failure_reason,
+                           outcome=str(result.outcome), failure_reason=result.failure_reason,
                            seconds=round(seconds, 6), **usage)
         for event_type, fields in result.events:
             self._ending_event(event_type, node=node.id,
@@ -424,8 +435,8 @@ class Engine:
         if result.keep_outcome:
             return
         context.update(result.updates)
-        context.set("outcome", result.outcome)
-        failed = result.outcome == FAILED
+        context.set("outcome", str(result.outcome))  # (the context holds plain JSON)
+        failed = result.outcome == StageOutcome.FAILED
         context.set("failure_reason", result.failure_reason if failed else "")
         # Attractor's keys for routing on the kind of failure; empty again after a success,
         # as failure_reason is, so a stale class never routes a later stage
@@ -441,7 +452,7 @@ class Engine:
     # -- routing ----------------------------------------------------------------------
     def _route(self, node: Node, context: Context,
                suggested: Sequence[str] = ()) -> str | _Walk:
-        failed = context.get("outcome") == FAILED
+        failed = context.get("outcome") == StageOutcome.FAILED
         preferred = str(context.get("preferred_label") or "")
         outgoing = self.workflow.outgoing[node.id]
         nodes = self.workflow.nodes
@@ -477,8 +488,8 @@ class Engine:
                 # the unmet gate: the message says so, not only what the stage reported
                 reason = (f"goal gate '{node.id}' did not succeed and there is no retry "
                           f"target: {reason}")
-            return _Walk("failed", node.id, reason)
-        return _Walk("failed", node.id, f"no outgoing edge of '{node.id}' matched after it "
+            return _Walk(_End.FAILED, node.id, reason)
+        return _Walk(_End.FAILED, node.id, f"no outgoing edge of '{node.id}' matched after it "
                      "succeeded; add an unconditional edge or cover every case")
 
     def _retry_target(self, node: Node) -> str | None:
@@ -504,7 +515,7 @@ class Engine:
                 target = self._retry_target(node)
                 self._event("goal_gate_unmet", node=node_id, target=target or "")
                 if target is None:
-                    return _Walk("failed", node_id, f"goal gate '{node_id}' did not succeed "
+                    return _Walk(_End.FAILED, node_id, f"goal gate '{node_id}' did not succeed "
                                  "and there is no retry target")
                 return target
         return None
@@ -541,22 +552,24 @@ class Engine:
             except RunStateChanged:
                 cancel.set()  # the other branches start no further stage
                 raise
-            if end.kind == "stop":
-                outcome = str(branch_context.get("outcome") or SUCCEEDED)
+            if end.kind is _End.STOP:
+                outcome = outcome_of(str(branch_context.get("outcome")
+                                         or StageOutcome.SUCCEEDED))
                 reason = str(branch_context.get("failure_reason") or "")
-            elif end.kind == "cancelled":
-                outcome, reason = SKIPPED, "cancelled: another branch succeeded first"
-            elif end.kind == "failed":
-                outcome, reason = FAILED, end.failure_reason
+            elif end.kind is _End.CANCELLED:
+                outcome, reason = StageOutcome.SKIPPED, "cancelled: another branch succeeded first"
+            elif end.kind is _End.FAILED:
+                outcome, reason = StageOutcome.FAILED, end.failure_reason
             else:
-                outcome, reason = FAILED, f"branch reached exit '{end.node}' before the join"
-            if outcome != FAILED and outcome != SKIPPED:
+                outcome = StageOutcome.FAILED
+                reason = f"branch reached exit '{end.node}' before the join"
+            if outcome not in NOT_SUCCEEDED:
                 reason = ""
-            if policy == "first_success" and outcome not in (FAILED, SKIPPED):
+            if policy == "first_success" and outcome not in NOT_SUCCEEDED:
                 cancel.set()
             # values, not artifact pointers: the results list is offloaded as a whole if large
             written = {key: branch_context.get(key) for key in branch_context.changes_since(base)}
-            entry = {"node": head, "outcome": outcome, "failure_reason": reason,
+            entry = {"node": head, "outcome": str(outcome), "failure_reason": reason,
                      "context": written}
             return entry, branch_path
 
@@ -568,16 +581,17 @@ class Engine:
             path.extend(node_id for node_id in branch_path if node_id not in stop)
         if joined.type is NodeType.FAN_IN:  # another join runs as the next stage
             path.append(end_node)
-        failed = [r for r in results if r["outcome"] == FAILED]
-        succeeded = [r for r in results if r["outcome"] not in (FAILED, SKIPPED)]
+        failed = [r for r in results if r["outcome"] == StageOutcome.FAILED]
+        succeeded = [r for r in results if r["outcome"] not in NOT_SUCCEEDED]
         if policy == "first_success":
-            outcome = SUCCEEDED if succeeded else FAILED
+            outcome = StageOutcome.SUCCEEDED if succeeded else StageOutcome.FAILED
         else:  # wait_all (SPEC §8): partial success when some branches failed
-            outcome = SUCCEEDED if not failed else FAILED if not succeeded else PARTIAL_SUCCESS
+            outcome = (StageOutcome.SUCCEEDED if not failed else StageOutcome.FAILED
+                       if not succeeded else StageOutcome.PARTIAL_SUCCESS)
         context.set("parallel.results", results)
-        self._event("stage_finished", node=node.id, attempt=attempt, outcome=outcome,
+        self._event("stage_finished", node=node.id, attempt=attempt, outcome=str(outcome),
                     branches=len(results), failed=len(failed))
-        if outcome != FAILED:
+        if outcome != StageOutcome.FAILED:
             return StageResult(outcome), end_node
         failures = "; ".join(f"{r['node']}: {r['failure_reason']}" for r in failed)
         return StageResult.fail(f"join_policy={policy}: every branch failed — {failures}"), \
@@ -587,10 +601,10 @@ class Engine:
 def _retries_spent(node: Node, retries: int, result: StageResult) -> StageResult:
     """A stage still asking to be retried when its retries are spent (Attractor §3.5):
     partial success with `allow_partial=true`, otherwise a failure."""
-    if result.outcome != RETRY:
+    if result.outcome != StageOutcome.RETRY:
         return result
     if node.allow_partial:
-        result.outcome, result.failure_reason = PARTIAL_SUCCESS, ""
+        result.outcome, result.failure_reason = StageOutcome.PARTIAL_SUCCESS, ""
         return result
     reason = result.failure_reason or "the stage asked to be retried"
     return StageResult.fail(f"{reason}; max retries ({retries}) exceeded")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from delivery.lang.diagnostics import Diagnostic
 from delivery.lang.model import Workflow
+from delivery.store.records import GateMode
 
 
 @dataclass
@@ -23,10 +24,11 @@ class RunRequest:
     # gate id -> its answers, one per visit in order (a single string answers one visit)
     answers: Mapping[str, str | Sequence[str]] = field(default_factory=dict)
     repos: Mapping[str, str] = field(default_factory=dict)
-    # An unanswered human gate (no --answer, no terminal): "deny" fails the gate's stage,
-    # "pause" stops the run as paused so that `resume --answer` can continue it,
-    # "managed" lets the node's agent answer a delegatable gate (else it is denied).
-    gates: str = "deny"
+    # An unanswered human gate (no --answer, no terminal): DENY fails the gate's stage,
+    # PAUSE stops the run as paused so that `resume --answer` can continue it, MANAGED
+    # lets the node's agent answer a delegatable gate (else it is denied). Its value as
+    # text ("pause") is taken too; anything else is refused.
+    gates: GateMode = GateMode.DENY
     forge: str = ""  # "local" | "github"; empty: chosen from the repository locations
     checks: Mapping[str, str] = field(default_factory=dict)  # folder -> local check command
     branch: str = ""  # the run's branch; empty: delivery/<ticket slug or run id>

@@ -15,6 +15,7 @@ from delivery.engine.world import World
 from delivery.errors import RunRefused
 from delivery.forges.select import forge_kind, is_github_location, local_settings
 from delivery.lang.model import NodeType, Workflow
+from delivery.store.records import GateMode
 from delivery.validation.validator import reads_goal
 
 # Stages that reach the forge or the folders' git repositories.
@@ -40,6 +41,16 @@ class Spelling:
 
     def option(self, option: str, field: str) -> str:
         return option if self.cli else f"RunRequest.{field}"
+
+
+def gate_mode(value: object, subject: str) -> GateMode:
+    """RunRequest.gates as the vocabulary has it (a library caller may pass its text); a
+    value that is none of them is refused before anything is written (a run.json holding
+    it could not be resumed)."""
+    if isinstance(value, str) and value in GateMode.__members__.values():
+        return GateMode(value)
+    listed = ", ".join(mode.value for mode in GateMode)
+    raise RunRefused(subject, f"{value!r} is not a gate mode", f"use one of {listed}")
 
 
 def initial_context(workflow: Workflow, goal: str | None, inputs: Mapping[str, str],

@@ -41,6 +41,7 @@ from delivery.engine.run_setup import (
     FolderSetup,
     Spelling,
     folder_setup,
+    gate_mode,
     initial_context,
     refuse_folder_problems,
 )
@@ -66,13 +67,14 @@ from delivery.forges.select import (
 from delivery.git import cache_root
 from delivery.lang.diagnostics import Diagnostic, has_errors
 from delivery.lang.model import LLM_TYPES, NodeType, Workflow
+from delivery.lang.outcomes import StageOutcome
 from delivery.redact import Redactor, secret_values
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.base import RunStore, StoreCapability
 from delivery.store.eventlog import utc_stamp
 from delivery.store.files import StageText
 from delivery.store.model_cache import load_checked, load_run_workflow, write_cache
-from delivery.store.records import RunInfo, RunStatus
+from delivery.store.records import GateMode, RunInfo, RunStatus
 from delivery.store.runstore import WORKFLOW_COPY, Started, new_run_id, started_with
 from delivery.validation.loader import check_source
 
@@ -111,11 +113,11 @@ def _interviewer(info: RunInfo, options: EngineOptions,
 
 
 def _agents(workflow: Workflow, spec: str, workspace: Path, world: World,
-            gates: str) -> Agents:
+            gates: GateMode) -> Agents:
     """The run's agent backends, built and checked before the first stage (RunRefused
     names the profile and the node that needs it)."""
     needing = list(workflow.nodes_of(*LLM_TYPES))
-    if gates == "managed":
+    if gates is GateMode.MANAGED:
         needing += [node for node in workflow.nodes_of(NodeType.HUMAN)
                     if node.delegatable]
     agents = resolve_agents([(node.id, node.attr("agent")) for node in needing],
@@ -230,8 +232,8 @@ class _Run:
         can = self.store.capabilities
         if StoreCapability.PAUSE_ON_WAIT in can:  # event mode (SPEC §13)
             env.event_mode = True
-            if env.gates == "deny":  # a gate nobody answers pauses in event mode (§9.1)
-                env.gates = "pause"
+            if env.gates is GateMode.DENY:  # a gate nobody answers pauses in event mode
+                env.gates = GateMode.PAUSE  # (§9.1)
         if StoreCapability.RECREATE_WORKTREES in can:
             self._recreate_worktrees(state, env)
         observer, on_saved = self.observer, None
@@ -266,7 +268,7 @@ class _Run:
                                  else "SIGINT") from None
         finally:
             self.store.close()
-        return RunOutcome(final.run_id, final.status.value, final.failure_reason,
+        return RunOutcome(final.run_id, final.status, final.failure_reason,
                           # resolved on first read (engine.outcome): most callers never do
                           list(final.path), context.resolved_later(), self.store.path,
                           usage=dict(final.usage), pause_reason=engine.pause_reason,
@@ -284,7 +286,8 @@ class _Run:
             return
         done, problem = recreate(env, missing, self.store.saved_worktrees())
         self.store.append_event("worktrees_recreated", folders=missing, how=done,
-                                outcome="failed" if problem else "succeeded",
+                                outcome=(StageOutcome.FAILED if problem
+                                         else StageOutcome.SUCCEEDED).value,
                                 failure_reason=self.redactor.text(problem))
         if problem:
             self.store.close()
@@ -313,7 +316,8 @@ def start_run(request: RunRequest, world: World | None = None, *,
     refuse_unsupported(workflow, {**default_handlers(), **(world.handlers or {})})
     budget = budget_option(request.budget, spelling.option("--budget", "budget"))
     check_children(workflow, workspace)
-    agents = _agents(workflow, request.agent, workspace, world, request.gates)
+    gates = gate_mode(request.gates, spelling.option("--gates", "gates"))
+    agents = _agents(workflow, request.agent, workspace, world, gates)
     setup = folder_setup(request, workflow, workspace)
     refuse_folder_problems(workflow, setup, world, spelling)
     if world.forge is None and setup.repos and workflow.nodes_of(*FORGE_TYPES):
@@ -348,7 +352,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
         required_approvals=setup.required_approvals,
         branch=request.branch or run_branch(values, run_id),
         git_cache=str(world.git_cache or ""), answers=answer_lists(request.answers),
-        gates=request.gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        gates=gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
         logs=str(request.logs.resolve()) if request.logs is not None else "",
         budget_tokens=budget.tokens or 0, budget_usd=budget.usd or 0.0)
     store.create_run(_redacted_info(info, redactor), source.encode())

@@ -15,10 +15,10 @@ again): a flaky read must not be mistaken for a person's decision.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from delivery.engine.context import Context
-from delivery.errors import DeliveryError, PauseRequested
+from delivery.errors import DeliveryError, PauseReason, PauseRequested
 from delivery.forges.stop_label import (
     STOP_LABEL,
     Stop,
@@ -28,7 +28,6 @@ from delivery.forges.stop_label import (
 )
 from delivery.lang.model import Node, NodeType
 
-PAUSE_REASON: Final = "stopped"
 # the stages a stop label holds back (see the module docstring)
 CHECKED: Final = frozenset({NodeType.AGENT, NodeType.PROMPT, NodeType.PUBLISH,
                             NodeType.MERGE, NodeType.RESPOND, NodeType.HUMAN,
@@ -38,18 +37,16 @@ CHECKED: Final = frozenset({NodeType.AGENT, NodeType.PROMPT, NodeType.PUBLISH,
 class StopPause(PauseRequested):
     """The stop label is set: the run pauses before `node_id`."""
 
-    reason = PAUSE_REASON
+    reason = PauseReason.STOPPED
 
     def __init__(self, node_id: str, stop: Stop) -> None:
         who = f" by {stop.by}" if stop.by else ""
         when = f" at {stop.at}" if stop.at else ""
-        BaseException.__init__(self, (
+        super().__init__(node_id, message=(
             f"stopped: the label {STOP_LABEL} was set on {stop.where}{who}{when}; the run "
-            f"paused before '{node_id}' — remove the label and resume the run to go on"))
-        self.node_id = node_id
-        self.choices = []
-        self.event_fields: dict[str, Any] = {"where": stop.where, "by": stop.by,
-                                             "at": stop.at, "url": stop.url}
+            f"paused before '{node_id}' — remove the label and resume the run to go on"),
+            event_fields={"where": stop.where, "by": stop.by, "at": stop.at,
+                          "url": stop.url})
 
 
 class StopSwitch:

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, cast
 
 from delivery.errors import ConditionSyntaxError
+from delivery.lang.outcomes import OUTCOME_ALIASES as OUTCOME_ALIASES
 from delivery.lang.paths import CONTEXT_PREFIX, MISSING, normalize_key, resolve, string_form
 from delivery.lang.syntax import slot_constructor
 
 Op = Literal["=", "!=", "<", "<=", ">", ">=", "contains"]
 LiteralKind = Literal["word", "string", "number", "bool"]
 
-OUTCOME_ALIASES = {"success": "succeeded", "fail": "failed"}
 # How deeply '!' and '(' may nest: far beyond any real condition, well within the
 # interpreter's recursion limit (the parser and the evaluators recurse).
 MAX_CONDITION_DEPTH = 100

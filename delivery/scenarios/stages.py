@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import Handler, StageEnv, StageResult
 from delivery.lang.model import Node, NodeType
+from delivery.lang.outcomes import StageOutcome, standard_outcome
 from delivery.scenarios.model import Scenario, ScriptVisit, StageVisit
 from probes.facts import neutral_pr_facts, roll_up_facts
 
@@ -69,7 +70,7 @@ class ScenarioPlayer:
         if visit.exit != 0:
             return StageResult.fail(f"script exited with status {visit.exit} (scripted)",
                                     updates)
-        return StageResult("succeeded", updates=updates)
+        return StageResult(StageOutcome.SUCCEEDED, updates=updates)
 
     def run_probe(self, node: Node, attempt: int, context: Context,
                   env: StageEnv) -> StageResult:
@@ -84,20 +85,20 @@ class ScenarioPlayer:
             facts.update(neutral_pr_facts(folder))
         facts.update(observed)
         facts.update(roll_up_facts(facts, folders))
-        return StageResult("succeeded", updates=facts)
+        return StageResult(StageOutcome.SUCCEEDED, updates=facts)
 
     def run_effect(self, node: Node, attempt: int, context: Context,
                    env: StageEnv) -> StageResult:
         if node.id not in self.scenario.stages:
             self.visits[node.id] = self.visits.get(node.id, 0) + 1
-            return StageResult("succeeded")
+            return StageResult(StageOutcome.SUCCEEDED)
         visit: StageVisit | None = self.next_visit(node.id, self.scenario.stages)
         if visit is None:
             return self._ran_out(node)
-        if visit.outcome in ("failed", "fail"):
+        if standard_outcome(visit.outcome) is StageOutcome.FAILED:  # (`fail` too)
             return StageResult.fail(visit.failure_reason or "failed (scripted)",
                                     dict(visit.updates))
-        return StageResult("succeeded", updates=dict(visit.updates))
+        return StageResult(StageOutcome.SUCCEEDED, updates=dict(visit.updates))
 
 
 def _fact_text(value: object) -> str:

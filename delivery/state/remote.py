@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from delivery.errors import (
     GitError,
@@ -56,7 +56,7 @@ from delivery.state.claims import ended as claim_ended
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.base import Loaded, RemoteTarget, StoreCapability
 from delivery.store.files import StageText
-from delivery.store.records import RunInfo, RunState, RunStatus, StageRecord
+from delivery.store.records import ENDED, RunInfo, RunState, RunStatus, StageRecord
 from delivery.store.runstore import WORKFLOW_COPY, LocalRunStore
 from delivery.validation.loader import load_workflow
 
@@ -93,10 +93,14 @@ def state_remote(spec: str, environ: Mapping[str, str]) -> tuple[str, tuple[str,
     return str(path.resolve()), ()
 
 
+# what `delivery runs` lists: a run's status, or why it has none
+SummaryStatus = RunStatus | Literal["unknown", "unreadable"]
+
+
 @dataclass
 class RunSummary:
     run_id: str
-    status: str
+    status: SummaryStatus
     next_node: str
     sha: str
     claimed_by: str = ""
@@ -138,7 +142,7 @@ class RemoteState:
             claim = parse_status(self._small(sha, CLAIM_FILE))
             context = checkpoint.get("context")
             ticket = context.get("ticket") if isinstance(context, dict) else ""
-            listed.append(RunSummary(run_id, _text(checkpoint.get("status")) or "unknown",
+            listed.append(RunSummary(run_id, _summary_status(checkpoint.get("status")),
                                      _text(checkpoint.get("next_node")), sha,
                                      _text(claim.get("job")),
                                      ticket if isinstance(ticket, str) else ""))
@@ -156,6 +160,11 @@ class RemoteState:
 def _text(value: Any, limit: int = 200) -> str:
     """A label read from the ref: a short string, else nothing."""
     return value[:limit] if isinstance(value, str) else ""
+
+
+def _summary_status(value: Any) -> SummaryStatus:
+    """A run's status read from the ref; `unknown` when it is not one."""
+    return RunStatus(value) if value in RunStatus.__members__.values() else "unknown"
 
 
 @dataclass
@@ -238,7 +247,7 @@ class StateSession:
     @property
     def ended(self) -> bool:
         """The fetched run had succeeded or failed: nothing to claim or run."""
-        return self.status.get("status") in ("succeeded", "failed")
+        return self.status.get("status") in ENDED
 
     def take(self, *, stale_after: Callable[[Path], float], take_over: bool = False) -> None:
         """Claim the fetched run by compare-and-swap; Superseded when a live job holds it

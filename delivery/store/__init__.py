@@ -2,7 +2,7 @@
 
     base.py       RunStore (one run's store) and RunStores (makes and opens them); Loaded
     records.py    the typed records: RunInfo (run.json), RunState (a snapshot), StageRecord
-                  (one stage's changes), RunStatus and Outcome
+                  (one stage's changes), RunStatus, GateMode (outcomes: delivery.lang.outcomes)
     runstore.py   LocalRunStore: the run directory; verify_run; new_run_id
     eventlog.py   the hash-chained event log (stage records are `state` events in it)
     tail.py       events.tail: the log's unflushed end, flushed in place once per stage

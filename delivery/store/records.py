@@ -7,8 +7,8 @@ wrong (a reader never trusts a run file's shape). Dataclasses, not pydantic mode
 stage record is built per stage and thousands are read on a resume, where a model's
 validation would cost more than the rest of the stage.
 
-Outcomes stay open strings: the standard ones are `Outcome` members, and workflows may
-route on their own (`yes`, `needs_review`, ...).
+Outcomes are read back as what they are: a standard one as its `StageOutcome` member, a
+workflow's own (`yes`, `needs_review`, ...) as a `CustomOutcome` (delivery.lang.outcomes).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from delivery.errors import RunStoreError
+from delivery.lang.outcomes import Outcome, outcome_of
 
 
 class RunStatus(StrEnum):
@@ -28,14 +29,19 @@ class RunStatus(StrEnum):
     PAUSED = "paused"
 
 
-class Outcome(StrEnum):
-    """The standard stage outcomes; a stage may also report a custom outcome string."""
+# a run in one of these is over: nothing more runs in it
+ENDED: Final = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED})
 
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    PARTIAL_SUCCESS = "partial_success"
-    RETRY = "retry"
-    SKIPPED = "skipped"
+
+class GateMode(StrEnum):
+    """What an unanswered human gate does off a terminal (`--gates`, SPEC §9.1)."""
+
+    DENY = "deny"  # the gate's stage fails
+    PAUSE = "pause"  # the run pauses; `resume --answer` continues it
+    MANAGED = "managed"  # the node's agent answers a delegatable gate (others are denied)
+
+
+_Member = TypeVar("_Member", bound=StrEnum)
 
 
 # -- checking what was read -------------------------------------------------------------
@@ -111,12 +117,20 @@ class _Reader:
             raise _fail(self.what, name, "a list of strings", value)
         return value
 
+    def outcome_map(self, name: str) -> dict[str, Outcome]:
+        return _outcomes(self.str_map(name))
+
     def status(self, name: str) -> RunStatus:
-        value = self.data.get(name, RunStatus.RUNNING.value)
+        return self.member(name, RunStatus.RUNNING)
+
+    def member(self, name: str, default: _Member) -> _Member:
+        """A member of `default`'s vocabulary, by its value."""
+        kind = type(default)
+        value = self.data.get(name, default.value)
         try:
-            return RunStatus(value)
+            return kind(value)
         except ValueError:
-            expected = "one of " + ", ".join(s.value for s in RunStatus)
+            expected = "one of " + ", ".join(member.value for member in kind)
             raise _fail(self.what, name, expected, value) from None
 
 
@@ -139,7 +153,7 @@ class RunInfo:
     branch: str = ""  # the run's branch in every folder
     git_cache: str = ""  # the clone cache worktrees hang on ("": the default)
     answers: dict[str, list[str]] = field(default_factory=dict)  # gate -> one per visit
-    gates: str = "deny"  # deny | pause | managed: what an unanswered gate does off a terminal
+    gates: GateMode = GateMode.DENY
     logs: str = ""  # `--logs DIR`: where the run's Attractor view is written ("": none)
     # `--budget` (run, or raised by resume): over the graph's budget_tokens= / budget_usd=
     budget_tokens: int = 0  # 0: not given
@@ -151,7 +165,8 @@ class RunInfo:
                 "workspace": self.workspace, "forge": self.forge, "repos": self.repos,
                 "folders": self.folders, "checks": self.checks,
                 "required_approvals": self.required_approvals, "branch": self.branch,
-                "git_cache": self.git_cache, "answers": self.answers, "gates": self.gates,
+                "git_cache": self.git_cache, "answers": self.answers,
+                "gates": self.gates.value,
                 "started": self.started, **({"logs": self.logs} if self.logs else {}),
                 **({"budget_tokens": self.budget_tokens} if self.budget_tokens else {}),
                 **({"budget_usd": self.budget_usd} if self.budget_usd else {})}
@@ -166,9 +181,7 @@ class RunInfo:
         usd = data.get("budget_usd", 0.0)
         if isinstance(usd, bool) or not isinstance(usd, (int, float)) or not usd >= 0:
             raise _fail(what, "budget_usd", "an amount of dollars >= 0", usd)
-        gates = read.text("gates", "deny")
-        if gates not in ("deny", "pause", "managed"):
-            raise _fail(what, "gates", "'deny', 'pause' or 'managed'", gates)
+        gates = read.member("gates", GateMode.DENY)
         return cls(run_id=read.text("run_id"), workflow=read.text("workflow"),
                    workflow_sha256=read.text("workflow_sha256"),
                    workspace=read.text("workspace"), started=read.text("started", ""),
@@ -198,7 +211,7 @@ class RunState:
     context: dict[str, Any]  # stored values (large ones as artifact pointers)
     initial: dict[str, Any]  # restored by a loop restart
     path: list[str] = field(default_factory=list)
-    outcomes: dict[str, str] = field(default_factory=dict)  # last outcome per node
+    outcomes: dict[str, Outcome] = field(default_factory=dict)  # last outcome per node
     attempts: dict[str, int] = field(default_factory=dict)  # stage folders per node
     answers_used: dict[str, int] = field(default_factory=dict)  # gate answers taken
     steps: int = 0
@@ -225,7 +238,7 @@ class RunState:
         self.mark_recorded()
 
     # -- writes the record follows --------------------------------------------------------
-    def set_outcome(self, node_id: str, outcome: str) -> None:
+    def set_outcome(self, node_id: str, outcome: Outcome) -> None:
         self.outcomes[node_id] = outcome
         self._outcomes_changed.add(node_id)
 
@@ -311,7 +324,7 @@ class RunState:
         read = _Reader(data, what)
         return cls(run_id=read.text("run_id"), next_node=read.optional_str("next_node"),
                    context=dict(read.obj("context")), initial=dict(read.obj("initial")),
-                   path=list(read.str_list("path")), outcomes=dict(read.str_map("outcomes")),
+                   path=list(read.str_list("path")), outcomes=read.outcome_map("outcomes"),
                    attempts=dict(read.int_map("attempts")),
                    answers_used=dict(read.int_map("answers_used")), steps=read.count("steps", 0),
                    status=read.status("status"),
@@ -340,7 +353,7 @@ class StageRecord:
     failure_reason: str
     path_from: int
     path_add: list[str]
-    outcomes: dict[str, str]
+    outcomes: dict[str, Outcome]
     attempts: dict[str, int]
     answers_used: dict[str, int] | None
     context_set: dict[str, Any]
@@ -381,7 +394,7 @@ class StageRecord:
         return cls(next_node=read.optional_str("next_node"), steps=read.count("steps"),
                    status=read.status("status"), failure_reason=read.text("failure_reason", ""),
                    path_from=read.count("path_from"), path_add=read.str_list("path_add"),
-                   outcomes=read.str_map("outcomes"), attempts=read.int_map("attempts"),
+                   outcomes=read.outcome_map("outcomes"), attempts=read.int_map("attempts"),
                    answers_used=answers, context_set=read.obj("context_set"),
                    context_deleted=read.str_list("context_deleted"),
                    agent_patch=read.optional_object("agent_patch"),
@@ -401,7 +414,7 @@ def _as_written(data: Any) -> StageRecord | None:
         return None
     get = data.get
     next_node, steps, path_from = get("next_node"), get("steps"), get("path_from")
-    raw_status = get("status", "running")
+    raw_status = get("status", RunStatus.RUNNING.value)
     status = _STATUSES.get(raw_status) if type(raw_status) is str else None
     failure_reason = get("failure_reason", "")
     if (status is None or type(steps) is not int or steps < 0 or type(path_from) is not int
@@ -428,11 +441,16 @@ def _as_written(data: Any) -> StageRecord | None:
         if value is not None and type(value) is not dict:
             return None
     return StageRecord(next_node, steps, status, failure_reason, path_from, path_add,
-                       outcomes, attempts, answers, context_set, context_deleted, agent_patch,
-                       agent_state, usage, agent_states)
+                       _outcomes(outcomes) if outcomes else {}, attempts, answers, context_set,
+                       context_deleted, agent_patch, agent_state, usage, agent_states)
 
 
 _STR: Final = frozenset({str})
+
+
+def _outcomes(stored: dict[str, str]) -> dict[str, Outcome]:
+    """Outcomes as stored (plain strings, in files of every version), typed."""
+    return {node: outcome_of(text) for node, text in stored.items()}
 
 
 def _counts(values: dict[str, Any]) -> bool:

@@ -4,6 +4,8 @@ Import what you need from the submodules (nothing is imported eagerly here, so i
 `delivery.testing` stays cheap and never pulls in a fake server you do not use):
 
     delivery.testing.clock    FakeClock: sleeps are recorded and return at once
+    delivery.testing.flows    flow(): the DOT text of a small workflow from its body
+                              (digraph, goal, start and exit written around it)
     delivery.testing.runs     run a DOT string with scripted agent replies
     delivery.testing.cli      run the `delivery` command line in-process
     delivery.testing.github   a fake GitHub on 127.0.0.1 (REST, GraphQL, git over HTTP)
@@ -13,8 +15,10 @@ Import what you need from the submodules (nothing is imported eagerly here, so i
     delivery.testing.actions  a simulated GitHub Actions world over it (workflow files,
                               events, runners) that runs the Action's step
     ScriptedAgent             a scripted editing agent (`delivery demo` uses it)
+    flow                      delivery.testing.flows.flow (cheap: text only)
 """
 
 from delivery.agents.scripted import ScriptedAgent, ScriptedSession, ScriptedTurn
+from delivery.testing.flows import flow
 
-__all__ = ["ScriptedAgent", "ScriptedSession", "ScriptedTurn"]
+__all__ = ["ScriptedAgent", "ScriptedSession", "ScriptedTurn", "flow"]

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from delivery.lang.conditions import Condition
 from delivery.lang.model import Edge, NodeType, Workflow
+from delivery.lang.outcomes import StageOutcome
 from delivery.lang.topology import ParallelSection, parallel_sections, retry_table
 from delivery.validation.writes import initial_writes, stage_writes
 
@@ -150,7 +151,7 @@ def failure_can_take(edge: Edge, workflow: Workflow | None = None) -> bool:
     if condition is None:
         return workflow is not None and \
             workflow.nodes[edge.target].type is NodeType.CONDITIONAL
-    return condition.tests_outcome() and condition.may_hold({"outcome": "failed"})
+    return condition.tests_outcome() and condition.may_hold({"outcome": StageOutcome.FAILED})
 
 
 class Availability:
@@ -228,7 +229,7 @@ class Availability:
             # a clause on `outcome` has the word in its text: most conditions are skipped
             # without walking their tree
             elif "outcome" in condition.text and condition.tests_outcome() and \
-                    condition.may_hold({"outcome": "failed"}):
+                    condition.may_hold({"outcome": StageOutcome.FAILED}):
                 self.failure_edges.add(edge.index)
                 if edge.source in conditional:
                     self.conditional_failure.add(edge.index)

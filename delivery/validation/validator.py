@@ -17,6 +17,7 @@ from delivery.lang.conditions import OUTCOME_ALIASES, Compare, Truthy
 from delivery.lang.declarations import OutputKind, reserved_reason
 from delivery.lang.diagnostics import Diagnostic, Severity
 from delivery.lang.model import LLM_TYPES, Attribute, Edge, Node, NodeType, Workflow
+from delivery.lang.outcomes import StageOutcome
 from delivery.lang.template_reads import (
     DOLLAR_GOAL,
     TemplateProblem,
@@ -33,7 +34,7 @@ from delivery.validation.writes import (
 )
 from probes.pr_state import PR_STATES
 
-OUTCOMES = ("succeeded", "failed", "partial_success", "retry", "skipped", *OUTCOME_ALIASES)
+OUTCOMES = (*StageOutcome, *OUTCOME_ALIASES)
 BOOLEANS = ("true", "false")
 _CONNECTIVES = frozenset({"and", "or", "not", "AND", "OR", "NOT"})
 # whether a text holds one of them at all (a word of it can be one only then)

@@ -13,19 +13,16 @@ from engine_helpers import FakeClock, cli, reply, write_flow
 from test_command_agent import calls, script, write_profiles
 
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
+from delivery.testing import flow
 
 CANARY_KEY = "canary-7f3a9c1e5b2d"  # an OPENAI_API_KEY value: masked by value
 CANARY_TOKEN = "ghp_" + "C4n4ry" * 6  # shaped like a GitHub token: masked by pattern
 
-FLOW = """digraph g {
-    graph [goal="Keep secrets"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    leak  [prompt="Say everything", outputs="summary:text"]
-    echo  [prompt="You said: {{ summary }}"]
-    start -> leak -> echo -> exit
-}
-"""
+FLOW = flow("""
+leak  [prompt="Say everything", outputs="summary:text"]
+echo  [prompt="You said: {{ summary }}"]
+start -> leak -> echo -> exit
+""", goal="Keep secrets")
 
 
 def assert_no_canary(where: Path, *texts: str,

@@ -15,17 +15,14 @@ from engine_helpers import FakeClock, reply, stage_file, write_flow
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.errors import RunRefused
+from delivery.testing import flow
 
 FAKE = Path(__file__).with_name("fake_cli_agent.py")
 
-ONE_STAGE = """digraph g {
-    graph [goal="Fix the bug"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    work  [prompt="Fix it", outputs="summary:text" %s]
-    start -> work -> exit
-}
-"""
+ONE_STAGE = flow("""
+work  [prompt="Fix it", outputs="summary:text" %s]
+start -> work -> exit
+""", goal="Fix the bug")
 
 
 def agent_command(state: Path) -> str:
@@ -145,16 +142,12 @@ def test_the_stylesheet_model_reaches_the_command(tmp_path: Path) -> None:
     assert calls(state)[0]["argv"][-2:] == ["--model", "big-model"]
 
 
-THREAD = """digraph g {
-    graph [goal="Plan then build"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    plan  [prompt="Plan it", fidelity="full", thread_id="impl"]
-    check [prompt="Check it", agent="other"]
-    build [prompt="Build it", fidelity="full", thread_id="impl", llm_model="builder"]
-    start -> plan -> check -> build -> exit
-}
-"""
+THREAD = flow("""
+plan  [prompt="Plan it", fidelity="full", thread_id="impl"]
+check [prompt="Check it", agent="other"]
+build [prompt="Build it", fidelity="full", thread_id="impl", llm_model="builder"]
+start -> plan -> check -> build -> exit
+""", goal="Plan then build")
 
 
 def test_full_fidelity_stages_of_one_thread_continue_one_session(tmp_path: Path) -> None:
@@ -236,18 +229,14 @@ def test_a_plain_text_agent_with_its_own_environment(tmp_path: Path) -> None:
     assert outcome.context["summary"] == "from the profile env"
 
 
-PAUSED_THREAD = """digraph g {
-    graph [goal="Plan, ask, build"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    plan  [prompt="Plan it", fidelity="full", thread_id="impl"]
-    ask   [shape=hexagon, label="Go on?"]
-    build [prompt="Build it", fidelity="full", thread_id="impl"]
-    start -> plan -> ask
-    ask -> build [label="go"]
-    build -> exit
-}
-"""
+PAUSED_THREAD = flow("""
+plan  [prompt="Plan it", fidelity="full", thread_id="impl"]
+ask   [shape=hexagon, label="Go on?"]
+build [prompt="Build it", fidelity="full", thread_id="impl"]
+start -> plan -> ask
+ask -> build [label="go"]
+build -> exit
+""", goal="Plan, ask, build")
 
 
 def test_after_a_resume_a_resumable_agent_continues_its_thread(tmp_path: Path) -> None:

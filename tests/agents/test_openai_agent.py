@@ -17,6 +17,7 @@ from delivery.agents.openai_http import OpenAIBackend, retry_after
 from delivery.agents.profiles import OpenAIProfile
 from delivery.engine.runner import RunRequest, World, start_run
 from delivery.errors import RunRefused
+from delivery.testing import flow
 
 BASE = "http://llm.test/v1"
 URL = f"{BASE}/chat/completions"
@@ -133,16 +134,12 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
 
 
 # -- whole runs ------------------------------------------------------------------------
-FLOW = """digraph g {
-    graph [goal="Review the change"]
-    start  [shape=Mdiamond]
-    exit   [shape=Msquare]
-    review [prompt="Review it", outputs="verdict:choice", reasoning_effort="low"]
-    start -> review
-    review -> exit [condition="verdict=pass"]
-    review -> exit [condition="verdict=fail"]
-}
-"""
+FLOW = flow("""
+review [prompt="Review it", outputs="verdict:choice", reasoning_effort="low"]
+start -> review
+review -> exit [condition="verdict=pass"]
+review -> exit [condition="verdict=fail"]
+""", goal="Review the change")
 
 
 def run(tmp_path: Path, agent: str = "openai:gpt-test") -> Any:
@@ -204,10 +201,10 @@ def test_summary_high_tells_the_next_stage_what_each_model_spent(tmp_path: Path)
     respx.get(f"{BASE}/models").mock(return_value=httpx.Response(200, json={"data": []}))
     route = respx.post(URL).mock(side_effect=[completion(reply({"verdict": "pass"})),
                                               completion(reply())])
-    flow = FLOW.replace('    review -> exit [condition="verdict=pass"]',
-                        '    review -> report [condition="verdict=pass"]\n'
-                        '    report [prompt="Report", fidelity="summary:high"]\n'
-                        '    report -> exit')
+    flow = FLOW.replace('review -> exit [condition="verdict=pass"]',
+                        'review -> report [condition="verdict=pass"]\n'
+                        'report [prompt="Report", fidelity="summary:high"]\n'
+                        'report -> exit')
     world = World(clock=FakeClock(), environ={"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": BASE})
     outcome = start_run(RunRequest(workflow=write_flow(tmp_path, flow), workspace=tmp_path,
                                    agent="openai:gpt-test"), world)

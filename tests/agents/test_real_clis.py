@@ -37,6 +37,7 @@ from delivery.cli.demo_files import (
 )
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.forges.local import LocalForge
+from delivery.testing import flow
 from delivery.testing.model_servers import (
     AnthropicServer,
     ResponsesServer,
@@ -156,14 +157,10 @@ def test_deliver_dot_repairs_ci_with_an_edit_of_the_cli_and_merges_both(
     assert outcome.usage["input_tokens"] == served.total_input
 
 
-CORRECTED = """digraph g {
-    graph [goal="Fix it"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    work  [prompt="Write the note", outputs="summary:text", llm_model="model-a"]
-    start -> work -> exit
-}
-"""
+CORRECTED = flow("""
+work  [prompt="Write the note", outputs="summary:text", llm_model="model-a"]
+start -> work -> exit
+""", goal="Fix it")
 
 
 def test_a_correction_turn_continues_the_session_and_may_still_write(
@@ -182,15 +179,11 @@ def test_a_correction_turn_continues_the_session_and_may_still_write(
     assert recorded_tokens(outcome.run_dir) == (served.total_input, served.output)
 
 
-THREAD = """digraph g {
-    graph [goal="Two steps", default_fidelity="full", thread_id="main"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    one   [prompt="Remember the word PELICAN", outputs="summary:text", llm_model="model-a"]
-    two   [prompt="Write the word into word.txt", outputs="summary:text"]
-    start -> one -> two -> exit
-}
-"""
+THREAD = flow("""
+one   [prompt="Remember the word PELICAN", outputs="summary:text", llm_model="model-a"]
+two   [prompt="Write the word into word.txt", outputs="summary:text"]
+start -> one -> two -> exit
+""", goal="Two steps", graph='default_fidelity="full", thread_id="main"')
 
 
 def test_a_full_thread_shares_one_session_whose_second_turn_writes(

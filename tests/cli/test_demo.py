@@ -7,6 +7,7 @@ import json
 import signal
 from pathlib import Path
 
+import pytest
 from engine_helpers import cli
 from git_helpers import git
 from signal_helpers import start_delivery, wait_until
@@ -16,6 +17,7 @@ def pulls(remote: Path) -> list[dict[str, object]]:
     return list(json.loads((remote / "delivery" / "pulls.json").read_text())["pulls"])
 
 
+@pytest.mark.slow
 def test_the_demo_repairs_ci_answers_a_review_and_merges_both_prs(tmp_path: Path) -> None:
     code, out, err = cli("demo", "--dir", tmp_path / "demo")
     assert code == 0, out + err
@@ -64,6 +66,7 @@ def _interrupted_demo(root: Path) -> None:
     assert err.strip().endswith(f"is resumable: delivery demo --dir {root}")
 
 
+@pytest.mark.slow
 def test_an_interrupted_demo_continues_in_its_directory_to_merged_prs(tmp_path: Path) -> None:
     root = tmp_path / "demo"
     _interrupted_demo(root)
@@ -75,6 +78,7 @@ def test_an_interrupted_demo_continues_in_its_directory_to_merged_prs(tmp_path: 
     assert 'f"Hello, {name}!"' in git(root / "remotes" / "api.git", "show", "main:greeting.py")
 
 
+@pytest.mark.slow
 def test_an_interrupted_demo_is_resumed_like_any_run(tmp_path: Path) -> None:
     root = tmp_path / "demo"
     _interrupted_demo(root)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from git_helpers import git, make_remote
 
+from delivery.testing import flow
 from delivery.testing.cli import invoke
 
 DELIVER = Path(__file__).resolve().parents[2] / "workflows" / "deliver.dot"
@@ -55,16 +56,13 @@ def test_a_working_tree_with_the_base_branch_checked_out_is_refused_before_any_w
 
 
 def test_a_node_folder_that_is_not_a_run_folder_is_refused(tmp_path: Path) -> None:
-    flow = tmp_path / "flow.dot"
-    flow.write_text("""digraph g {
-        graph [goal="g"]
-        start [shape=Mdiamond]
-        exit  [shape=Msquare]
+    workflow = tmp_path / "flow.dot"
+    workflow.write_text(flow("""
         add   [type=worktree_add, folder="web"]
         start -> add -> exit
-    }""")
+    """))
     make_remote(tmp_path, "api")
-    code, _, err = invoke("run", flow, "--repo", f"api={tmp_path / 'api.git'}",
+    code, _, err = invoke("run", workflow, "--repo", f"api={tmp_path / 'api.git'}",
                           "--workspace", tmp_path)
     assert code == 2
     assert "node 'add': works on folder 'web', which is not one of the run's folders (api)" \

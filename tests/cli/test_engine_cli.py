@@ -12,23 +12,20 @@ from pathlib import Path
 import pytest
 from engine_helpers import cli, reply, write_flow
 
+from delivery.testing import flow
+
 DELIVERY = Path(sys.executable).parent / "delivery"
 
-FLOW = """
-digraph F {
-  graph [goal="Ship it", inputs="ticket"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  review [type=prompt, prompt="Review {{ ticket }}", outputs="verdict:choice"]
-  check [shape=parallelogram, facts="checked",
-         script="echo checked={{ verdict }} >> \\"$DELIVERY_FACTS\\"; test {{ verdict }} = pass"]
-  start -> review
-  review -> check [condition="verdict=pass || verdict=fail"]
-  review -> exit [condition="outcome=failed"]
-  check -> exit [condition="outcome=succeeded"]
-  check -> exit [condition="outcome=failed"]
-}
-"""
+FLOW = flow("""
+review [type=prompt, prompt="Review {{ ticket }}", outputs="verdict:choice"]
+check [shape=parallelogram, facts="checked",
+       script="echo checked={{ verdict }} >> \\"$DELIVERY_FACTS\\"; test {{ verdict }} = pass"]
+start -> review
+review -> check [condition="verdict=pass || verdict=fail"]
+review -> exit [condition="outcome=failed"]
+check -> exit [condition="outcome=succeeded"]
+check -> exit [condition="outcome=failed"]
+""", goal="Ship it", graph='inputs="ticket"')
 
 RUN_KEYS = {"run_id", "status", "failure_reason", "path", "context", "run_dir", "usage"}
 
@@ -93,19 +90,14 @@ def test_run_text_report_names_status_path_and_directory(tmp_path: Path) -> None
 
 
 def test_answer_option_answers_a_human_gate(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      gate [shape=hexagon, label="Ship?"]
-      no [shape=parallelogram, script="exit 1"]
-      start -> gate
-      gate -> exit [label="[Y] Yes"]
-      gate -> no [label="[N] No"]
-      no -> exit
-    }
-    """
+    dot = flow("""
+    gate [shape=hexagon, label="Ship?"]
+    no [shape=parallelogram, script="exit 1"]
+    start -> gate
+    gate -> exit [label="[Y] Yes"]
+    gate -> no [label="[N] No"]
+    no -> exit
+    """)
     workflow = write_flow(tmp_path, dot)
     replies = tmp_path / "replies.json"
     replies.write_text("{}", encoding="utf-8")
@@ -198,6 +190,7 @@ def _exe(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.slow
 def test_the_delivery_executable_runs_inspects_and_verifies_a_run(tmp_path: Path) -> None:
     assert DELIVERY.is_file()
     workflow, replies = _setup(tmp_path, "pass")
@@ -215,6 +208,7 @@ def test_the_delivery_executable_runs_inspects_and_verifies_a_run(tmp_path: Path
     assert "intact" in verified.stdout
 
 
+@pytest.mark.slow
 def test_the_delivery_executable_exits_1_on_a_failed_run(tmp_path: Path) -> None:
     workflow, replies = _setup(tmp_path, "fail")
     ran = _exe("run", workflow, "--input", "ticket=T-1", "--agent", f"replay:{replies}",

@@ -9,18 +9,15 @@ from pathlib import Path
 import pytest
 from engine_helpers import cli, reply, run_flow, write_flow
 
-FLOW = """
-digraph g {
-    graph [goal="Ship"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    check [type=probe, label="Look at the PRs"]
-    plan  [prompt="Plan it", label="Plan \\"quoted\\" | piped"]
-    start -> plan -> exit
-    plan -> check [condition="outcome=failed"]
-    check -> exit
-}
-"""
+from delivery.testing import flow
+
+FLOW = flow("""
+check [type=probe, label="Look at the PRs"]
+plan  [prompt="Plan it", label="Plan \\"quoted\\" | piped"]
+start -> plan -> exit
+plan -> check [condition="outcome=failed"]
+check -> exit
+""", goal="Ship")
 
 
 def test_mermaid_is_printed_without_an_output_file(tmp_path: Path) -> None:
@@ -33,19 +30,14 @@ def test_mermaid_is_printed_without_an_output_file(tmp_path: Path) -> None:
 
 
 def test_run_path_nodes_and_edges_are_highlighted(tmp_path: Path) -> None:
-    flow = """
-    digraph g {
-        graph [goal="Ship"]
-        start [shape=Mdiamond]
-        exit  [shape=Msquare]
-        plan  [prompt="Plan it"]
-        other [prompt="Never runs"]
-        start -> plan -> exit
-        plan -> other [condition="outcome=failed"]
-        other -> exit
-    }
-    """
-    ran = run_flow(tmp_path, flow, replies={"plan": [reply()]})
+    dot = flow("""
+    plan  [prompt="Plan it"]
+    other [prompt="Never runs"]
+    start -> plan -> exit
+    plan -> other [condition="outcome=failed"]
+    other -> exit
+    """, goal="Ship")
+    ran = run_flow(tmp_path, dot, replies={"plan": [reply()]})
     assert ran.status == "succeeded"
     code, out, _ = cli("graph", tmp_path / "flow.dot", "--run", ran.outcome.run_dir)
     assert code == 0

@@ -12,18 +12,14 @@ from engine_helpers import cli, reply, run_flow, stage_file, write_flow
 
 from delivery.cli.main import _build_parser
 from delivery.lang.diagnostics import Diagnostic
+from delivery.testing import flow
 
-FLOW = """
-digraph F {
-  graph [goal="Ship it", inputs="ticket"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  plan [prompt="Plan {{ ticket }}", outputs="plan:text"]
-  build [prompt="Build {{ plan }}"]
-  check [shape=parallelogram, script="echo {{ plan }}"]
-  start -> plan -> build -> check -> exit
-}
-"""
+FLOW = flow("""
+plan [prompt="Plan {{ ticket }}", outputs="plan:text"]
+build [prompt="Build {{ plan }}"]
+check [shape=parallelogram, script="echo {{ plan }}"]
+start -> plan -> build -> check -> exit
+""", goal="Ship it", graph='inputs="ticket"')
 
 
 def test_replies_with_nul_or_lone_surrogates_are_stored_safely_and_the_run_goes_on(

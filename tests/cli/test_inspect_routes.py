@@ -7,21 +7,18 @@ from pathlib import Path
 
 from engine_helpers import cli, reply, run_flow, write_flow
 
-FLOW = """
-digraph g {
-    graph [goal="Ship", retry_target="plan"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    plan  [prompt="Plan", outputs="verdict:choice"]
-    check [type=script, script="exit 1"]
-    gate  [shape=hexagon]
-    start -> plan
-    plan -> gate  [condition="verdict=ready"]
-    plan -> check [condition="verdict=test"]
-    gate -> exit  [label="[S] Ship"]
-    gate -> plan  [label="[A] Again"]
-}
-"""
+from delivery.testing import flow
+
+FLOW = flow("""
+plan  [prompt="Plan", outputs="verdict:choice"]
+check [type=script, script="exit 1"]
+gate  [shape=hexagon]
+start -> plan
+plan -> gate  [condition="verdict=ready"]
+plan -> check [condition="verdict=test"]
+gate -> exit  [label="[S] Ship"]
+gate -> plan  [label="[A] Again"]
+""", goal="Ship", graph='retry_target="plan"')
 
 
 def routes(tmp_path: Path) -> tuple[list[dict[str, object]], str]:
@@ -55,16 +52,12 @@ def test_a_condition_step_lists_the_values_it_read(tmp_path: Path) -> None:
 
 
 def test_routes_name_a_failure_flowing_into_a_conditional_node(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      check [shape=parallelogram, tool_command="exit 3"]
-      gate [shape=diamond]
-      start -> check -> gate
-      gate -> exit [condition="outcome=fail"]
-    }
-    """
+    dot = flow("""
+    check [shape=parallelogram, tool_command="exit 3"]
+    gate [shape=diamond]
+    start -> check -> gate
+    gate -> exit [condition="outcome=fail"]
+    """, goal=None)
     workflow = write_flow(tmp_path, dot)
     code, _, _ = cli("run", workflow, "--workspace", tmp_path, "--run-dir", tmp_path / "run")
     assert code == 1

@@ -18,6 +18,10 @@ from pathlib import Path
 import pytest
 from signal_helpers import group_members, start_delivery, wait_until
 
+from delivery.testing import flow
+
+pytestmark = pytest.mark.slow  # signals real child processes and waits for their groups to end
+
 AGENT = """#!/bin/sh
 cat >/dev/null
 if [ -e "$1/agent.pid" ]; then
@@ -29,23 +33,15 @@ echo $$ > "$1/agent.pid.tmp" && mv "$1/agent.pid.tmp" "$1/agent.pid"
 sleep 300
 """
 
-AGENT_FLOW = """digraph g {
-    graph [goal="Fix the bug"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    work  [prompt="Fix it", outputs="summary:text"]
-    start -> work -> exit
-}
-"""
+AGENT_FLOW = flow("""
+work  [prompt="Fix it", outputs="summary:text"]
+start -> work -> exit
+""", goal="Fix the bug")
 
-SCRIPT_FLOW = """digraph g {
-    graph [goal="Check"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    check [shape=parallelogram, script="sh %s/check.sh %s"]
-    start -> check -> exit
-}
-"""
+SCRIPT_FLOW = flow("""
+check [shape=parallelogram, script="sh %s/check.sh %s"]
+start -> check -> exit
+""", goal="Check")
 
 SCRIPT = """if [ -e "$1/script.pid" ]; then exit 0; fi
 sleep 300 &
@@ -119,22 +115,18 @@ def test_a_second_ctrl_c_while_stopping_ends_at_once_without_a_traceback(
     assert group_members(pgid) == []
 
 
-PARALLEL_FLOW = """digraph g {
-    graph [goal="Check"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    split [shape=component]
-    left  [shape=parallelogram, script="sh %(dir)s/check.sh %(marks)s/left"]
-    right [shape=parallelogram, script="sh %(dir)s/check.sh %(marks)s/right"]
-    join  [shape=tripleoctagon]
-    start -> split
-    split -> left
-    split -> right
-    left -> join
-    right -> join
-    join -> exit
-}
-"""
+PARALLEL_FLOW = flow("""
+split [shape=component]
+left  [shape=parallelogram, script="sh %(dir)s/check.sh %(marks)s/left"]
+right [shape=parallelogram, script="sh %(dir)s/check.sh %(marks)s/right"]
+join  [shape=tripleoctagon]
+start -> split
+split -> left
+split -> right
+left -> join
+right -> join
+join -> exit
+""", goal="Check")
 
 
 def test_ctrl_c_ends_the_stages_of_parallel_branches_too(tmp_path: Path) -> None:

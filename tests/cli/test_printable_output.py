@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from delivery.printable import PrintableFilter, printable
+from delivery.testing import flow
 from delivery.testing.cli import invoke
 from delivery.testing.runs import reply, write_flow
 
@@ -22,16 +23,11 @@ HOSTILE = ("\x1b]0;owned\x07 \x1b]52;c;ZWNobyBoaQ==\x07 \x1b[2J done\rall tests 
            "\x9b31m \u202etxt.exe")
 RAW = ("\x1b", "\x07", "\r", "\x9b", "\u202e")
 
-FLOW = """
-digraph F {
-  graph [goal="Ship it"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  review [type=prompt, prompt="Review it", outputs="summary:text"]
-  check [shape=parallelogram, script="printf '\\\\033]0;owned\\\\007 broke' >&2; exit 1"]
-  start -> review -> check -> exit
-}
-"""
+FLOW = flow("""
+review [type=prompt, prompt="Review it", outputs="summary:text"]
+check [shape=parallelogram, script="printf '\\\\033]0;owned\\\\007 broke' >&2; exit 1"]
+start -> review -> check -> exit
+""", goal="Ship it")
 
 
 def test_control_characters_are_written_as_escapes_and_the_rest_as_it_is() -> None:

@@ -10,6 +10,7 @@ from engine_helpers import cli, write_flow
 from git_helpers import commit_to, git, make_remote
 
 from delivery.forges.local import LocalForge
+from delivery.testing import flow
 from probes.evidence import PrQuery, PullRequestSnapshot
 
 
@@ -102,21 +103,16 @@ def test_review_of_something_that_is_no_pr_is_refused(remotes: dict[str, Path]) 
 
 def test_run_takes_repos_checks_and_a_cache_and_records_them(tmp_path: Path,
                                                              remotes: dict[str, Path]) -> None:
-    flow = write_flow(tmp_path, """
-    digraph F {
-      graph [goal="g", inputs="ticket"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      add [type=worktree_add]
-      look [type=probe]
-      start -> add -> look -> exit
-    }
-    """)
+    workflow = write_flow(tmp_path, flow("""
+    add [type=worktree_add]
+    look [type=probe]
+    start -> add -> look -> exit
+    """, graph='inputs="ticket"'))
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "delivery.toml").write_text(
         '[forge.local]\nrequired_approvals = 1\n[forge.local.checks]\nweb = "true"\n')
-    code, out, err = cli("run", flow, "--repo", f"web={remotes['web']}",
+    code, out, err = cli("run", workflow, "--repo", f"web={remotes['web']}",
                          "--repo", f"api={remotes['api']}", "--check", "api=false",
                          "--cache", tmp_path / "cache", "--workspace", workspace,
                          "--input", "ticket=https://github.com/octo/web/issues/12", "--json")
@@ -134,16 +130,11 @@ def test_run_takes_repos_checks_and_a_cache_and_records_them(tmp_path: Path,
 
 def test_review_finds_the_folder_in_a_runs_repositories(tmp_path: Path,
                                                         remotes: dict[str, Path]) -> None:
-    flow = write_flow(tmp_path, """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      look [type=probe, probe="pr"]
-      start -> look -> exit
-    }
-    """)
-    code, _, err = cli("run", flow, "--repo", f"web={remotes['web']}", "--json",
+    workflow = write_flow(tmp_path, flow("""
+    look [type=probe, probe="pr"]
+    start -> look -> exit
+    """))
+    code, _, err = cli("run", workflow, "--repo", f"web={remotes['web']}", "--json",
                          "--workspace", tmp_path, "--run-dir", tmp_path / "run")
     assert code == 0, err
     code, _, err = cli("review", "web#1", "--run", tmp_path / "run",

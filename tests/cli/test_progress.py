@@ -19,23 +19,21 @@ from pathlib import Path
 
 import pytest
 
+from delivery.testing import flow
+
 TESTS = Path(__file__).resolve().parents[1]
 DELIVERY = Path(sys.executable).with_name("delivery")
 DEADLINE = 30.0
 
 # `flaky` fails its first attempt (it leaves a mark in the workspace) and is retried once.
-FLOW = """digraph Progress {
-    graph [goal="Show progress"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    plan  [type=prompt, prompt="Plan $goal", outputs="plan:text"]
-    flaky [type=script, max_retries=1,
-           script="if [ -e tried ]; then echo ok; else touch tried; exit 1; fi"]
-    build [type=script, facts="build.ok",
-           script="echo build.ok=yes >> \\"$DELIVERY_FACTS\\""]
-    start -> plan -> flaky -> build -> exit
-}
-"""
+FLOW = flow("""
+plan  [type=prompt, prompt="Plan $goal", outputs="plan:text"]
+flaky [type=script, max_retries=1,
+       script="if [ -e tried ]; then echo ok; else touch tried; exit 1; fi"]
+build [type=script, facts="build.ok",
+       script="echo build.ok=yes >> \\"$DELIVERY_FACTS\\""]
+start -> plan -> flaky -> build -> exit
+""", goal="Show progress", name="Progress")
 REPLIES = {"plan": ['Planned.\n{"context_updates": {"plan": "do it"}}']}
 
 
@@ -88,6 +86,7 @@ def on_a_terminal(args: list[str], cwd: Path) -> tuple[int, str, str]:
     return proc.returncode, stdout.decode(), shown.decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_a_terminal_shows_stages_elapsed_time_and_retries(workspace: Path) -> None:
     code, stdout, shown = on_a_terminal(run_args(workspace, "--json"), workspace)
     assert code == 0, shown
@@ -107,6 +106,7 @@ def test_a_terminal_shows_stages_elapsed_time_and_retries(workspace: Path) -> No
     assert order == sorted(order), text
 
 
+@pytest.mark.slow
 def test_a_resume_on_a_terminal_shows_the_stages_it_runs(workspace: Path) -> None:
     killed = subprocess.run(
         [sys.executable, str(TESTS / "durability_driver.py"), *run_args(workspace)[1:]],
@@ -121,6 +121,7 @@ def test_a_resume_on_a_terminal_shows_the_stages_it_runs(workspace: Path) -> Non
     assert "plan [prompt]" not in shown  # done before the kill; not run again
 
 
+@pytest.mark.slow
 def test_without_a_terminal_only_the_report_is_printed(workspace: Path) -> None:
     done = subprocess.run(run_args(workspace, "--json"), cwd=workspace, capture_output=True,
                           text=True, timeout=DEADLINE, check=False)

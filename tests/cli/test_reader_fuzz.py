@@ -23,6 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from delivery.testing import flow
+
 WORKER = Path(__file__).resolve().parents[1] / "reader_worker.py"
 MEMORY = 1 << 30
 ANSWER_SECONDS = 20
@@ -120,20 +122,14 @@ FACTS = st.one_of(
     st.integers(1, 2_000_000).map(lambda n: b"a<<EOF\n" + b"x" * n),
 )
 
-AGENT_FLOW = b"""digraph R {
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  plan [prompt="Plan it"]
-  start -> plan -> exit
-}
-"""
-FACTS_FLOW = b"""digraph F {
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  report [shape=parallelogram, facts="a,b.c", script="cat facts.in >> \\"$DELIVERY_FACTS\\""]
-  start -> report -> exit
-}
-"""
+AGENT_FLOW = flow("""
+plan [prompt="Plan it"]
+start -> plan -> exit
+""", goal=None, name="R").encode()
+FACTS_FLOW = flow("""
+report [shape=parallelogram, facts="a,b.c", script="cat facts.in >> \\"$DELIVERY_FACTS\\""]
+start -> report -> exit
+""", goal=None).encode()
 
 
 # -- the readers -------------------------------------------------------------------------

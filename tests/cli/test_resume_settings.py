@@ -12,25 +12,21 @@ import pytest
 from engine_helpers import cli
 from git_helpers import git, make_remote
 
+from delivery.testing import flow
 from delivery.testing.github import FakeGitHub
 
-FLOW = """
-digraph F {
-  graph [goal="Say hello", inputs="ticket"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  change [prompt="Change it", outputs="summary:text"]
-  write [type=script, script="printf 'hello\\\\n' > api/hello.txt"]
-  gate [shape=hexagon, label="Publish?"]
-  ship [type=publish]
-  look [type=probe, probe="pr"]
-  land [type=merge]
-  start -> add -> change -> write -> gate
-  gate -> ship [label="yes"]
-  ship -> look -> land -> exit
-}
-"""
+FLOW = flow("""
+add [type=worktree_add]
+change [prompt="Change it", outputs="summary:text"]
+write [type=script, script="printf 'hello\\\\n' > api/hello.txt"]
+gate [shape=hexagon, label="Publish?"]
+ship [type=publish]
+look [type=probe, probe="pr"]
+land [type=merge]
+start -> add -> change -> write -> gate
+gate -> ship [label="yes"]
+ship -> look -> land -> exit
+""", goal="Say hello", graph='inputs="ticket"')
 
 
 def test_a_paused_run_resumes_with_its_agent_forge_checks_branch_and_cache(

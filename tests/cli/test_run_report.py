@@ -8,19 +8,16 @@ from pathlib import Path
 
 from git_helpers import make_remote
 
+from delivery.testing import flow
 from delivery.testing.cli import invoke
 
-FLOW = """digraph g {
-    graph [goal="Say hello", inputs="ticket"]
-    start  [shape=Mdiamond]
-    exit   [shape=Msquare]
-    add    [type=worktree_add]
-    change [shape=parallelogram, script="printf 'hello\\\\n' > web/hello.txt; %s"]
-    ship   [type=publish]
-    look   [type=probe]
-    start -> add -> change -> ship -> look -> exit
-}
-"""
+FLOW = flow("""
+add    [type=worktree_add]
+change [shape=parallelogram, script="printf 'hello\\\\n' > web/hello.txt; %s"]
+ship   [type=publish]
+look   [type=probe]
+start -> add -> change -> ship -> look -> exit
+""", goal="Say hello", graph='inputs="ticket"')
 
 
 def _run(tmp_path: Path, ticket: str, script_end: str = "true") -> tuple[int, str, str]:

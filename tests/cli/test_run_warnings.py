@@ -6,16 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from delivery.testing import flow
 from delivery.testing.cli import invoke
 
-TYPO = """digraph g {
-    graph [goal="Check"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    check [shape=parallelogram, script="true", promt="say hello"]
-    start -> check -> exit
-}
-"""
+TYPO = flow("""
+check [shape=parallelogram, script="true", promt="say hello"]
+start -> check -> exit
+""", goal="Check")
 WARNING = "warning[unknown_attribute] [check] unknown node attribute 'promt'"
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from durability_driver import write_workspace
 
+from delivery.testing import flow
 from delivery.testing.cli import invoke as cli
 
 DELIVERY = Path(sys.executable).with_name("delivery")
@@ -185,11 +186,12 @@ def test_resume_of_a_finished_run_reports_it_without_running_anything(
     assert lines_of(copy_of) == before
 
 
+@pytest.mark.slow
 def test_resume_of_a_failed_run_reports_the_failure_again(tmp_path: Path) -> None:
-    (tmp_path / "fail.dot").write_text(
-        'digraph F { graph [goal="g"] start [shape=Mdiamond] exit [shape=Msquare]\n'
-        ' boom [type=script, script="echo no; exit 4"]\n start -> boom -> exit }\n',
-        encoding="utf-8")
+    (tmp_path / "fail.dot").write_text(flow("""
+        boom [type=script, script="echo no; exit 4"]
+        start -> boom -> exit
+    """), encoding="utf-8")
     (tmp_path / "none.json").write_text("{}", encoding="utf-8")
     run = tmp_path / "run"
     code, out, err = cli("run", tmp_path / "fail.dot", "--agent", "replay:none.json",

@@ -19,6 +19,7 @@ from delivery.engine.runner import RunRequest, World, resume_run, start_run
 from delivery.errors import RunRefused
 from delivery.state.remote import StateRunStores
 from delivery.store.runstore import verify_run
+from delivery.testing import flow
 from delivery.testing.cli import invoke
 from delivery.testing.clock import FakeClock
 from delivery.testing.runs import write_flow
@@ -203,23 +204,19 @@ def test_the_action_job_summary_shows_the_budget_used_and_its_warning(tmp_path: 
 
 def test_an_agent_stage_inside_a_parallel_section_pauses_the_whole_section(
         tmp_path: Path) -> None:
-    flow = write_flow(tmp_path, """
-    digraph p {
-      graph [goal="g", budget_tokens=1000]
-      start [shape=Mdiamond]; exit [shape=Msquare]
-      a [shape=box, prompt="a"]
-      fan [shape=component]
-      b1 [shape=box, prompt="b1"]
-      b2 [shape=box, prompt="b2"]
-      join [shape=tripleoctagon]
-      start -> a -> fan
-      fan -> b1 -> join
-      fan -> b2 -> join
-      join -> exit
-    }
-    """)
+    workflow = write_flow(tmp_path, flow("""
+    a [shape=box, prompt="a"]
+    fan [shape=component]
+    b1 [shape=box, prompt="b1"]
+    b2 [shape=box, prompt="b2"]
+    join [shape=tripleoctagon]
+    start -> a -> fan
+    fan -> b1 -> join
+    fan -> b2 -> join
+    join -> exit
+    """, graph="budget_tokens=1000"))
     agent = costly_agent(600, stages=("a", "b1", "b2"))
-    paused = start_run(RunRequest(workflow=flow, workspace=tmp_path), world(agent))
+    paused = start_run(RunRequest(workflow=workflow, workspace=tmp_path), world(agent))
     assert paused.status == "paused" and paused.path == ["start", "a"]
     assert events(paused.run_dir, "run_paused")[0]["next_node"] == "fan"  # runs again whole
     outcome = resume_run(paused.run_dir, world(agent), budget="5000")

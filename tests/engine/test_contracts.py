@@ -19,24 +19,20 @@ from delivery.engine.contracts import (
 from delivery.engine.work import CandidateScope, GoalScope, HierarchyScope, LeafScope
 from delivery.errors import RunError
 from delivery.lang.declarations import OutputDecl, parse_outputs
+from delivery.testing import flow
 from delivery.validation.loader import check_source
 
-REVIEW_WORKFLOW = """
-digraph Review {
-    graph [goal="Review a change"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    review [type=prompt, prompt="Review the change", outputs="verdict:choice, findings:json"]
-    fix    [prompt="Fix: {{ findings }}"]
-    ship   [prompt="Ship it"]
-    start -> review
-    review -> ship [condition="verdict=pass"]
-    review -> fix  [condition="verdict=rework || verdict!=\\"needs work\\""]
-    review -> exit [condition="outcome=fail"]
-    fix -> review
-    ship -> exit
-}
-"""
+REVIEW_WORKFLOW = flow("""
+review [type=prompt, prompt="Review the change", outputs="verdict:choice, findings:json"]
+fix    [prompt="Fix: {{ findings }}"]
+ship   [prompt="Ship it"]
+start -> review
+review -> ship [condition="verdict=pass"]
+review -> fix  [condition="verdict=rework || verdict!=\\"needs work\\""]
+review -> exit [condition="outcome=fail"]
+fix -> review
+ship -> exit
+""", goal="Review a change", name="Review")
 
 CHOICES = {"verdict": ["needs work", "pass", "rework"]}
 

@@ -11,26 +11,22 @@ from engine_helpers import FakeClock, reply, run_flow, stage_file
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import World, resume_run
+from delivery.testing import flow
 
-REVIEW = """
-digraph F {
-  graph [goal="g"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  review [type=prompt, prompt="Review it", outputs="verdict:choice, findings:json"]
-  ship [shape=parallelogram, script="true"]
-  fix [shape=parallelogram, script="true"]
-  park [shape=parallelogram, script="true"]
-  start -> review
-  review -> ship [condition="verdict=pass"]
-  review -> fix [condition="verdict=rework"]
-  review -> park [condition="verdict=\\"needs discussion\\""]
-  review -> exit [condition="outcome=failed"]
-  ship -> exit
-  fix -> exit
-  park -> exit
-}
-"""
+REVIEW = flow("""
+review [type=prompt, prompt="Review it", outputs="verdict:choice, findings:json"]
+ship [shape=parallelogram, script="true"]
+fix [shape=parallelogram, script="true"]
+park [shape=parallelogram, script="true"]
+start -> review
+review -> ship [condition="verdict=pass"]
+review -> fix [condition="verdict=rework"]
+review -> park [condition="verdict=\\"needs discussion\\""]
+review -> exit [condition="outcome=failed"]
+ship -> exit
+fix -> exit
+park -> exit
+""")
 
 
 @pytest.mark.parametrize(("verdict", "target"), [
@@ -107,20 +103,15 @@ def test_a_json_output_rejects_a_scalar(tmp_path: Path) -> None:
     assert "findings" not in ran.context
 
 
-WORK = """
-digraph F {
-  graph [goal="g"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  scope [type=prompt, prompt="Find the work", outputs="scope:work"]
-  act [type=prompt, prompt="Now do: {{ current_work }}"]
-  start -> scope
-  scope -> act [condition="outcome=succeeded"]
-  scope -> exit [condition="outcome=failed"]
-  act -> exit [condition="outcome=succeeded"]
-  act -> exit [condition="outcome=failed"]
-}
-"""
+WORK = flow("""
+scope [type=prompt, prompt="Find the work", outputs="scope:work"]
+act [type=prompt, prompt="Now do: {{ current_work }}"]
+start -> scope
+scope -> act [condition="outcome=succeeded"]
+scope -> exit [condition="outcome=failed"]
+act -> exit [condition="outcome=succeeded"]
+act -> exit [condition="outcome=failed"]
+""")
 
 
 def test_a_leaf_scope_whose_parent_is_itself_is_rejected(tmp_path: Path) -> None:
@@ -200,17 +191,12 @@ def test_a_replay_exhausted_mid_correction_fails_the_stage(tmp_path: Path) -> No
 
 
 def test_replies_are_consumed_in_order_across_visits(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      ask [type=prompt, prompt="Again?", outputs="more:choice"]
-      start -> ask
-      ask -> ask [condition="more=yes"]
-      ask -> exit [condition="more=no"]
-    }
-    """
+    dot = flow("""
+    ask [type=prompt, prompt="Again?", outputs="more:choice"]
+    start -> ask
+    ask -> ask [condition="more=yes"]
+    ask -> exit [condition="more=no"]
+    """)
     ran = run_flow(tmp_path, dot, replies={"ask": [
         reply({"more": "yes"}), reply({"more": "yes"}), reply({"more": "no"})]})
     assert ran.status == "succeeded", ran.outcome.failure_reason

@@ -8,22 +8,20 @@ from pathlib import Path
 
 from engine_helpers import reply, run_flow
 
+from delivery.testing import flow
+
 
 def test_suggested_next_ids_pick_among_unconditional_edges(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      pick [prompt="Choose"]
-      a [prompt="A"]
-      b [prompt="B"]
-      start -> pick
-      pick -> a [weight=5]
-      pick -> b
-      a -> exit
-      b -> exit
-    }
-    """
+    dot = flow("""
+    pick [prompt="Choose"]
+    a [prompt="A"]
+    b [prompt="B"]
+    start -> pick
+    pick -> a [weight=5]
+    pick -> b
+    a -> exit
+    b -> exit
+    """, goal=None)
     ran = run_flow(tmp_path, dot, replies={"pick": [reply(suggested_next_ids=["b"])],
                                            "b": [reply()]})
     assert ran.outcome.path == ["start", "pick", "b", "exit"]
@@ -53,31 +51,23 @@ def test_a_failure_flows_into_a_diamond_gate_that_routes_on_it(tmp_path: Path) -
 
 
 def test_a_failure_does_not_take_an_unconditional_edge_into_an_agent(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      a [prompt="A"]
-      start -> a -> exit
-    }
-    """
+    dot = flow("""
+    a [prompt="A"]
+    start -> a -> exit
+    """, goal=None)
     ran = run_flow(tmp_path, dot, replies={"a": [reply(outcome="fail", failure_reason="no")]})
     assert ran.status == "failed" and ran.outcome.failure_reason == "no"
 
 
-CUSTOM = """
-digraph DoD {
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  check [prompt="Is it done?", max_retries=1, allow_partial=ALLOW]
-  fix [prompt="Fix it"]
-  start -> check
-  check -> exit [condition="outcome=yes"]
-  check -> fix [condition="outcome=needs_dod"]
-  check -> exit
-  fix -> check
-}
-"""
+CUSTOM = flow("""
+check [prompt="Is it done?", max_retries=1, allow_partial=ALLOW]
+fix [prompt="Fix it"]
+start -> check
+check -> exit [condition="outcome=yes"]
+check -> fix [condition="outcome=needs_dod"]
+check -> exit
+fix -> check
+""", goal=None, name="DoD")
 
 
 def test_a_custom_outcome_routes_on_its_condition_and_counts_as_success(tmp_path: Path) -> None:
@@ -106,31 +96,23 @@ def test_retry_with_allow_partial_becomes_partial_success(tmp_path: Path) -> Non
 
 
 def test_a_skipped_stage_does_not_meet_a_goal_gate(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      a [prompt="A", goal_gate=true]
-      start -> a -> exit
-    }
-    """
+    dot = flow("""
+    a [prompt="A", goal_gate=true]
+    start -> a -> exit
+    """, goal=None)
     ran = run_flow(tmp_path, dot, replies={"a": [reply(outcome="skipped")]})
     assert ran.status == "failed" and "goal gate 'a'" in ran.outcome.failure_reason
 
 
 def test_a_node_without_outputs_sets_any_unreserved_key(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      assess [prompt="Assess"]
-      again [prompt="Again"]
-      start -> assess
-      assess -> exit [condition="context.tests_passed=true"]
-      assess -> again
-      again -> exit
-    }
-    """
+    dot = flow("""
+    assess [prompt="Assess"]
+    again [prompt="Again"]
+    start -> assess
+    assess -> exit [condition="context.tests_passed=true"]
+    assess -> again
+    again -> exit
+    """, goal=None)
     ran = run_flow(tmp_path, dot, replies={"assess": [
         reply({"tests_passed": True, "context.notes": {"n": 1}})]})
     assert ran.outcome.path == ["start", "assess", "exit"]
@@ -138,14 +120,10 @@ def test_a_node_without_outputs_sets_any_unreserved_key(tmp_path: Path) -> None:
 
 
 def test_a_reserved_key_in_free_updates_is_corrected(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      a [prompt="A"]
-      start -> a -> exit
-    }
-    """
+    dot = flow("""
+    a [prompt="A"]
+    start -> a -> exit
+    """, goal=None)
     ran = run_flow(tmp_path, dot, replies={"a": [reply({"outcome": "x"}), reply({"ok": 1})]})
     assert ran.status == "succeeded"
     assert "'outcome' cannot be set" in ran.prompts_of("a")[1]
@@ -153,15 +131,10 @@ def test_a_reserved_key_in_free_updates_is_corrected(tmp_path: Path) -> None:
 
 
 def test_a_plain_file_sends_braces_as_written_and_expands_goal(tmp_path: Path) -> None:
-    dot = """
-    digraph Helm {
-      graph [goal="ship v2"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      deploy [prompt="Set {{ .Values.image.tag }} and count ${#tags[@]} to $goal"]
-      start -> deploy -> exit
-    }
-    """
+    dot = flow("""
+    deploy [prompt="Set {{ .Values.image.tag }} and count ${#tags[@]} to $goal"]
+    start -> deploy -> exit
+    """, goal="ship v2", name="Helm")
     ran = run_flow(tmp_path, dot, goal=None, replies={"deploy": [reply()]})
     assert ran.status == "succeeded", ran.outcome.failure_reason
     assert "Set {{ .Values.image.tag }} and count ${#tags[@]} to ship v2" in \
@@ -169,18 +142,14 @@ def test_a_plain_file_sends_braces_as_written_and_expands_goal(tmp_path: Path) -
 
 
 def test_parallel_without_a_fan_in_runs_each_branch_to_the_exit(tmp_path: Path) -> None:
-    dot = """
-    digraph Fan {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      split [shape=component]
-      left [prompt="Left"]
-      right [prompt="Right"]
-      start -> split
-      split -> left -> exit
-      split -> right -> exit
-    }
-    """
+    dot = flow("""
+    split [shape=component]
+    left [prompt="Left"]
+    right [prompt="Right"]
+    start -> split
+    split -> left -> exit
+    split -> right -> exit
+    """, goal=None, name="Fan")
     ran = run_flow(tmp_path, dot, replies={"left": [reply()],
                                            "right": [reply(outcome="fail")]})
     assert ran.status == "succeeded", ran.outcome.failure_reason
@@ -190,29 +159,20 @@ def test_parallel_without_a_fan_in_runs_each_branch_to_the_exit(tmp_path: Path) 
 
 
 def test_a_run_without_a_goal_has_an_empty_goal(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      a [prompt="Do the thing"]
-      start -> a -> exit
-    }
-    """
+    dot = flow("""
+    a [prompt="Do the thing"]
+    start -> a -> exit
+    """, goal=None)
     ran = run_flow(tmp_path, dot, goal=None, replies={"a": [reply()]})
     assert ran.status == "succeeded"
     assert ran.context["goal"] == ""
 
 
 def test_default_max_retry_gives_retries(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [default_max_retry=2]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      a [prompt="A"]
-      start -> a -> exit
-    }
-    """
+    dot = flow("""
+    a [prompt="A"]
+    start -> a -> exit
+    """, goal=None, graph='default_max_retry=2')
     ran = run_flow(tmp_path, dot, replies={"a": [reply(outcome="fail"), reply(outcome="fail"),
                                                  reply()]})
     assert ran.status == "succeeded", ran.outcome.failure_reason
@@ -245,18 +205,14 @@ def test_parallel_without_a_fan_in_joins_where_the_branches_meet(tmp_path: Path)
 
 def test_preferred_next_label_of_attractors_status_file_is_the_preferred_label(
         tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      triage [prompt="Set preferred_next_label to Done or Fix"]
-      fix [prompt="Fix"]
-      start -> triage
-      triage -> exit [label="Done"]
-      triage -> fix [label="Fix"]
-      fix -> exit
-    }
-    """
+    dot = flow("""
+    triage [prompt="Set preferred_next_label to Done or Fix"]
+    fix [prompt="Fix"]
+    start -> triage
+    triage -> exit [label="Done"]
+    triage -> fix [label="Fix"]
+    fix -> exit
+    """, goal=None)
     ran = run_flow(tmp_path, dot, replies={"triage": [reply(preferred_next_label="Fix")],
                                            "fix": [reply()]})
     assert ran.outcome.path == ["start", "triage", "fix", "exit"]
@@ -280,20 +236,16 @@ def test_llm_prompt_of_strongdms_pipelines_is_the_prompt(tmp_path: Path) -> None
 
 def test_a_join_without_fan_in_does_not_run_its_meeting_node_when_every_branch_failed(
         tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      fan [shape=component]
-      a [prompt="A"]
-      b [prompt="B"]
-      combine [prompt="Combine"]
-      start -> fan
-      fan -> a -> combine
-      fan -> b -> combine
-      combine -> exit
-    }
-    """
+    dot = flow("""
+    fan [shape=component]
+    a [prompt="A"]
+    b [prompt="B"]
+    combine [prompt="Combine"]
+    start -> fan
+    fan -> a -> combine
+    fan -> b -> combine
+    combine -> exit
+    """, goal=None)
     ran = run_flow(tmp_path, dot, replies={"a": [reply(outcome="fail", failure_reason="no A")],
                                            "b": [reply(outcome="fail", failure_reason="no B")]})
     assert ran.status == "failed"

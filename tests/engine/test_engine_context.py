@@ -12,17 +12,13 @@ from engine_helpers import cli, reply, run_flow, write_flow
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunRequest, World, start_run
 from delivery.errors import RunRefused, WorkflowInvalid
+from delivery.testing import flow
 
-TWO_STAGES = """
-digraph F {
-  graph [goal="graph goal"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  a [type=prompt, prompt="First", outputs="summary:text"]
-  b [type=prompt, prompt="Second"]
-  start -> a -> b -> exit
-}
-"""
+TWO_STAGES = flow("""
+a [type=prompt, prompt="First", outputs="summary:text"]
+b [type=prompt, prompt="Second"]
+start -> a -> b -> exit
+""", goal="graph goal")
 
 
 def test_engine_keys_are_written_after_every_stage(tmp_path: Path) -> None:
@@ -46,33 +42,23 @@ def test_engine_keys_are_written_after_every_stage(tmp_path: Path) -> None:
 
 
 def test_the_second_stage_sees_the_first_stage_engine_keys(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      a [type=prompt, prompt="First"]
-      b [type=prompt, prompt="after {{ last_stage }} -> {{ outcome }} [{{ failure_reason }}]"]
-      start -> a -> b -> exit
-    }
-    """
+    dot = flow("""
+    a [type=prompt, prompt="First"]
+    b [type=prompt, prompt="after {{ last_stage }} -> {{ outcome }} [{{ failure_reason }}]"]
+    start -> a -> b -> exit
+    """)
     ran = run_flow(tmp_path, dot, replies={"a": [reply()], "b": [reply()]})
     assert ran.status == "succeeded"
     assert "after a -> succeeded []" in ran.prompts_of("b")[0]
 
 
-INPUTS_FLOW = """
-digraph F {
-  graph [goal="g", inputs="ticket, notes?"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  first [type=prompt, prompt="ticket={{ ticket }} notes=[{{ notes }}]"]
-  change [shape=parallelogram, script="echo ticket=rewritten >> \\"$DELIVERY_FACTS\\"",
-          facts="ticket"]
-  after [type=prompt, prompt="now={{ ticket }} frozen={{ inputs.ticket }}"]
-  start -> first -> change -> after -> exit
-}
-"""
+INPUTS_FLOW = flow("""
+first [type=prompt, prompt="ticket={{ ticket }} notes=[{{ notes }}]"]
+change [shape=parallelogram, script="echo ticket=rewritten >> \\"$DELIVERY_FACTS\\"",
+        facts="ticket"]
+after [type=prompt, prompt="now={{ ticket }} frozen={{ inputs.ticket }}"]
+start -> first -> change -> after -> exit
+""", graph='inputs="ticket, notes?"')
 
 
 def test_inputs_are_written_twice_and_the_inputs_copy_stays_frozen(tmp_path: Path) -> None:
@@ -125,15 +111,10 @@ def test_goal_falls_back_to_the_graph_goal(tmp_path: Path) -> None:
 
 # -- refusals ----------------------------------------------------------------------------
 
-REFUSAL_FLOW = """
-digraph F {
-  graph [inputs="ticket"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  a [type=prompt, prompt="Work on {{ ticket }}"]
-  start -> a -> exit
-}
-"""
+REFUSAL_FLOW = flow("""
+a [type=prompt, prompt="Work on {{ ticket }}"]
+start -> a -> exit
+""", goal=None, graph='inputs="ticket"')
 
 
 def _start(tmp_path: Path, dot: str, **request: object) -> None:
@@ -195,15 +176,10 @@ def test_a_run_without_a_goal_starts_when_nothing_reads_it(tmp_path: Path) -> No
     assert ran.context["goal"] == ""
 
 
-INVALID_FLOW = """
-digraph F {
-  graph [goal="g"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  a [type=prompt, prompt="Use {{ never_written }}"]
-  start -> a -> exit
-}
-"""
+INVALID_FLOW = flow("""
+a [type=prompt, prompt="Use {{ never_written }}"]
+start -> a -> exit
+""")
 
 
 def test_an_invalid_workflow_is_refused_before_anything_runs(tmp_path: Path) -> None:
@@ -237,16 +213,11 @@ def test_a_large_script_fact_is_offloaded_but_reads_as_its_value(tmp_path: Path)
         f"printf 'blob=' >> \"$DELIVERY_FACTS\"\n"
         f"head -c {BIG} /dev/zero | tr '\\0' x >> \"$DELIVERY_FACTS\"\n"
         "echo >> \"$DELIVERY_FACTS\"\n", encoding="utf-8")
-    dot = """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      big [shape=parallelogram, facts="blob", script="bash blob.sh"]
-      use [type=prompt, prompt="size={{ blob | length }} head={{ blob[:5] }}"]
-      start -> big -> use -> exit
-    }
-    """
+    dot = flow("""
+    big [shape=parallelogram, facts="blob", script="bash blob.sh"]
+    use [type=prompt, prompt="size={{ blob | length }} head={{ blob[:5] }}"]
+    start -> big -> use -> exit
+    """)
     ran = run_flow(tmp_path, dot, replies={"use": [reply()]})
     assert ran.status == "succeeded", ran.outcome.failure_reason
     stored = _checkpoint(ran.outcome.run_dir)["context"]
@@ -260,16 +231,11 @@ def test_a_large_script_fact_is_offloaded_but_reads_as_its_value(tmp_path: Path)
 
 
 def test_a_large_agent_text_output_is_offloaded_but_reads_as_its_value(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      write [type=prompt, prompt="Write a lot", outputs="essay:text"]
-      read [type=prompt, prompt="ends with {{ essay[-3:] }} ({{ essay | length }})"]
-      start -> write -> read -> exit
-    }
-    """
+    dot = flow("""
+    write [type=prompt, prompt="Write a lot", outputs="essay:text"]
+    read [type=prompt, prompt="ends with {{ essay[-3:] }} ({{ essay | length }})"]
+    start -> write -> read -> exit
+    """)
     essay = "y" * (BIG - 3) + "END"
     ran = run_flow(tmp_path, dot, replies={"write": [reply({"essay": essay})],
                                            "read": [reply()]})
@@ -288,43 +254,29 @@ def test_a_large_agent_text_output_is_offloaded_but_reads_as_its_value(tmp_path:
 
 
 def test_context_prefix_and_top_level_name_render_the_same_value(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g", inputs="x"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      a [type=prompt, prompt="[{{ context.x }}] [{{ x }}]"]
-      start -> a -> exit
-    }
-    """
+    dot = flow("""
+    a [type=prompt, prompt="[{{ context.x }}] [{{ x }}]"]
+    start -> a -> exit
+    """, graph='inputs="x"')
     ran = run_flow(tmp_path, dot, inputs={"x": "value-1"}, replies={"a": [reply()]})
     assert "[value-1] [value-1]" in ran.prompts_of("a")[0]
 
 
 def test_dollar_goal_is_expanded_in_a_prompt(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      a [type=prompt, prompt="Deliver: $goal."]
-      start -> a -> exit
-    }
-    """
+    dot = flow("""
+    a [type=prompt, prompt="Deliver: $goal."]
+    start -> a -> exit
+    """, goal=None)
     ran = run_flow(tmp_path, dot, goal="make it fast", replies={"a": [reply()]})
     assert "Deliver: make it fast." in ran.prompts_of("a")[0]
 
 
 def test_a_context_key_named_items_renders_as_its_value(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      list [type=prompt, prompt="List", outputs="items:text"]
-      use [type=prompt, prompt="items=<{{ items }}> ctx=<{{ context.items }}>"]
-      start -> list -> use -> exit
-    }
-    """
+    dot = flow("""
+    list [type=prompt, prompt="List", outputs="items:text"]
+    use [type=prompt, prompt="items=<{{ items }}> ctx=<{{ context.items }}>"]
+    start -> list -> use -> exit
+    """)
     ran = run_flow(tmp_path, dot, replies={"list": [reply({"items": "apples"})],
                                            "use": [reply()]})
     assert ran.status == "succeeded", ran.outcome.failure_reason
@@ -334,15 +286,10 @@ def test_a_context_key_named_items_renders_as_its_value(tmp_path: Path) -> None:
 def test_a_guarded_read_of_a_missing_dotted_key_renders_the_default(tmp_path: Path) -> None:
     # The validator accepts `| default(...)` as a guard for a key not written on every
     # path; the renderer must honour it also when no key shares the dotted prefix.
-    dot = """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      a [type=prompt, prompt="PROMPT"]
-      start -> a -> exit
-    }
-    """.replace("PROMPT", "[{{ tests.passed | default('none') }}] "
+    dot = flow("""
+    a [type=prompt, prompt="PROMPT"]
+    start -> a -> exit
+    """).replace("PROMPT", "[{{ tests.passed | default('none') }}] "
                           "[{{ context.x.y | default('-') }}]")
     ran = run_flow(tmp_path, dot, replies={"a": [reply()]})
     assert ran.status == "succeeded", ran.outcome.failure_reason
@@ -352,18 +299,13 @@ def test_a_guarded_read_of_a_missing_dotted_key_renders_the_default(tmp_path: Pa
 
 def test_a_large_input_is_offloaded_from_the_start_and_survives_a_loop_restart(
         tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g", inputs="spec"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      read [type=prompt, prompt="len={{ spec | length }} frozen={{ inputs.spec | length }}"]
-      count [shape=parallelogram, script="echo run >> runs; test $(wc -l < runs) -ge 2"]
-      start -> read -> count
-      count -> read [condition="outcome=failed", loop_restart=true]
-      count -> exit [condition="outcome=succeeded"]
-    }
-    """
+    dot = flow("""
+    read [type=prompt, prompt="len={{ spec | length }} frozen={{ inputs.spec | length }}"]
+    count [shape=parallelogram, script="echo run >> runs; test $(wc -l < runs) -ge 2"]
+    start -> read -> count
+    count -> read [condition="outcome=failed", loop_restart=true]
+    count -> exit [condition="outcome=succeeded"]
+    """, graph='inputs="spec"')
     spec = "s" * BIG
     ran = run_flow(tmp_path, dot, inputs={"spec": spec},
                    replies={"read": [reply(), reply()]})

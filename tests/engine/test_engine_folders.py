@@ -17,22 +17,18 @@ from delivery.engine.run_inputs import ticket_slug
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.errors import RunRefused
 from delivery.forges.local import LocalForge
+from delivery.testing import flow
 
 TICKET = "https://tracker.example/browse/T-7"
 BRANCH = f"delivery/{ticket_slug(TICKET)}"  # the branch the ticket names
 
-LIFECYCLE = """
-digraph F {
-  graph [goal="g", inputs="ticket", folders="web,api"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  change [shape=parallelogram, script="printf 'new\\n' > web/new.txt"]
-  look [type=probe]
-  remove [type=worktree_remove]
-  start -> add -> change -> look -> remove -> exit
-}
-"""
+LIFECYCLE = flow("""
+add [type=worktree_add]
+change [shape=parallelogram, script="printf 'new\\n' > web/new.txt"]
+look [type=probe]
+remove [type=worktree_remove]
+start -> add -> change -> look -> remove -> exit
+""", graph='inputs="ticket", folders="web,api"')
 
 
 def world(tmp_path: Path) -> World:
@@ -118,19 +114,14 @@ def test_the_probe_reads_the_prs_of_the_runs_branch_and_routes_on_them(
         commit_to(remote, BRANCH, {"broken.txt" if name == "api" else "ok.txt": "x"})
         forge.find_or_create_pull_request(str(remote), head=BRANCH, base="main",
                                           title="t", body="")
-    dot = """
-    digraph F {
-      graph [goal="g", inputs="ticket", folders="web,api"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      look [type=probe, probe="pr,threads"]
-      repair [shape=parallelogram, script="true"]
-      start -> look
-      look -> repair [condition="pr.state=CI_FAILED"]
-      look -> exit
-      repair -> exit
-    }
-    """
+    dot = flow("""
+    look [type=probe, probe="pr,threads"]
+    repair [shape=parallelogram, script="true"]
+    start -> look
+    look -> repair [condition="pr.state=CI_FAILED"]
+    look -> exit
+    repair -> exit
+    """, graph='inputs="ticket", folders="web,api"')
     ran = start(tmp_path, dot, remotes, checks={"web": "test ! -f broken.txt",
                                                 "api": "test ! -f broken.txt"})
     assert ran.status == "succeeded", ran.failure_reason
@@ -150,16 +141,11 @@ def test_a_probe_of_one_folder_still_rolls_up_every_folder(
     number = forge.find_or_create_pull_request(str(remotes["web"]), head=BRANCH, base="main",
                                                title="t", body="").number
     forge.review(str(remotes["web"]), number, "CHANGES_REQUESTED", "no", author="r")
-    dot = """
-    digraph F {
-      graph [goal="g", inputs="ticket", folders="web,api"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      all [type=probe, probe="pr"]
-      one [type=probe, probe="pr", folder=api]
-      start -> all -> one -> exit
-    }
-    """
+    dot = flow("""
+    all [type=probe, probe="pr"]
+    one [type=probe, probe="pr", folder=api]
+    start -> all -> one -> exit
+    """, graph='inputs="ticket", folders="web,api"')
     ran = start(tmp_path, dot, remotes)
     assert ran.status == "succeeded", ran.failure_reason
     assert ran.context["api.pr.state"] == "NONE"
@@ -170,15 +156,10 @@ def test_a_folder_that_is_a_plain_directory_is_refused_before_the_first_stage(
         tmp_path: Path, remotes: dict[str, Path]) -> None:
     not_git = tmp_path / "plain"
     not_git.mkdir()
-    dot = """
-    digraph F {
-      graph [goal="g", inputs="ticket"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      look [type=probe, probe="pr"]
-      start -> look -> exit
-    }
-    """
+    dot = flow("""
+    look [type=probe, probe="pr"]
+    start -> look -> exit
+    """, graph='inputs="ticket"')
     with pytest.raises(RunRefused) as refused:
         start(tmp_path, dot, {"web": remotes["web"], "api": not_git})
     assert refused.value.subject == f"repos['api']='{not_git}'"  # a library caller's words
@@ -188,21 +169,16 @@ def test_a_folder_that_is_a_plain_directory_is_refused_before_the_first_stage(
 
 def test_a_resume_reuses_the_runs_folders_forge_branch_and_worktrees(
         tmp_path: Path, remotes: dict[str, Path]) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g", inputs="ticket", folders="web,api"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      add [type=worktree_add]
-      change [shape=parallelogram, script="printf 'x\\n' > web/x.txt"]
-      gate [shape=hexagon, label="Go on?"]
-      again [type=worktree_add]
-      look [type=probe, probe="worktree,diff"]
-      start -> add -> change -> gate
-      gate -> again [label="yes"]
-      again -> look -> exit
-    }
-    """
+    dot = flow("""
+    add [type=worktree_add]
+    change [shape=parallelogram, script="printf 'x\\n' > web/x.txt"]
+    gate [shape=hexagon, label="Go on?"]
+    again [type=worktree_add]
+    look [type=probe, probe="worktree,diff"]
+    start -> add -> change -> gate
+    gate -> again [label="yes"]
+    again -> look -> exit
+    """, graph='inputs="ticket", folders="web,api"')
     paused = start(tmp_path, dot, remotes, gates="pause")
     assert paused.status == "paused", paused.failure_reason
     resumed = resume_run(paused.run_dir, world(tmp_path), answers={"gate": "yes"})
@@ -240,15 +216,10 @@ def test_required_approvals_from_delivery_toml_hold_a_pr_back(
                                              title="t", body="")
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "delivery.toml").write_text("[forge.local]\nrequired_approvals = 1\n")
-    dot = """
-    digraph F {
-      graph [goal="g", inputs="ticket"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      look [type=probe, probe="pr"]
-      start -> look -> exit
-    }
-    """
+    dot = flow("""
+    look [type=probe, probe="pr"]
+    start -> look -> exit
+    """, graph='inputs="ticket"')
     ran = start(tmp_path, dot, {"web": remotes["web"]})
     assert ran.status == "succeeded", ran.failure_reason
     assert (ran.context["web.pr.state"], ran.context["web.pr.ready"]) == ("WAITING", False)
@@ -256,15 +227,10 @@ def test_required_approvals_from_delivery_toml_hold_a_pr_back(
 
 
 def test_a_probe_in_a_run_without_folders_sees_no_pr(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g", inputs="ticket"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      look [type=probe]
-      start -> look -> exit
-    }
-    """
+    dot = flow("""
+    look [type=probe]
+    start -> look -> exit
+    """, graph='inputs="ticket"')
     ran = start(tmp_path, dot, {})
     assert ran.status == "succeeded", ran.failure_reason
     assert (ran.context["pr.state"], ran.context["pr.ready"],
@@ -273,24 +239,19 @@ def test_a_probe_in_a_run_without_folders_sees_no_pr(tmp_path: Path) -> None:
 
 def test_parallel_branches_make_and_probe_worktrees_concurrently(
         tmp_path: Path, remotes: dict[str, Path]) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g", inputs="ticket", folders="web,api"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      fan [shape=component]
-      add_web [type=worktree_add, folder=web]
-      add_api [type=worktree_add, folder=api]
-      look_web [type=probe, folder=web, probe="worktree,diff"]
-      look_api [type=probe, folder=api, probe="worktree,diff"]
-      join [shape=tripleoctagon]
-      look [type=probe, probe="worktree"]
-      start -> fan
-      fan -> add_web -> look_web -> join
-      fan -> add_api -> look_api -> join
-      join -> look -> exit
-    }
-    """
+    dot = flow("""
+    fan [shape=component]
+    add_web [type=worktree_add, folder=web]
+    add_api [type=worktree_add, folder=api]
+    look_web [type=probe, folder=web, probe="worktree,diff"]
+    look_api [type=probe, folder=api, probe="worktree,diff"]
+    join [shape=tripleoctagon]
+    look [type=probe, probe="worktree"]
+    start -> fan
+    fan -> add_web -> look_web -> join
+    fan -> add_api -> look_api -> join
+    join -> look -> exit
+    """, graph='inputs="ticket", folders="web,api"')
     ran = start(tmp_path, dot, remotes)
     assert ran.status == "succeeded", ran.failure_reason
     assert ran.context["web.worktree.branch"] == ran.context["api.worktree.branch"] == BRANCH

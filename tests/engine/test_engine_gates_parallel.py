@@ -3,30 +3,26 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 from engine_helpers import reply, run_flow
 
-GATE = """
-digraph F {
-  graph [goal="g"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  gate [shape=hexagon, label="Ship it?"]
-  ship [shape=parallelogram, script="true"]
-  rework [shape=parallelogram, script="true"]
-  denied [shape=parallelogram, script="true"]
-  start -> gate
-  gate -> ship [label="[A] Approve"]
-  gate -> rework [label="[R] Rework"]
-  gate -> denied [condition="outcome=failed"]
-  ship -> exit
-  rework -> exit
-  denied -> exit
-}
-"""
+from delivery.testing import flow
+
+GATE = flow("""
+gate [shape=hexagon, label="Ship it?"]
+ship [shape=parallelogram, script="true"]
+rework [shape=parallelogram, script="true"]
+denied [shape=parallelogram, script="true"]
+start -> gate
+gate -> ship [label="[A] Approve"]
+gate -> rework [label="[R] Rework"]
+gate -> denied [condition="outcome=failed"]
+ship -> exit
+rework -> exit
+denied -> exit
+""")
 
 
 @pytest.mark.parametrize("answer", ["Approve", "A", "a", "[A] Approve", "approve"])
@@ -62,39 +58,29 @@ def test_an_answer_that_names_no_choice_denies_the_gate(tmp_path: Path) -> None:
 
 
 def test_a_denied_gate_with_no_failure_edge_fails_the_run(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      gate [shape=hexagon, label="Go?"]
-      start -> gate
-      gate -> exit [label="[Y] Yes"]
-    }
-    """
+    dot = flow("""
+    gate [shape=hexagon, label="Go?"]
+    start -> gate
+    gate -> exit [label="[Y] Yes"]
+    """)
     ran = run_flow(tmp_path, dot)
     assert ran.status == "failed"
     assert "gate" in ran.outcome.failure_reason and "denied" in ran.outcome.failure_reason
 
 
-UNLABELED = """
-digraph F {
-  graph [goal="g"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  gate [shape=hexagon, label="Which way?"]
-  ship [shape=parallelogram, script="true"]
-  rework [shape=parallelogram, script="true"]
-  denied [shape=parallelogram, script="true"]
-  start -> gate
-  gate -> ship
-  gate -> rework [label="Rework"]
-  gate -> denied [condition="outcome=failed"]
-  ship -> exit
-  rework -> exit
-  denied -> exit
-}
-"""
+UNLABELED = flow("""
+gate [shape=hexagon, label="Which way?"]
+ship [shape=parallelogram, script="true"]
+rework [shape=parallelogram, script="true"]
+denied [shape=parallelogram, script="true"]
+start -> gate
+gate -> ship
+gate -> rework [label="Rework"]
+gate -> denied [condition="outcome=failed"]
+ship -> exit
+rework -> exit
+denied -> exit
+""")
 
 
 def test_an_unlabeled_gate_edge_is_chosen_by_its_target_id(tmp_path: Path) -> None:
@@ -114,21 +100,16 @@ def test_a_failure_edge_of_a_gate_is_not_a_choice(tmp_path: Path) -> None:
 
 
 def test_an_agent_preferring_an_unlabeled_edge_by_target_takes_it(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      ask [type=prompt, prompt="Pick"]
-      alpha [shape=parallelogram, script="true"]
-      zulu [shape=parallelogram, script="true"]
-      start -> ask
-      ask -> alpha
-      ask -> zulu
-      alpha -> exit
-      zulu -> exit
-    }
-    """
+    dot = flow("""
+    ask [type=prompt, prompt="Pick"]
+    alpha [shape=parallelogram, script="true"]
+    zulu [shape=parallelogram, script="true"]
+    start -> ask
+    ask -> alpha
+    ask -> zulu
+    alpha -> exit
+    zulu -> exit
+    """)
     ran = run_flow(tmp_path, dot, replies={"ask": [reply(preferred_label="zulu")]})
     assert ran.outcome.path == ["start", "ask", "zulu", "exit"]
 
@@ -143,26 +124,21 @@ def _rendezvous(me: str, other: str) -> str:
 
 
 def test_parallel_branches_run_concurrently(tmp_path: Path) -> None:
-    dot = f"""
-    digraph F {{
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      split [shape=component]
-      left [shape=parallelogram, script="{_rendezvous('left', 'right')}"]
-      right [shape=parallelogram, script="{_rendezvous('right', 'left')}"]
-      join [shape=tripleoctagon]
-      start -> split
-      split -> left
-      split -> right
-      left -> join
-      right -> join
-      join -> exit
-    }}
-    """
-    started = time.monotonic()
+    dot = flow(f"""
+    split [shape=component]
+    left [shape=parallelogram, script="{_rendezvous('left', 'right')}"]
+    right [shape=parallelogram, script="{_rendezvous('right', 'left')}"]
+    join [shape=tripleoctagon]
+    start -> split
+    split -> left
+    split -> right
+    left -> join
+    right -> join
+    join -> exit
+    """)
+    # Each branch fails unless its sibling marked itself while it waited: run one after the
+    # other, the first would give up waiting (bounded, 5 s) and fail.
     ran = run_flow(tmp_path, dot)
-    assert time.monotonic() - started < 20
     assert ran.status == "succeeded", ran.outcome.failure_reason
     results = ran.context["parallel.results"]
     assert [r["outcome"] for r in results] == ["succeeded", "succeeded"]
@@ -244,24 +220,19 @@ flag=<{{ writer.failed | default('unseen') }}>"]
 
 def _join_flow(join: str, max_parallel: str = "") -> str:
     extra = f", max_parallel={max_parallel}" if max_parallel else ""
-    return f"""
-    digraph F {{
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      split [shape=component, join={join}{extra}]
-      good [shape=parallelogram, script="true"]
-      bad [shape=parallelogram, script="echo nope >&2; exit 4"]
-      join [shape=tripleoctagon]
-      start -> split
-      split -> good
-      split -> bad
-      good -> join
-      bad -> join [condition="outcome=failed"]
-      bad -> join [condition="outcome=succeeded"]
-      join -> exit
-    }}
-    """
+    return flow(f"""
+    split [shape=component, join={join}{extra}]
+    good [shape=parallelogram, script="true"]
+    bad [shape=parallelogram, script="echo nope >&2; exit 4"]
+    join [shape=tripleoctagon]
+    start -> split
+    split -> good
+    split -> bad
+    good -> join
+    bad -> join [condition="outcome=failed"]
+    bad -> join [condition="outcome=succeeded"]
+    join -> exit
+    """)
 
 
 def test_wait_all_is_a_partial_success_when_one_branch_fails(tmp_path: Path) -> None:
@@ -282,20 +253,16 @@ def test_wait_all_fails_when_every_branch_fails(tmp_path: Path) -> None:
 
 
 def test_first_success_cancels_the_branches_still_running(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      split [shape=component, join_policy=first_success, max_parallel=1]
-      fast [shape=parallelogram, tool_command="true"]
-      slow [shape=parallelogram, tool_command="exit 9"]
-      join [shape=tripleoctagon]
-      start -> split
-      split -> fast -> join
-      split -> slow -> join
-      join -> exit
-    }
-    """
+    dot = flow("""
+    split [shape=component, join_policy=first_success, max_parallel=1]
+    fast [shape=parallelogram, tool_command="true"]
+    slow [shape=parallelogram, tool_command="exit 9"]
+    join [shape=tripleoctagon]
+    start -> split
+    split -> fast -> join
+    split -> slow -> join
+    join -> exit
+    """, goal=None)
     ran = run_flow(tmp_path, dot)
     assert ran.status == "succeeded", ran.outcome.failure_reason
     results = ran.context["parallel.results"]
@@ -316,26 +283,21 @@ def test_join_any_succeeds_when_one_branch_succeeds(tmp_path: Path) -> None:
 
 
 def test_max_parallel_one_still_runs_every_branch(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      split [shape=component, max_parallel=1]
-      a [shape=parallelogram, script="echo a >> order"]
-      b [shape=parallelogram, script="echo b >> order"]
-      c [shape=parallelogram, script="echo c >> order"]
-      join [shape=tripleoctagon]
-      start -> split
-      split -> a
-      split -> b
-      split -> c
-      a -> join
-      b -> join
-      c -> join
-      join -> exit
-    }
-    """
+    dot = flow("""
+    split [shape=component, max_parallel=1]
+    a [shape=parallelogram, script="echo a >> order"]
+    b [shape=parallelogram, script="echo b >> order"]
+    c [shape=parallelogram, script="echo c >> order"]
+    join [shape=tripleoctagon]
+    start -> split
+    split -> a
+    split -> b
+    split -> c
+    a -> join
+    b -> join
+    c -> join
+    join -> exit
+    """)
     ran = run_flow(tmp_path, dot)
     assert ran.status == "succeeded", ran.outcome.failure_reason
     assert sorted((tmp_path / "order").read_text().split()) == ["a", "b", "c"]
@@ -349,24 +311,19 @@ def test_a_large_value_written_in_a_branch_reads_as_its_value_after_the_join(
         "printf 'blob=' >> \"$DELIVERY_FACTS\"\n"
         f"head -c {size} /dev/zero | tr '\\0' x >> \"$DELIVERY_FACTS\"\n"
         "echo >> \"$DELIVERY_FACTS\"\n", encoding="utf-8")
-    dot = """
-    digraph F {
-      graph [goal="g"]
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      split [shape=component]
-      big [shape=parallelogram, facts="blob", script="bash blob.sh"]
-      small [shape=parallelogram, script="true"]
-      join [shape=tripleoctagon]
-      use [type=prompt, prompt="PROMPT"]
-      start -> split
-      split -> big
-      split -> small
-      big -> join
-      small -> join
-      join -> use -> exit
-    }
-    """.replace("PROMPT", "len={{ parallel.results['0'].context.blob | length }} "
+    dot = flow("""
+    split [shape=component]
+    big [shape=parallelogram, facts="blob", script="bash blob.sh"]
+    small [shape=parallelogram, script="true"]
+    join [shape=tripleoctagon]
+    use [type=prompt, prompt="PROMPT"]
+    start -> split
+    split -> big
+    split -> small
+    big -> join
+    small -> join
+    join -> use -> exit
+    """).replace("PROMPT", "len={{ parallel.results['0'].context.blob | length }} "
                           "head={{ parallel.results['0'].context.blob[:4] }}")
     ran = run_flow(tmp_path, dot, replies={"use": [reply()]})
     assert ran.status == "succeeded", ran.outcome.failure_reason

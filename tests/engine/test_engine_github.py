@@ -13,25 +13,22 @@ from engine_helpers import FakeClock, cli, write_flow
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunRequest, World, start_run
+from delivery.testing import flow
 from delivery.testing.github import FakeGitHub
 
-FLOW = """
-digraph D {
-  graph [goal="Say hello", inputs="ticket", folders="web"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  change [shape=parallelogram, script="printf 'hello\\n' > web/hello.txt"]
-  ship [type=publish]
-  look [type=probe]
-  land [type=merge]
-  after [type=probe, probe="pr"]
-  remove [type=worktree_remove]
-  start -> add -> change -> ship -> look -> land -> after -> remove -> exit
-}
-"""
+FLOW = flow("""
+add [type=worktree_add]
+change [shape=parallelogram, script="printf 'hello\\n' > web/hello.txt"]
+ship [type=publish]
+look [type=probe]
+land [type=merge]
+after [type=probe, probe="pr"]
+remove [type=worktree_remove]
+start -> add -> change -> ship -> look -> land -> after -> remove -> exit
+""", goal="Say hello", graph='inputs="ticket", folders="web"', name="D")
 
 
+@pytest.mark.slow
 def test_a_delivery_on_github_publishes_merges_and_cleans_up(tmp_path: Path) -> None:
     with FakeGitHub() as github:
         github.create_repo("octo/web", files={"README.md": "# web\n"})
@@ -67,17 +64,12 @@ def test_a_delivery_on_github_publishes_merges_and_cleans_up(tmp_path: Path) -> 
                 assert token.encode() not in file.read_bytes(), file
 
 
-KEEP = """
-digraph K {
-  graph [goal="g", folders="web"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  person [shape=parallelogram, script="printf 'TOKEN=mine\\n' > web/.env"]
-  remove [type=worktree_remove]
-  start -> add -> person -> remove -> exit
-}
-"""
+KEEP = flow("""
+add [type=worktree_add]
+person [shape=parallelogram, script="printf 'TOKEN=mine\\n' > web/.env"]
+remove [type=worktree_remove]
+start -> add -> person -> remove -> exit
+""", graph='folders="web"', name="K")
 
 
 def test_worktree_remove_on_github_keeps_a_worktree_holding_an_ignored_env_file(

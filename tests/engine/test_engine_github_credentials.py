@@ -16,24 +16,20 @@ from engine_helpers import FakeClock, write_flow
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunRequest, World, start_run
+from delivery.testing import flow
 from delivery.testing.github import FakeGitHub
 
-FLOW = """
-digraph D {
-  graph [goal="Say hello", inputs="ticket", folders="web,api"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  change [shape=parallelogram,
-          script="printf 'hi\\n' > web/hello.txt && printf 'hi\\n' > api/hello.txt"]
-  ship [type=publish]
-  look [type=probe]
-  land [type=merge, order="api,web"]
-  after [type=probe, probe="pr"]
-  remove [type=worktree_remove]
-  start -> add -> change -> ship -> look -> land -> after -> remove -> exit
-}
-"""
+FLOW = flow("""
+add [type=worktree_add]
+change [shape=parallelogram,
+        script="printf 'hi\\n' > web/hello.txt && printf 'hi\\n' > api/hello.txt"]
+ship [type=publish]
+look [type=probe]
+land [type=merge, order="api,web"]
+after [type=probe, probe="pr"]
+remove [type=worktree_remove]
+start -> add -> change -> ship -> look -> land -> after -> remove -> exit
+""", goal="Say hello", graph='inputs="ticket", folders="web,api"', name="D")
 
 WRAPPER = """#!/bin/sh
 # records each invocation's argv, one argument per line, then runs the real git
@@ -78,6 +74,7 @@ def _verb(argv: list[str]) -> str:
     return ""
 
 
+@pytest.mark.slow
 def test_the_token_reaches_github_as_a_header_and_never_a_command_line(
         tmp_path: Path, recorded_git: Path) -> None:
     with FakeGitHub() as github:

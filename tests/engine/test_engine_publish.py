@@ -17,27 +17,25 @@ from delivery.engine.run_inputs import ticket_slug
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.forges.base import MergeResult, PullRequestRef
 from delivery.forges.local import LocalForge
+from delivery.testing import flow
 
 TICKET = "https://tracker.example/browse/T-9"
 BRANCH = f"delivery/{ticket_slug(TICKET)}"  # the branch the ticket names
 
-FLOW = """
-digraph D {{
-  graph [goal="Say hello", inputs="ticket", folders="web,api,docs"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  change [shape=parallelogram,
-          script="printf 'hello\\n' > web/hello.txt; printf 'more\\n' >> api/app.txt"]
-  ship [type=publish]
-  ship_again [type=publish]
-  look [type=probe, probe="pr"]
-  land [type=merge{order}]
-  after [type=probe, probe="pr"]
-  remove [type=worktree_remove]
-  start -> add -> change -> ship -> ship_again -> look -> land -> after -> remove -> exit
-}}
-"""
+
+def publish_flow(order: str = "") -> str:
+    return flow(f"""
+    add [type=worktree_add]
+    change [shape=parallelogram,
+            script="printf 'hello\\n' > web/hello.txt; printf 'more\\n' >> api/app.txt"]
+    ship [type=publish]
+    ship_again [type=publish]
+    look [type=probe, probe="pr"]
+    land [type=merge{order}]
+    after [type=probe, probe="pr"]
+    remove [type=worktree_remove]
+    start -> add -> change -> ship -> ship_again -> look -> land -> after -> remove -> exit
+    """, goal="Say hello", graph='inputs="ticket", folders="web,api,docs"', name="D")
 
 
 @pytest.fixture
@@ -52,7 +50,7 @@ def run(tmp_path: Path, remotes: dict[str, Path], *, order: str = "",
         checks: dict[str, str] | None = None) -> RunOutcome:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
-    dot = FLOW.format(order=f', order="{order}"' if order else "")
+    dot = publish_flow(order=f', order="{order}"' if order else "")
     request = RunRequest(workflow=write_flow(tmp_path, dot), inputs={"ticket": TICKET},
                          workspace=workspace, repos={k: str(v) for k, v in remotes.items()},
                          checks=checks or {})
@@ -152,7 +150,7 @@ def test_a_run_killed_after_a_write_resumes_without_duplicating_it(
         tmp_path: Path, remotes: dict[str, Path], write: str) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    request = RunRequest(workflow=write_flow(tmp_path, FLOW.format(order="")),
+    request = RunRequest(workflow=write_flow(tmp_path, publish_flow(order="")),
                          inputs={"ticket": TICKET}, workspace=workspace,
                          run_dir=tmp_path / "run",
                          repos={k: str(v) for k, v in remotes.items()})
@@ -188,7 +186,7 @@ def test_the_merge_stopping_at_a_draft_says_it_is_a_draft(
         tmp_path: Path, remotes: dict[str, Path]) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    request = RunRequest(workflow=write_flow(tmp_path, FLOW.format(order="")),
+    request = RunRequest(workflow=write_flow(tmp_path, publish_flow(order="")),
                          inputs={"ticket": TICKET}, workspace=workspace,
                          repos={k: str(v) for k, v in remotes.items()})
     world = World(agent=ReplayBackend({}), clock=FakeClock(), git_cache=tmp_path / "cache",
@@ -204,19 +202,14 @@ def test_the_merge_stopping_at_a_draft_says_it_is_a_draft(
 def test_publish_writes_each_folders_pr_and_an_empty_one_for_a_folder_without_changes(
         tmp_path: Path, remotes: dict[str, Path]) -> None:
     # read right after publish, as the validator allows (no probe in between)
-    dot = """
-digraph D {
-  graph [goal="Say hello", inputs="ticket", folders="web,api,docs"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  change [shape=parallelogram, script="printf 'hello\\n' > web/hello.txt"]
-  ship [type=publish]
-  tell [shape=parallelogram,
-        script="printf '%s|%s|%s' {{ web.pr.number }} {{ web.pr.url }} x{{ docs.pr.url }}"]
-  start -> add -> change -> ship -> tell -> exit
-}
-"""
+    dot = flow("""
+add [type=worktree_add]
+change [shape=parallelogram, script="printf 'hello\\n' > web/hello.txt"]
+ship [type=publish]
+tell [shape=parallelogram,
+      script="printf '%s|%s|%s' {{ web.pr.number }} {{ web.pr.url }} x{{ docs.pr.url }}"]
+start -> add -> change -> ship -> tell -> exit
+""", goal="Say hello", graph='inputs="ticket", folders="web,api,docs"', name="D")
     workspace = tmp_path / "ws"
     workspace.mkdir()
     request = RunRequest(workflow=write_flow(tmp_path, dot), inputs={"ticket": TICKET},
@@ -230,18 +223,13 @@ digraph D {
     assert ctx["tool.output"] == f"1|{remotes['web'].resolve()}#1|x"
 
 
-TITLED = """
-digraph D {
-  graph [goal="Deliver the ticket", inputs="ticket", folders="web"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  think [type=prompt, prompt="Scope and plan {{ ticket }}", outputs="%s"]
-  add [type=worktree_add]
-  change [shape=parallelogram, script="printf 'hello\\n' > web/hello.txt"]
-  ship [type=publish]
-  start -> think -> add -> change -> ship -> exit
-}
-"""
+TITLED = flow("""
+think [type=prompt, prompt="Scope and plan {{ ticket }}", outputs="%s"]
+add [type=worktree_add]
+change [shape=parallelogram, script="printf 'hello\\n' > web/hello.txt"]
+ship [type=publish]
+start -> think -> add -> change -> ship -> exit
+""", goal="Deliver the ticket", graph='inputs="ticket", folders="web"', name="D")
 
 
 def _titled_run(tmp_path: Path, remotes: dict[str, Path], outputs: str,

@@ -16,19 +16,16 @@ from delivery.engine.failures import (
     failure_class,
     failure_signature,
 )
+from delivery.testing import flow
 from delivery.validation.loader import check_source
 
-ONE_CHECK = """
-digraph F {
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  check [shape=parallelogram, tool_command="echo 'SCRIPT' >&2; exit 1"]
-  after [shape=parallelogram, tool_command="echo {{ failure_class }}"]
-  start -> check
-  check -> after [condition="outcome=fail"]
-  after -> exit
-}
-"""
+ONE_CHECK = flow("""
+check [shape=parallelogram, tool_command="echo 'SCRIPT' >&2; exit 1"]
+after [shape=parallelogram, tool_command="echo {{ failure_class }}"]
+start -> check
+check -> after [condition="outcome=fail"]
+after -> exit
+""", goal=None)
 
 
 @pytest.mark.parametrize(("reason", "expected"), [
@@ -62,14 +59,10 @@ def test_the_next_stage_reads_the_class_and_a_success_empties_it(tmp_path: Path)
 
 
 def test_a_run_ending_on_a_failure_keeps_the_class_in_its_context(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      work [prompt="work"]
-      start -> work -> exit
-    }
-    """
+    dot = flow("""
+    work [prompt="work"]
+    start -> work -> exit
+    """, goal=None)
     ran = run_flow(tmp_path, dot, replies={"work": [reply(outcome="fail",
                                                           failure_reason="FAIL test_parser")]})
     assert ran.status == "failed"
@@ -79,18 +72,14 @@ def test_a_run_ending_on_a_failure_keeps_the_class_in_its_context(tmp_path: Path
 
 
 def test_a_condition_on_failure_class_after_a_failure_validates(tmp_path: Path) -> None:
-    dot = """
-    digraph F {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      check [shape=parallelogram, tool_command="true"]
-      fix [prompt="fix"]
-      start -> check
-      check -> exit [condition="outcome=success"]
-      check -> check [condition="outcome=fail && context.failure_class=transient_infra"]
-      check -> fix [condition="outcome=fail && context.failure_class!=transient_infra"]
-      fix -> check
-    }
-    """
+    dot = flow("""
+    check [shape=parallelogram, tool_command="true"]
+    fix [prompt="fix"]
+    start -> check
+    check -> exit [condition="outcome=success"]
+    check -> check [condition="outcome=fail && context.failure_class=transient_infra"]
+    check -> fix [condition="outcome=fail && context.failure_class!=transient_infra"]
+    fix -> check
+    """, goal=None)
     _, diagnostics = check_source(dot, "flow.dot")
     assert [d for d in diagnostics if d.severity == "error"] == []

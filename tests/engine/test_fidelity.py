@@ -17,20 +17,17 @@ from engine_helpers import FakeClock, reply
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
+from delivery.testing import flow
 
 GOLDEN = Path(__file__).with_name("golden")
 MODES = ["truncate", "summary:low", "summary:medium", "compact", "summary:high", "full"]
 
-FLOW = """digraph g {
-    graph [goal="Add a /health endpoint"]
-    start  [shape=Mdiamond]
-    exit   [shape=Msquare]
-    plan   [prompt="Plan the change", outputs="steps:json"]
-    check  [shape=parallelogram, script="bash ../big.sh", facts="log"]
-    report [prompt="Write the report", fidelity="MODE"]
-    start -> plan -> check -> report -> exit
-}
-"""
+FLOW = flow("""
+plan   [prompt="Plan the change", outputs="steps:json"]
+check  [shape=parallelogram, script="bash ../big.sh", facts="log"]
+report [prompt="Write the report", fidelity="MODE"]
+start -> plan -> check -> report -> exit
+""", goal="Add a /health endpoint")
 
 BIG_FACT = 'printf "log=%s\\n" "$(head -c 120000 /dev/zero | tr "\\0" x)" >> "$DELIVERY_FACTS"\n'
 PLAN_REPLY = reply(
@@ -84,19 +81,15 @@ def test_the_modes_show_visibly_different_amounts() -> None:
     assert sizes == sorted(sizes) and len(set(sizes)) == len(sizes)
 
 
-PRECEDENCE = """digraph g {
-    graph [goal="Ship", default_fidelity="truncate"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    a [prompt="do a"]
-    b [prompt="do b"]
-    c [prompt="do c", fidelity="summary:low"]
-    d [prompt="do d", fidelity="summary:low"]
-    start -> a -> b -> c
-    c -> d [fidelity="full"]
-    d -> exit
-}
-"""
+PRECEDENCE = flow("""
+a [prompt="do a"]
+b [prompt="do b"]
+c [prompt="do c", fidelity="summary:low"]
+d [prompt="do d", fidelity="summary:low"]
+start -> a -> b -> c
+c -> d [fidelity="full"]
+d -> exit
+""", goal="Ship", graph='default_fidelity="truncate"')
 
 
 def test_edge_beats_node_beats_graph(tmp_path: Path) -> None:

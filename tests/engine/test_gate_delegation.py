@@ -11,25 +11,21 @@ from engine_helpers import FakeClock, cli, reply, write_flow
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.interviewer import ScriptedInterviewer
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
+from delivery.testing import flow
 
-GATE = """
-digraph g {
-    graph [goal="Ship"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    approve [shape=hexagon, label="Ship it?", delegatable=%s]
-    ship    [type=script, script="true"]
-    rework  [type=script, script="true"]
-    denied  [type=script, script="true"]
-    start -> approve
-    approve -> ship   [label="[Y] Yes"]
-    approve -> rework [label="[N] No"]
-    approve -> denied [condition="outcome=failed"]
-    ship -> exit
-    rework -> exit
-    denied -> exit
-}
-"""
+GATE = flow("""
+approve [shape=hexagon, label="Ship it?", delegatable=%s]
+ship    [type=script, script="true"]
+rework  [type=script, script="true"]
+denied  [type=script, script="true"]
+start -> approve
+approve -> ship   [label="[Y] Yes"]
+approve -> rework [label="[N] No"]
+approve -> denied [condition="outcome=failed"]
+ship -> exit
+rework -> exit
+denied -> exit
+""", goal="Ship")
 
 
 def run_gate(tmp_path: Path, *, delegatable: bool, gates: str,

@@ -12,21 +12,18 @@ from delivery.agents.replay import ReplayBackend
 from delivery.cli.main import main
 from delivery.engine.runner import RunRequest, World, resume_run, start_run
 from delivery.store.runstore import verify_run
+from delivery.testing import flow
 from delivery.testing.clock import FakeClock
 
-FLOW = """
-digraph g {
-  graph [goal="ship"]
-  start [shape=Mdiamond]; exit [shape=Msquare]
-  work [type=script, script="echo working"]
-  gate [shape=hexagon, label="Ship it?"]
-  fix  [type=script, script="echo fixing"]
-  start -> work -> gate
-  gate -> exit [label="[A] Approve"]
-  gate -> fix  [label="[F] Fix"]
-  fix -> gate
-}
-"""
+FLOW = flow("""
+work [type=script, script="echo working"]
+gate [shape=hexagon, label="Ship it?"]
+fix  [type=script, script="echo fixing"]
+start -> work -> gate
+gate -> exit [label="[A] Approve"]
+gate -> fix  [label="[F] Fix"]
+fix -> gate
+""", goal="ship")
 
 
 def delivery(*args: str | Path) -> tuple[int, dict[str, object]]:
@@ -84,21 +81,17 @@ def test_by_default_a_gate_whose_answers_are_used_up_is_denied(tmp_path: Path) -
     assert "got no answer" in str(report["failure_reason"])
 
 
-PARALLEL_FLOW = """
-digraph p {
-  graph [goal="g"]
-  start [shape=Mdiamond]; exit [shape=Msquare]
-  fork [shape=component]
-  join [shape=tripleoctagon]
-  a [type=script, script="echo a"]
-  gate [shape=hexagon, label="OK?"]
-  start -> fork
-  fork -> a -> join
-  fork -> gate
-  gate -> join [label="Yes"]
-  join -> exit
-}
-"""
+PARALLEL_FLOW = flow("""
+fork [shape=component]
+join [shape=tripleoctagon]
+a [type=script, script="echo a"]
+gate [shape=hexagon, label="OK?"]
+start -> fork
+fork -> a -> join
+fork -> gate
+gate -> join [label="Yes"]
+join -> exit
+""")
 
 
 def test_a_gate_inside_a_branch_pauses_before_the_parallel_section(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from delivery.engine.preamble import (
     render_preamble,
     visible_keys,
 )
+from delivery.testing import flow
 from delivery.validation.loader import check_source
 
 STAGES = [("plan", "succeeded"), ("test", "failed")]
@@ -64,10 +65,10 @@ def test_engine_keys_stay_out_and_artifacts_are_referenced_not_inlined() -> None
 
 
 def test_recent_stages_lists_each_stage_once_in_order_of_last_completion() -> None:
-    workflow, _ = check_source(
-        'digraph g { start [shape=Mdiamond]; exit [shape=Msquare]; gate [shape=diamond]\n'
-        '  start -> a -> b -> gate -> exit }'
-    )
+    workflow, _ = check_source(flow("""
+        gate [shape=diamond]
+        start -> a -> b -> gate -> exit
+    """, goal=None))
     assert workflow is not None
     path = ["start", "a", "b", "a", "gate"]
     outcomes = {"start": "succeeded", "a": "failed", "b": "succeeded", "gate": "succeeded"}
@@ -78,8 +79,7 @@ def test_recent_stages_lists_each_stage_once_in_order_of_last_completion() -> No
 def test_recent_stages_keeps_only_the_latest_ones() -> None:
     ids = [f"s{i}" for i in range(RECENT_STAGES + 10)]
     chain = " -> ".join(ids)
-    workflow, _ = check_source(f"digraph g {{ start [shape=Mdiamond]; exit [shape=Msquare]\n"
-                               f"  start -> {chain} -> exit }}")
+    workflow, _ = check_source(flow(f"start -> {chain} -> exit", goal=None))
     assert workflow is not None
     stages = RecentStages(listed_nodes(workflow))(ids, {i: "succeeded" for i in ids})
     assert len(stages) == RECENT_STAGES

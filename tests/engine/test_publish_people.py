@@ -13,25 +13,19 @@ from git_helpers import git
 from people_helpers import BRANCH, FILES, Between, Place
 from people_helpers import place as place  # the fixture, for every test here
 
+from delivery.testing import flow
 from delivery.testing.person import force_push_without, push_commit
 
-FLOW = """
-digraph D {{
-  graph [goal="Say hello", inputs="ticket", folders="web"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  first [shape=parallelogram, script="{first}"]
-  ship [type=publish]
-  second [shape=parallelogram, script="{second}"]
-  ship_again [type=publish]
-  start -> add -> first -> ship -> second -> ship_again -> exit
-}}
-"""
 
-
-def flow(first: str, second: str) -> str:
-    return FLOW.format(first=first, second=second)
+def two_steps(first: str, second: str) -> str:
+    return flow(f"""
+    add [type=worktree_add]
+    first [shape=parallelogram, script="{first}"]
+    ship [type=publish]
+    second [shape=parallelogram, script="{second}"]
+    ship_again [type=publish]
+    start -> add -> first -> ship -> second -> ship_again -> exit
+    """, goal="Say hello", graph='inputs="ticket", folders="web"', name="D")
 
 
 WRITE_APP = "printf 'print(1)\\\\n' > web/app.py"
@@ -41,7 +35,7 @@ NOTES = "printf 'notes\\\\n' > web/notes.txt"
 
 def test_a_repair_that_puts_a_file_back_to_its_base_content_is_pushed(place: Place) -> None:
     revert = "printf \\\"print('hello')\\\\n\\\" > web/app.py"
-    ran = place.run(flow(WRITE_APP, revert))
+    ran = place.run(two_steps(WRITE_APP, revert))
     assert ran.status == "succeeded", ran.failure_reason
     assert place.read("web", "app.py") == FILES["app.py"]  # the PR head holds the repair
     assert place.pulls("web") == [(1, "open")]
@@ -55,7 +49,7 @@ def test_a_commit_a_person_pushed_is_kept_and_the_runs_work_goes_on_top(
         pushed.append(push_commit(place.git_dir("web"), BRANCH, {"person.txt": "mine\n"},
                                   "A person's fix"))
 
-    ran = place.run(flow(WRITE_APP, NOTES), observer=Between({"ship": person}))
+    ran = place.run(two_steps(WRITE_APP, NOTES), observer=Between({"ship": person}))
     assert ran.status == "succeeded", ran.failure_reason
     head = place.head("web")
     assert place.read("web", "person.txt") == "mine\n"
@@ -73,7 +67,7 @@ def test_a_file_a_person_removed_by_a_force_push_stays_removed(place: Place) -> 
         before.append(place.head("web"))
         force_push_without(place.git_dir("web"), BRANCH, "main", "creds.txt")
 
-    ran = place.run(flow(WRITE_APP_AND_CREDS, NOTES), observer=Between({"ship": rewrite}))
+    ran = place.run(two_steps(WRITE_APP_AND_CREDS, NOTES), observer=Between({"ship": rewrite}))
     assert ran.status == "succeeded", ran.failure_reason
     head = place.head("web")
     assert place.read("web", "creds.txt") is None
@@ -94,7 +88,7 @@ def test_a_conflict_with_a_persons_commit_fails_naming_the_folder_and_files(
         theirs.append(push_commit(place.git_dir("web"), BRANCH, {"app.py": "print(7)\n"},
                                   "A person's take"))
 
-    ran = place.run(flow(WRITE_APP, "printf 'print(2)\\\\n' > web/app.py"),
+    ran = place.run(two_steps(WRITE_APP, "printf 'print(2)\\\\n' > web/app.py"),
                     observer=Between({"ship": person}))
     assert ran.status == "failed"
     reason = ran.failure_reason
@@ -111,7 +105,7 @@ def test_work_on_a_file_a_person_removed_fails_saying_the_branch_was_rewritten(
     def rewrite() -> None:
         force_push_without(place.git_dir("web"), BRANCH, "main", "creds.txt")
 
-    ran = place.run(flow(WRITE_APP_AND_CREDS, "printf 'other\\\\n' > web/creds.txt"),
+    ran = place.run(two_steps(WRITE_APP_AND_CREDS, "printf 'other\\\\n' > web/creds.txt"),
                     observer=Between({"ship": rewrite}))
     assert ran.status == "failed"
     assert "rewritten" in ran.failure_reason and "creds.txt" in ran.failure_reason
@@ -125,28 +119,23 @@ def test_a_pr_a_person_closed_is_neither_reopened_nor_replaced(place: Place) -> 
         pushed.append(place.head("web"))
         place.people.close(place.repos["web"], 1)
 
-    ran = place.run(flow(WRITE_APP, NOTES), observer=Between({"ship": close}))
+    ran = place.run(two_steps(WRITE_APP, NOTES), observer=Between({"ship": close}))
     assert ran.status == "failed"
     assert "PR #1" in ran.failure_reason and "closed" in ran.failure_reason
     assert place.pulls("web") == [(1, "closed")]
     assert place.head("web") == pushed[0]  # the run's new work was not pushed to it
-    again = place.run(flow(WRITE_APP, NOTES))  # a second run on the same ticket
+    again = place.run(two_steps(WRITE_APP, NOTES))  # a second run on the same ticket
     assert again.status == "failed" and "PR #1" in again.failure_reason
     assert place.pulls("web") == [(1, "closed")]
 
 
-MERGE_FLOW = """
-digraph D {
-  graph [goal="Say hello", inputs="ticket", folders="web"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  change [shape=parallelogram, script="printf 'print(1)\\\\n' > web/app.py"]
-  ship [type=publish]
-  land [type=merge]
-  start -> add -> change -> ship -> land -> exit
-}
-"""
+MERGE_FLOW = flow("""
+add [type=worktree_add]
+change [shape=parallelogram, script="printf 'print(1)\\\\n' > web/app.py"]
+ship [type=publish]
+land [type=merge]
+start -> add -> change -> ship -> land -> exit
+""", goal="Say hello", graph='inputs="ticket", folders="web"', name="D")
 
 
 def test_a_pr_with_an_unresolved_thread_is_not_merged(place: Place) -> None:

@@ -19,32 +19,32 @@ from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, st
 from delivery.forges.base import ThreadReply
 from delivery.forges.github import GitHubForge
 from delivery.forges.local import LocalForge
+from delivery.testing import flow
 from delivery.testing.github import FakeGitHub
 from probes.evidence import PrQuery, PullRequestSnapshot
 
 TICKET = "https://tracker.example/browse/T-4"
 BRANCH = f"delivery/{ticket_slug(TICKET)}"  # the branch the ticket names
-FLOW = """
-digraph R {{
-  graph [goal="Answer the review", inputs="ticket", folders="web"]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  look [type=probe, probe="pr,threads"]
-  fix [type=prompt, prompt="{{{{ web.pr.raw }}}}", outputs="answers:json"]
-  {touch}
-  answer [type=respond, threads="answers"]
-  start -> add -> look -> fix -> {after_fix}answer -> exit
-}}
-"""
+
+
+def respond_flow(touch: str, after_fix: str) -> str:
+    return flow(f"""
+    add [type=worktree_add]
+    look [type=probe, probe="pr,threads"]
+    fix [type=prompt, prompt="{{{{ web.pr.raw }}}}", outputs="answers:json"]
+    {touch}
+    answer [type=respond, threads="answers"]
+    start -> add -> look -> fix -> {after_fix}answer -> exit
+    """, goal="Answer the review", graph='inputs="ticket", folders="web"', name="R")
+
+
 REPLY = "Renamed to `greeting`, as asked."
 TOKEN = "ghp_" + "A1b2" * 9  # token-shaped: masked wherever it would be written
 
 
-def flow(tmp_path: Path, *, dirty: bool = False) -> Path:
+def written_flow(tmp_path: Path, *, dirty: bool = False) -> Path:
     touch = ('touch [shape=parallelogram, script="printf x > web/new.txt"]' if dirty else "")
-    return write_flow(tmp_path, FLOW.format(touch=touch, after_fix="touch -> " if dirty
-                                            else ""))
+    return write_flow(tmp_path, respond_flow(touch, "touch -> " if dirty else ""))
 
 
 def answers(thread: str, **extra: dict[str, object]) -> dict[str, list[str]]:
@@ -107,7 +107,7 @@ def test_the_answers_are_posted_in_their_threads_and_the_threads_resolved_on_the
     other = str(forge.comment(str(remote), number, "and add a test"))
     replies = answers(f"web:{thread}")
     replies["fix"] = [replies["fix"][0].replace("as asked.", f"as asked. {TOKEN}")]
-    ran = start_run(request(tmp_path, {"web": str(remote)}, flow(tmp_path), "local"),
+    ran = start_run(request(tmp_path, {"web": str(remote)}, written_flow(tmp_path), "local"),
                     local_world(tmp_path, replies))
     assert ran.status == "succeeded", ran.failure_reason
     posted = forge.thread_replies(str(remote), number, thread)
@@ -124,7 +124,7 @@ def test_a_reply_naming_people_or_teams_pages_nobody(tmp_path: Path, remote: Pat
     thread = str(forge.comment(str(remote), number, "rename hello, and cc @octo/everyone"))
     replies = answers(thread)
     replies["fix"] = [replies["fix"][0].replace("as asked.", "as asked, cc @octo/everyone")]
-    ran = start_run(request(tmp_path, {"web": str(remote)}, flow(tmp_path), "local"),
+    ran = start_run(request(tmp_path, {"web": str(remote)}, written_flow(tmp_path), "local"),
                     local_world(tmp_path, replies))
     assert ran.status == "succeeded", ran.failure_reason
     (posted,) = forge.thread_replies(str(remote), number, thread)
@@ -136,7 +136,7 @@ def test_a_respond_stage_killed_after_its_reply_resumes_without_posting_twice_lo
     forge, number = open_local_pr(remote)
     thread = str(forge.comment(str(remote), number, "rename hello"))
     with pytest.raises(KeyboardInterrupt):
-        start_run(request(tmp_path, {"web": str(remote)}, flow(tmp_path), "local"),
+        start_run(request(tmp_path, {"web": str(remote)}, written_flow(tmp_path), "local"),
                   local_world(tmp_path, answers(thread), KilledAfterReply()))
     assert len(forge.thread_replies(str(remote), number, thread)) == 1
     resumed = resume_run(tmp_path / "run", local_world(tmp_path, {}))
@@ -157,7 +157,7 @@ def test_an_id_that_is_not_an_open_thread_of_the_run_is_skipped_not_posted_to(
     # the other PR's thread (its id is no thread of ours), and an id nobody has
     given = answers(mine, **{foreign: {"reply": "x", "resolve": True},
                              "9": {"reply": "x", "resolve": True}})
-    ran = start_run(request(tmp_path, {"web": str(remote)}, flow(tmp_path), "local"),
+    ran = start_run(request(tmp_path, {"web": str(remote)}, written_flow(tmp_path), "local"),
                     local_world(tmp_path, given))
     assert ran.status == "succeeded", ran.failure_reason
     assert foreign != mine
@@ -170,7 +170,7 @@ def test_an_id_that_is_not_an_open_thread_of_the_run_is_skipped_not_posted_to(
 def test_nothing_is_answered_while_the_fix_is_not_pushed(tmp_path: Path, remote: Path) -> None:
     forge, number = open_local_pr(remote)
     thread = str(forge.comment(str(remote), number, "rename hello"))
-    ran = start_run(request(tmp_path, {"web": str(remote)}, flow(tmp_path, dirty=True),
+    ran = start_run(request(tmp_path, {"web": str(remote)}, written_flow(tmp_path, dirty=True),
                             "local"), local_world(tmp_path, answers(thread)))
     assert ran.status == "failed"
     assert "folder 'web': the fix is not pushed yet" in ran.failure_reason
@@ -183,7 +183,7 @@ def test_answers_that_are_not_a_map_of_threads_fail_the_stage_saying_how_to_writ
     forge, number = open_local_pr(remote)
     forge.comment(str(remote), number, "rename hello")
     bad = {"fix": [json.dumps({"context_updates": {"answers": [{"reply": "x"}]}})]}
-    ran = start_run(request(tmp_path, {"web": str(remote)}, flow(tmp_path), "local"),
+    ran = start_run(request(tmp_path, {"web": str(remote)}, written_flow(tmp_path), "local"),
                     local_world(tmp_path, bad))
     assert ran.status == "failed"
     assert "'answers' is not a map of thread ids to {reply, resolve}" in ran.failure_reason
@@ -204,7 +204,7 @@ def test_on_github_a_killed_and_resumed_respond_stage_replies_once_and_resolves(
     number = fake.open_pull("octo/web", BRANCH)
     thread = fake.add_thread("octo/web", number, path="app.txt", body="rename hello")
     node_id = fake.thread_node_id(thread)
-    runs = request(tmp_path, {"web": "octo/web"}, flow(tmp_path), "github")
+    runs = request(tmp_path, {"web": "octo/web"}, written_flow(tmp_path), "github")
     with pytest.raises(KeyboardInterrupt):
         start_run(runs, github_world(fake, tmp_path, answers(node_id), lambda: (
             KilledAfterReplyOnGitHub.from_environment(fake.env()))))  # type: ignore[arg-type]

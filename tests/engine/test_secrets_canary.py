@@ -27,6 +27,7 @@ from engine_helpers import cli, reply, write_flow
 from delivery.agents.base import AgentSession, SessionRequest, TurnSink
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunRequest, World, start_run
+from delivery.testing import flow
 
 ALNUM = string.ascii_letters + string.digits
 
@@ -174,16 +175,13 @@ done; echo; printf end-$MY_SERVICE_PASSWORD"]
 def test_a_script_leaving_a_background_child_ends_without_waiting_for_it(
         tmp_path: Path) -> None:
     # The child holds the script's stdout pipe (which the redactor reads) for 20 s.
-    flow = write_flow(tmp_path, """
-    digraph B {
-      start [shape=Mdiamond]
-      exit [shape=Msquare]
-      bg [shape=parallelogram, script="(sleep 20; touch late) & echo $! > child.pid; echo now"]
-      start -> bg -> exit
-    }
-    """)
+    workflow = write_flow(tmp_path, flow("""
+    bg [shape=parallelogram, script="(sleep 20; touch late) & echo $! > child.pid; echo now"]
+    start -> bg -> exit
+    """, goal=None, name="B"))
     try:
-        outcome = start_run(RunRequest(workflow=flow, goal="g", workspace=tmp_path), World())
+        outcome = start_run(RunRequest(workflow=workflow, goal="g", workspace=tmp_path),
+                            World())
         assert outcome.status == "succeeded"
         assert not (tmp_path / "late").exists()  # the run did not wait for the child
         assert (outcome.run_dir / "bg" / "1" / "stdout.txt").read_text() == "now\n"

@@ -11,26 +11,22 @@ from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.lang.model import NodeType
 from delivery.scenarios.model import Scenario
 from delivery.scenarios.stages import ScenarioPlayer
+from delivery.testing import flow
 
-FLOW = """
-digraph g {
-    graph [goal="Ship"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    work    [type=script, script="true"]
-    observe [type=probe]
-    route   [shape=diamond]
-    pause   [type=wait, %s]
-    gave_up [type=script, script="true"]
-    start -> work -> observe -> route
-    route -> exit   [condition="pr.state=MERGED"]
-    route -> work   [condition="pr.state=CI_FAILED"]
-    route -> pause  [condition="pr.state=WAITING"]
-    pause -> observe
-    pause -> gave_up [condition="outcome=failed"]
-    gave_up -> exit
-}
-"""
+FLOW = flow("""
+work    [type=script, script="true"]
+observe [type=probe]
+route   [shape=diamond]
+pause   [type=wait, %s]
+gave_up [type=script, script="true"]
+start -> work -> observe -> route
+route -> exit   [condition="pr.state=MERGED"]
+route -> work   [condition="pr.state=CI_FAILED"]
+route -> pause  [condition="pr.state=WAITING"]
+pause -> observe
+pause -> gave_up [condition="outcome=failed"]
+gave_up -> exit
+""", goal="Ship")
 
 
 def run_wait(tmp_path: Path, attrs: str, states: list[str]) -> tuple[RunOutcome, FakeClock]:

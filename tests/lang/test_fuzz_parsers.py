@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -143,6 +144,7 @@ DECLARATION_PARSERS: list[Callable[[str], object]] = [
     parse_folder_list]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.sampled_from(DECLARATION_PARSERS),
        st.lists(st.sampled_from([*"abz_.:,'?= 9", "text", "choice", "pr"]),

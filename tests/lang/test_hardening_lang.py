@@ -11,20 +11,16 @@ from bounded import run_cli, run_python
 from delivery.errors import ConditionSyntaxError
 from delivery.lang.conditions import MAX_CONDITION_DEPTH, parse_condition
 from delivery.lang.parser import parse_dot
+from delivery.testing import flow
 from delivery.validation.loader import MAX_WORKFLOW_BYTES, check_file, check_source
-
-FLOW = """digraph F {{
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  work [prompt="Do it", label={label}]
-  start -> work
-  work -> exit [condition="{condition}"]
-}}
-"""
 
 
 def _flow(condition: str = "outcome=succeeded", label: str = '"Work"') -> str:
-    return FLOW.format(condition=condition, label=label)
+    return flow(f"""
+        work [prompt="Do it", label={label}]
+        start -> work
+        work -> exit [condition="{condition}"]
+    """, goal=None)
 
 
 @pytest.mark.parametrize("condition", ["!" * 10_000 + "outcome", "(" * 10_000 + "outcome" +
@@ -63,6 +59,7 @@ def test_subgraphs_100_deep_still_parse() -> None:
     assert parse_dot(source).body
 
 
+@pytest.mark.slow
 def test_lexer_memory_stays_linear_for_a_20_mb_quoted_attribute(tmp_path: Path) -> None:
     # ~230 bytes per character before: 20 MB took 4.6 GB. The child may use 1 GiB in all
     # (the interpreter and its imports included). The workflow size limit is raised for it.
@@ -77,6 +74,7 @@ def test_lexer_memory_stays_linear_for_a_20_mb_quoted_attribute(tmp_path: Path) 
     assert "big.dot: ok" in done.stdout
 
 
+@pytest.mark.slow
 def test_workflow_file_over_the_size_limit_is_refused_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "huge.dot"
     path.write_text(_flow(label='"' + "x" * MAX_WORKFLOW_BYTES + '"'), encoding="utf-8")

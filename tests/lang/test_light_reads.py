@@ -3,6 +3,7 @@ template subset of the bundled workflows; outside it, it answers None and Jinja2
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -77,6 +78,7 @@ def _templates() -> st.SearchStrategy[str]:
         lambda one: st.lists(st.just(one) | leaf, min_size=1, max_size=3).map("".join))
 
 
+@pytest.mark.slow
 @AGREE
 @given(_templates())
 def test_light_reads_agree_with_jinja_on_generated_templates(source: str) -> None:

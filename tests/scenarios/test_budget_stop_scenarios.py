@@ -9,22 +9,19 @@ from pathlib import Path
 
 from engine_helpers import cli
 
-FLOW = """
-digraph g {
-    graph [goal="Ship", inputs="ticket"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    implement [prompt="Do {{ ticket }}"]
-    observe [type=probe, probe="pr"]
-    repair  [prompt="Repair"]
-    land    [type=merge]
-    start -> implement -> observe
-    observe -> repair [condition="pr.state=CI_FAILED"]
-    observe -> land   [condition="pr.state=WAITING"]
-    repair -> observe
-    land -> exit
-}
-"""
+from delivery.testing import flow
+
+FLOW = flow("""
+implement [prompt="Do {{ ticket }}"]
+observe [type=probe, probe="pr"]
+repair  [prompt="Repair"]
+land    [type=merge]
+start -> implement -> observe
+observe -> repair [condition="pr.state=CI_FAILED"]
+observe -> land   [condition="pr.state=WAITING"]
+repair -> observe
+land -> exit
+""", goal="Ship", graph='inputs="ticket"')
 
 DONE = '{"context_updates": {}}'
 

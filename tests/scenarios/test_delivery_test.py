@@ -10,34 +10,31 @@ from pathlib import Path
 import pytest
 from engine_helpers import cli
 
+from delivery.testing import flow
+
 ROOT = Path(__file__).resolve().parents[2]
 
-FLOW = """
-digraph g {
-    graph [goal="Ship", inputs="ticket"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    implement [prompt="Do {{ ticket }}", outputs="summary:text"]
-    checks  [type=script, script="pytest -q", facts="tests.passed"]
-    observe [type=probe, probe="pr,threads"]
-    route   [shape=diamond]
-    repair  [prompt="Repair", outputs="summary:text"]
-    land    [type=merge]
-    ask     [shape=hexagon, label="Merge now?"]
-    start -> implement -> checks
-    checks -> observe [condition="outcome=succeeded"]
-    checks -> repair  [condition="outcome=failed"]
-    observe -> route
-    route -> ask      [condition="pr.state=WAITING && pr.ready=true"]
-    route -> repair   [condition="pr.state=CI_FAILED"]
-    route -> observe  [condition="pr.state=WAITING"]
-    route -> exit     [condition="pr.state=MERGED"]
-    ask -> land       [label="[Y] Yes"]
-    ask -> exit       [label="[N] No"]
-    repair -> checks
-    land -> observe
-}
-"""
+FLOW = flow("""
+implement [prompt="Do {{ ticket }}", outputs="summary:text"]
+checks  [type=script, script="pytest -q", facts="tests.passed"]
+observe [type=probe, probe="pr,threads"]
+route   [shape=diamond]
+repair  [prompt="Repair", outputs="summary:text"]
+land    [type=merge]
+ask     [shape=hexagon, label="Merge now?"]
+start -> implement -> checks
+checks -> observe [condition="outcome=succeeded"]
+checks -> repair  [condition="outcome=failed"]
+observe -> route
+route -> ask      [condition="pr.state=WAITING && pr.ready=true"]
+route -> repair   [condition="pr.state=CI_FAILED"]
+route -> observe  [condition="pr.state=WAITING"]
+route -> exit     [condition="pr.state=MERGED"]
+ask -> land       [label="[Y] Yes"]
+ask -> exit       [label="[N] No"]
+repair -> checks
+land -> observe
+""", goal="Ship", graph='inputs="ticket"')
 
 DONE = '{"context_updates": {"summary": "done"}}'
 

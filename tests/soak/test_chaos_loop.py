@@ -23,6 +23,8 @@ from github_helpers import CI, TWO_REPO_FLOW, TWO_REPOS
 
 from delivery.testing.github import FakeGitHub, faults
 
+pytestmark = pytest.mark.slow  # a soak: deliveries killed and resumed at every point
+
 TICKET = "https://tracker.example/browse/T-11"
 REPOS = TWO_REPOS
 FLOW = TWO_REPO_FLOW

@@ -22,6 +22,8 @@ from delivery.testing import two_repos
 from delivery.testing.github import FakeGitHub, faults
 from probes.retry import RetryBudget
 
+pytestmark = pytest.mark.slow  # a soak: whole deliveries through injected faults
+
 TICKET = "https://tracker.example/browse/T-9"
 REPOS = TWO_REPOS
 DELIVERY = TWO_REPO_FLOW

@@ -17,9 +17,12 @@ import re
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from people_helpers import BRANCH, TICKET, RepairingAgent, bundled_deliver, make_place
 
 from delivery.testing.person import ScriptedPerson
+
+pytestmark = pytest.mark.slow  # a soak: whole deliveries shared with a scripted person
 
 NAMES_A_PR = re.compile(r"#\d+|/pull/\d+")
 GITHUB_EVERY = 20  # seed 0 on the fake GitHub in CI; 0, 20, 40… with --long (slower)

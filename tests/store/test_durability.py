@@ -32,7 +32,10 @@ import pytest
 from durability_driver import REPLIES, write_workspace
 
 from delivery.store.runstore import LocalRunStore
+from delivery.testing import flow
 from delivery.testing.cli import invoke as cli
+
+pytestmark = pytest.mark.slow  # every test kills and resumes runs in child processes
 
 TESTS = Path(__file__).resolve().parents[1]
 DRIVER = TESTS / "durability_driver.py"
@@ -331,29 +334,25 @@ def test_a_killed_run_moved_to_another_directory_resumes_there(
 # -- parallel sections, loop restarts and retries ------------------------------------------
 # `flaky` fails its first attempt (it reads its attempt number off $DELIVERY_FACTS's path)
 # and is retried after a backoff; `summary` sends the run round again with a loop restart.
-SECTIONS = r"""digraph Sections {
-    graph [goal="Parallel and restarts"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    split [shape=component, max_parallel=2]
-    sec   [prompt="Assess security", outputs="assessment:text"]
-    perf  [type=script, facts="bench.ms", script="echo bench.ms=42 >> \"$DELIVERY_FACTS\""]
-    join  [shape=tripleoctagon]
-    summary [prompt="Security: {{ parallel.results['0'].context.assessment }}",
-             outputs="verdict:choice"]
-    flaky [type=script, max_retries=2,
-           script="case \"$DELIVERY_FACTS\" in */flaky/1/*) exit 1 ;; esac"]
-    start -> split
-    split -> sec
-    split -> perf
-    sec -> join
-    perf -> join
-    join -> summary
-    summary -> split [condition="verdict=again", loop_restart=true]
-    summary -> flaky [condition="verdict=done"]
-    flaky -> exit
-}
-"""
+SECTIONS = flow(r"""
+split [shape=component, max_parallel=2]
+sec   [prompt="Assess security", outputs="assessment:text"]
+perf  [type=script, facts="bench.ms", script="echo bench.ms=42 >> \"$DELIVERY_FACTS\""]
+join  [shape=tripleoctagon]
+summary [prompt="Security: {{ parallel.results['0'].context.assessment }}",
+         outputs="verdict:choice"]
+flaky [type=script, max_retries=2,
+       script="case \"$DELIVERY_FACTS\" in */flaky/1/*) exit 1 ;; esac"]
+start -> split
+split -> sec
+split -> perf
+sec -> join
+perf -> join
+join -> summary
+summary -> split [condition="verdict=again", loop_restart=true]
+summary -> flaky [condition="verdict=done"]
+flaky -> exit
+""", goal="Parallel and restarts", name="Sections")
 SECTIONS_REPLIES = {
     "sec": ['one\n{"context_updates": {"assessment": "risky"}}',
             'two\n{"context_updates": {"assessment": "fine"}}'],
@@ -436,16 +435,12 @@ def test_a_run_killed_before_run_json_is_no_run_and_its_directory_can_be_reused(
 
 
 # -- what a resume tells the agent ---------------------------------------------------------
-FULL_FIDELITY = """digraph Threads {
-    graph [goal="Keep the thread", default_fidelity="full"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    a [prompt="do a"]
-    b [prompt="do b"]
-    c [prompt="do c"]
-    start -> a -> b -> c -> exit
-}
-"""
+FULL_FIDELITY = flow("""
+a [prompt="do a"]
+b [prompt="do b"]
+c [prompt="do c"]
+start -> a -> b -> c -> exit
+""", goal="Keep the thread", graph='default_fidelity="full"', name="Threads")
 
 
 def test_after_a_resume_full_fidelity_degrades_to_a_summary_once(tmp_path: Path) -> None:

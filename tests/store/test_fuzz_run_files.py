@@ -22,21 +22,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from delivery.testing import flow
 from delivery.testing.cli import invoke
+
+pytestmark = pytest.mark.slow  # fuzzes the readers in bounded child processes (minutes)
 
 MEMORY_LIMIT = 1536 * 1024 * 1024
 TIMEOUT = 60
 
-FLOW = """digraph Fuzz {
-    graph [goal="Read what is left"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    plan  [type=prompt, prompt="Plan", outputs="plan:text"]
-    build [type=script, facts="built", script="echo built=yes >> \\"$DELIVERY_FACTS\\""]
-    ship  [type=prompt, prompt="Ship {{ plan }}", outputs="tag:text"]
-    start -> plan -> build -> ship -> exit
-}
-"""
+FLOW = flow("""
+plan  [type=prompt, prompt="Plan", outputs="plan:text"]
+build [type=script, facts="built", script="echo built=yes >> \\"$DELIVERY_FACTS\\""]
+ship  [type=prompt, prompt="Ship {{ plan }}", outputs="tag:text"]
+start -> plan -> build -> ship -> exit
+""", goal="Read what is left", name="Fuzz")
 REPLIES = {"plan": ['ok\n{"context_updates": {"plan": "p"}}'] * 3,
            "ship": ['ok\n{"context_updates": {"tag": "v1"}}'] * 3}
 

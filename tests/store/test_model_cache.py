@@ -331,6 +331,7 @@ def workflows(draw: st.DrawFn) -> str:
     return "digraph g {\n    " + "\n    ".join(lines) + "\n}\n"
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workflows())
 def test_a_generated_workflow_round_trips_through_the_cache(source: str) -> None:
@@ -402,6 +403,7 @@ JSON_VALUES = st.recursive(
     max_leaves=6)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_a_resealed_cache_with_any_value_anywhere_is_read_or_missed_never_raised(

@@ -23,7 +23,10 @@ from typing import Any
 import pytest
 
 from delivery.store.runstore import LocalRunStore
+from delivery.testing import flow
 from delivery.testing.cli import invoke
+
+pytestmark = pytest.mark.slow  # a 2,001-stage run killed and resumed at random
 
 DELIVERY = Path(sys.executable).with_name("delivery")
 ROUNDS = 667  # a, b and check per round: 2,001 stages
@@ -32,18 +35,14 @@ SEED = 20261201
 
 # `a` and `b` are agent stages answered by the replay backend; `check` loops until `b` has
 # reported the last round. Every stage changes the context (outputs, outcome, last_stage...).
-FLOW = f"""digraph Long {{
-    graph [goal="A long run"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    a [type=prompt, prompt="next round", outputs="note:text"]
-    b [type=prompt, prompt="after {{{{ note }}}}", outputs="round:text"]
-    check [shape=diamond]
-    start -> a -> b -> check
-    check -> a    [condition="round < {ROUNDS}"]
-    check -> exit [condition="round >= {ROUNDS}"]
-}}
-"""
+FLOW = flow(f"""
+a [type=prompt, prompt="next round", outputs="note:text"]
+b [type=prompt, prompt="after {{{{ note }}}}", outputs="round:text"]
+check [shape=diamond]
+start -> a -> b -> check
+check -> a    [condition="round < {ROUNDS}"]
+check -> exit [condition="round >= {ROUNDS}"]
+""", goal="A long run", name="Long")
 
 
 def _reply(updates: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ VALUES = st.recursive(LEAVES, lambda inner: st.dictionaries(KEYS, inner, max_siz
 OBJECTS = st.dictionaries(KEYS, VALUES, max_size=4)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(OBJECTS, st.lists(OBJECTS, max_size=4))
 def test_patching_in_place_gives_what_merging_gives(start: dict[str, Any],

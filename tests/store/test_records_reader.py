@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,6 +51,7 @@ def events(draw: st.DrawFn) -> Any:
     return event
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None)
 @given(events())
 def test_the_one_pass_reader_agrees_with_the_checking_reader(event: Any) -> None:

@@ -22,20 +22,17 @@ from delivery.engine.runner import RunRequest, World, resume_run, start_run
 from delivery.errors import RunStoreError
 from delivery.store.records import StageRecord
 from delivery.store.runstore import LocalRunStore, LocalRunStores
+from delivery.testing import flow
 from delivery.testing.cli import invoke
 
 DELIVERY = Path(sys.executable).with_name("delivery")
 
-FLOW = """digraph Files {
-    graph [goal="Keep the files in the run"]
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-    plan  [type=prompt, prompt="Plan it", outputs="plan:text"]
-    write [type=prompt, prompt="Write {{ plan }}", outputs="essay:text"]
-    ship  [type=prompt, prompt="Ship", outputs="tag:text"]
-    start -> plan -> write -> ship -> exit
-}
-"""
+FLOW = flow("""
+plan  [type=prompt, prompt="Plan it", outputs="plan:text"]
+write [type=prompt, prompt="Write {{ plan }}", outputs="essay:text"]
+ship  [type=prompt, prompt="Ship", outputs="tag:text"]
+start -> plan -> write -> ship -> exit
+""", goal="Keep the files in the run", name="Files")
 BIG = 300 * 1024
 
 
@@ -118,6 +115,7 @@ def test_a_checkpoint_that_is_a_symlink_is_never_followed(
     assert "rebuilt from the event log" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("planted", ["ship/1/prompt.md", "ship/1", "ship", "artifacts/values"])
 def test_a_stage_or_artifact_path_that_is_a_symlink_stops_the_run_resumably(
         workspace: Path, outside: Path, tmp_path: Path, planted: str) -> None:
@@ -146,6 +144,7 @@ def test_a_stage_or_artifact_path_that_is_a_symlink_stops_the_run_resumably(
 
 
 # -- garbage in run files -----------------------------------------------------------------
+@pytest.mark.slow
 def test_inspect_shows_a_value_with_a_lone_surrogate(finished: Path, workspace: Path) -> None:
     # replies are cleaned when accepted; a value read back from a run file may still hold
     # one (json.loads accepts "\\ud800")
@@ -237,6 +236,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
+@pytest.mark.slow
 def test_a_run_on_a_disk_that_fills_up_exits_1_and_resumes_once_there_is_room(
         workspace: Path, small_disk: Path) -> None:
     run = small_disk / "run"

@@ -22,9 +22,10 @@ from delivery.engine.contracts import (
     correction_prompt,
     parse_reply,
 )
-from delivery.engine.handlers.base import FAILED, RETRY, SUCCEEDED, StageEnv, StageResult
+from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.engine.templating import TemplateRenderError
 from delivery.lang.model import Node
+from delivery.lang.outcomes import StageOutcome
 
 LAST_RESPONSE_CHARS = 200
 
@@ -97,17 +98,17 @@ def run_agent(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
             runtime.finished(node, plan, session)
             if spent[0].total_tokens or spent[0].cost_usd:
                 runtime.record_usage(node, plan, spent[0])
-    if accepted.outcome == FAILED:
+    if accepted.outcome == StageOutcome.FAILED:
         return _with_usage(StageResult.fail(accepted.failure_reason or f"the agent reported "
                                             f"that '{node.id}' failed"), spent[0])
-    if accepted.outcome == RETRY:
-        return _with_usage(StageResult(RETRY, accepted.failure_reason), spent[0])
+    if accepted.outcome == StageOutcome.RETRY:
+        return _with_usage(StageResult(StageOutcome.RETRY, accepted.failure_reason), spent[0])
     updates: dict[str, Any] = dict(accepted.updates)
     if accepted.work is not None:
         updates["current_work"] = accepted.work.model_dump()
     updates[f"response.{node.id}"] = reply
     updates["last_response"] = reply[:LAST_RESPONSE_CHARS]
-    result = StageResult(accepted.outcome or SUCCEEDED, updates=updates,
+    result = StageResult(accepted.outcome or StageOutcome.SUCCEEDED, updates=updates,
                          preferred_label=accepted.preferred_label,
                          suggested_next_ids=accepted.suggested_next_ids)
     return _with_usage(result, spent[0])

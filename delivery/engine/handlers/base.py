@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from delivery.agents.base import AgentBackend
 from delivery.engine.agent_runtime import AgentRuntime
@@ -23,23 +23,17 @@ from delivery.engine.interviewer import Interviewer
 from delivery.engine.templating import Renderer
 from delivery.forges.base import Forge
 from delivery.lang.model import Node, Workflow
+from delivery.lang.outcomes import Outcome as Outcome
+from delivery.lang.outcomes import StageOutcome, outcome_of
 from delivery.store.files import StageText
+from delivery.store.records import GateMode
 from delivery.token_shapes import has_token_shape
-
-# The standard outcomes (SPEC §2); an agent may also report a custom one (`yes`), which
-# routes as a success, so the type stays an open string.
-Outcome = str
-SUCCEEDED: Final = "succeeded"
-FAILED: Final = "failed"
-PARTIAL_SUCCESS: Final = "partial_success"
-RETRY: Final = "retry"
-SKIPPED: Final = "skipped"
-# Outcomes that satisfy a goal gate: everything but a failure, a pending retry, a skip.
-GATE_UNMET: Final = frozenset({FAILED, RETRY, SKIPPED})
 
 
 @dataclass
 class StageResult:
+    # a standard outcome (SPEC §2), or a custom one an agent reported (`yes`), which
+    # routes as a success; a plain string given is read as one or the other
     outcome: Outcome
     failure_reason: str = ""
     updates: dict[str, Any] = field(default_factory=dict)
@@ -61,13 +55,17 @@ class StageResult:
     usage: dict[str, int] | None = None
     cost_usd: float | None = None  # what they cost, when the backend reports it
 
+    def __post_init__(self) -> None:
+        if type(self.outcome) is str:  # (a caller's text: custom unless a standard name)
+            self.outcome = outcome_of(self.outcome)
+
     @classmethod
     def ok(cls, **updates: Any) -> StageResult:
-        return cls("succeeded", updates=dict(updates))
+        return cls(StageOutcome.SUCCEEDED, updates=dict(updates))
 
     @classmethod
     def fail(cls, reason: str, updates: Mapping[str, Any] | None = None) -> StageResult:
-        return cls("failed", reason, dict(updates or {}))
+        return cls(StageOutcome.FAILED, reason, dict(updates or {}))
 
 
 class Clock(Protocol):
@@ -103,9 +101,7 @@ class StageEnv:
     git_cache: Path | None = None
     # folder -> its base branch, read from the forge once per run (a GitHub request each)
     base_branches: dict[str, str] = field(default_factory=dict)
-    # an unanswered human gate: "deny" fails it, "pause" pauses the run, "managed" lets
-    # the node's agent answer a delegatable gate (SPEC §9.1)
-    gates: str = "deny"
+    gates: GateMode = GateMode.DENY  # what an unanswered human gate does (SPEC §9.1)
     # backends, sessions, fidelity and model settings of agent stages (None: the default
     # backend, a fresh session per stage, compact preambles)
     agent_runtime: AgentRuntime | None = None

@@ -5,15 +5,16 @@ from __future__ import annotations
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.lang.model import Node, NodeType
+from delivery.lang.outcomes import StageOutcome
 
 
 def run_noop(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
-    return StageResult("succeeded")
+    return StageResult(StageOutcome.SUCCEEDED)
 
 
 def run_conditional(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     # Pure routing: the previous stage's outcome stands so that edges route on it.
-    return StageResult("succeeded", keep_outcome=True)
+    return StageResult(StageOutcome.SUCCEEDED, keep_outcome=True)
 
 
 OBSERVING = frozenset({NodeType.PROBE, NodeType.CONDITIONAL})
@@ -46,10 +47,10 @@ def run_wait(node: Node, attempt: int, context: Context, env: StageEnv) -> Stage
         seconds = min(seconds, max(timeout - waited, 0.0))
     if env.event_mode:
         # No runner waits (SPEC §13): the run saves and pauses; an event resumes it
-        return StageResult("succeeded", updates={since_key: since}, pause_after=True,
+        return StageResult(StageOutcome.SUCCEEDED, updates={since_key: since}, pause_after=True,
                            pause_seconds=seconds)
     env.clock.sleep(seconds)
-    return StageResult("succeeded", updates={since_key: since})
+    return StageResult(StageOutcome.SUCCEEDED, updates={since_key: since})
 
 
 def _consecutive_visits(node: Node, env: StageEnv) -> int:

@@ -29,6 +29,7 @@ from delivery.git.sync import conflicting_files
 from delivery.hidden_text import strip_hidden
 from delivery.lang.declarations import PROBE_KINDS
 from delivery.lang.model import Node
+from delivery.lang.outcomes import StageOutcome
 from probes.evidence import PrQuery
 from probes.facts import pr_facts as forge_pr_facts
 from probes.facts import roll_up_facts
@@ -84,7 +85,7 @@ def run_probe(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
                 facts.update(_diff_facts(env, folder, path))
     except (StageProblem, DeliveryError) as problem:
         return _fail_on(problem)
-    return StageResult("succeeded", updates=facts, events=events)
+    return StageResult(StageOutcome.SUCCEEDED, updates=facts, events=events)
 
 
 def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
@@ -213,7 +214,7 @@ def run_worktree_add(node: Node, attempt: int, context: Context,
             facts.update(worktree_facts(folder, env.folders[folder]))
     except StageProblem as problem:
         return _fail_on(problem)
-    return StageResult("succeeded", updates=facts)
+    return StageResult(StageOutcome.SUCCEEDED, updates=facts)
 
 
 def run_worktree_remove(node: Node, attempt: int, context: Context,
@@ -237,7 +238,7 @@ def run_worktree_remove(node: Node, attempt: int, context: Context,
             outcomes[folder] = result.reason if result.removed else f"kept: {result.reason}"
     except StageProblem as problem:
         return _fail_on(problem)
-    return StageResult("succeeded", updates={"worktree.clean": clean,
+    return StageResult(StageOutcome.SUCCEEDED, updates={"worktree.clean": clean,
                                              "worktree.status": _status_text(outcomes)})
 
 

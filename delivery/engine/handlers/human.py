@@ -26,6 +26,7 @@ from delivery.engine.routing import accelerator
 from delivery.engine.templating import TemplateRenderError
 from delivery.lang.declarations import OutputDecl, OutputKind
 from delivery.lang.model import Node
+from delivery.store.records import GateMode
 
 CHOICE = OutputDecl("choice", OutputKind.CHOICE, 0)
 
@@ -45,15 +46,15 @@ def gate_choices(node: Node, env: StageEnv) -> list[str]:
 def run_human(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
     choices = gate_choices(node, env)
     answer = env.interviewer.ask(node.id, node.label, choices)
-    if answer is None and env.gates == "managed" and node.delegatable:
+    if answer is None and env.gates is GateMode.MANAGED and node.delegatable:
         answer, problem = _delegate(node, attempt, context, env, choices)
         if answer is None:
             return StageResult.fail(problem)
     if answer is None:
-        if env.gates == "pause":
+        if env.gates is GateMode.PAUSE:
             raise PauseRequested(node.id, choices)
         why = (": it is not delegatable, so its agent may not answer it"
-               if env.gates == "managed" else "")
+               if env.gates is GateMode.MANAGED else "")
         return StageResult.fail(
             f"human gate '{node.id}' got no answer and was denied{why} (answer with --answer "
             f"{node.id}=LABEL, or --gates pause to wait; choices: {', '.join(choices)})"

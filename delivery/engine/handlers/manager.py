@@ -24,14 +24,25 @@ the stage: after a resume the count starts again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from delivery.engine.child import ChildEnd, ChildRequest, ChildStopped
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.errors import DeliveryError
 from delivery.lang.model import ManagerSettings, Node
+from delivery.lang.outcomes import Outcome, StageOutcome
+from delivery.store.records import RunStatus
+
+
+class ChildStatus(StrEnum):
+    """`stack.child.status` as Attractor names it (a run's own status where it has none)."""
+
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
 
 
 @dataclass
@@ -41,7 +52,7 @@ class _Supervisor:
     env: StageEnv
     cycles: int = 0
     due: float | None = None  # clock time of the next observation; None: the first boundary
-    stopped: str = ""  # "stop" | "max" once the manager stopped the child
+    stopped: Literal["", "stop", "max"] = ""  # set once the manager stopped the child
     current: str = ""
     completed: int = 0
     observed: dict[str, Any] = field(default_factory=dict)
@@ -54,7 +65,7 @@ class _Supervisor:
         self.cycles += 1
         self.due = now + self.settings.poll_interval
         if "observe" in self.settings.actions:
-            self.observed = self.telemetry("running", "", "")
+            self.observed = self.telemetry(ChildStatus.RUNNING, None, "")
         stop = self.settings.stop_condition
         if stop is not None and stop.evaluate(self._lookup):
             self.stopped = "stop"
@@ -64,7 +75,7 @@ class _Supervisor:
             raise ChildStopped(node_id, f"manager.max_cycles ({self.settings.max_cycles}) "
                                "reached")
 
-    def after_stage(self, node_id: str, outcome: str) -> None:
+    def after_stage(self, node_id: str, outcome: Outcome) -> None:
         self.completed += 1
 
     def _lookup(self, key: str) -> Any:
@@ -73,10 +84,12 @@ class _Supervisor:
             return self.observed[name]
         return self.context.lookup(key)
 
-    def telemetry(self, status: str, outcome: str, reason: str,
+    def telemetry(self, status: ChildStatus | RunStatus, outcome: StageOutcome | None,
+                  reason: str,
                   end: ChildEnd | None = None, run_dir: Path | None = None) -> dict[str, Any]:
         values: dict[str, Any] = {
-            "stack.child.status": status, "stack.child.outcome": outcome,
+            "stack.child.status": status.value,
+            "stack.child.outcome": outcome.attractor_name if outcome is not None else "",
             "stack.child.current_node": self.current,
             "stack.child.completed_nodes": self.completed,
             "stack.child.failure_reason": reason, "stack.child.cycles": self.cycles,
@@ -123,31 +136,32 @@ def run_manager_loop(node: Node, attempt: int, context: Context, env: StageEnv) 
         return StageResult.fail(f"manager loop '{node.id}': the child pipeline {dotfile} "
                                 f"could not run: {first}")
     events = [("child_run", {"run_id": end.run_id, "run_dir": str(run_dir),
-                             "status": end.status, "resumed": end.resumed,
+                             "status": end.status.value, "resumed": end.resumed,
                              "cycles": watch.cycles})]
+    status: ChildStatus | RunStatus = end.status
+    outcome: StageOutcome | None = None
     if watch.stopped:
-        status, outcome = "running", ""
-    elif end.status == "succeeded":
-        status, outcome = "completed", "success"
-    elif end.status == "failed":
-        status, outcome = "failed", "fail"
-    else:
-        status, outcome = end.status, ""
+        status = ChildStatus.RUNNING
+    elif end.status is RunStatus.SUCCEEDED:
+        status, outcome = ChildStatus.COMPLETED, StageOutcome.SUCCEEDED
+    elif end.status is RunStatus.FAILED:
+        status, outcome = ChildStatus.FAILED, StageOutcome.FAILED
     if end.path and not watch.stopped:
         watch.current = end.path[-1]
-    updates = watch.telemetry(status, outcome, end.failure_reason if outcome == "fail" else "",
-                              end, run_dir)
+    updates = watch.telemetry(
+        status, outcome, end.failure_reason if outcome is StageOutcome.FAILED else "", end,
+        run_dir)
     if watch.stopped == "stop":
-        return StageResult("succeeded", updates=updates, events=events)
+        return StageResult(StageOutcome.SUCCEEDED, updates=updates, events=events)
     if watch.stopped == "max":
         return _with_events(StageResult(
-            "failed", f"manager loop '{node.id}': max cycles exceeded "
+            StageOutcome.FAILED, f"manager loop '{node.id}': max cycles exceeded "
             f"({settings.max_cycles}); the child run {end.run_id} was stopped before "
             f"'{watch.current}' and is paused (delivery resume {run_dir})",
             updates, failure_class="budget_exhausted"), events)
-    if outcome == "success":
-        return StageResult("succeeded", updates=updates, events=events)
-    if outcome == "fail":
+    if outcome is StageOutcome.SUCCEEDED:
+        return StageResult(StageOutcome.SUCCEEDED, updates=updates, events=events)
+    if outcome is StageOutcome.FAILED:
         return _with_events(StageResult.fail(
             f"manager loop '{node.id}': the child pipeline failed: {end.failure_reason}",
             updates), events)

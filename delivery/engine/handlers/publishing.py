@@ -43,6 +43,7 @@ from delivery.git.sync import (
     sync_with_branch,
 )
 from delivery.lang.model import Node
+from delivery.lang.outcomes import StageOutcome
 from probes.evidence import ProbeFailure, PrQuery
 from probes.worktree import worktree_state
 
@@ -153,7 +154,7 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
         for fact in ("pr.number", "pr.url"):
             if context.get(f"{folder}.{fact}") is None:
                 updates[f"{folder}.{fact}"] = ""
-    return StageResult("succeeded", updates=updates | side, events=events)
+    return StageResult(StageOutcome.SUCCEEDED, updates=updates | side, events=events)
 
 
 PUSH_ROUNDS = 3  # a person pushing during our push: fetch, replay and push again
@@ -353,4 +354,4 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         failed = StageResult.fail(f"{problem}{merged_before}{said}", side)
         failed.events = events + reverts
         return failed
-    return StageResult("succeeded", updates=side, events=events)
+    return StageResult(StageOutcome.SUCCEEDED, updates=side, events=events)

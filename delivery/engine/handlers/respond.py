@@ -39,6 +39,7 @@ from delivery.errors import DeliveryError
 from delivery.git import unpushed_commits
 from delivery.hidden_text import quiet_mentions, strip_hidden
 from delivery.lang.model import Node
+from delivery.lang.outcomes import StageOutcome
 from probes.worktree import worktree_state
 
 MAX_REPLY_CHARS = 20_000  # GitHub takes 65,536; a reply longer than this is cut, and says so
@@ -84,7 +85,7 @@ def run_respond(node: Node, attempt: int, context: Context, env: StageEnv) -> St
         for key, why in skipped:
             events.append(("thread_skipped", {"node": node.id, "thread": key, "reason": why}))
         if not targets:
-            return StageResult("succeeded", events=events)
+            return StageResult(StageOutcome.SUCCEEDED, events=events)
         forge = need_forge(env, "answering review threads")
         _check_pushed(env, {t.folder for t in targets if t.answer.resolve})
         bodies = {t.thread_id: reply_body(t.answer.reply, env.redact) for t in targets}
@@ -114,7 +115,7 @@ def run_respond(node: Node, attempt: int, context: Context, env: StageEnv) -> St
                                                "thread": target.thread_id}))
     except (StageProblem, DeliveryError) as problem:
         return StageResult.fail(str(problem))
-    return StageResult("succeeded", events=events)
+    return StageResult(StageOutcome.SUCCEEDED, events=events)
 
 
 def _answers(node: Node, context: Context) -> dict[str, ThreadAnswer]:

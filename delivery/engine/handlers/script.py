@@ -26,6 +26,7 @@ from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.errors import FactsFormatError as FactsFormatError
 from delivery.errors import TemplateRenderError, write_failure
 from delivery.lang.model import Node
+from delivery.lang.outcomes import StageOutcome
 from delivery.processes import running
 
 DEFAULT_TIMEOUT = 3600.0
@@ -236,4 +237,4 @@ def run_script(node: Node, attempt: int, context: Context, env: StageEnv) -> Sta
     updates[TOOL_OUTPUT] = stdout.strip()
     if problems:
         return StageResult.fail("; ".join(problems), updates)
-    return StageResult("succeeded", updates=updates)
+    return StageResult(StageOutcome.SUCCEEDED, updates=updates)
