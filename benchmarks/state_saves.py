@@ -44,11 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_overhead import stage_gaps, write_workflow
 
 from delivery.agents.replay import ReplayBackend
-from delivery.engine.remote_state import RemoteState, StateRunStores
 from delivery.engine.run_loop import Progress
 from delivery.engine.runner import RunRequest, World, start_run
 from delivery.git.runref import RunRef
 from delivery.lang.model import Node
+from delivery.state.remote import RemoteState, StateRunStores
 
 
 def _cpu() -> float:

@@ -9,9 +9,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from delivery.engine.remote_state import RemoteState, StateRunStores
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.git.runref import RunRef
+from delivery.state.remote import RemoteState, StateRunStores
 
 WAITING = """
 digraph W {

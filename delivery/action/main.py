@@ -28,7 +28,6 @@ from delivery.action.report import write_outputs, write_summary
 from delivery.cli.state_commands import open_state, run_for_pr
 from delivery.cli.workflow_commands import ActionOutput, format_command
 from delivery.engine.budget import budget_option
-from delivery.engine.remote_state import RemoteState, StateRunStores, job_id
 from delivery.engine.run_loop import EngineOptions
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.errors import (
@@ -42,6 +41,7 @@ from delivery.errors import (
 from delivery.git import cache_root
 from delivery.lang.diagnostics import has_errors
 from delivery.printable import PrintableStream
+from delivery.state.remote import RemoteState, StateRunStores, job_id
 from delivery.store.records import GateMode, RunStatus
 from delivery.validation.loader import check_file
 

@@ -43,7 +43,6 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def cmd_preflight(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # the engine loads for this command only: `delivery validate` stays light
     from delivery.engine import preflight_gate
-    from delivery.engine.remote_state import state_remote
     from delivery.engine.run_inputs import parse_assignments
     from delivery.forges.preflight import table
     from delivery.forges.select import (
@@ -53,6 +52,8 @@ def cmd_preflight(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         open_forge,
         require_settings,
     )
+    from delivery.state.remote import state_remote
+    from delivery.store.base import RemoteTarget
 
     base = Path.cwd()
     given = parse_assignments(args.repo, "--repo")
@@ -63,10 +64,10 @@ def cmd_preflight(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     require_settings(kind, os.environ)
     configured, approvals = local_settings(base)
     checks = {**configured, **parse_assignments(args.check, "--check")}
-    state = None
+    state: RemoteTarget | None = None
     if args.state:
         remote, headers = state_remote(args.state, os.environ)
-        state = (args.state, remote, headers)
+        state = RemoteTarget(args.state, remote, tuple(headers))
     forge = open_forge(kind, checks=checks, required_approvals=approvals)
     try:
         report = preflight_gate.preflight(forge, repos, merge_method=args.merge_method,

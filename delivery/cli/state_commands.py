@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from delivery.engine.claims import parse_status
-from delivery.engine.remote_state import RemoteState, RunSummary, StateRunStores, job_id
 from delivery.engine.runner import World
 from delivery.errors import DeliveryError, NotOwner, RunRefused, Superseded
 from delivery.git import cache_root
 from delivery.git.runref import is_run_id
+from delivery.state.claims import parse_status
+from delivery.state.remote import RemoteState, RunSummary, StateRunStores, job_id
 from delivery.store.runstore import LocalRunStore
 
 EXIT_OK = 0

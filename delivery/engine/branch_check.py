@@ -12,8 +12,8 @@ does not exist yet on any folder's remote is the run's own.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from delivery.engine.run_setup import FolderSetup
 from delivery.errors import GitError, RunRefused
 from delivery.forges.base import Forge
 from delivery.forges.select import open_forge
@@ -25,23 +25,23 @@ _FIX = ("leave --branch out (the run names its own branch, delivery/<ticket>) or
         "name no branch has yet, such as delivery/<name>")
 
 
-def needs_check(branch: str, workflow: Workflow, setup: Mapping[str, Any],
+def needs_check(branch: str, workflow: Workflow, setup: FolderSetup,
                 handlers: Mapping[NodeType, object] | None) -> bool:
     """A branch the caller chose, in a run that pushes (a publish stage with the real
     handler) to folders' repositories."""
-    return bool(branch) and bool(setup.get("repos")) and NodeType.PUBLISH not in (
+    return bool(branch) and bool(setup.repos) and NodeType.PUBLISH not in (
         handlers or {}) and bool(workflow.nodes_of(NodeType.PUBLISH))
 
 
-def refuse_foreign_branch(branch: str, setup: Mapping[str, Any], forge: Forge | None,
+def refuse_foreign_branch(branch: str, setup: FolderSetup, forge: Forge | None,
                           environ: Mapping[str, str], option: str = "--branch") -> None:
     """RunRefused when `branch` is no valid name, or in some folder's repository is the
     default branch or an existing branch outside `delivery/`."""
     subject = f"{option} {branch}"
     if not valid_branch_name(branch):
         raise RunRefused(subject, "is not a valid git branch name", _FIX)
-    repos: Mapping[str, str] = setup["repos"]
-    opened = forge or open_forge(setup.get("forge") or "local", checks=setup.get("checks"),
+    repos = setup.repos
+    opened = forge or open_forge(setup.forge or "local", checks=setup.checks,
                                  environ=environ)
     try:
         for folder, repository in repos.items():

@@ -6,21 +6,19 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from delivery.engine.child import ChildEnd, ChildRequest
 from delivery.engine.handlers.base import StageResult
 from delivery.engine.outcome import RunOutcome
 from delivery.engine.run_loop import EngineOptions, Progress
 from delivery.engine.run_request import RunRequest
+from delivery.engine.world import World
 from delivery.errors import DeliveryError, RunRefused, WorkflowError
 from delivery.lang.model import Node, NodeType, Workflow
 from delivery.store.records import RunInfo
 from delivery.store.runstore import LocalRunStore, LocalRunStores
 from delivery.validation.loader import load_workflow
-
-if TYPE_CHECKING:
-    from delivery.engine.runner import World
 
 
 class StartRun(Protocol):

@@ -11,14 +11,14 @@ A resume does not repeat it: the run has written already, and its stages say wha
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
-from delivery.engine.remote_state import StateRunStores
+from delivery.engine.run_setup import FolderSetup
 from delivery.errors import ForgeError, RunRefused
 from delivery.forges import preflight as pf
 from delivery.forges.base import Forge
 from delivery.lang.model import NodeType, Workflow
+from delivery.store.base import RemoteTarget
 
 WRITING_TYPES = (NodeType.PUBLISH, NodeType.MERGE, NodeType.RESPOND)
 
@@ -35,16 +35,8 @@ def merge_method(workflow: Workflow) -> str:
     return "merge"
 
 
-def state_target(stores: object) -> tuple[str, str, tuple[str, ...]] | None:
-    """(spec, remote, git headers) of the state repository when runs are kept on one."""
-    if not isinstance(stores, StateRunStores):
-        return None
-    state = stores.session.state
-    return state.spec, state.ref.remote, state.ref.headers
-
-
 def preflight(forge: Forge, repos: Mapping[str, str], *, merge_method: str = "merge",
-              state: tuple[str, str, Sequence[str]] | None = None,
+              state: RemoteTarget | None = None,
               environ: Mapping[str, str], checks: Mapping[str, str] | None = None,
               required_approvals: int = 0) -> pf.PreflightReport:
     """The report for `repos` (folder -> repository) on `forge`, and the state repository."""
@@ -59,18 +51,18 @@ def preflight(forge: Forge, repos: Mapping[str, str], *, merge_method: str = "me
         folders = pf.local_folders(repos, merge_method, checks=checks or {},
                                    required_approvals=required_approvals)
     state_check = None if state is None else pf.state_push_check(
-        state[0], state[1], tuple(state[2]), environ)
+        state.spec, state.remote, state.headers, environ)
     return pf.PreflightReport(forge=forge.name, folders=folders, state=state_check,
                               problems=pf.problems_of(folders, state_check, forge.name),
                               requests=requests)
 
 
-def wanted(workflow: Workflow, setup: Mapping[str, Any],
+def wanted(workflow: Workflow, setup: FolderSetup,
            handlers: Mapping[NodeType, object] | None) -> bool:
     if workflow.attr("preflight", "true").strip().lower() in ("false", "0", "no", "off"):
         return False
     real = [t for t in WRITING_TYPES if t not in (handlers or {})]
-    return bool(setup.get("repos")) and bool(workflow.nodes_of(*real))
+    return bool(setup.repos) and bool(workflow.nodes_of(*real))
 
 
 def refuse_blocked_run(report: pf.PreflightReport) -> None:

@@ -8,17 +8,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from delivery.engine.run_request import RunRequest
+from delivery.engine.world import World
 from delivery.errors import RunRefused
 from delivery.forges.select import forge_kind, is_github_location, local_settings
 from delivery.lang.model import NodeType, Workflow
 from delivery.store.records import GateMode
 from delivery.validation.validator import reads_goal
-
-if TYPE_CHECKING:
-    from delivery.engine.runner import RunRequest, World
-
 
 # Stages that reach the forge or the folders' git repositories.
 FORGE_TYPES = frozenset({NodeType.PROBE, NodeType.PUBLISH, NodeType.MERGE, NodeType.RESPOND,
@@ -89,7 +87,20 @@ def initial_context(workflow: Workflow, goal: str | None, inputs: Mapping[str, s
     return values
 
 
-def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class FolderSetup:
+    """What run.json records about the folders: the forge, their repositories on it
+    (`repos`), their working directories (`folders`), the local check commands and the
+    approvals a local merge needs."""
+
+    forge: str  # "local" | "github"
+    repos: dict[str, str]
+    folders: dict[str, str]
+    checks: dict[str, str]
+    required_approvals: int = 0
+
+
+def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> FolderSetup:
     """What run.json records about the folders: their repositories on the forge (`repos`),
     their working directories (`folders`), the forge and the local check commands.
 
@@ -127,11 +138,11 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> di
     if unknown and request.repos:
         raise RunRefused(f"check for folder '{unknown[0]}'", "names no folder of the run",
                          f"the folders are: {', '.join(repos)}")
-    return {"forge": kind, "repos": repos, "folders": folders, "checks": checks,
-            "required_approvals": approvals}
+    return FolderSetup(forge=kind, repos=repos, folders=folders, checks=checks,
+                       required_approvals=int(approvals or 0))
 
 
-def refuse_folder_problems(workflow: Workflow, setup: Mapping[str, Any], world: World,
+def refuse_folder_problems(workflow: Workflow, setup: FolderSetup, world: World,
                            spelling: Spelling = Spelling()) -> None:
     """RunRefused for what would otherwise fail a folder stage after the agent has worked
     (SPEC §12): folder stages and no folder, a node's folder= that is not a run folder, a
@@ -139,7 +150,7 @@ def refuse_folder_problems(workflow: Workflow, setup: Mapping[str, Any], world: 
     working tree that a merge stage would have to write into."""
     real = {t for t in FORGE_TYPES if t not in (world.handlers or {})}
     stages = [node for node in workflow.nodes.values() if node.type in real]
-    repos: Mapping[str, str] = setup["repos"]
+    repos = setup.repos
     # A probe without folders sees no PR and removing no worktree is nothing: only these
     # cannot do their work without a folder.
     needing = [node for node in stages if node.type in (NodeType.WORKTREE_ADD,
@@ -155,7 +166,7 @@ def refuse_folder_problems(workflow: Workflow, setup: Mapping[str, Any], world: 
             raise RunRefused(f"node '{node.id}'", f"works on folder '{node.folder}', which "
                              f"is not one of the run's folders ({', '.join(repos)})",
                              f"pass {spelling.repo(node.folder)}")
-    if not stages or setup["forge"] != "local" or world.forge is not None:
+    if not stages or setup.forge != "local" or world.forge is not None:
         return  # scripts and agents may work in any directory; a forge brought is its own
     merges = any(node.type is NodeType.MERGE for node in stages)
     for name, location in repos.items():

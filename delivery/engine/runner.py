@@ -11,14 +11,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from delivery.agents.base import AgentBackend
 from delivery.agents.registry import Agents, resolve_agents
 from delivery.agents.replay import ReplayBackend
 from delivery.engine import branch_check, preflight_gate
@@ -29,7 +25,7 @@ from delivery.engine.budget import Budget, Limits, budget_option, limits_of, run
 from delivery.engine.child_runs import check_children, run_child
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
-from delivery.engine.handlers.base import Clock, Handler, StageEnv
+from delivery.engine.handlers.base import Clock, StageEnv
 from delivery.engine.interviewer import (
     ConsoleInterviewer,
     Interviewer,
@@ -37,12 +33,12 @@ from delivery.engine.interviewer import (
 )
 from delivery.engine.outcome import RunOutcome as RunOutcome
 from delivery.engine.redacting import RedactingAgent
-from delivery.engine.remote_state import StateRunStore
 from delivery.engine.run_inputs import answer_lists, run_branch
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.run_request import RunRequest as RunRequest
 from delivery.engine.run_setup import (
     FORGE_TYPES,
+    FolderSetup,
     Spelling,
     folder_setup,
     gate_mode,
@@ -52,6 +48,8 @@ from delivery.engine.run_setup import (
 from delivery.engine.stop_switch import StopSwitch
 from delivery.engine.templating import Renderer
 from delivery.engine.worktree_restore import folders_to_recreate, recreate
+from delivery.engine.world import SystemClock as SystemClock
+from delivery.engine.world import World as World
 from delivery.errors import (
     DeliveryError,
     ResumeStopped,
@@ -66,64 +64,23 @@ from delivery.forges.select import (
     open_forge,
     require_settings,
 )
-from delivery.forges.stop_label import StopLabelForge
 from delivery.git import cache_root
 from delivery.lang.diagnostics import Diagnostic, has_errors
 from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.lang.outcomes import StageOutcome
 from delivery.redact import Redactor, secret_values
 from delivery.store.artifacts import ArtifactStore
-from delivery.store.base import RunStore, RunStores
+from delivery.store.base import RunStore, StoreCapability
 from delivery.store.eventlog import utc_stamp
 from delivery.store.files import StageText
 from delivery.store.model_cache import load_checked, load_run_workflow, write_cache
 from delivery.store.records import GateMode, RunInfo, RunStatus
-from delivery.store.runstore import WORKFLOW_COPY, LocalRunStores, Started, new_run_id, started_with
+from delivery.store.runstore import WORKFLOW_COPY, Started, new_run_id, started_with
 from delivery.validation.loader import check_source
 
 EVENT_VALUE_CHARS = 2000
 
 log = logging.getLogger("delivery")
-
-
-class SystemClock:
-    """The real clock: monotonic time for durations, UTC wall time for records."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
-@dataclass
-class World:
-    """The outside world of a run — what it talks to, not how it is set up (that is
-    `EngineOptions`) nor who watches (the `observer` argument). Every part may be replaced
-    by the caller."""
-
-    agent: AgentBackend | None = None
-    # backends for profile names (a node's agent=, or --agent NAME), before delivery.toml's
-    agents: Mapping[str, AgentBackend] = field(default_factory=dict)
-    interviewer: Interviewer | None = None
-    # every time the engine reads: durations, waits, timestamps
-    clock: Clock = field(default_factory=SystemClock)
-    # where runs are kept (the local run directory; a git ref for the Action)
-    stores: RunStores = field(default_factory=LocalRunStores)
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    # Stage handlers that stand in for the real ones (route scenarios play scripted probes,
-    # scripts and effects instead of touching the world), by node type.
-    handlers: Mapping[NodeType, Handler] | None = None
-    # Where the folders' repositories and PRs live; None: opened from the run's settings.
-    forge: Forge | None = None
-    # The clone cache worktrees hang on; None: $XDG_CACHE_HOME/delivery.
-    git_cache: Path | None = None
-    # Who reads the stop label (route scenarios script it); None: the forge, if it has
-    # labels (GitHub)
-    stop_labels: StopLabelForge | None = None
 
 
 def refuse_unsupported(workflow: Workflow, handlers: Mapping[NodeType, object]) -> None:
@@ -272,12 +229,13 @@ class _Run:
                                                 self.info, start_run, resume_run),
             budget_used=budget_used,
         )
-        remote = self.store if isinstance(self.store, StateRunStore) else None
-        if remote is not None:  # event mode (SPEC §13)
+        can = self.store.capabilities
+        if StoreCapability.PAUSE_ON_WAIT in can:  # event mode (SPEC §13)
             env.event_mode = True
             if env.gates is GateMode.DENY:  # a gate nobody answers pauses in event mode
                 env.gates = GateMode.PAUSE  # (§9.1)
-            self._recreate_worktrees(state, env, remote)
+        if StoreCapability.RECREATE_WORKTREES in can:
+            self._recreate_worktrees(state, env)
         observer, on_saved = self.observer, None
         if self.info.logs:  # the Attractor view: an observer only when asked
             view = AttractorLogs(Path(self.info.logs), self.workflow, self.store.path,
@@ -298,8 +256,8 @@ class _Run:
         nothing_runs = state.status is not RunStatus.RUNNING or state.next_node is None
         try:
             final = engine.run(state, context)
-            if remote is not None and nothing_runs:  # the run had ended: the claim back
-                remote.release(final.status)
+            if StoreCapability.CLAIM in can and nothing_runs:  # it had ended: claim back
+                self.store.release(final.status)
         except RunInterrupted:
             raise
         except KeyboardInterrupt as stop:
@@ -319,22 +277,21 @@ class _Run:
                           offloaded=offloaded(context.stored(), self.store.artifacts))
 
 
-    def _recreate_worktrees(self, state: RunState, env: StageEnv,
-                            remote: StateRunStore) -> None:
+    def _recreate_worktrees(self, state: RunState, env: StageEnv) -> None:
         """A resume on a fresh machine: the folders' worktrees the run had made come back
         as they were saved (SPEC §13) before any stage needs them; if they cannot, the
         resume stops here (ResumeStopped, exit 1) and gives its claim back unchanged."""
         missing = folders_to_recreate(self.workflow, state, env.folders)
         if not missing:
             return
-        done, problem = recreate(env, missing, remote.saved_worktrees())
+        done, problem = recreate(env, missing, self.store.saved_worktrees())
         self.store.append_event("worktrees_recreated", folders=missing, how=done,
                                 outcome=(StageOutcome.FAILED if problem
                                          else StageOutcome.SUCCEEDED).value,
                                 failure_reason=self.redactor.text(problem))
         if problem:
             self.store.close()
-            remote.release_unchanged(f"not resumed: {problem}")
+            self.store.release_unchanged(f"not resumed: {problem}")
             raise ResumeStopped(state.run_id, self.redactor.text(problem))
 
 
@@ -363,9 +320,9 @@ def start_run(request: RunRequest, world: World | None = None, *,
     agents = _agents(workflow, request.agent, workspace, world, gates)
     setup = folder_setup(request, workflow, workspace)
     refuse_folder_problems(workflow, setup, world, spelling)
-    if world.forge is None and setup["repos"] and workflow.nodes_of(*FORGE_TYPES):
+    if world.forge is None and setup.repos and workflow.nodes_of(*FORGE_TYPES):
         # refused before anything is written: the forge would fail its first stage
-        require_settings(setup["forge"], world.environ)
+        require_settings(setup.forge, world.environ)
     if preflight_gate.wanted(workflow, setup, world.handlers):
         _preflight(workflow, setup, world)
     if branch_check.needs_check(request.branch, workflow, setup, world.handlers):
@@ -390,9 +347,9 @@ def start_run(request: RunRequest, world: World | None = None, *,
     info = RunInfo(
         run_id=run_id, workflow=str(workflow_path),
         workflow_sha256=hashlib.sha256(source.encode()).hexdigest(), agent=request.agent,
-        workspace=str(workspace), forge=setup["forge"], repos=setup["repos"],
-        folders=setup["folders"], checks=setup["checks"],
-        required_approvals=int(setup.get("required_approvals") or 0),
+        workspace=str(workspace), forge=setup.forge, repos=setup.repos,
+        folders=setup.folders, checks=setup.checks,
+        required_approvals=setup.required_approvals,
         branch=request.branch or run_branch(values, run_id),
         git_cache=str(world.git_cache or ""), answers=answer_lists(request.answers),
         gates=gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -425,17 +382,16 @@ def start_run(request: RunRequest, world: World | None = None, *,
     return run.execute(state)
 
 
-def _preflight(workflow: Workflow, setup: Mapping[str, Any], world: World) -> None:
+def _preflight(workflow: Workflow, setup: FolderSetup, world: World) -> None:
     """What the token may do where, checked before the first write (SPEC §7.1)."""
-    forge = world.forge or open_forge(setup["forge"] or "local", checks=setup["checks"],
+    forge = world.forge or open_forge(setup.forge or "local", checks=setup.checks,
                                       environ=world.environ,
-                                      required_approvals=int(
-                                          setup.get("required_approvals") or 0))
+                                      required_approvals=setup.required_approvals)
     try:
         report = preflight_gate.preflight(
-            forge, setup["repos"], merge_method=preflight_gate.merge_method(workflow),
-            state=preflight_gate.state_target(world.stores), environ=world.environ,
-            checks=setup["checks"], required_approvals=int(setup.get("required_approvals") or 0))
+            forge, setup.repos, merge_method=preflight_gate.merge_method(workflow),
+            state=world.stores.remote_target(), environ=world.environ,
+            checks=setup.checks, required_approvals=setup.required_approvals)
     except RunRefused:
         raise
     except DeliveryError as err:  # GitHub unreachable, the token refused: nothing written
@@ -552,7 +508,7 @@ def resume_run(run_path: Path, world: World | None = None,
     except BaseException:
         store.close()
         raise
-    if isinstance(store, StateRunStore):  # only now: every refusal above left no claim
+    if StoreCapability.CLAIM in store.capabilities:  # now: the refusals above left no claim
         try:
             store.claim()
         except BaseException:

@@ -19,18 +19,17 @@ and change left as it is, since it may hold a person's work) so the branch is fr
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from delivery.errors import GitError
 from delivery.git.change_check import mask_in_index, secret_files
 from delivery.git.problems import describe
+from delivery.store.saved_worktree import SavedWorktree as SavedWorktree
 from probes.worktree import worktree_state
 
 
@@ -47,48 +46,6 @@ REMOTE = "origin"
 # under the per-file limit a fetch accepts, runref.FILE_LIMIT)
 PATCH_LIMIT = 8 << 20
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-
-
-@dataclass(frozen=True)
-class SavedWorktree:
-    """What a folder's worktree was at a save: `base` (a commit on the remote), the
-    branch, and the patch from `base` to the files (empty: the worktree was `base`)."""
-
-    branch: str
-    base: str
-    patch: bytes = b""
-    # files whose secrets (SPEC §14) were masked as `***` in the patch: the state ref
-    # never holds them in the clear, and these files come back masked
-    masked: tuple[str, ...] = ()
-
-    def meta(self) -> bytes:
-        fields: dict[str, object] = {"branch": self.branch, "base": self.base,
-                                     "patch_bytes": len(self.patch)}
-        if self.masked:
-            fields["masked"] = list(self.masked)
-        return json.dumps(fields, sort_keys=True).encode()
-
-    @classmethod
-    def parse(cls, meta: bytes | None, patch: bytes | None) -> SavedWorktree | None:
-        """From the state ref's files; None when they are missing or malformed (the
-        worktree then comes back from the pushed branch, as before snapshots existed)."""
-        try:
-            data = json.loads(meta or b"")
-        except ValueError:
-            return None
-        if not isinstance(data, dict):
-            return None
-        branch, base = data.get("branch"), data.get("base")
-        if not (isinstance(branch, str) and isinstance(base, str) and _is_sha(base)):
-            return None
-        masked = data.get("masked")
-        names = tuple(name for name in masked if isinstance(name, str)) \
-            if isinstance(masked, list) else ()
-        return cls(branch, base, patch or b"", names)
-
-
-def _is_sha(text: str) -> bool:
-    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 def _git(cwd: Path, operation: str, *args: str, env: Mapping[str, str] | None = None,

@@ -11,15 +11,42 @@ does not grow with the number of stages before it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
 from delivery.redact import Redactor
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.files import StageText
-from delivery.store.records import RunInfo, RunState, StageRecord
+from delivery.store.records import RunInfo, RunState, RunStatus, StageRecord
+from delivery.store.saved_worktree import SavedWorktree
+
+
+class StoreCapability(StrEnum):
+    """What a store can do beyond keeping a run; the engine asks, never tests the store's
+    class. SPEC §13's event mode is a store with all four."""
+
+    # `claim()` takes the run for this job before a resume runs it (another live claim
+    # refuses it); `release()` gives it back with the run's last save
+    CLAIM = "claim"
+    # every save leaves this machine: the next job may resume on another one
+    SAVE_REMOTELY = "save_remotely"
+    # a wait or a gate nobody answers ends the job paused; an event or the schedule resumes
+    PAUSE_ON_WAIT = "pause_on_wait"
+    # `saved_worktrees()` gives the folders' worktrees as the last save had them, so a
+    # fresh machine re-creates them before a stage needs them
+    RECREATE_WORKTREES = "recreate_worktrees"
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """Where a store that saves remotely pushes: what preflight checks before a run."""
+
+    spec: str  # as given (`git:owner/name`)
+    remote: str  # the URL git pushes to
+    headers: tuple[str, ...] = ()  # git's extra HTTP headers (the token)
 
 
 @dataclass
@@ -47,6 +74,11 @@ class RunStore(Protocol):
 
     @property
     def artifacts(self) -> ArtifactStore: ...
+
+    @property
+    def capabilities(self) -> frozenset[StoreCapability]:
+        """What this store can do beyond keeping the run (`StoreCapability`)."""
+        ...
 
     # -- what was run ---------------------------------------------------------------------
     def create_run(self, info: RunInfo, workflow_source: bytes) -> None:
@@ -96,6 +128,24 @@ class RunStore(Protocol):
 
     def close(self) -> None: ...
 
+    # -- with CLAIM and RECREATE_WORKTREES (a store without them has nothing to claim,
+    #    give back or re-create: these do nothing there) ---------------------------------
+    def claim(self) -> None:
+        """Take the run for this job (CLAIM); refused when another job holds it."""
+        ...
+
+    def release(self, status: RunStatus) -> None:
+        """Give the run back with its last save (CLAIM)."""
+        ...
+
+    def release_unchanged(self, message: str) -> None:
+        """Give the run back as it was fetched, saying why (CLAIM)."""
+        ...
+
+    def saved_worktrees(self) -> Mapping[str, SavedWorktree]:
+        """The folders' worktrees as the last save had them (RECREATE_WORKTREES)."""
+        ...
+
     # -- evidence --------------------------------------------------------------------------
     def stage_dir(self, node_id: str, attempt: int) -> Path: ...
 
@@ -115,3 +165,7 @@ class RunStores(Protocol):
     def create(self, location: Path) -> RunStore: ...
 
     def open(self, location: Path) -> RunStore: ...
+
+    def remote_target(self) -> RemoteTarget | None:
+        """Where runs are pushed when they are kept off this machine (None: they are not)."""
+        ...

@@ -43,7 +43,7 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,7 +52,7 @@ from typing import Any, Final
 from delivery.errors import RunStateChanged, RunStoreError
 from delivery.redact import Redactor
 from delivery.store.artifacts import ArtifactStore
-from delivery.store.base import Loaded
+from delivery.store.base import Loaded, RemoteTarget, StoreCapability
 from delivery.store.eventlog import (
     ZERO_HASH,
     EventLog,
@@ -75,7 +75,8 @@ from delivery.store.files import (
     write_replacing,
 )
 from delivery.store.guard import FileWatch
-from delivery.store.records import RECORD_EVENT, RunInfo, RunState, StageRecord
+from delivery.store.records import RECORD_EVENT, RunInfo, RunState, RunStatus, StageRecord
+from delivery.store.saved_worktree import SavedWorktree
 
 STAGE_FILES: Final = ("prompt.md", "response.md", "stdout.txt", "stderr.txt", "status.json")
 WORKFLOW_COPY: Final = "workflow.dot"
@@ -141,6 +142,23 @@ class LocalRunStore:
     @property
     def artifacts(self) -> ArtifactStore:
         return self._artifacts
+
+    @property
+    def capabilities(self) -> frozenset[StoreCapability]:
+        return frozenset()  # a run directory on this machine: nothing beyond keeping it
+
+    # nothing to claim, give back or re-create on one machine (the RunStore protocol)
+    def claim(self) -> None:
+        pass
+
+    def release(self, status: RunStatus) -> None:
+        pass
+
+    def release_unchanged(self, message: str) -> None:
+        pass
+
+    def saved_worktrees(self) -> Mapping[str, SavedWorktree]:
+        return {}
 
     @classmethod
     def create_dir(cls, path: Path) -> LocalRunStore:
@@ -449,6 +467,9 @@ class LocalRunStores:
 
     def open(self, location: Path) -> LocalRunStore:
         return LocalRunStore.open_dir(location)
+
+    def remote_target(self) -> RemoteTarget | None:
+        return None  # kept on this machine only
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from git_helpers import commit_to, make_remote
 from github_helpers import open_pr
 
 from delivery.agents.replay import ReplayBackend
-from delivery.engine.remote_state import RemoteState, StateRunStores
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.forges.local import LocalForge
+from delivery.state.remote import RemoteState, StateRunStores
 from delivery.testing.github import FakeGitHub
 from delivery.testing.runs import reply
 

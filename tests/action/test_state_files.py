@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from state_helpers import WAITING, bare, git, head, huge_blob, plant, started, state_at
 
 from delivery.cli.main import main
-from delivery.engine.remote_state import StateRunStores
 from delivery.errors import DeliveryError, RunRefused, Superseded
+from delivery.state.remote import StateRunStores
 
 FUZZ = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "20")), deadline=None,
                 derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -15,10 +15,10 @@ import pytest
 from engine_helpers import FakeClock
 
 from delivery.cli.main import main
-from delivery.engine.remote_state import RemoteState, StateRunStores, StateSession
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.errors import Superseded
 from delivery.git.runref import POINTER_SUFFIX, RunRef
+from delivery.state.remote import RemoteState, StateRunStores, StateSession
 from delivery.store.runstore import verify_run
 
 TICKING = """

@@ -12,8 +12,8 @@ import pytest
 from git_helpers import make_remote
 from state_helpers import bare, head, state_at
 
-from delivery.engine.remote_state import StateRunStores
 from delivery.engine.runner import RunRequest, World, start_run
+from delivery.state.remote import StateRunStores
 
 SECRET = "s3cr3t-value-from-the-environment"
 

@@ -15,9 +15,9 @@ from state_helpers import bare, state_at
 from delivery.action.main import Result
 from delivery.action.report import summary_markdown
 from delivery.agents.base import AgentBackend
-from delivery.engine.remote_state import StateRunStores
 from delivery.engine.runner import RunRequest, World, resume_run, start_run
 from delivery.errors import RunRefused
+from delivery.state.remote import StateRunStores
 from delivery.store.runstore import verify_run
 from delivery.testing import flow
 from delivery.testing.cli import invoke

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from delivery.engine.remote_state import RemoteState, StateRunStores
 from delivery.engine.runner import RunRequest, World, start_run
 from delivery.errors import GitError
 from delivery.git.runref import RunRef
+from delivery.state.remote import RemoteState, StateRunStores
 
 SECRET = "c2VjcmV0LXRva2VuLXZhbHVl"
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from delivery.engine.claims import ActionsRuns
+from delivery.state.claims import ActionsRuns
 from delivery.testing.github import FakeGitHub, faults
 from delivery.testing.github.state import ActionsRun
 

@@ -32,15 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from delivery.engine.claims import (
-    SMALL_FILE_LIMIT,
-    ActionsRuns,
-    Claim,
-    Oversized,
-    parse_claim,
-    parse_status,
-)
-from delivery.engine.claims import ended as claim_ended
 from delivery.errors import (
     GitError,
     RunRefused,
@@ -53,8 +44,17 @@ from delivery.git.restore import WORKTREES_DIR, SavedWorktree, saved_worktrees, 
 from delivery.git.runref import LARGE_ARTIFACT, RunRef
 from delivery.lang.model import NodeType, parse_duration
 from delivery.redact import Redactor
+from delivery.state.claims import (
+    SMALL_FILE_LIMIT,
+    ActionsRuns,
+    Claim,
+    Oversized,
+    parse_claim,
+    parse_status,
+)
+from delivery.state.claims import ended as claim_ended
 from delivery.store.artifacts import ArtifactStore
-from delivery.store.base import Loaded
+from delivery.store.base import Loaded, RemoteTarget, StoreCapability
 from delivery.store.files import StageText
 from delivery.store.records import ENDED, RunInfo, RunState, RunStatus, StageRecord
 from delivery.store.runstore import WORKFLOW_COPY, LocalRunStore
@@ -473,6 +473,10 @@ class StateRunStore:
         self._push(self.session.run_id, record.status, record.next_node, record.steps,
                    record.failure_reason)
 
+    @property
+    def capabilities(self) -> frozenset[StoreCapability]:
+        return frozenset(StoreCapability)  # SPEC §13's event mode: every capability
+
     def claim(self) -> None:
         """Claim the fetched run (after every check that could refuse the resume)."""
         self.session.take(stale_after=stage_timeout_limit, take_over=self.take_over)
@@ -552,6 +556,10 @@ class StateRunStores:
 
     def create(self, location: Path) -> StateRunStore:
         return StateRunStore(LocalRunStore.create_dir(location), self.session)
+
+    def remote_target(self) -> RemoteTarget | None:
+        state = self.session.state
+        return RemoteTarget(state.spec, state.ref.remote, tuple(state.ref.headers))
 
     def open(self, location: Path) -> StateRunStore:
         """The run fetched into `location`, not claimed yet: `resume_run` claims it
