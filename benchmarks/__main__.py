@@ -283,6 +283,15 @@ def scenarios_rows(out: str, _peak: float) -> Headline:
         ("same, ms per scenario", _find(r", ([\d.]+) ms per scenario", out)))
 
 
+def template_reader_rows(out: str, _peak: float) -> Headline:
+    # The light template reader is kept only while it saves a user a noticeable time
+    # (issue 35: a second implementation needs a benchmark that shows the difference).
+    ratio = _find(r"^generated-\d+\.dot\s+\d+\s+\d+\s+\d+\s+([\d.]+)$", out)
+    return goal_row("delivery validate of a generated workflow (1,000 nodes), Jinja2 only / light reader",
+                    ratio, ">= 1.3 (keep the light reader)", lambda r: r >= 1.3) + _rows(
+        ("same for deliver.dot", _find(r"^deliver\.dot\s+\d+\s+\d+\s+\d+\s+([\d.]+)$", out)))
+
+
 def _tmpfs() -> bool:
     return Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK)
 
@@ -330,6 +339,9 @@ BENCHMARKS = [
               "State-ref saves in event mode: early vs late, against a local run and the floor"),
     Benchmark("scenarios", "scenarios.py", [], [], scenarios_rows,
               "A scenario file of 50 route scenarios, beyond start-up"),
+    Benchmark("template-reader", "template_reader.py", ["--rounds", "15"],
+              ["--rounds", "3", "--nodes", "200"], template_reader_rows,
+              "delivery validate with the light template reader and with Jinja2's parse only"),
     Benchmark("stages", "run_footprint.py", ["stages", "--stages", "1000"],
               ["stages", "--stages", "100"], stages_rows, "Peak memory of a long run"),
 ]
