@@ -287,7 +287,7 @@ def template_reader_rows(out: str, _peak: float) -> Headline:
     # The light template reader is kept only while it saves a user a noticeable time
     # (issue 35: a second implementation needs a benchmark that shows the difference).
     ratio = _find(r"^generated-\d+\.dot\s+\d+\s+\d+\s+\d+\s+([\d.]+)$", out)
-    return goal_row("delivery validate of a generated workflow (1,000 nodes), Jinja2 only / light reader",
+    return goal_row("delivery validate of a generated workflow, Jinja2 only / light reader",
                     ratio, ">= 1.3 (keep the light reader)", lambda r: r >= 1.3) + _rows(
         ("same for deliver.dot", _find(r"^deliver\.dot\s+\d+\s+\d+\s+\d+\s+([\d.]+)$", out)))
 
