@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import requests
@@ -30,6 +30,7 @@ from probes.evidence import PrObservation, PrQuery
 from probes.github import (
     DEFAULT_API_URL,
     GitHubPullRequestSource,
+    GitHubUnavailable,
     RetryBudget,
     graphql_url_from_environment,
 )
@@ -403,7 +404,19 @@ class GitHubForge:
             return data
 
         data = self._retry(operation, repository, read)
-        return first_stop(targets, data.get("data") or {})
+        return first_stop(targets, data.get("data") or {}, self._steers)
+
+    # -- who steers (SPEC §14): the workflow's trusted bots, users with write permission --
+    def trust_bots(self, logins: Iterable[str]) -> None:
+        """The bot accounts (`name[bot]`) whose reviews, threads and labels count."""
+        self._probe.stewards.trust(logins)
+
+    def _steers(self, repository: str, login: str) -> str | None:
+        try:
+            return self._probe.why_ignored(repository, login)
+        except GitHubUnavailable as error:
+            raise ForgeError("github", repository, "read who set the stop label", str(error),
+                             "give the token push access to the repository") from None
     def graphql_read(self, operation: str, repository: str, query: str,
                      variables: Mapping[str, Any]) -> dict[str, Any]:
         """One read-only GraphQL request, retried as a read; its whole answer, `errors`
