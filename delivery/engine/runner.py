@@ -64,6 +64,7 @@ from delivery.forges.select import (
     open_forge,
     require_settings,
 )
+from delivery.forges.steering import trust_workflow_bots
 from delivery.forges.stop_label import StopLabelForge
 from delivery.git import cache_root
 from delivery.lang.diagnostics import Diagnostic, has_errors
@@ -234,6 +235,8 @@ class _Run:
                                     pacer=Pacer.from_environment(
                                         world.environ, clock=world.clock.monotonic,
                                         sleep=world.clock.sleep))
+        # whose reviews, threads and labels steer the run besides writers (SPEC §14)
+        trust_workflow_bots(self.forge, workflow.attr("trusted_bots"))
         # locks the run against a second writer; cuts a torn last event (last: nothing
         # above may fail with the log held)
         store.open_log(self.redactor, _stamp(world.clock))
