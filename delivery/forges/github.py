@@ -417,6 +417,7 @@ class GitHubForge:
         except GitHubUnavailable as error:
             raise ForgeError("github", repository, "read who set the stop label", str(error),
                              "give the token push access to the repository") from None
+
     def graphql_read(self, operation: str, repository: str, query: str,
                      variables: Mapping[str, Any]) -> dict[str, Any]:
         """One read-only GraphQL request, retried as a read; its whole answer, `errors`
