@@ -76,6 +76,9 @@ class PullRequestSnapshot:
     checks_truncated: bool = False
     # the ids of every unresolved thread read (`<f>.threads.ids`), quoted or not
     thread_ids: tuple[str, ...] = ()
+    # the reviews and threads of authors who do not steer the run (SPEC §14), by login and
+    # why, never their text: "review by @x (no write permission)"
+    ignored: tuple[str, ...] = ()
 
     @property
     def state(self) -> PrState:
@@ -115,6 +118,7 @@ class PullRequestSnapshot:
                  "body": t.body}
                 for t in self.threads
             ],
+            **({"ignored": list(self.ignored)} if self.ignored else {}),
         }
 
 

@@ -30,6 +30,14 @@ from probes.github_client import (
 )
 from probes.github_errors import GitHubError, TokenRefused, Transient
 from probes.retry import RetryBudget
+from probes.steering import (
+    MAX_LOOKUPS_PER_QUERY,
+    Stewards,
+    actor_login,
+    is_bot,
+    permissions_answer,
+    permissions_query,
+)
 
 __all__ = ["DEFAULT_API_URL", "DEFAULT_GRAPHQL_URL", "GitHubPullRequestSource",
            "GitHubUnavailable", "RetryBudget", "graphql_url_from_environment"]
@@ -50,6 +58,7 @@ class GitHubPullRequestSource:
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.time, timeout: float = 30.0,
                  check_pages: int = MAX_CONTEXT_PAGES,
+                 stewards: Stewards | None = None,
                  client: GitHubClient | None = None) -> None:
         """`client`: a client to share (the forge's, which closes it); else one of its own,
         whose connections are closed after each probe."""
@@ -60,6 +69,8 @@ class GitHubPullRequestSource:
         self.graphql_url = self._client.graphql_url
         self.budget = self._client.budget
         self.check_pages = check_pages  # further pages of checks read per PR at most
+        # who may steer the run (SPEC §14): trusted bots, and users' permissions once read
+        self.stewards = stewards or Stewards()
 
     @property
     def requests_sent(self) -> int:
@@ -118,11 +129,81 @@ class GitHubPullRequestSource:
         threads = {f: self._first_threads(n) for f, n in nodes.items()}
         self._page_threads(client, nodes, threads, by_folder)
         truncated = self._page_contexts(client, nodes, by_folder)
+        unreadable = self._learn_stewards(client, nodes, threads, by_folder)
         for folder, node in nodes.items():
-            unresolved, notes = threads[folder][0], threads[folder][1]
-            result[folder] = gq.snapshot(node, unresolved=unresolved, threads=notes,
-                                         checks_truncated=folder in truncated)
+            if folder in unreadable:
+                result[folder] = ProbeFailure(folder, unreadable[folder])
+                continue
+            result[folder] = gq.snapshot(node, threads=threads[folder][1],
+                                         checks_truncated=folder in truncated,
+                                         repository=by_folder[folder].repository,
+                                         steer=self.stewards.why_ignored)
         return result
+
+    # -- who steers (SPEC §14) ------------------------------------------------------------
+    def why_ignored(self, repository: str, login: str) -> str | None:
+        """None when `login` may steer runs on `repository`, else why not; a user not
+        seen before costs one GraphQL request (then remembered)."""
+        if self.stewards.unknown(repository, [login]):
+            with self._session() as client:
+                problems = self._look_up(client, {(repository, login): [""]})
+            if problems:
+                raise GitHubUnavailable(problems[""])
+        return self.stewards.why_ignored(repository, login)
+
+    def _learn_stewards(self, client: GitHubClient, nodes: Mapping[str, Mapping[str, Any]],
+                        threads: Mapping[str, tuple[int, list[ThreadNote], str | None]],
+                        by_folder: Mapping[str, PrQuery]) -> dict[str, str]:
+        """Learn who may steer: the reviewers GitHub sorted (`writersOnly`), then, in one
+        request, the thread authors not known yet. The folders whose authors could not
+        be looked up, and why (nothing unverified steers, and nobody is ignored
+        silently because a read failed)."""
+        wanted: dict[tuple[str, str], list[str]] = {}
+        for folder, node in nodes.items():
+            repository = by_folder[folder].repository
+            self._learn_reviewers(repository, node)
+            for login in self.stewards.unknown(repository,
+                                               [t.author for t in threads[folder][1]]):
+                wanted.setdefault((repository, login), []).append(folder)
+        return self._look_up(client, wanted) if wanted else {}
+
+    def _learn_reviewers(self, repository: str, node: Mapping[str, Any]) -> None:
+        writers = [actor_login(r.get("author")) for r in
+                   ((node.get("writerOpinions") or {}).get("nodes") or []) if r]
+        for login in writers:
+            self.stewards.learn(repository, login, True)
+        if len(writers) >= gq.REVIEWS_PAGE:
+            return  # a reviewer missing from a full page may be a writer on the next
+        known = {w.lower() for w in writers}
+        for r in ((node.get("latestOpinionatedReviews") or {}).get("nodes") or []):
+            login = actor_login((r or {}).get("author"))
+            if login and not is_bot(login) and login.lower() not in known:
+                self.stewards.learn(repository, login, False)
+
+    def _look_up(self, client: GitHubClient, wanted: Mapping[tuple[str, str], list[str]]
+                 ) -> dict[str, str]:
+        """Read the permission of each (repository, login) of `wanted`; the folders
+        (its values) of those that could not be read, and why."""
+        failed: dict[str, str] = {}
+        lookups = list(wanted)
+        for start in range(0, len(lookups), MAX_LOOKUPS_PER_QUERY):
+            chunk = lookups[start:start + MAX_LOOKUPS_PER_QUERY]
+            text, variables = permissions_query(chunk)
+            problem = "GitHub answered nothing for it"
+            try:
+                data = self._post(client, text, variables).get("data") or {}
+            except GitHubUnavailable as error:
+                data, problem = {}, str(error)
+            for (repository, login), writer in permissions_answer(chunk, data).items():
+                if writer is not None:
+                    self.stewards.learn(repository, login, writer)
+                    continue
+                for folder in wanted[(repository, login)]:
+                    failed.setdefault(folder, (
+                        f"{repository}: could not read whether @{login} may write to it "
+                        f"({problem}): the token needs push access, which lets it read "
+                        "the repository's collaborators"))
+        return failed
 
     def _page_contexts(self, client: GitHubClient, nodes: dict[str, dict[str, Any]],
                        by_folder: Mapping[str, PrQuery]) -> set[str]:

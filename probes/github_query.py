@@ -21,11 +21,13 @@ from probes.evidence import (
     ThreadNote,
 )
 from probes.pr_state import Checks, Mergeable, PrEvidence, Review
+from probes.steering import NO_PERMISSION, actor_login, is_bot
 
 MAX_FOLDERS_PER_QUERY = 50
 PAGE = 100  # GitHub's largest page
 REVIEWS_PAGE = 30
 THREAD_NOTES = 20  # unresolved threads quoted in `pr.raw` (all are counted)
+IGNORED_NOTES = 20  # ignored authors named in `pr.raw`, then how many more
 
 CONTEXT_FIELDS = """
 fragment ProbeContexts on StatusCheckRollupContextConnection {
@@ -45,7 +47,7 @@ fragment ProbeThread on PullRequestReviewThread {
   isResolved
   path
   line
-  comments(first: 1) { nodes { body author { login } } }
+  comments(first: 1) { nodes { body author { __typename login } } }
 }
 """
 
@@ -74,7 +76,10 @@ fragment ProbePullRequest on PullRequest {
       }
     }
   }
-  latestOpinionatedReviews(first: 30) { nodes { id state body author { login } } }
+  latestOpinionatedReviews(first: 30) { nodes { id state body author { __typename login } } }
+  writerOpinions: latestOpinionatedReviews(first: 30, writersOnly: true) {
+    nodes { author { __typename login } }
+  }
   reviewThreads(first: 100) {
     totalCount
     pageInfo { hasNextPage endCursor }
@@ -212,6 +217,8 @@ def split_repository(repository: str) -> tuple[str, str]:
 
 
 # -- answers → evidence ------------------------------------------------------------------
+# why an author (in an `owner/name` repository) does not steer the run; None: they do
+Steer = Callable[[str, str], str | None]
 FAILING_CONCLUSIONS = frozenset(
     {"FAILURE", "TIMED_OUT", "CANCELLED", "ACTION_REQUIRED", "STARTUP_FAILURE", "STALE"})
 # The commit status a run writes on every PR head of its change set (SPEC §7.1). GitHub
@@ -270,15 +277,57 @@ def _checks(rollup: Mapping[str, Any] | None
     return checks, failing, pending, own
 
 
-def _review(node: Mapping[str, Any], reviews: list[ReviewNote]) -> Review:
+def _review(node: Mapping[str, Any], reviews: Sequence[ReviewNote],
+            ignored: Sequence[ReviewNote]) -> Review:
+    """The review decision as the people who steer left it: GitHub's `reviewDecision`,
+    except one reached only through reviews that are ignored (an untrusted bot's, which
+    GitHub may count when the bot can write) — the PR then still waits for a review."""
     decision = node.get("reviewDecision")
+    kept = {r.state for r in reviews}
+    dropped = {r.state for r in ignored}
+    if decision in ("APPROVED", "CHANGES_REQUESTED") and decision not in kept \
+            and decision in dropped:
+        return "REVIEW_REQUIRED"
     if decision in ("APPROVED", "CHANGES_REQUESTED", "REVIEW_REQUIRED"):
         return decision  # type: ignore[no-any-return]
     # No review is required by the base branch (GitHub answers null): a reviewer's
     # request for changes still blocks.
-    if any(r.state == "CHANGES_REQUESTED" for r in reviews):
+    if "CHANGES_REQUESTED" in kept:
         return "CHANGES_REQUESTED"
     return "NONE"
+
+
+def _reviews(node: Mapping[str, Any], repository: str, steer: Steer
+             ) -> tuple[list[ReviewNote], list[ReviewNote], list[str]]:
+    """The latest opinions of the people who steer, those ignored (without their text),
+    and why each was ignored. A user steers when GitHub lists them among the writers
+    (`writersOnly`); a bot only when trusted."""
+    writers = {actor_login(r.get("author")).lower()
+               for r in ((node.get("writerOpinions") or {}).get("nodes") or []) if r}
+    kept: list[ReviewNote] = []
+    ignored: list[ReviewNote] = []
+    why: list[str] = []
+    for r in ((node.get("latestOpinionatedReviews") or {}).get("nodes") or []):
+        if not r:
+            continue
+        login = actor_login(r.get("author"))
+        note = ReviewNote(author=login, state=str(r.get("state") or ""),
+                          body=str(r.get("body") or ""), id=str(r.get("id") or ""))
+        reason = steer(repository, login) if is_bot(login) or not login else (
+            None if login.lower() in writers else NO_PERMISSION)
+        if reason is None:
+            kept.append(note)
+        else:
+            ignored.append(ReviewNote(author=login, state=note.state, body="", id=note.id))
+            why.append(f"review by @{login or 'ghost'} ({reason})")
+    return kept, ignored, why
+
+
+def ignored_notes(notes: Sequence[str]) -> tuple[str, ...]:
+    """What `pr.raw` says of the ignored, bounded (a crowd of strangers is counted)."""
+    if len(notes) <= IGNORED_NOTES:
+        return tuple(notes)
+    return (*notes[:IGNORED_NOTES], f"and {len(notes) - IGNORED_NOTES} more")
 
 
 def thread_notes(nodes: Sequence[Mapping[str, Any] | None]) -> tuple[int, list[ThreadNote]]:
@@ -293,26 +342,34 @@ def thread_notes(nodes: Sequence[Mapping[str, Any] | None]) -> tuple[int, list[T
         notes.append(ThreadNote(
             path=str(thread.get("path") or ""),
             line=thread.get("line") if isinstance(thread.get("line"), int) else None,
-            author=str((first.get("author") or {}).get("login") or ""),
+            author=actor_login(first.get("author")),
             body=str(first.get("body") or ""), id=str(thread.get("id") or "")))
     return unresolved, notes
 
 
-def snapshot(node: Mapping[str, Any], *, unresolved: int, threads: Sequence[ThreadNote],
-             checks_truncated: bool = False) -> PullRequestSnapshot:
-    """Evidence from one PR node (`ProbePullRequest` or `ProbeEndedPullRequest`)."""
+def snapshot(node: Mapping[str, Any], *, threads: Sequence[ThreadNote],
+             checks_truncated: bool = False, repository: str = "",
+             steer: Steer | None = None) -> PullRequestSnapshot:
+    """Evidence from one PR node (`ProbePullRequest` or `ProbeEndedPullRequest`) and its
+    unresolved threads; `steer(repository, login)` says why an author is ignored (None:
+    they steer; without it everyone does). Ignored threads are neither counted nor
+    quoted, ignored reviews neither decide nor are quoted: `pr.raw` names their authors."""
+    steer = steer or (lambda _repository, _login: None)
+    kept_threads: list[ThreadNote] = []
+    ignored: list[str] = []
+    for thread in threads:
+        reason = steer(repository, thread.author)
+        if reason is None:
+            kept_threads.append(thread)
+        else:
+            ignored.append(f"thread by @{thread.author or 'ghost'} ({reason})")
     state = node.get("state")
     merged = state == "MERGED" or bool(node.get("merged"))
     closed = not merged and (state == "CLOSED" or bool(node.get("closed")))
     commits = (node.get("commits") or {}).get("nodes") or []
     commit = (commits[-1] or {}).get("commit") or {} if commits else {}
     checks, failing, pending, own = _checks(commit.get("statusCheckRollup"))
-    reviews = [
-        ReviewNote(author=str((r.get("author") or {}).get("login") or ""),
-                   state=str(r.get("state") or ""), body=str(r.get("body") or ""),
-                   id=str(r.get("id") or ""))
-        for r in ((node.get("latestOpinionatedReviews") or {}).get("nodes") or []) if r
-    ]
+    reviews, dropped, why = _reviews(node, repository, steer)
     mergeable_raw = node.get("mergeable")
     mergeable: Mergeable = (mergeable_raw if mergeable_raw in ("MERGEABLE", "CONFLICTING")
                             else "UNKNOWN")
@@ -323,7 +380,7 @@ def snapshot(node: Mapping[str, Any], *, unresolved: int, threads: Sequence[Thre
                     f"{node.get('mergeStateStatus') or 'DIRTY'}): merge or rebase {base}"
                     " into the branch and resolve the conflicting files")
     evidence = PrEvidence(merged=merged, closed=closed, mergeable=mergeable, checks=checks,
-                          review=_review(node, reviews), draft=bool(node.get("isDraft")))
+                          review=_review(node, reviews, dropped), draft=bool(node.get("isDraft")))
     extra: dict[str, Any] = {}
     if node.get("mergeStateStatus"):
         extra["merge_state_status"] = node["mergeStateStatus"]
@@ -334,8 +391,10 @@ def snapshot(node: Mapping[str, Any], *, unresolved: int, threads: Sequence[Thre
     return PullRequestSnapshot(
         number=int(node.get("number") or 0), url=str(node.get("url") or ""),
         head_ref=head, head_sha=str(node.get("headRefOid") or commit.get("oid") or ""),
-        base_ref=base, evidence=evidence, unresolved_threads=unresolved,
+        base_ref=base, evidence=evidence, unresolved_threads=len(kept_threads),
         failing_checks=tuple(failing), reviews=tuple(reviews), conflict=conflict,
-        extra=extra, threads=tuple(threads[:THREAD_NOTES]),
-        checks_truncated=checks_truncated, thread_ids=tuple(t.id for t in threads if t.id),
+        extra=extra, threads=tuple(kept_threads[:THREAD_NOTES]),
+        checks_truncated=checks_truncated,
+        thread_ids=tuple(t.id for t in kept_threads if t.id),
+        ignored=ignored_notes(why + ignored),
     )

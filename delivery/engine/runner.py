@@ -64,6 +64,7 @@ from delivery.forges.select import (
     open_forge,
     require_settings,
 )
+from delivery.forges.steering import trust_workflow_bots, workflow_bots
 from delivery.git import cache_root
 from delivery.lang.diagnostics import Diagnostic, has_errors
 from delivery.lang.model import LLM_TYPES, NodeType, Workflow
@@ -158,6 +159,9 @@ class _Run:
         if self.forge is None and info.repos and workflow.nodes_of(*real):
             self._own_forge = info.forge or "local"
             require_settings(self._own_forge, world.environ)
+        # whose reviews, threads and labels steer the run besides writers (SPEC §14),
+        # read before the log locks the run (a bad list refuses it as it is)
+        self._trusted_bots = workflow_bots(workflow.attr("trusted_bots"))
         # locks the run against a second writer; cuts a torn last event (last: nothing
         # above may fail with the log held)
         store.open_log(self.redactor, _stamp(world.clock))
@@ -173,6 +177,7 @@ class _Run:
                 self._own_forge, checks=self.info.checks, environ=world.environ,
                 required_approvals=self.info.required_approvals, redactor=self.redactor,
                 pacer=pacer)
+        trust_workflow_bots(self.forge, self._trusted_bots)
         try:
             return self._execute(state)
         finally:

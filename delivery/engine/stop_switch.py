@@ -57,6 +57,7 @@ class StopSwitch:
         self.forge = forge
         self.targets = targets  # read at each boundary: the ticket is in the context
         self.event = event
+        self.reported: set[tuple[str, str, str]] = set()  # ignored labels already said
 
     @classmethod
     def for_run(cls, forge: object, repos: Mapping[str, str], branch: str, context: Context,
@@ -86,6 +87,13 @@ class StopSwitch:
             stop = self.forge.stop_label(self.targets())
         except DeliveryError as error:
             self.event("stop_switch_unread", node=node.id, problem=str(error))
+            return
+        if stop is not None and stop.ignored:
+            # set by someone who may not steer the run (SPEC §14): said once, not obeyed
+            if (stop.where, stop.by, stop.at) not in self.reported:
+                self.reported.add((stop.where, stop.by, stop.at))
+                self.event("stop_label_ignored", node=node.id, where=stop.where,
+                           by=stop.by, at=stop.at, why=stop.ignored)
             return
         if stop is not None:
             raise StopPause(node.id, stop)

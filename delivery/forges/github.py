@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import requests
@@ -31,7 +31,7 @@ from delivery.forges.base import GitRemote, MergeResult, PullRequestRef, ThreadR
 from delivery.forges.pacing import Pacer
 from delivery.forges.stop_label import Stop, StopTarget, first_stop, stop_query
 from probes.evidence import PrObservation, PrQuery
-from probes.github import GitHubPullRequestSource
+from probes.github import GitHubPullRequestSource, GitHubUnavailable
 from probes.github_client import DEFAULT_API_URL, GitHubClient, graphql_url_from_environment
 from probes.github_errors import (
     ConnectionFailed,
@@ -424,7 +424,20 @@ class GitHubForge:
         data = self._retry(operation, repository, read,
                            fix="check that the token may read the repositories' PRs "
                                "and issues")
-        return first_stop(targets, data.get("data") or {})
+        return first_stop(targets, data.get("data") or {}, self._steers)
+
+    # -- who steers (SPEC §14): the workflow's trusted bots, users with write permission --
+    def trust_bots(self, logins: Iterable[str]) -> None:
+        """The bot accounts (`name[bot]`) whose reviews, threads and labels count."""
+        self._probe.stewards.trust(logins)
+
+    def _steers(self, repository: str, login: str) -> str | None:
+        try:
+            return self._probe.why_ignored(repository, login)
+        except GitHubUnavailable as error:
+            raise ForgeError("github", repository, "read who set the stop label", str(error),
+                             "give the token push access to the repository") from None
+
     def graphql_read(self, operation: str, repository: str, query: str,
                      variables: Mapping[str, Any]) -> dict[str, Any]:
         """One read-only GraphQL request, retried as a read; its whole answer, `errors`

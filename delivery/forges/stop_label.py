@@ -6,25 +6,32 @@ branch, and the ticket issue when the ticket is a GitHub issue. Who set the labe
 from the timeline's latest `LabeledEvent` for it (GitHub's record, not text anyone can
 write), so the person named is the one GitHub says labelled it. Values travel as
 variables; the text is validated against GitHub's schema in the tests.
+
+Only people who may merge steer a run (SPEC §14): a label set by someone without write
+permission, by a bot the workflow does not trust, or by no one GitHub can name does not
+stop it — it is reported as ignored (`Stop.ignored`), once, and the run goes on.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from probes.github_query import split_repository
+from probes.steering import actor_login
 
 STOP_LABEL = "delivery:stop"
 LABELS_PAGE = 50
-EVENTS_PAGE = 20
+EVENTS_PAGE = 100  # labelings read back to find who set the stop label
 
 FRAGMENTS = f"""
 fragment StopLabels on Labelable {{ labels(first: {LABELS_PAGE}) {{ nodes {{ name }} }} }}
-fragment StopLabeled on LabeledEvent {{ createdAt actor {{ login }} label {{ name }} }}
+fragment StopLabeled on LabeledEvent {{
+  createdAt actor {{ __typename login }} label {{ name }}
+}}
 """
 _TIMELINE = (f"timelineItems(itemTypes: [LABELED_EVENT], last: {EVENTS_PAGE}) "
              "{ nodes { ...StopLabeled } }")
@@ -46,6 +53,8 @@ class Stop:
     by: str  # the login GitHub records as having set the label ("" when not known)
     at: str  # when (ISO 8601, from the timeline)
     url: str
+    # why the label does not stop the run ("" when it does): who set it may not steer
+    ignored: str = ""
 
 
 @runtime_checkable
@@ -97,8 +106,13 @@ def stop_query(targets: Sequence[StopTarget]) -> tuple[str, dict[str, Any]]:
     return text, variables
 
 
-def first_stop(targets: Sequence[StopTarget], data: Mapping[str, Any]) -> Stop | None:
-    """The first target (in order) carrying the label, from the query's `data`."""
+def first_stop(targets: Sequence[StopTarget], data: Mapping[str, Any],
+               steer: Callable[[str, str], str | None] | None = None) -> Stop | None:
+    """The first target (in order) carrying the label set by someone who steers, from the
+    query's `data`; `steer(repository, login)` says why a setter does not (None: they do;
+    without it everyone does). When every label found was set by someone who does not
+    steer, the first of them with `ignored` saying why; None when there is no label."""
+    ignored: Stop | None = None
     for i, target in enumerate(targets):
         repo = data.get(f"s{i}") or {}
         if target.issue:
@@ -115,8 +129,12 @@ def first_stop(targets: Sequence[StopTarget], data: Mapping[str, Any]) -> Stop |
         by, at = _labelled_by(node)
         where = (f"ticket {target.repository}#{node.get('number')}" if target.issue
                  else f"{target.where} #{node.get('number')}")
-        return Stop(where, by, at, str(node.get("url") or ""))
-    return None
+        reason = steer(target.repository, by) if steer is not None else None
+        stop = Stop(where, by, at, str(node.get("url") or ""), ignored=reason or "")
+        if reason is None:
+            return stop
+        ignored = ignored or stop
+    return ignored
 
 
 def _labelled_by(node: Mapping[str, Any]) -> tuple[str, str]:
@@ -124,6 +142,5 @@ def _labelled_by(node: Mapping[str, Any]) -> tuple[str, str]:
     for event in reversed(events):
         if isinstance(event, Mapping) and \
                 (event.get("label") or {}).get("name") == STOP_LABEL:
-            return str((event.get("actor") or {}).get("login") or ""), \
-                str(event.get("createdAt") or "")
+            return actor_login(event.get("actor")), str(event.get("createdAt") or "")
     return "", ""

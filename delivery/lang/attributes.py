@@ -60,6 +60,8 @@ GRAPH = frozenset({
     "budget_tokens", "budget_usd",
     # `preflight=false`: no check of the token's permissions before the first write
     "preflight",
+    # bot accounts whose reviews, threads and labels steer a run (SPEC §14)
+    "trusted_bots",
 })
 NODE = frozenset({
     "label", "shape", "type", "prompt", "llm_prompt", "outputs", "facts", "max_retries",

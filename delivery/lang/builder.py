@@ -66,6 +66,7 @@ from delivery.lang.syntax import (
     SubgraphStmt,
 )
 from delivery.lang.template_reads import is_jinja
+from probes.steering import trusted_bots
 
 
 @dataclass
@@ -339,6 +340,14 @@ class _Builder(AttributeReader):
         usd = attrs.get("budget_usd")
         if usd is not None:
             workflow.budget_usd = self.money_value(usd)
+        bots = attrs.get("trusted_bots")
+        if bots is not None:
+            try:
+                trusted_bots(bots.text)
+            except ValueError as error:
+                self.value_error(bots, f"trusted_bots: {error}", 'name bot accounts by '
+                                 'login, separated by commas: trusted_bots="renovate[bot],'
+                                 'dependabot[bot]"')
         fidelity = attrs.get("default_fidelity")
         if fidelity is not None and fidelity.text not in FIDELITIES:
             self.value_error(fidelity, f"unknown fidelity '{fidelity.text}'",

@@ -287,6 +287,7 @@ def test_a_persons_comment_holding_the_marker_is_never_edited(forge: GitHubForge
 
 def test_permission_and_branch_deletion(forge: GitHubForge, fake: FakeGitHub) -> None:
     fake.repository("octo/web").collaborators["alice"] = "write"
+    fake.repository("octo/web").default_permission = "none"  # a private repository
     assert forge.permission("octo/web", "alice") == "write"
     assert forge.permission("octo/web", "mallory") == "none"
     assert forge.delete_branch("octo/web", BRANCH) is True

@@ -233,10 +233,12 @@ def test_unresolved_threads_are_counted_across_all_pages(fake: FakeGitHub,
     unresolved = [t for t in fake.pull("octo/web", busy).threads if not t.resolved]
     assert web.thread_ids == tuple(fake.thread_node_id(t) for t in unresolved)
     assert len(web.raw()["threads"]) < len(web.thread_ids) == 200
-    # One probe request, then two follow-ups for the one PR with more pages (250 = 3 pages).
-    assert fake.count("POST", "/api/graphql") == 3
+    # One probe request, then two follow-ups for the one PR with more pages (250 = 3 pages),
+    # and one look-up of whether the threads' author (not seen before) may write.
+    assert fake.count("POST", "/api/graphql") == 4
     follow_ups = [json.loads(r.body)["query"] for r in fake.requests[1:]]
-    assert all("t0:" in q and "t1:" not in q for q in follow_ups)
+    pages = [q for q in follow_ups if "query Threads" in q]
+    assert len(pages) == 2 and all("t0:" in q and "t1:" not in q for q in pages)
 
 
 # -- the race ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from graphql import (
 
 from delivery.testing.github import gitops
 from delivery.testing.github.state import (
+    BOT_SUFFIX,
     CheckRun,
     Issue,
     Pull,
@@ -132,6 +133,18 @@ _node_id = node_id  # the resolvers' spelling
 
 def _actor(login: str) -> dict[str, Any]:
     return {"__typename": "User", "login": login, "url": f"https://github.invalid/{login}"}
+
+
+def _author(login: str) -> dict[str, Any] | None:
+    """The author of a review, comment or labeling as GitHub's GraphQL answers it: an
+    App's `name[bot]` account is a `Bot` whose login has no suffix; a deleted account is
+    null."""
+    if not login:
+        return None
+    if login.endswith(BOT_SUFFIX):
+        name = login.removesuffix(BOT_SUFFIX)
+        return {"__typename": "Bot", "login": name, "url": f"https://github.invalid/apps/{name}"}
+    return _actor(login)
 
 
 class Resolvers:
@@ -245,6 +258,27 @@ class Resolvers:
                                f"number of {number}.")
             return self.issue_obj(repo, found)
 
+        def collaborators(info: Any, login: str | None = None, query: str | None = None,
+                          affiliation: str | None = None, **page: Any) -> dict[str, Any]:
+            """People with access: those listed, and (with `login`) anyone the default
+            gives write access; bots are never collaborators. As GitHub: only a token
+            that may push reads them."""
+            if repo.token_permission not in ("admin", "maintain", "write"):
+                raise GraphQLError("Must have push access to view repository collaborators.")
+            people = dict(repo.collaborators)
+            if login is not None and login not in people and \
+                    self.state.is_writer(repo, login):
+                people[login] = repo.default_permission
+            chosen = [(name, level) for name, level in people.items()
+                      if not name.endswith(BOT_SUFFIX) and level != "none"
+                      and (login is None or name.lower() == login.lower())
+                      and (query is None or query.lower() in name.lower())]
+            answer = connection(info, chosen, lambda item: _actor(item[0]), **page)
+            levels = dict(chosen)
+            answer["edges"] = [{**edge, "permission": levels[edge["node"]["login"]].upper()}
+                               for edge in answer["edges"]]
+            return answer
+
         return {
             "__typename": "Repository",
             "id": _node_id("Repository", repo.id),
@@ -265,6 +299,7 @@ class Resolvers:
             "pullRequest": pull_request,
             "pullRequests": pull_requests,
             "issue": issue,
+            "collaborators": collaborators,
         }
 
     def pr_obj(self, repo: Repository, pr: Pull) -> dict[str, Any]:
@@ -331,7 +366,8 @@ class Resolvers:
                 info, list({r.author: r for r in pr.reviews}.values()), self.review_obj,
                 **page),
             "latestOpinionatedReviews": lambda info, writersOnly=False, **page: connection(
-                info, state.latest_opinions(pr), self.review_obj, **page),
+                info, state.writers_opinions(repo, pr) if writersOnly
+                else state.latest_opinions(pr), self.review_obj, **page),
             "reviewThreads": lambda info, **page: connection(
                 info, pr.threads, lambda t: self.thread_obj(t, repo, pr), **page),
             "repository": lambda info: self.repo_obj(repo),
@@ -359,7 +395,7 @@ class Resolvers:
                       if not itemTypes or wanted[e.kind] in itemTypes]
             return connection(info, chosen, lambda e: {
                 "__typename": e.kind, "id": _node_id(e.kind, repo.id, number, e.created_at),
-                "actor": _actor(e.actor), "createdAt": e.created_at,
+                "actor": _author(e.actor), "createdAt": e.created_at,
                 "label": {"__typename": "Label", "name": e.label}}, **page)
 
         return {"labels": labels, "timelineItems": timeline}
@@ -394,7 +430,7 @@ class Resolvers:
             "__typename": "PullRequestReview",
             "id": _node_id("PullRequestReview", review.id),
             "databaseId": review.id,
-            "author": _actor(review.author),
+            "author": _author(review.author),
             "state": review.state,
             "body": review.body,
             "submittedAt": review.submitted_at,
@@ -419,7 +455,7 @@ class Resolvers:
     def comment_obj(self, comment: ThreadComment, thread: ReviewThread) -> dict[str, Any]:
         return {"__typename": "PullRequestReviewComment",
                 "id": _node_id("PullRequestReviewComment", comment.id),
-                "databaseId": comment.id, "author": _actor(comment.author),
+                "databaseId": comment.id, "author": _author(comment.author),
                 "viewerDidAuthor": comment.author == self.login,
                 "body": comment.body, "path": thread.path}
 

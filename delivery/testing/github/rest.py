@@ -11,6 +11,7 @@ from urllib.parse import parse_qs
 
 from delivery.testing.github import gitops
 from delivery.testing.github.state import (
+    BOT_SUFFIX,
     ActionsRun,
     IssueComment,
     MergeRefused,
@@ -73,7 +74,8 @@ class Rest:
 
     # -- JSON shapes --------------------------------------------------------------------
     def user(self, login: str) -> dict[str, Any]:
-        return {"login": login, "id": abs(hash(login)) % 10**6, "type": "User",
+        kind = "Bot" if login.endswith(BOT_SUFFIX) else "User"
+        return {"login": login, "id": abs(hash(login)) % 10**6, "type": kind,
                 "url": f"{self.api_url}/users/{login}",
                 "html_url": f"{self.state.base_url}/{login}"}
 
@@ -163,7 +165,7 @@ def get_user(rest: Rest, **_: Any) -> Answer:
 
 @route("GET", REPO + r"/collaborators/(?P<user>[^/]+)/permission")
 def permission(rest: Rest, repo: Repository, user: str, **_: Any) -> Answer:
-    level = repo.collaborators.get(user, "none")
+    level = rest.state.permission(repo, user)
     return 200, {}, {"permission": level, "role_name": level, "user": rest.user(user)}
 
 

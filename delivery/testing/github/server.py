@@ -118,14 +118,27 @@ class FakeGitHub:
     def create_repo(self, full_name: str, *, files: dict[str, str] | None = None,
                     default_branch: str = "main", check_rules: tuple[CheckRule, ...] = (),
                     required_approvals: int = 0, require_checks: bool = False,
-                    collaborators: dict[str, str] | None = None) -> Repository:
+                    collaborators: dict[str, str] | None = None,
+                    default_permission: str = "write") -> Repository:
+        """`collaborators`: people's permissions by login; anyone else has
+        `default_permission` (`read`: a public repository, where strangers may review and
+        comment; the fake's default lets every person a test names steer)."""
+        _check_permission(default_permission, "none")
         with self.state.lock:
             repo = self.state.add_repo(full_name, default_branch=default_branch, files=files)
             repo.check_rules = list(check_rules)
             repo.required_approvals = required_approvals
             repo.require_checks = require_checks
             repo.collaborators = dict(collaborators or {})
+            repo.default_permission = default_permission
             return repo
+
+    def set_permission(self, full_name: str, login: str, permission: str) -> None:
+        """`login`'s permission on the repository (`read`: a stranger; `name[bot]`: an
+        App's bot account, which has none unless given one)."""
+        _check_permission(permission, "none")
+        with self.state.lock:
+            self.repository(full_name).collaborators[login] = permission
 
     def repository(self, full_name: str) -> Repository:
         repo = self.state.repo(full_name)
@@ -296,8 +309,7 @@ class FakeGitHub:
     def set_token_permission(self, full_name: str, permission: str) -> None:
         """What the token may do on the repository: `admin`, `maintain`, `write`,
         `triage` or `read` (below `write`: pushes and REST writes answer 403)."""
-        if permission not in ("admin", "maintain", "write", "triage", "read"):
-            raise ValueError(f"no such permission: {permission}")
+        _check_permission(permission)
         with self.state.lock:
             self.repository(full_name).token_permission = permission
 
@@ -398,6 +410,11 @@ class FakeGitHub:
                 return False
             return password in accepted
         return False
+
+
+def _check_permission(permission: str, *also: str) -> None:
+    if permission not in ("admin", "maintain", "write", "triage", "read", *also):
+        raise ValueError(f"no such permission: {permission}")
 
 
 @contextmanager

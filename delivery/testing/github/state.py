@@ -21,6 +21,8 @@ from delivery.testing.github import gitops
 
 FAILING_CONCLUSIONS = frozenset(
     {"FAILURE", "TIMED_OUT", "CANCELLED", "ACTION_REQUIRED", "STARTUP_FAILURE"})
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+BOT_SUFFIX = "[bot]"  # an App's account: GraphQL answers it as a `Bot` without the suffix
 
 
 class Tree:
@@ -170,7 +172,12 @@ class Repository:
     required_contexts: list[str] = field(default_factory=list)
     hold_checks: bool = False  # check runs stay IN_PROGRESS until released
     mergeability_delay: int = 0  # reads answering UNKNOWN after each head/base change
+    # people's permissions here (admin, maintain, write, triage, read, none), by login;
+    # anyone not listed has `default_permission`: the fake's people are maintainers unless
+    # a test says otherwise (`default_permission="read"`: a public repository, where
+    # anyone may review but their opinion does not count)
     collaborators: dict[str, str] = field(default_factory=dict)
+    default_permission: str = "write"
     # what the fake's token may do here (GitHub's viewerPermission, lower case): below
     # `write` its pushes and REST writes are refused with 403, as GitHub refuses them
     token_permission: str = "admin"
@@ -362,6 +369,21 @@ class State:
         return None
 
     @staticmethod
+    def permission(repo: Repository, login: str) -> str:
+        """`login`'s permission on `repo`, lower case (`none` for a deleted account)."""
+        if not login:
+            return "none"
+        return repo.collaborators.get(login, repo.default_permission)
+
+    def is_writer(self, repo: Repository, login: str) -> bool:
+        return self.permission(repo, login) in WRITE_PERMISSIONS
+
+    def writers_opinions(self, repo: Repository, pr: Pull) -> list[Review]:
+        """The latest opinions of reviewers with write access: the only ones GitHub's
+        review decision counts (and `latestOpinionatedReviews(writersOnly: true)`)."""
+        return [r for r in self.latest_opinions(pr) if self.is_writer(repo, r.author)]
+
+    @staticmethod
     def latest_opinions(pr: Pull) -> list[Review]:
         latest: dict[str, Review] = {}
         for review in pr.reviews:
@@ -372,7 +394,7 @@ class State:
     def review_decision(self, repo: Repository, pr: Pull) -> str | None:
         if repo.required_approvals <= 0:
             return None  # GitHub answers null when the base branch requires no review
-        opinions = self.latest_opinions(pr)
+        opinions = self.writers_opinions(repo, pr)
         if any(r.state == "CHANGES_REQUESTED" for r in opinions):
             return "CHANGES_REQUESTED"
         approvals = sum(r.state == "APPROVED" for r in opinions)
