@@ -157,12 +157,13 @@ def test_a_run_on_a_repository_it_cannot_push_is_refused_before_anything_is_writ
 def test_preflight_false_on_the_graph_skips_the_check(github: FakeGitHub,
                                                       tmp_path: Path) -> None:
     from delivery.engine.preflight_gate import wanted
+    from delivery.engine.run_setup import FolderSetup
     from delivery.validation.loader import load_workflow
 
     flow = tmp_path / "flow.dot"
     flow.write_text(TWO_REPO_FLOW.replace('folders="web,api"', 'folders="web,api", '
                                           'preflight=false'))
-    setup = {"repos": {"web": "octo/web"}}
+    setup = FolderSetup(forge="github", repos={"web": "octo/web"}, folders={}, checks={})
     assert wanted(load_workflow(flow), setup, None) is False
     flow.write_text(TWO_REPO_FLOW)
     assert wanted(load_workflow(flow), setup, None) is True
