@@ -1,6 +1,6 @@
 """Preflight before a run's first write (SPEC §7.1 `delivery preflight`).
 
-`start_run` calls `refuse_blocked_run` after the run's settings are checked and before
+A start calls `refuse_before_start` after the run's settings are checked and before
 anything is written — no run directory, no state ref, no push, no PR: a token that cannot
 push a folder, a merge method a repository does not allow, a state repository refusing
 `refs/delivery/*` refuse the run (exit 2) with one line per problem. It runs whenever the
@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from delivery.engine.run_setup import FolderSetup
-from delivery.errors import ForgeError, RunRefused
+from delivery.engine.world import World
+from delivery.errors import DeliveryError, ForgeError, RunRefused
 from delivery.forges import preflight as pf
 from delivery.forges.base import Forge
+from delivery.forges.select import open_forge
 from delivery.lang.model import NodeType, Workflow
 from delivery.store.base import RemoteTarget
 
@@ -72,3 +74,25 @@ def refuse_blocked_run(report: pf.PreflightReport) -> None:
     more = f" (and {len(rest)} more: {'; '.join(p.line() for p in rest)})" if rest else ""
     raise RunRefused("preflight", f"{first.folder}: {first.field}: {first.problem}{more}",
                      first.fix + "; `delivery preflight` shows everything it checked")
+
+
+def refuse_before_start(workflow: Workflow, setup: FolderSetup, world: World) -> None:
+    """What the token may do where, checked before the first write (SPEC §7.1): RunRefused
+    for a blocked run, or for a forge whose answers could not be read."""
+    forge = world.forge or open_forge(setup.forge or "local", checks=setup.checks,
+                                      environ=world.environ,
+                                      required_approvals=setup.required_approvals)
+    try:
+        report = preflight(forge, setup.repos, merge_method=merge_method(workflow),
+                           state=world.stores.remote_target(), environ=world.environ,
+                           checks=setup.checks, required_approvals=setup.required_approvals)
+    except RunRefused:
+        raise
+    except DeliveryError as err:  # GitHub unreachable, the token refused: nothing written
+        raise RunRefused("preflight", f"the token's permissions could not be read: {err}",
+                         "check GITHUB_TOKEN and the repositories, or set preflight=false "
+                         "on the graph to skip the check") from None
+    finally:
+        if world.forge is None and hasattr(forge, "close"):
+            forge.close()
+    refuse_blocked_run(report)
