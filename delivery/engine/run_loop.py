@@ -5,7 +5,8 @@ attempts, the agent's state) are handed to the run store as one record, durable 
 the next stage starts (`delivery.store`). Resuming re-runs the stage that was interrupted,
 so stages must be idempotent. A parallel section runs as one unit: its branches work on
 forked contexts in threads and are not saved on their own; an interrupted section runs
-again from its fork. Every time the engine reads comes from the injected clock.
+again from its fork (`delivery.engine.fan_out`). Every time the engine reads comes from
+the injected clock.
 """
 
 from __future__ import annotations
@@ -15,18 +16,9 @@ import json
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any, cast
-
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_result,
-    stop_after_attempt,
-    wait_exponential,
-)
 
 from delivery.agents.base import AgentBackend, IncrementalState
 from delivery.engine.agent_runtime import ENTRY_EDGE, edge_matters
@@ -34,12 +26,14 @@ from delivery.engine.budget import CONTEXT_KEY as BUDGET_KEY
 from delivery.engine.budget import Budget
 from delivery.engine.context import Context
 from delivery.engine.failures import failure_class, failure_signature
+from delivery.engine.fan_out import run_section
 from delivery.engine.handlers.base import (
     Clock,
     Handler,
     StageEnv,
     StageResult,
 )
+from delivery.engine.retries import with_retries
 from delivery.engine.routing import facts_read, route_rule, select_edge
 from delivery.engine.stop_switch import StopSwitch
 from delivery.errors import (
@@ -51,8 +45,14 @@ from delivery.errors import (
     RunStoreError,
 )
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
-from delivery.lang.outcomes import GATE_UNMET, NOT_SUCCEEDED, RETRIED, StageOutcome, outcome_of
-from delivery.lang.topology import ParallelSection, parallel_sections
+from delivery.lang.outcomes import (
+    GATE_UNMET,
+    NOT_SUCCEEDED,
+    Outcome,
+    StageOutcome,
+    outcome_of,
+)
+from delivery.lang.topology import parallel_sections
 from delivery.store.base import RunStore
 from delivery.store.records import RunState as RunState
 from delivery.store.records import RunStatus
@@ -215,79 +215,99 @@ class Engine:
     # -- the walk ---------------------------------------------------------------------
     def _walk(self, current: str, context: Context, *, stop_at: frozenset[str], path: list[str],
               main: bool, cancel: threading.Event | None = None) -> _Walk:
-        state = self._state()
-        workflow = self.workflow
+        """Run stages from `current` on until the walk ends; the main walk saves each."""
         while True:
-            if current in stop_at:
-                return _Walk(_End.STOP, current)
-            if cancel is not None and cancel.is_set():
-                return _Walk(_End.CANCELLED, current)
-            with self._lock:
-                state.steps += 1
-                steps = state.steps
-            if steps > self.options.max_steps:
-                return _Walk(_End.FAILED, current, f"the run exceeded {self.options.max_steps} "
-                             "steps; a loop does not end")
-            node = workflow.nodes[current]
-            cap = self.options.max_agent_runs
-            if cap and node.type in LLM_TYPES and state.attempts.get(current, 0) >= cap:
-                return _Walk(_End.FAILED, current, f"agent stage '{current}' already ran {cap} "
-                             "times, the cap on repair iterations; a person should look at "
-                             "it (raise max-repairs to allow more)")
-            if main:
-                self._path_length_before_step = len(path)
-                state.next_node = current
-            if main and self.stop_switch is not None:
-                self.stop_switch.check(node)  # a person's stop label: pause before it
-            if self.budget is not None and node.type in LLM_TYPES:
-                # before the stage, never inside it: a pause here re-runs nothing
-                self.budget.check(current, state.usage.get("total_tokens", 0))
-            path.append(current)
-            if node.type is NodeType.EXIT:
-                context.set("current_node", current)
-                retry = self._unmet_goal_gate(context)
-                if retry is None:
-                    return _Walk(_End.EXIT, current)
-                if isinstance(retry, _Walk):
-                    return retry
-                current = retry
-                if main:
-                    self._save_next(context, current)
-                continue
-            if node.type is NodeType.PARALLEL:
-                result, joined = self._run_parallel(node, context, path)
-                if workflow.nodes[joined].type is not NodeType.FAN_IN:
-                    # no fan-in (Attractor): the join's result is the parallel node's, and
-                    # the node where the branches meet (or their exit) runs next — unless
-                    # every branch failed: then the parallel node's retry target, or the end
-                    self._apply(node, result, context)
-                    current = joined
-                    if result.outcome == StageOutcome.FAILED and workflow.nodes[joined].type \
-                            is not NodeType.EXIT:
-                        target = self._retry_target(node)
-                        if target is None:
-                            return _Walk(_End.FAILED, node.id, result.failure_reason)
-                        self._event("failure_jump", source=node.id, target=target)
-                        current = target
-                    if main:
-                        self._save_next(context, current)
-                    continue
-                node = workflow.nodes[joined]
-                self._apply(node, result, context)
-            else:
-                result = self._run_stage(node, context)
-                self._apply(node, result, context)
-            nxt = self._route(node, context, result.suggested_next_ids)
-            if isinstance(nxt, _Walk):
-                return nxt
-            current = nxt
-            if main and result.pause_after:
-                # saved once, as paused, by run(): a crash before it re-runs the wait
-                return _Walk(_End.PAUSE, current, node.id)
-            if result.pause_after:  # a branch cannot pause alone: it waits as usual
-                self.env.clock.sleep(result.pause_seconds)
+            end = self._end_before(current, stop_at=stop_at, cancel=cancel)
+            if end is not None:
+                return end
+            node = self.workflow.nodes[current]
+            self._enter(node, path, main=main)
+            step = self._step(node, context, path, main=main)
+            if isinstance(step, _Walk):
+                return step
+            current = step
             if main:
                 self._save_next(context, current)
+
+    def _end_before(self, current: str, *, stop_at: frozenset[str],
+                    cancel: threading.Event | None) -> _Walk | None:
+        """How the walk ends before `current` (its stop, a cancel, a cap), or None: run it."""
+        state = self._state()
+        if current in stop_at:
+            return _Walk(_End.STOP, current)
+        if cancel is not None and cancel.is_set():
+            return _Walk(_End.CANCELLED, current)
+        with self._lock:
+            state.steps += 1
+            steps = state.steps
+        if steps > self.options.max_steps:
+            return _Walk(_End.FAILED, current, f"the run exceeded {self.options.max_steps} "
+                         "steps; a loop does not end")
+        cap = self.options.max_agent_runs
+        if cap and self.workflow.nodes[current].type in LLM_TYPES \
+                and state.attempts.get(current, 0) >= cap:
+            return _Walk(_End.FAILED, current, f"agent stage '{current}' already ran {cap} "
+                         "times, the cap on repair iterations; a person should look at "
+                         "it (raise max-repairs to allow more)")
+        return None
+
+    def _enter(self, node: Node, path: list[str], *, main: bool) -> None:
+        """Make `node` the stage running: a person's stop label and the budget are checked
+        before it (PauseRequested), then it goes on the path."""
+        state = self._state()
+        if main:
+            self._path_length_before_step = len(path)
+            state.next_node = node.id
+        if main and self.stop_switch is not None:
+            self.stop_switch.check(node)  # a person's stop label: pause before it
+        if self.budget is not None and node.type in LLM_TYPES:
+            # before the stage, never inside it: a pause here re-runs nothing
+            self.budget.check(node.id, state.usage.get("total_tokens", 0))
+        path.append(node.id)
+
+    def _step(self, node: Node, context: Context, path: list[str], *,
+              main: bool) -> str | _Walk:
+        """Run `node` and apply its result: the node to go on at, or how the walk ended."""
+        if node.type is NodeType.EXIT:
+            context.set("current_node", node.id)
+            retry = self._unmet_goal_gate(context)
+            return _Walk(_End.EXIT, node.id) if retry is None else retry
+        if node.type is NodeType.PARALLEL:
+            result, joined = self._run_parallel(node, context, path)
+            if self.workflow.nodes[joined].type is not NodeType.FAN_IN:
+                return self._after_unjoined(node, result, joined, context)
+            node = self.workflow.nodes[joined]
+        else:
+            result = self._run_stage(node, context)
+        self._apply(node, result, context)
+        return self._next_after(node, result, context, main=main)
+
+    def _after_unjoined(self, node: Node, result: StageResult, joined: str,
+                        context: Context) -> str | _Walk:
+        """After a parallel section without a fan-in (Attractor): the join's result is the
+        parallel node's, and the node where the branches meet (or their exit) runs next —
+        unless every branch failed: then the parallel node's retry target, or the end."""
+        self._apply(node, result, context)
+        if result.outcome != StageOutcome.FAILED \
+                or self.workflow.nodes[joined].type is NodeType.EXIT:
+            return joined
+        target = self._retry_target(node)
+        if target is None:
+            return _Walk(_End.FAILED, node.id, result.failure_reason)
+        self._event("failure_jump", source=node.id, target=target)
+        return target
+
+    def _next_after(self, node: Node, result: StageResult, context: Context, *,
+                    main: bool) -> str | _Walk:
+        """Route on from `node`; a wait in event mode pauses the main walk after it."""
+        nxt = self._route(node, context, result.suggested_next_ids)
+        if isinstance(nxt, _Walk) or not result.pause_after:
+            return nxt
+        if main:
+            # saved once, as paused, by run(): a crash before it re-runs the wait
+            return _Walk(_End.PAUSE, nxt, node.id)
+        self.env.clock.sleep(result.pause_seconds)  # a branch cannot pause alone: it waits
+        return nxt
 
     def _state(self) -> RunState:
         assert self.state is not None  # set by run()
@@ -343,29 +363,16 @@ class Engine:
     def _run_stage(self, node: Node, context: Context) -> StageResult:
         """Run a stage, re-running a failure up to max_retries times with exponential backoff."""
 
-        def before_sleep(retry_state: RetryCallState) -> None:
-            failed = _last_result(retry_state)
-            delay = retry_state.upcoming_sleep
-            self._event("stage_retry", node=node.id, attempt=retry_state.attempt_number,
-                        delay=delay, failure_reason=failed.failure_reason)
-            self.progress.stage_retry(node, retry_state.attempt_number, delay)
+        def on_retry(attempt: int, delay: float, failed: StageResult) -> None:
+            self._event("stage_retry", node=node.id, attempt=attempt, delay=delay,
+                        failure_reason=failed.failure_reason)
+            self.progress.stage_retry(node, attempt, delay)
 
-        retries = self._max_retries(node)
-        if retries == 0:  # the common case; tenacity's machinery costs a tenth of a stage
-            return _retries_spent(node, 0, self._attempt(node, self._next_attempt(node.id),
-                                                         context))
-        retrying = Retrying(
-            stop=stop_after_attempt(retries + 1),
-            wait=wait_exponential(multiplier=self.options.backoff_initial,
-                                  max=self.options.backoff_max),
-            retry=retry_if_result(lambda result: result.outcome in RETRIED),
-            retry_error_callback=_last_result,
-            before_sleep=before_sleep,
-            sleep=self.env.clock.sleep,
-        )
-        result: StageResult = retrying(lambda: self._attempt(node, self._next_attempt(node.id),
-                                                             context))
-        return _retries_spent(node, retries, result)
+        return with_retries(node, self._max_retries(node),
+                            lambda: self._attempt(node, self._next_attempt(node.id), context),
+                            backoff_initial=self.options.backoff_initial,
+                            backoff_max=self.options.backoff_max, sleep=self.env.clock.sleep,
+                            on_retry=on_retry)
 
     def _attempt(self, node: Node, attempt: int, context: Context) -> StageResult:
         assert node.type is not None
@@ -523,98 +530,28 @@ class Engine:
     # -- parallel ---------------------------------------------------------------------
     def _run_parallel(self, node: Node, context: Context,
                       path: list[str]) -> tuple[StageResult, str]:
-        """Run every branch up to the join (the fan-in, or with none the exit the branches
-        end at, as Attractor's handler runs each branch to a fan-in or exit boundary);
-        returns the join's result and where the run goes on."""
-        section: ParallelSection = self.sections[node.id]
-        end_node = section.end
-        assert end_node is not None  # the validator refuses a section that never joins
-        stop = frozenset({end_node}) if section.fan_in is not None else frozenset(
-            n.id for n in self.workflow.nodes_of(NodeType.EXIT))
-        joined = self.workflow.nodes[end_node]
-        attempt = self._next_attempt(node.id)
-        self._event("stage_started", node=node.id, node_type="parallel", attempt=attempt)
-        context.set("current_node", node.id)
-        base = context.snapshot()
-        edges = self.workflow.outgoing[node.id]
-        policy = node.join_policy
-        if "join_policy" not in node.attrs and "join" not in node.attrs:
-            policy = joined.join_policy  # also accepted on the fan-in
-        cancel = threading.Event()
+        """The section `node` opens, run as one unit (`delivery.engine.fan_out`): the join's
+        result and where the run goes on."""
+        return run_section(node, context, path, workflow=self.workflow,
+                           section=self.sections[node.id],
+                           attempt=self._next_attempt(node.id), walk=self._walk_branch,
+                           event=self._event)
 
-        def run_branch(index: int) -> tuple[dict[str, Any], list[str]]:
-            branch_context = context.fork()
-            branch_path: list[str] = []
-            head = edges[index].target
-            try:
-                end = self._walk(head, branch_context, stop_at=stop, path=branch_path,
-                                 main=False, cancel=cancel)
-            except RunStateChanged:
-                cancel.set()  # the other branches start no further stage
-                raise
-            if end.kind is _End.STOP:
-                outcome = outcome_of(str(branch_context.get("outcome")
-                                         or StageOutcome.SUCCEEDED))
-                reason = str(branch_context.get("failure_reason") or "")
-            elif end.kind is _End.CANCELLED:
-                outcome, reason = StageOutcome.SKIPPED, "cancelled: another branch succeeded first"
-            elif end.kind is _End.FAILED:
-                outcome, reason = StageOutcome.FAILED, end.failure_reason
-            else:
-                outcome = StageOutcome.FAILED
-                reason = f"branch reached exit '{end.node}' before the join"
-            if outcome not in NOT_SUCCEEDED:
-                reason = ""
-            if policy == "first_success" and outcome not in NOT_SUCCEEDED:
-                cancel.set()
-            # values, not artifact pointers: the results list is offloaded as a whole if large
-            written = {key: branch_context.get(key) for key in branch_context.changes_since(base)}
-            entry = {"node": head, "outcome": str(outcome), "failure_reason": reason,
-                     "context": written}
-            return entry, branch_path
-
-        with ThreadPoolExecutor(max_workers=node.max_parallel,
-                                thread_name_prefix="branch") as pool:
-            finished = list(pool.map(run_branch, range(len(edges))))
-        results = [entry for entry, _ in finished]
-        for _, branch_path in finished:
-            path.extend(node_id for node_id in branch_path if node_id not in stop)
-        if joined.type is NodeType.FAN_IN:  # another join runs as the next stage
-            path.append(end_node)
-        failed = [r for r in results if r["outcome"] == StageOutcome.FAILED]
-        succeeded = [r for r in results if r["outcome"] not in NOT_SUCCEEDED]
-        if policy == "first_success":
-            outcome = StageOutcome.SUCCEEDED if succeeded else StageOutcome.FAILED
-        else:  # wait_all (SPEC §8): partial success when some branches failed
-            outcome = (StageOutcome.SUCCEEDED if not failed else StageOutcome.FAILED
-                       if not succeeded else StageOutcome.PARTIAL_SUCCESS)
-        context.set("parallel.results", results)
-        self._event("stage_finished", node=node.id, attempt=attempt, outcome=str(outcome),
-                    branches=len(results), failed=len(failed))
-        if outcome != StageOutcome.FAILED:
-            return StageResult(outcome), end_node
-        failures = "; ".join(f"{r['node']}: {r['failure_reason']}" for r in failed)
-        return StageResult.fail(f"join_policy={policy}: every branch failed — {failures}"), \
-            end_node
-
-
-def _retries_spent(node: Node, retries: int, result: StageResult) -> StageResult:
-    """A stage still asking to be retried when its retries are spent (Attractor §3.5):
-    partial success with `allow_partial=true`, otherwise a failure."""
-    if result.outcome != StageOutcome.RETRY:
-        return result
-    if node.allow_partial:
-        result.outcome, result.failure_reason = StageOutcome.PARTIAL_SUCCESS, ""
-        return result
-    reason = result.failure_reason or "the stage asked to be retried"
-    return StageResult.fail(f"{reason}; max retries ({retries}) exceeded")
-
-
-def _last_result(retry_state: RetryCallState) -> StageResult:
-    """The StageResult of the attempt tenacity just finished (attempts never raise)."""
-    assert retry_state.outcome is not None
-    result: StageResult = retry_state.outcome.result()
-    return result
+    def _walk_branch(self, head: str, context: Context, stop_at: frozenset[str],
+                     path: list[str], cancel: threading.Event) -> tuple[Outcome, str]:
+        """Walk one parallel branch to the join: its outcome and failure reason."""
+        end = self._walk(head, context, stop_at=stop_at, path=path, main=False, cancel=cancel)
+        if end.kind is _End.STOP:
+            outcome = outcome_of(str(context.get("outcome") or StageOutcome.SUCCEEDED))
+            reason = str(context.get("failure_reason") or "")
+        elif end.kind is _End.CANCELLED:
+            outcome, reason = StageOutcome.SKIPPED, "cancelled: another branch succeeded first"
+        elif end.kind is _End.FAILED:
+            outcome, reason = StageOutcome.FAILED, end.failure_reason
+        else:
+            outcome = StageOutcome.FAILED
+            reason = f"branch reached exit '{end.node}' before the join"
+        return outcome, "" if outcome not in NOT_SUCCEEDED else reason
 
 
 def _dumps(data: Mapping[str, Any]) -> str:

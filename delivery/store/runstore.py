@@ -53,17 +53,16 @@ from delivery.errors import RunStateChanged, RunStoreError
 from delivery.redact import Redactor
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.base import Loaded, RemoteTarget, StoreCapability
-from delivery.store.eventlog import (
+from delivery.store.eventchain import (
     ZERO_HASH,
-    EventLog,
     LogHead,
     VerifyResult,
     first_lines,
     read_after,
     sha256,
-    utc_stamp,
     verify_events,
 )
+from delivery.store.eventlog import EventLog, utc_stamp
 from delivery.store.files import (
     StageText,
     make_dir,

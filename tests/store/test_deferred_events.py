@@ -7,7 +7,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from delivery.store.eventlog import EventLog, verify_events
+from delivery.store.eventchain import verify_events
+from delivery.store.eventlog import EventLog
 
 
 def _lines(path: Path) -> list[bytes]:

@@ -12,7 +12,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from delivery.store.eventlog import EventLog, LogHead, read_after
+from delivery.store.eventchain import LogHead, read_after
+from delivery.store.eventlog import EventLog
 
 # one event: its type, whether it is written by hand (keys in another order, spaces: the
 # lines the checks parse rather than compare by bytes), and a value

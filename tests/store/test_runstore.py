@@ -16,7 +16,7 @@ from delivery.errors import RunError
 from delivery.redact import Redactor
 from delivery.store import runstore
 from delivery.store import tail as tail_module
-from delivery.store.eventlog import LogHead
+from delivery.store.eventchain import LogHead
 from delivery.store.records import RunInfo, RunState, RunStatus
 from delivery.store.runstore import (
     STAGE_FILES,

@@ -8,7 +8,8 @@ from delivery.engine.handlers.control import run_conditional, run_noop, run_wait
 from delivery.engine.handlers.folders import run_probe, run_worktree_add, run_worktree_remove
 from delivery.engine.handlers.human import run_human
 from delivery.engine.handlers.manager import run_manager_loop
-from delivery.engine.handlers.publishing import run_merge, run_publish
+from delivery.engine.handlers.merging import run_merge
+from delivery.engine.handlers.publishing import run_publish
 from delivery.engine.handlers.respond import run_respond
 from delivery.engine.handlers.script import run_script
 from delivery.lang.model import NodeType

@@ -1,9 +1,8 @@
-"""`publish` and `merge` stages (SPEC §7.1), on the `Forge` protocol.
+"""The `publish` stage (SPEC §7.1), on the `Forge` protocol (the `merge` stage: `merging`).
 
-Both are idempotent, so a stage killed half-way runs again safely: a publish commits only
+It is idempotent, so a stage killed half-way runs again safely: a publish commits only
 what is uncommitted, pushes (a no-op when the branch is up to date), finds the folder's PR
-by head branch before creating one, and rewrites its own marked block in each PR body; a
-merge passes the head SHA it saw and counts an already merged PR as done.
+by head branch before creating one, and rewrites its own marked block in each PR body.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from delivery.engine.handlers.change_set import (
     change_set_enabled,
     observe_set,
     sync_change_set,
-    sync_comments,
 )
 from delivery.engine.handlers.folders import (
     StageProblem,
@@ -27,7 +25,6 @@ from delivery.engine.handlers.folders import (
     need_forge,
     stage_folders,
 )
-from delivery.engine.handlers.merge_checks import recheck, rollback
 from delivery.errors import BranchConflict, DeliveryError, GitError, GitStalled
 from delivery.forges.base import Forge, PullRequestRef
 from delivery.forges.pacing import before_first_push
@@ -44,7 +41,6 @@ from delivery.git.sync import (
 )
 from delivery.lang.model import Node
 from delivery.lang.outcomes import StageOutcome
-from probes.evidence import ProbeFailure, PrQuery
 from probes.worktree import worktree_state
 
 BLOCK_END = "<!-- delivery:end -->"
@@ -264,94 +260,3 @@ def _closed(ref: PullRequestRef) -> str:
     return (f"PR #{ref.number} ({ref.url}) was closed without being merged; the run "
             "neither reopens nor replaces it — reopen it and resume the run, or leave the "
             "delivery closed")
-
-
-def merge_order(node: Node, folders: list[str]) -> list[str]:
-    """`order=` first, then the folders it does not name, in folder order."""
-    named = [name.strip() for name in node.attr("order").split(",") if name.strip()]
-    return [f for f in named if f in folders] + [f for f in folders if f not in named]
-
-
-def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
-    done: list[str] = []
-    merged: list[tuple[str, str, int]] = []  # (folder, repository, number) of the set
-    events: list[tuple[str, dict[str, Any]]] = []
-    side: dict[str, Any] = {}
-    current = ""  # the folder being merged when the stage stops
-    try:
-        forge = need_forge(env, "merging")
-        folders = stage_folders(node, env)
-        unknown = [name.strip() for name in node.attr("order").split(",")
-                   if name.strip() and name.strip() not in env.folders]
-        if unknown:
-            raise StageProblem(f"order= names '{unknown[0]}', not a folder of the run")
-        ordered = merge_order(node, folders)
-        # one read of every PR (one request on GitHub); each merge names the head SHA seen
-        observed = forge.pull_requests([PrQuery(folder, folder_repository(env, folder),
-                                                head_branch=env.branch)
-                                        for folder in ordered])
-        if len(folders) == len(env.folders):  # the set as the stage found it
-            events, side = sync_change_set(env, context, observed)
-        for folder in ordered:
-            current = folder
-            repository = folder_repository(env, folder)
-            seen = observed.get(folder)
-            if isinstance(seen, ProbeFailure):
-                raise StageProblem(f"folder '{folder}': {seen.reason}")
-            if seen is None:
-                continue  # no PR (a folder without changes): nothing to merge
-            if seen.state.value == "MERGED":
-                done.append(folder)
-                merged.append((folder, repository, seen.number))
-                continue
-            if seen.evidence.draft:  # classified WAITING, but waiting does not help
-                raise StageProblem(f"folder '{folder}': PR #{seen.number} is a draft; mark "
-                                   f"it ready for review, then run the merge again; left open "
-                                   f"with the rest")
-            if not seen.ready:
-                raise StageProblem(f"folder '{folder}': PR #{seen.number} is not ready to "
-                                    f"merge ({seen.state.value}); left open with the rest")
-            if seen.unresolved_threads:
-                # a reviewer's open question blocks the merge whatever the workflow routed
-                # (as GitHub's "require conversation resolution" would)
-                raise StageProblem(f"folder '{folder}': PR #{seen.number} has "
-                                   f"{seen.unresolved_threads} unresolved review thread(s); "
-                                   "not merged while a thread is open, left open with the "
-                                   "rest")
-            # right before the merge: read it again, and merge only what did not change
-            again = recheck(env, folder, repository, seen)
-            if again.changed:
-                raise StageProblem(f"folder '{folder}': PR #{seen.number} was not merged: "
-                                   f"{again.changed}; left open with the rest")
-            if again.fresh is not None and again.fresh.state.value == "MERGED":
-                done.append(folder)
-                merged.append((folder, repository, seen.number))
-                continue
-            try:
-                # `method=` only when the node names one: forges without it merge commits
-                how = node.attr("method").strip()
-                result = forge.merge_pull_request(repository, seen.number,
-                                                  expected_head_sha=seen.head_sha,
-                                                  **({"method": how} if how else {}))
-            except DeliveryError as err:
-                raise StageProblem(f"folder '{folder}': {err}") from None
-            if result.outcome == "refused":
-                raise StageProblem(f"folder '{folder}': PR #{seen.number} was not merged: "
-                                    f"{result.reason}")
-            done.append(folder)
-            merged.append((folder, repository, seen.number))
-    except (StageProblem, DeliveryError) as problem:
-        said, reverts = rollback(env, merged, current,
-                                 revert=node.attr("rollback").strip() == "revert")
-        merged_before = f" (merged before it: {', '.join(done)})" if done else ""
-        if reverts:  # the sticky comments link the revert PRs
-            notes = tuple(f"{fields['folder']} #{fields['number']} is reverted by "
-                          f"{fields['url']}" for _, fields in reverts)
-            try:
-                side |= sync_comments(env, context, observe_set(env), notes=notes)
-            except DeliveryError as err:
-                said += f" (the comments could not link the reverts: {err})"
-        failed = StageResult.fail(f"{problem}{merged_before}{said}", side)
-        failed.events = events + reverts
-        return failed
-    return StageResult(StageOutcome.SUCCEEDED, updates=side, events=events)
