@@ -1,0 +1,82 @@
+"""A prompt-injected agent against publish (SPEC §14 "No secret in a change"): the agent
+runs any code in its worktree — here a script standing for it — and tries to get a secret
+pushed past the change check. Each attempt fails the folder, names where the secret is
+(never its value) and pushes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from people_helpers import Place, make_place
+
+from delivery.engine.runner import RunOutcome
+
+SECRET = "s3cr3t-value-from-the-environment"
+
+FLOW = """
+digraph D {
+  graph [goal="Say hello", inputs="ticket", folders="web"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  add [type=worktree_add]
+  agent [shape=parallelogram, script="sh attack.sh"]
+  ship [type=publish]
+  start -> add -> agent -> ship -> exit
+}
+"""
+
+
+@pytest.fixture
+def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Place]:
+    monkeypatch.setenv("DEMO_API_KEY", SECRET)
+    yield from make_place("local", tmp_path / "local")
+
+
+def attack(place: Place, script: str) -> RunOutcome:
+    """A run whose agent runs `script` (sh, in the workspace; the worktree is `web`)."""
+    workspace = place.root / "ws"
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "attack.sh").write_text("set -e\ncd web\n" + script, encoding="utf-8")
+    return place.run(FLOW)
+
+
+def assert_refused(place: Place, ran: RunOutcome, *named: str) -> None:
+    assert ran.status == "failed", "published"
+    assert ran.path[-1] == "ship"
+    assert "holds a secret" in ran.failure_reason, ran.failure_reason
+    for name in named:
+        assert name in ran.failure_reason, ran.failure_reason
+    assert SECRET not in ran.failure_reason
+    assert place.head("web") == ""  # nothing pushed
+
+
+def test_a_secret_committed_and_then_removed_is_not_pushed_in_the_history(
+        place: Place) -> None:
+    # the working tree is clean of it; the pushed history would not be
+    ran = attack(place, 'echo "key=$DEMO_API_KEY" > leak.txt\ngit add leak.txt\n'
+                        'git commit -qm "add config"\ngit rm -q leak.txt\n'
+                        'git commit -qm "tidy"\necho hi > hello.txt\n')
+    assert_refused(place, ran, "leak.txt", "commit ")
+
+
+def test_a_secret_in_a_commit_message_is_not_pushed(place: Place) -> None:
+    ran = attack(place, 'echo hi > hello.txt\ngit add hello.txt\n'
+                        'git commit -qm "Say hello" -m "debug: $DEMO_API_KEY"\n')
+    assert_refused(place, ran, "message of commit ")
+
+
+def test_a_secret_in_a_file_name_is_not_pushed(place: Place) -> None:
+    ran = attack(place, 'mkdir -p notes\necho hi > "notes/$DEMO_API_KEY.txt"\n')
+    assert_refused(place, ran, "a file name under notes")
+
+
+def test_a_textconv_driver_the_agent_configured_does_not_hide_a_secret(
+        place: Place) -> None:
+    # `git diff` shows a file through its textconv: one that prints nothing would blind
+    # the scan to what is really committed
+    ran = attack(place, 'git config diff.blank.textconv true\n'
+                        'echo "*.cfg diff=blank" > .gitattributes\n'
+                        'echo "key=$DEMO_API_KEY" > app.cfg\n')
+    assert_refused(place, ran, "app.cfg")
