@@ -31,6 +31,7 @@ from pathlib import Path
 
 from delivery.errors import GitError
 from delivery.git.network import REMOTE
+from probes.local_git import git_environment
 
 GITLINK = "160000"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree: `since` of nothing
@@ -58,7 +59,7 @@ _RAW_DIFF = ("--text", "--no-textconv", "--no-ext-diff", "--no-color", "--no-ren
 def _git(cwd: Path, operation: str, *args: str, env: Mapping[str, str] | None = None
          ) -> bytes:
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False,
-                          env={**os.environ, **_AS_STORED, **(env or {})})
+                          env={**git_environment(cwd), **_AS_STORED, **(env or {})})
     if done.returncode != 0:
         lines = [line for line in done.stderr.decode(errors="replace").splitlines()
                  if line.strip()]
@@ -245,6 +246,7 @@ def mask_in_index(worktree: Path, paths: tuple[str, ...], env: Mapping[str, str]
         masked = mask(data.decode("utf-8", "surrogateescape")).encode("utf-8",
                                                                       "surrogateescape")
         done = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=worktree,
-                              input=masked, capture_output=True, check=True)
+                              env=git_environment(worktree), input=masked,
+                              capture_output=True, check=True)
         _git(worktree, "update-index", "update-index", "--cacheinfo",
              f"{staged or '100644'},{done.stdout.decode().strip()},{path}", env=env)

@@ -80,3 +80,42 @@ def test_a_textconv_driver_the_agent_configured_does_not_hide_a_secret(
                         'echo "*.cfg diff=blank" > .gitattributes\n'
                         'echo "key=$DEMO_API_KEY" > app.cfg\n')
     assert_refused(place, ran, "app.cfg")
+
+
+HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "post-checkout",
+         "post-index-change", "reference-transaction", "post-rewrite", "pre-auto-gc")
+
+
+def test_hooks_and_commands_the_agent_configured_do_not_run_in_deliverys_git_calls(
+        place: Place, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the worktree's repository is the clone cache's: an agent can write its hooks and its
+    # configuration, which delivery's own git calls (status, add, commit, update-ref …)
+    # would run — later, outside the agent's stage, with delivery's environment
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_" + "T0k3n" * 8)
+    ran_log = place.root / "ran.log"
+    spy = place.root / "spy.sh"
+    spy.write_text(f'#!/bin/sh\necho "$0 $*" >> {ran_log}\ncat\n', encoding="utf-8")
+    spy.chmod(0o755)
+    common = 'C=$(git rev-parse --git-common-dir)\nmkdir -p "$C/hooks" hooks\n'
+    hooks = "".join(f'cp {spy} "$C/hooks/{hook}"\ncp {spy} hooks/{hook}\n' for hook in HOOKS)
+    config = (f"git config core.fsmonitor {spy}\n"
+              f"git config filter.spy.clean {spy}\ngit config filter.spy.smudge {spy}\n"
+              f"git config merge.spy.driver {spy}\ngit config diff.spy.textconv {spy}\n"
+              f"git config gpg.program {spy}\ngit config commit.gpgSign true\n"
+              'echo "* filter=spy merge=spy diff=spy" > .gitattributes\n'
+              "echo hi > hello.txt\n")
+    ran = attack(place, common + hooks + config)
+    assert ran.status == "succeeded", ran.failure_reason
+    assert not ran_log.exists(), ran_log.read_text(encoding="utf-8")
+    assert place.read("web", "hello.txt") == "hi\n"
+
+
+def test_a_hooks_path_the_agent_set_does_not_run_in_deliverys_git_calls(
+        place: Place) -> None:
+    ran_log = place.root / "ran.log"
+    script = "".join(f'printf "#!/bin/sh\\necho {hook} >> {ran_log}\\n" > hooks/{hook}\n'
+                     f"chmod +x hooks/{hook}\n" for hook in HOOKS)
+    ran = attack(place, f"mkdir ../hooks && cd ..\n{script}cd web\n"
+                        "git config core.hooksPath \"$PWD/../hooks\"\necho hi > hello.txt\n")
+    assert ran.status == "succeeded", ran.failure_reason
+    assert not ran_log.exists(), ran_log.read_text(encoding="utf-8")
