@@ -140,9 +140,10 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
         if _has_ref(clone, f"refs/heads/{branch}"):
             args = [str(path), branch]
         elif _has_ref(clone, f"refs/remotes/{REMOTE}/{branch}"):
-            args = ["--no-track", "-b", branch, str(path), f"{REMOTE}/{branch}"]
+            # full names: an `origin/<x>` tag or branch would come first in git's lookup
+            args = ["--no-track", "-b", branch, str(path), f"refs/remotes/{REMOTE}/{branch}"]
         elif _has_ref(clone, f"refs/remotes/{REMOTE}/{base}"):
-            args = ["--no-track", "-b", branch, str(path), f"{REMOTE}/{base}"]
+            args = ["--no-track", "-b", branch, str(path), f"refs/remotes/{REMOTE}/{base}"]
         else:
             raise GitError("worktree add", str(clone), f"the base branch {base!r} does not "
                            "exist in the remote repository",
@@ -233,7 +234,7 @@ def remove_worktree(clone: Path, path: Path, branch: str, remote: GitRemote, *,
 def diff_against_base(worktree: Path, base: str) -> DiffStats:
     """The worktree (everything, untracked included) against its merge base with the base."""
     try:
-        return diff_stats(worktree, f"{REMOTE}/{base}")
+        return diff_stats(worktree, f"refs/remotes/{REMOTE}/{base}")
     except ValueError as err:
         raise GitError("diff", str(worktree), str(err)) from None
 

@@ -119,3 +119,16 @@ def test_a_hooks_path_the_agent_set_does_not_run_in_deliverys_git_calls(
                         "git config core.hooksPath \"$PWD/../hooks\"\necho hi > hello.txt\n")
     assert ran.status == "succeeded", ran.failure_reason
     assert not ran_log.exists(), ran_log.read_text(encoding="utf-8")
+
+
+def test_a_ref_the_agent_named_like_the_base_does_not_stand_for_it(place: Place) -> None:
+    # `origin/main` is a tag or a branch of that name before it is the remote-tracking ref
+    # (git's lookup order): the agent's tag would make its own commit the base
+    workspace = place.root / "ws"
+    workspace.mkdir(parents=True, exist_ok=True)
+    (workspace / "attack.sh").write_text(
+        "set -e\ncd web\necho hi > hello.txt\ngit add hello.txt\ngit commit -qm hi\n"
+        "git tag origin/main HEAD\ngit branch origin/main HEAD\n", encoding="utf-8")
+    ran = place.run(FLOW.replace("ship [type=publish]", 'ship [type=probe, probe="diff"]'))
+    assert ran.status == "succeeded", ran.failure_reason
+    assert ran.context["web.diff.files"] == 1
