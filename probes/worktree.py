@@ -14,7 +14,6 @@ not closed: every function opens its own `Repo` and closes it before returning.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
 
 from probes.facts import FactValue
+from probes.local_git import run_git
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,15 @@ def _open(path: Path) -> Repo | None:
     return repo
 
 
+def _git(path: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """A git call that changes or reads the files the agent wrote, as `probes.local_git`
+    makes it (no hook, driver or secret of the repository's)."""
+    done = run_git(path, *args, env=env)
+    if done.returncode != 0:
+        raise GitCommandError(["git", *args], done.returncode, done.stderr)
+    return done.stdout.decode(errors="replace").removesuffix("\n")
+
+
 def worktree_state(path: Path) -> WorktreeState:
     repo = _open(path)
     if repo is None:
@@ -65,7 +74,8 @@ def worktree_state(path: Path) -> WorktreeState:
     with repo:
         head = repo.git.rev_parse("--verify", "-q", "HEAD") if repo.head.is_valid() else ""
         branch = "" if repo.head.is_detached else repo.active_branch.name
-        dirty = bool(repo.git.status("--porcelain", "--untracked-files=normal"))
+        # status runs the repository's fsmonitor and filters: made inert (probes.local_git)
+        dirty = bool(_git(path, "status", "--porcelain", "--untracked-files=normal"))
         return WorktreeState(exists=True, dirty=dirty, branch=branch, head=head)
 
 
@@ -91,10 +101,10 @@ def diff_stats(path: Path, base_ref: str) -> DiffStats:
                 own_index = path / own_index
             if own_index.is_file():
                 shutil.copyfile(own_index, index)
-            env = {**os.environ, "GIT_INDEX_FILE": str(index)}
-            repo.git.add("-A", env=env)
-            numstat = repo.git.diff("--cached", "--numstat", "--no-renames", merge_base,
-                                    env=env)
+            env = {"GIT_INDEX_FILE": str(index)}
+            _git(path, "add", "-A", env=env)
+            numstat = _git(path, "diff", "--cached", "--numstat", "--no-renames",
+                           "--no-textconv", "--no-ext-diff", merge_base, env=env)
         finally:
             shutil.rmtree(index_dir, ignore_errors=True)
     files = insertions = deletions = 0

@@ -47,6 +47,20 @@ CLI_READERS = ("claude", "codex")  # outputs read by delivery/agents/cli_output.
 STDERR_TAIL = 300  # characters of stderr quoted in a failure reason
 MODEL_ARGS = "{model_args}"  # a command word where the model's words go
 MAX_STDERR = 256 * 1024  # bytes of stderr kept (the end)
+# The forge's credentials are delivery's, for its own pushes and API calls: an agent (a
+# prompt-injected one) holding them could push to any branch or approve its own PR. Its
+# model key and the tools' own variables stay (SPEC §14, docs/agents.md "Secrets").
+FORGE_CREDENTIALS = frozenset({
+    "GITHUB_TOKEN", "GH_TOKEN", "GITHUB_PAT", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN",
+    "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_URL"})
+
+
+def agent_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The run's environment without the forge's credentials: those above and the Action's
+    token inputs (`INPUT_GITHUB-TOKEN`, as the runner passes `github-token`)."""
+    return {name: value for name, value in environ.items()
+            if name.upper() not in FORGE_CREDENTIALS
+            and not (name.upper().startswith("INPUT_") and "TOKEN" in name.upper())}
 
 
 @dataclass
@@ -139,7 +153,8 @@ class CommandSession:
         node = log.sink.node_id or self.request.node_id
         name = self.backend.label
         timeout = self.request.timeout or self.backend.profile.timeout
-        environ = {**self.backend.environ, **self.backend.profile.env}
+        # the profile's own variables win: an author may hand the agent a token of its own
+        environ = {**agent_environment(self.backend.environ), **self.backend.profile.env}
         started = time.monotonic()
         # Files, not pipes: memory stays bounded whatever the agent prints, and children it
         # leaves running cannot hold the turn open.

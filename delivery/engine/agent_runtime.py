@@ -33,6 +33,7 @@ from delivery.engine.preamble import (
 )
 from delivery.lang.model import Edge, Node, Workflow
 from delivery.lang.stylesheet import ModelSettings, derived_class, model_settings
+from probes.local_git import git_environment
 
 ENTRY_EDGE = "internal.entry_edge"  # index of the edge a stage was entered by (if it matters)
 DEFAULT_FIDELITY = "compact"
@@ -205,7 +206,8 @@ class AgentRuntime:
 def _git_status(where: Path) -> list[str]:
     try:
         done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
-                              cwd=where, capture_output=True, text=True,
+                              cwd=where, env=git_environment(where), capture_output=True,
+                              text=True,
                               timeout=GIT_TIMEOUT, check=False)
     except (OSError, subprocess.SubprocessError):
         return []

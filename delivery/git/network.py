@@ -39,6 +39,7 @@ from pathlib import Path
 
 from delivery.errors import GitError, GitStalled
 from delivery.git.problems import describe, host_of, mask_headers
+from probes.local_git import git_environment
 
 REMOTE = "origin"
 TRACKING = f"refs/remotes/{REMOTE}/"
@@ -223,9 +224,9 @@ def fetch_lock(git_dir: Path) -> Path:
 
 
 def _local(git_dir: Path, *args: str, stdin: bytes | None = None) -> str:
-    """A local git command in `git_dir` (no network, no token)."""
-    env = {key: value for key, value in os.environ.items()
-           if key not in _REPOSITORY_VARIABLES}
+    """A local git command in `git_dir` (no network, no token, no hook: a
+    `reference-transaction` hook of the agent's would run on every update-ref)."""
+    env = git_environment(git_dir)
     env.update({"GIT_DIR": str(git_dir), "GIT_TERMINAL_PROMPT": "0"})
     done = subprocess.run(["git", *args], cwd=git_dir, env=env, input=stdin,
                           capture_output=True, check=False)

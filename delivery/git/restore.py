@@ -19,7 +19,6 @@ and change left as it is, since it may hold a person's work) so the branch is fr
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -30,6 +29,7 @@ from delivery.errors import GitError
 from delivery.git.change_check import mask_in_index, secret_files
 from delivery.git.problems import describe
 from delivery.store.saved_worktree import SavedWorktree as SavedWorktree
+from probes.local_git import git_environment
 from probes.worktree import worktree_state
 
 
@@ -51,8 +51,8 @@ _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 def _git(cwd: Path, operation: str, *args: str, env: Mapping[str, str] | None = None,
          stdin: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess[bytes]:
     done = subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True,
-                          env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})},
-                          check=False)
+                          env={**git_environment(cwd), "GIT_TERMINAL_PROMPT": "0",
+                               **(env or {})}, check=False)
     if check and done.returncode != 0:
         problem, fix = describe(done.stderr.decode(errors="replace"), ())
         raise GitError(operation, str(cwd), problem, fix)
@@ -89,9 +89,12 @@ def snapshot(worktree: Path, limit: int = PATCH_LIMIT,
         tree = _out(worktree, "write-tree", "write-tree", env=env)
         patch_path = Path(scratch) / "patch"
         with patch_path.open("wb") as handle:
+            # as stored: no external diff or textconv of the agent's makes the patch
             done = subprocess.run(["git", "diff", "--binary", "--full-index", "--no-color",
-                                   "--no-renames", base or _EMPTY_TREE, tree], cwd=worktree,
-                                  stdout=handle, stderr=subprocess.PIPE, check=False)
+                                   "--no-renames", "--no-ext-diff", "--no-textconv",
+                                   base or _EMPTY_TREE, tree], cwd=worktree,
+                                  env=git_environment(worktree), stdout=handle,
+                                  stderr=subprocess.PIPE, check=False)
         if done.returncode != 0:
             raise GitError("diff", str(worktree), done.stderr.decode(errors="replace").strip())
         size = patch_path.stat().st_size

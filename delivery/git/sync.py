@@ -28,11 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from git import Repo
-
 from delivery.errors import BranchConflict, GitError
 from delivery.git.network import REMOTE, GitRemote, fetch_into, push_to
 from delivery.git.worktrees import _identity, _succeeds, commit_all, common_dir, git
+from probes.local_git import run_git
 
 PUBLISHED = "refs/delivery/published/"
 BACKUP = "refs/delivery/backup/"
@@ -235,14 +234,12 @@ def conflicting_files(worktree: Path, base: str, branch: str,
 
 
 def _merge_tree(worktree: Path, base_sha: str, head_sha: str) -> list[str]:
-    with Repo(worktree) as repo:
-        status, out, err = repo.git.execute(
-            ["git", "merge-tree", "--write-tree", "--name-only", "--no-messages", base_sha,
-             head_sha], with_extended_output=True, with_exceptions=False)
-    if status not in (0, 1):
-        raise GitError("merge-tree", str(worktree), str(err).strip(),
+    done = run_git(worktree, "merge-tree", "--write-tree", "--name-only", "--no-messages",
+                   base_sha, head_sha)
+    if done.returncode not in (0, 1):
+        raise GitError("merge-tree", str(worktree), done.stderr.decode(errors="replace").strip(),
                        "needs git 2.38 or later")
-    if status == 0:
+    if done.returncode == 0:
         return []
-    lines = [line.strip() for line in str(out).splitlines()[1:]]
+    lines = [line.strip() for line in done.stdout.decode(errors="replace").splitlines()[1:]]
     return list(dict.fromkeys(line for line in lines if line))

@@ -9,12 +9,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from git import GitCommandError, Repo
+from git import Repo
 
 from delivery.errors import GitError
 from delivery.git import restore
 from delivery.git.network import REMOTE, GitRemote, fetch_into, locked, push_to
 from delivery.git.problems import describe
+from probes.local_git import run_git
 from probes.worktree import DiffStats, diff_stats, worktree_state
 
 BOT_NAME = "delivery[bot]"
@@ -30,37 +31,27 @@ def cache_root(environ: Mapping[str, str], override: Path | None = None) -> Path
     return Path(base) / "delivery"
 
 
-def _problem(err: GitCommandError) -> tuple[str, str]:
+def _problem(stderr: str, status: int) -> tuple[str, str]:
     """git's own words (stderr) as one line, and a fix when they call for one; never the
     command line."""
-    text = err.stderr if isinstance(err.stderr, str) else str(err.stderr or "")
-    text = text.strip()
-    if text.startswith("stderr:"):
-        text = text[len("stderr:"):].strip()
-    problem, fix = describe(text.strip("'").strip(), ())
-    return (problem if problem != "git failed" else f"git exited with status {err.status}"), fix
+    problem, fix = describe(stderr.strip(), ())
+    return (problem if problem != "git failed" else f"git exited with status {status}"), fix
 
 
 def git(path: Path, operation: str, *args: str, env: Mapping[str, str] | None = None,
         fix: str = "") -> str:
-    """Run a local `git <args>` in `path` with its own Repo; GitError (stderr only) on
-    failure. Network calls go through `delivery.git.network`, never here."""
-    with Repo(path) as repo:
-        try:
-            output: str = repo.git.execute(["git", *args], env=dict(env) if env else None)
-        except GitCommandError as err:
-            problem, better_fix = _problem(err)
-            raise GitError(operation, str(path), problem, better_fix or fix) from None
-        return output
+    """Run a local `git <args>` in `path`; GitError (stderr only) on failure. No hook,
+    driver or secret of the repository's (an agent's) runs or reaches it
+    (`probes.local_git`). Network calls go through `delivery.git.network`, never here."""
+    done = run_git(path, *args, env=env)
+    if done.returncode != 0:
+        problem, better_fix = _problem(done.stderr.decode(errors="replace"), done.returncode)
+        raise GitError(operation, str(path), problem, better_fix or fix)
+    return done.stdout.decode(errors="replace").removesuffix("\n")
 
 
 def _succeeds(path: Path, *args: str) -> bool:
-    with Repo(path) as repo:
-        try:
-            repo.git.execute(["git", *args])
-        except GitCommandError:
-            return False
-        return True
+    return run_git(path, *args).returncode == 0
 
 
 def _cache_name(url: str) -> str:
@@ -93,11 +84,8 @@ def ensure_clone(remote: GitRemote, cache: Path) -> Path:
 
 
 def _remote_url(clone: Path) -> str:
-    with Repo(clone) as repo:
-        try:
-            return str(repo.git.remote("get-url", REMOTE))
-        except GitCommandError:
-            return ""
+    done = run_git(clone, "remote", "get-url", REMOTE)
+    return done.stdout.decode(errors="replace").strip() if done.returncode == 0 else ""
 
 
 def fetch(clone: Path, remote: GitRemote) -> None:
@@ -152,9 +140,10 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
         if _has_ref(clone, f"refs/heads/{branch}"):
             args = [str(path), branch]
         elif _has_ref(clone, f"refs/remotes/{REMOTE}/{branch}"):
-            args = ["--no-track", "-b", branch, str(path), f"{REMOTE}/{branch}"]
+            # full names: an `origin/<x>` tag or branch would come first in git's lookup
+            args = ["--no-track", "-b", branch, str(path), f"refs/remotes/{REMOTE}/{branch}"]
         elif _has_ref(clone, f"refs/remotes/{REMOTE}/{base}"):
-            args = ["--no-track", "-b", branch, str(path), f"{REMOTE}/{base}"]
+            args = ["--no-track", "-b", branch, str(path), f"refs/remotes/{REMOTE}/{base}"]
         else:
             raise GitError("worktree add", str(clone), f"the base branch {base!r} does not "
                            "exist in the remote repository",
@@ -245,7 +234,7 @@ def remove_worktree(clone: Path, path: Path, branch: str, remote: GitRemote, *,
 def diff_against_base(worktree: Path, base: str) -> DiffStats:
     """The worktree (everything, untracked included) against its merge base with the base."""
     try:
-        return diff_stats(worktree, f"{REMOTE}/{base}")
+        return diff_stats(worktree, f"refs/remotes/{REMOTE}/{base}")
     except ValueError as err:
         raise GitError("diff", str(worktree), str(err)) from None
 
@@ -265,11 +254,8 @@ def _identity(worktree: Path) -> dict[str, str]:
 
 
 def _config(path: Path, key: str) -> str:
-    with Repo(path) as repo:
-        try:
-            return str(repo.git.config("--get", key)).strip()
-        except GitCommandError:
-            return ""
+    done = run_git(path, "config", "--get", key)
+    return done.stdout.decode(errors="replace").strip() if done.returncode == 0 else ""
 
 
 def commit_all(worktree: Path, message: str) -> str | None:

@@ -10,7 +10,8 @@ is. With --jsonl it prints Codex-like JSON lines instead (`thread.started` with 
 session id, a reasoning item, the `agent_message` item, `turn.completed` with usage), and a
 session may be resumed Codex's way (`resume SESSION` words). A reply may say "{env:NAME}"
 to include an environment variable. Sessions are kept in
-DIR/sessions/<id>.json (the prompts seen); every call is appended to DIR/calls.jsonl.
+DIR/sessions/<id>.json (the prompts seen); every call is appended to DIR/calls.jsonl
+(with the names of the environment variables it was given).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def main() -> int:
     session_file.write_text(json.dumps(history))
     with (state / "calls.jsonl").open("a") as calls:
         calls.write(json.dumps({"argv": sys.argv[1:], "stdin": prompt, "session": session_id,
-                                "history": len(history), "cwd": os.getcwd()}) + "\n")
+                                "history": len(history), "cwd": os.getcwd(),
+                                "env": sorted(os.environ)}) + "\n")
     if "sleep" in action:
         time.sleep(action["sleep"])
     if "exit" in action:

@@ -284,3 +284,27 @@ def test_an_agent_that_prints_too_much_fails_its_stage_without_holding_it(
     assert outcome.status == "failed"
     assert "more than the 1000 a reply may have" in outcome.failure_reason
     assert len(stage_file(outcome, "work", "stdout.txt").read_text()) < 1200
+
+
+def test_the_agent_gets_its_model_key_but_not_the_forges_token(tmp_path: Path) -> None:
+    # a prompt-injected agent holding the run's GitHub token could push to any branch or
+    # approve its own PR: the token is delivery's, for its pushes and API calls (SPEC §14)
+    state = write_profiles(tmp_path)
+    script(state, {"reply": reply({"summary": "fixed"})})
+    outcome = run(tmp_path, ONE_STAGE % "", GITHUB_TOKEN="ghs_" + "a" * 36,
+                  GH_TOKEN="ghp_" + "b" * 36, **{"INPUT_GITHUB-TOKEN": "ghs_" + "c" * 36},
+                  ACTIONS_RUNTIME_TOKEN="runtime-token", ACTIONS_ID_TOKEN_REQUEST_TOKEN="id",
+                  OPENAI_API_KEY="sk-" + "d" * 40, MY_TOOL_TOKEN="tool-token")
+    assert outcome.status == "succeeded", outcome.failure_reason
+    [call] = calls(state)
+    assert not {"GITHUB_TOKEN", "GH_TOKEN", "INPUT_GITHUB-TOKEN", "ACTIONS_RUNTIME_TOKEN",
+                "ACTIONS_ID_TOKEN_REQUEST_TOKEN"} & set(call["env"])
+    assert {"OPENAI_API_KEY", "MY_TOOL_TOKEN", "PATH"} <= set(call["env"])
+
+
+def test_a_profile_may_hand_its_agent_a_token_of_its_own(tmp_path: Path) -> None:
+    state = write_profiles(tmp_path, extra='env = { GH_TOKEN = "a-read-only-token" }\n')
+    script(state, {"reply": reply({"summary": "{env:GH_TOKEN}"})})
+    outcome = run(tmp_path, ONE_STAGE % "", GITHUB_TOKEN="ghs_" + "a" * 36)
+    assert outcome.status == "succeeded", outcome.failure_reason
+    assert outcome.context["summary"] == "a-read-only-token"

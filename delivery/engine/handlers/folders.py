@@ -180,7 +180,9 @@ def _diff_facts(env: StageEnv, folder: str, path: Path) -> dict[str, Any]:
         return diff_facts(folder, path, "")  # no worktree: an empty diff, no forge asked
     base = base_branch(env, folder)
     try:
-        return diff_facts(folder, path, f"origin/{base}")
+        # the full name: a tag or branch the agent called `origin/<base>` comes first in
+        # git's lookup of the short one
+        return diff_facts(folder, path, f"refs/remotes/origin/{base}")
     except ValueError:
         try:  # a folder given as an existing path, without our `origin`
             return diff_facts(folder, path, base)
