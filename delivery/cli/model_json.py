@@ -21,7 +21,7 @@ BY_TYPE: dict[NodeType, tuple[str, ...]] = {
                                                                            "timeout"})),
     NodeType.PROMPT: ("prompt", "outputs", "template", *sorted(AGENT_NODE - {"class",
                                                                             "timeout"})),
-    NodeType.SCRIPT: ("script", "tool_command", "facts", "folder", "template"),
+    NodeType.SCRIPT: ("script", "tool_command", "facts", "folder", "template", "forge_token"),
     NodeType.PROBE: ("probe", "folder"),
     NodeType.MERGE: ("order", "rollback", "method"),
     NodeType.RESPOND: ("threads", "folder"),

@@ -209,7 +209,8 @@ def _run_copy(path: Path, workflow: Workflow, diagnostics: Sequence[Diagnostic] 
         raise RunRefused("workflow", f"holds a secret value, and with it masked as *** it no "
                          f"longer validates ({first.format_text().splitlines()[0]})",
                          "do not write secrets into a workflow: read them from the "
-                         "environment in a script ($GITHUB_TOKEN)")
+                         "environment in a script ($GITHUB_TOKEN, on a node with "
+                         "forge_token=true)")
     return redacted, masked, found
 
 

@@ -74,6 +74,8 @@ NODE = frozenset({
     "threads", "rollback",
     # the merge node's merge method (merge, squash, rebase), checked by preflight
     "method",
+    # a script given the forge's token (SPEC §14: without it, scripts run without it)
+    "forge_token",
 }) | AGENT_NODE
 EDGE = frozenset({"condition", "label", "weight", "loop_restart", "fidelity", "thread_id"})
 

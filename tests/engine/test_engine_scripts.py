@@ -220,3 +220,23 @@ def test_dollar_goal_in_a_script_is_one_quoted_word(tmp_path: Path) -> None:
     assert ran.status == "succeeded", ran.outcome.failure_reason
     assert not pwned.exists()
     assert (tmp_path / "got").read_text() == goal
+
+
+def test_a_script_gets_no_forge_token_unless_its_node_asks_for_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a script may run code the agent wrote (the checks' tests, a conftest.py): the forge's
+    # token is delivery's (SPEC §14), handed to a script only where the author says so
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_" + "T" * 36)
+    monkeypatch.setenv("GH_TOKEN", "gh-token-value-for-the-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-model-key-stays-for-tools")
+    probe = ('echo token=${GITHUB_TOKEN:+set}${GH_TOKEN:+set}none >> \\"$DELIVERY_FACTS\\"; '
+             'echo model=${OPENAI_API_KEY:+set} >> \\"$DELIVERY_FACTS\\"')
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "asks").mkdir()
+    ran = run_flow(tmp_path / "plain", script_flow(probe, "token,model"))
+    assert ran.status == "succeeded", ran.outcome.failure_reason
+    assert ran.context["token"] == "none"
+    assert ran.context["model"] == "set"
+    ran = run_flow(tmp_path / "asks", script_flow(probe, "token,model", ", forge_token=true"))
+    assert ran.status == "succeeded", ran.outcome.failure_reason
+    assert ran.context["token"] == "setsetnone"

@@ -68,7 +68,7 @@ digraph Canary {{
   exit [shape=Msquare]
   plan [prompt="Plan with these notes: {{{{ notes }}}}", outputs="plan:text"]
   fan [shape=component]
-  left [shape=parallelogram, facts="leak",
+  left [shape=parallelogram, facts="leak", forge_token=true,
         script="echo out $GITHUB_TOKEN; echo err $MY_SERVICE_PASSWORD >&2; \\
 echo leak=$GITHUB_TOKEN >> $DELIVERY_FACTS"]
   right [shape=parallelogram, script="echo {{{{ plan }}}} {{{{ notes }}}}"]

@@ -17,10 +17,11 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO
 
+from delivery.agents.command import agent_environment
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.errors import FactsFormatError as FactsFormatError
@@ -118,6 +119,16 @@ def _copy_redacted(source: IO[bytes], target: Path, redact: Callable[[str], str]
                 out.close()
 
 
+def script_environment(node: Node, environ: Mapping[str, str]) -> dict[str, str]:
+    """The script's environment: the run's, without the forge's credentials unless the node
+    says `forge_token=true` — a script may run code the agent wrote (the checks' tests, a
+    conftest.py), and the token is delivery's, for its own pushes (SPEC §14). Model keys
+    and the tools' variables stay; what a script prints of any secret is masked."""
+    if node.attr("forge_token").strip().lower() in ("true", "1", "yes", "on"):
+        return dict(environ)
+    return agent_environment(environ)
+
+
 def _run_redacted(script: str, cwd: Path, environment: dict[str, str], timeout: float | None,
                   stage_dir: Path, redact: Callable[[str], str],
                   failures: list[str]) -> tuple[int, bool]:
@@ -197,7 +208,7 @@ def run_script(node: Node, attempt: int, context: Context, env: StageEnv) -> Sta
         facts_path = Path(private) / node.id / str(attempt) / "facts.env"
         facts_path.parent.mkdir(parents=True)
         facts_path.write_text("", encoding="utf-8")
-        environment = dict(os.environ)
+        environment = script_environment(node, os.environ)
         environment["DELIVERY_FACTS"] = str(facts_path)
         failures: list[str] = []
         code, timed_out = _run_redacted(script, cwd, environment, timeout, stage_dir,
