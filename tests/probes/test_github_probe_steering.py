@@ -147,3 +147,16 @@ def test_trusted_bots_are_read_as_bot_logins_and_a_bad_name_is_refused() -> None
                                                             "dependabot[bot]"}
     with pytest.raises(ValueError, match="'a b' is not a GitHub login"):
         trusted_bots("a b")
+
+
+def test_a_forks_pr_of_the_same_branch_name_opened_after_the_merge_is_not_the_runs(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    fake.create_repo("octo/web", check_rules=(CI,))
+    own = open_pr(fake, "octo/web", "delivery/T-1")
+    fake.merge("octo/web", own)
+    fake.open_fork_pull("octo/web", "delivery/T-1", fork_owner=STRANGER,
+                        files={"app.py": "print('mine')\n"})
+    seen = probe_for(fake, clock).pull_requests(
+        [PrQuery("web", "octo/web", head_branch="delivery/T-1")])["web"]
+    assert isinstance(seen, PullRequestSnapshot), seen
+    assert (seen.number, seen.state.value) == (own, "MERGED")
