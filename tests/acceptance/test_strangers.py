@@ -210,3 +210,22 @@ def test_a_strangers_fork_pr_on_the_runs_branch_name_is_neither_probed_nor_merge
         head = github.state.head_sha(github.repository("octo/web"),
                                      github.pull("octo/web", fork))
         assert github.status_of("octo/web", head, "delivery/change-set") is None
+
+
+def test_a_writers_stop_label_stops_the_run_when_a_strangers_fork_pr_shares_its_branch_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeGitHub() as github:
+        def stranger_forks() -> None:
+            github.open_fork_pull("octo/web", BRANCH, fork_owner=STRANGER,
+                                  files={"app.py": FORK_CODE})
+
+        def maintainer_stops() -> None:
+            [own] = [n for n, pr in github.repository("octo/web").pulls.items()
+                     if not pr.fork]
+            github.add_label("octo/web", own, STOP_LABEL, actor="ada")
+
+        outcome, _ = deliver(github, tmp_path, monkeypatch, maintainer_stops,
+                             before=stranger_forks)
+        assert outcome["status"] == "paused", (outcome["failure_reason"], outcome["path"])
+        assert "set on web #2 by ada" in str(outcome["failure_reason"])
+        assert not any(pr.merged for pr in github.repository("octo/web").pulls.values())

@@ -240,12 +240,14 @@ class Resolvers:
 
         def pull_requests(info: Any, headRefName: str | None = None,
                           baseRefName: str | None = None, states: list[str] | None = None,
-                          orderBy: dict[str, str] | None = None, **page: Any) -> dict[str, Any]:
+                          orderBy: dict[str, str] | None = None,
+                          labels: list[str] | None = None, **page: Any) -> dict[str, Any]:
             pulls = [
                 p for p in repo.pulls.values()
                 if (headRefName is None or p.head == headRefName)
                 and (baseRefName is None or p.base == baseRefName)
                 and (not states or _pr_state(p) in states)
+                and (not labels or set(labels) & set(repo.labels.get(p.number, [])))
             ]
             if orderBy and orderBy.get("direction") == "DESC":
                 pulls.reverse()
