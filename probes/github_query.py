@@ -79,7 +79,7 @@ fragment ProbePullRequest on PullRequest {
   }
   latestOpinionatedReviews(first: 30) { nodes { id state body author { __typename login } } }
   writerOpinions: latestOpinionatedReviews(first: 30, writersOnly: true) {
-    nodes { author { __typename login } }
+    nodes { id state body author { __typename login } }
   }
   reviewThreads(first: 100) {
     totalCount
@@ -328,16 +328,23 @@ def _reviews(node: Mapping[str, Any], repository: str, steer: Steer
              ) -> tuple[list[ReviewNote], list[ReviewNote], list[str]]:
     """The latest opinions of the people who steer, those ignored (without their text),
     and why each was ignored. A user steers when GitHub lists them among the writers
-    (`writersOnly`); a bot only when trusted."""
-    writers = {actor_login(r.get("author")).lower()
-               for r in ((node.get("writerOpinions") or {}).get("nodes") or []) if r}
+    (`writersOnly`); a bot only when trusted. The writers' opinions are read from their
+    own list: in the full one, a crowd of strangers' reviews could push them off the page."""
+    writer_nodes = [r for r in ((node.get("writerOpinions") or {}).get("nodes") or []) if r]
+    writers = {actor_login(r.get("author")).lower() for r in writer_nodes}
     kept: list[ReviewNote] = []
     ignored: list[ReviewNote] = []
     why: list[str] = []
-    for r in ((node.get("latestOpinionatedReviews") or {}).get("nodes") or []):
+    seen: set[str] = set()
+    for r in [*writer_nodes, *((node.get("latestOpinionatedReviews") or {}).get("nodes")
+                               or [])]:
         if not r:
             continue
         login = actor_login(r.get("author"))
+        key = str(r.get("id") or "") or f"@{login.lower()}"  # a writer is in both lists
+        if key in seen:
+            continue
+        seen.add(key)
         note = ReviewNote(author=login, state=str(r.get("state") or ""),
                           body=str(r.get("body") or ""), id=str(r.get("id") or ""))
         reason = steer(repository, login) if is_bot(login) or not login else (

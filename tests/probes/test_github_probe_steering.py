@@ -160,3 +160,14 @@ def test_a_forks_pr_of_the_same_branch_name_opened_after_the_merge_is_not_the_ru
         [PrQuery("web", "octo/web", head_branch="delivery/T-1")])["web"]
     assert isinstance(seen, PullRequestSnapshot), seen
     assert (seen.number, seen.state.value) == (own, "MERGED")
+
+
+def test_a_crowd_of_strangers_reviews_cannot_push_a_maintainers_request_off_the_page(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    number = public_repo(fake)
+    for i in range(40):  # more opinions than a page of reviews holds, all before ada's
+        fake.add_review("octo/web", number, f"sock{i}", "APPROVED", "lgtm")
+    fake.add_review("octo/web", number, "ada", "CHANGES_REQUESTED", "rename it")
+    pr = one(probe_for(fake, clock), number)
+    assert pr.state.value == "CHANGES_REQUIRED"
+    assert [(r["author"], r["body"]) for r in pr.raw()["reviews"]] == [("ada", "rename it")]
