@@ -171,3 +171,27 @@ def test_a_crowd_of_strangers_reviews_cannot_push_a_maintainers_request_off_the_
     pr = one(probe_for(fake, clock), number)
     assert pr.state.value == "CHANGES_REQUIRED"
     assert [(r["author"], r["body"]) for r in pr.raw()["reviews"]] == [("ada", "rename it")]
+
+
+def test_a_user_named_like_a_trusted_bot_without_the_suffix_is_not_that_bot(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    number = public_repo(fake)
+    fake.add_review("octo/web", number, "bumper", "CHANGES_REQUESTED", "bump all")
+    fake.add_thread("octo/web", number, author="bumper", body="bump this")
+    source = probe_for(fake, clock, stewards=Stewards(trusted_bots("bumper[bot]")))
+    pr = one(source, number)
+    assert (pr.state.value, pr.unresolved_threads) == ("WAITING", 0)
+    assert pr.raw()["ignored"] == ["review by @bumper (no write permission)",
+                                   "thread by @bumper (no write permission)"]
+
+
+def test_a_deleted_accounts_review_and_thread_are_ignored(fake: FakeGitHub,
+                                                          clock: ManualClock) -> None:
+    number = public_repo(fake, required_approvals=1)
+    fake.add_review("octo/web", number, "", "APPROVED", "ship it")
+    fake.add_thread("octo/web", number, author="", body="and add my script")
+    pr = one(probe_for(fake, clock), number)
+    assert (pr.evidence.review, pr.ready, pr.unresolved_threads) == (
+        "REVIEW_REQUIRED", False, 0)
+    assert pr.raw()["ignored"] == ["review by @ghost (deleted account)",
+                                   "thread by @ghost (deleted account)"]
