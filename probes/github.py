@@ -112,17 +112,22 @@ class GitHubPullRequestSource:
         errors = _errors_by_alias(body.get("errors"))
         nodes: dict[str, dict[str, Any]] = {}
         result: dict[str, PrObservation] = {}
+        shadowed: dict[str, int] = {}  # folder -> its own PR, behind a fork's of its branch
         for i, query in enumerate(queries):
             alias = f"f{i}"
             seen = _pick_pr(data.get(alias), query)
             if isinstance(seen, dict):
                 nodes[query.folder] = seen
+            elif isinstance(seen, int):
+                shadowed[query.folder] = seen
             elif seen is None and alias not in errors and data.get(alias) is not None:
                 result[query.folder] = None  # no PR for this head branch
             else:
                 result[query.folder] = ProbeFailure(
                     query.folder, _failure_reason(query, errors.get(alias), seen))
         by_folder = {q.folder: q for q in queries}
+        if shadowed:
+            result.update(self._read_shadowed(client, nodes, by_folder, shadowed))
         # A PR whose state changed while it was read is observed once more.
         self._reobserve(client, nodes, by_folder,
                         [f for f, n in nodes.items() if gq.inconsistent(n)])
@@ -248,6 +253,23 @@ class GitHubPullRequestSource:
         info = connection.get("pageInfo") or {}
         return unresolved, notes, info.get("endCursor") if info.get("hasNextPage") else None
 
+    def _read_shadowed(self, client: GitHubClient, nodes: dict[str, dict[str, Any]],
+                       by_folder: Mapping[str, PrQuery], shadowed: Mapping[str, int]
+                       ) -> dict[str, PrObservation]:
+        """Read by number the folders' own PRs that a fork's PR of the same head branch
+        name hid (one request); those that could not be read fail."""
+        found: dict[str, dict[str, Any]] = {f: {"number": n} for f, n in shadowed.items()}
+        self._reobserve(client, found, by_folder, list(shadowed))
+        failed: dict[str, PrObservation] = {}
+        for folder, node in found.items():
+            if "state" in node:
+                nodes[folder] = node
+            else:
+                failed[folder] = ProbeFailure(folder, _failure_reason(
+                    PrQuery(folder, by_folder[folder].repository, number=shadowed[folder]),
+                    None, "missing"))
+        return failed
+
     def _reobserve(self, client: GitHubClient, nodes: dict[str, dict[str, Any]],
                    by_folder: Mapping[str, PrQuery], folders: list[str]) -> None:
         if not folders:
@@ -341,19 +363,24 @@ def _errors_by_alias(errors: Any) -> dict[str, str]:
     return found
 
 
-def _pick_pr(repository: Any, query: PrQuery) -> dict[str, Any] | str | None:
-    """The PR node of one alias; None when the head branch has no PR; "missing" when the
-    repository or the numbered PR could not be read."""
+def _pick_pr(repository: Any, query: PrQuery) -> dict[str, Any] | int | str | None:
+    """The PR node of one alias; None when the head branch has no PR of the repository's
+    own; its number when that PR is neither node read (a fork's PR of the same branch
+    name came first: it is read again by number); "missing" when the repository or the
+    numbered PR could not be read, or a reason (`own_pull_request`)."""
     if not isinstance(repository, dict):
         return "missing"
     if query.number is not None:
         pr = repository.get("pr")
         return pr if isinstance(pr, dict) else "missing"
-    for key in ("open", "recent"):
-        nodes = (repository.get(key) or {}).get("nodes") or []
-        if nodes and isinstance(nodes[0], dict):
-            return dict(nodes[0])
-    return None
+    own = gq.own_pull_request(repository)
+    if not isinstance(own, tuple):
+        return own
+    number, key = own
+    nodes = (repository.get(key) or {}).get("nodes") or []
+    if nodes and isinstance(nodes[0], dict) and nodes[0].get("number") == number:
+        return dict(nodes[0])
+    return number
 
 
 def _failure_reason(query: PrQuery, error: str | None, seen: object) -> str:

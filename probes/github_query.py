@@ -59,6 +59,7 @@ fragment ProbePullRequest on PullRequest {
   merged
   closed
   isDraft
+  isCrossRepository
   headRefName
   headRefOid
   baseRefName
@@ -78,7 +79,7 @@ fragment ProbePullRequest on PullRequest {
   }
   latestOpinionatedReviews(first: 30) { nodes { id state body author { __typename login } } }
   writerOpinions: latestOpinionatedReviews(first: 30, writersOnly: true) {
-    nodes { author { __typename login } }
+    nodes { id state body author { __typename login } }
   }
   reviewThreads(first: 100) {
     totalCount
@@ -95,6 +96,7 @@ fragment ProbeEndedPullRequest on PullRequest {
   state
   merged
   closed
+  isCrossRepository
   headRefName
   headRefOid
   baseRefName
@@ -131,7 +133,12 @@ def probe_query(queries: Sequence[PrQuery]) -> tuple[str, dict[str, Any]]:
                 "{ nodes { ...ProbePullRequest } } "
                 f"recent: pullRequests(headRefName: $h{i}, first: 1, "
                 "orderBy: {field: CREATED_AT, direction: DESC}) "
-                "{ nodes { ...ProbeEndedPullRequest } }"
+                "{ nodes { ...ProbeEndedPullRequest } } "
+                # which of them is the run's: anyone may open a PR from a fork's branch
+                # of the same name (SPEC §14), and GraphQL cannot filter by head owner
+                f"heads: pullRequests(headRefName: $h{i}, first: {PAGE}, "
+                "orderBy: {field: CREATED_AT, direction: DESC}) "
+                "{ pageInfo { hasNextPage } nodes { number state isCrossRepository } }"
             )
         fields.append(f"  f{i}: repository(owner: $o{i}, name: $n{i}) {{ {inner} }}")
     text = (f"query Probe{_variables_decl(decls)} {{\n" + "\n".join(fields) + "\n}\n"
@@ -207,6 +214,26 @@ def next_cursor(connection: Mapping[str, Any] | None) -> str | None:
     info = (connection or {}).get("pageInfo") or {}
     cursor = info.get("endCursor")
     return str(cursor) if info.get("hasNextPage") and cursor else None
+
+
+def own_pull_request(repository: Mapping[str, Any]) -> tuple[int, str] | str | None:
+    """The PR of the head branch whose head is in the repository itself — its open one,
+    else its most recent — from a head-branch alias's `heads`: (number, the alias that
+    reads it in full: `open` or `recent`); None when it has none; a reason when that
+    cannot be told (more PRs from forks than a page holds)."""
+    heads = repository.get("heads") or {}
+    nodes = [n for n in heads.get("nodes") or [] if isinstance(n, Mapping)]
+    own = [n for n in nodes if n.get("isCrossRepository") is False]
+    chosen = next((n for n in own if n.get("state") == "OPEN"), None)
+    if chosen is not None:
+        return int(chosen.get("number") or 0), "open"
+    if own:
+        return int(own[0].get("number") or 0), "recent"
+    if (heads.get("pageInfo") or {}).get("hasNextPage"):
+        return (f"more than {PAGE} pull requests from forks use this head branch's name, "
+                "and none of them is the repository's own: close them, or probe the PR "
+                "by number")
+    return None
 
 
 def split_repository(repository: str) -> tuple[str, str]:
@@ -301,16 +328,23 @@ def _reviews(node: Mapping[str, Any], repository: str, steer: Steer
              ) -> tuple[list[ReviewNote], list[ReviewNote], list[str]]:
     """The latest opinions of the people who steer, those ignored (without their text),
     and why each was ignored. A user steers when GitHub lists them among the writers
-    (`writersOnly`); a bot only when trusted."""
-    writers = {actor_login(r.get("author")).lower()
-               for r in ((node.get("writerOpinions") or {}).get("nodes") or []) if r}
+    (`writersOnly`); a bot only when trusted. The writers' opinions are read from their
+    own list: in the full one, a crowd of strangers' reviews could push them off the page."""
+    writer_nodes = [r for r in ((node.get("writerOpinions") or {}).get("nodes") or []) if r]
+    writers = {actor_login(r.get("author")).lower() for r in writer_nodes}
     kept: list[ReviewNote] = []
     ignored: list[ReviewNote] = []
     why: list[str] = []
-    for r in ((node.get("latestOpinionatedReviews") or {}).get("nodes") or []):
+    seen: set[str] = set()
+    for r in [*writer_nodes, *((node.get("latestOpinionatedReviews") or {}).get("nodes")
+                               or [])]:
         if not r:
             continue
         login = actor_login(r.get("author"))
+        key = str(r.get("id") or "") or f"@{login.lower()}"  # a writer is in both lists
+        if key in seen:
+            continue
+        seen.add(key)
         note = ReviewNote(author=login, state=str(r.get("state") or ""),
                           body=str(r.get("body") or ""), id=str(r.get("id") or ""))
         reason = steer(repository, login) if is_bot(login) or not login else (

@@ -26,6 +26,10 @@ from probes.steering import actor_login
 STOP_LABEL = "delivery:stop"
 LABELS_PAGE = 50
 EVENTS_PAGE = 100  # labelings read back to find who set the stop label
+# open PRs of a head branch read: those carrying the label; anyone may open PRs from a
+# fork's branch of the same name, which are passed over (only a triage user could label
+# them, and it would take this many to hide the run's own)
+HEAD_PRS_PAGE = 10
 
 FRAGMENTS = f"""
 fragment StopLabels on Labelable {{ labels(first: {LABELS_PAGE}) {{ nodes {{ name }} }} }}
@@ -99,8 +103,12 @@ def stop_query(targets: Sequence[StopTarget]) -> tuple[str, dict[str, Any]]:
         else:
             decls.append(f"$h{i}: String!")
             variables[f"h{i}"] = target.head_branch
-            inner = (f"pullRequests(headRefName: $h{i}, states: [OPEN], first: 1) "
-                     f"{{ nodes {{ number url ...StopLabels {_TIMELINE} }} }}")
+            inner = (f"pullRequests(headRefName: $h{i}, states: [OPEN], labels: $stop, "
+                     f"first: {HEAD_PRS_PAGE}) {{ nodes {{ number url isCrossRepository "
+                     f"...StopLabels {_TIMELINE} }} }}")
+            if "stop" not in variables:
+                decls.append("$stop: [String!]")
+                variables["stop"] = [STOP_LABEL]
         fields.append(f"  s{i}: repository(owner: $o{i}, name: $n{i}) {{ {inner} }}")
     text = f"query StopSwitch({', '.join(decls)}) {{\n" + "\n".join(fields) + "\n}\n" + FRAGMENTS
     return text, variables
@@ -117,9 +125,10 @@ def first_stop(targets: Sequence[StopTarget], data: Mapping[str, Any],
         repo = data.get(f"s{i}") or {}
         if target.issue:
             node = repo.get("issue")
-        else:
+        else:  # the repository's own PR of the branch, never a fork's
             nodes = (repo.get("pullRequests") or {}).get("nodes") or []
-            node = nodes[0] if nodes else None
+            node = next((n for n in nodes if isinstance(n, Mapping)
+                         and n.get("isCrossRepository") is False), None)
         if not isinstance(node, Mapping):
             continue
         names = [str((label or {}).get("name") or "")

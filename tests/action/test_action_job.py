@@ -144,6 +144,15 @@ def test_a_user_without_write_permission_cannot_start_a_run(actions: Actions,
     assert refs(fake) == [] and not fake.repository(REPO).pulls
 
 
+def test_a_triage_user_who_may_label_the_issue_cannot_start_a_run(
+        actions: Actions, fake: FakeGitHub) -> None:
+    fake.set_permission(REPO, "tom", "triage")  # GitHub lets triage add labels
+    job = actions.job("issues", labeled(sender="tom"), inputs(fake))
+    assert job.code == 0 and job.outputs["status"] == "ignored"
+    assert "tom has no write permission" in job.stdout
+    assert refs(fake) == [] and not fake.repository(REPO).pulls
+
+
 def test_the_bot_ignores_comments_it_wrote_itself(actions: Actions, fake: FakeGitHub) -> None:
     payload = {"action": "created", "issue": {"number": 3, "pull_request": {}},
                "comment": {"body": "/delivery answer closed stop",

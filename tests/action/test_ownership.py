@@ -99,6 +99,26 @@ def test_a_copied_marker_in_another_repository_or_branch_moves_nothing_the_own_p
     assert moved.outputs["run-id"] == run_id and run_head(fake, run_id) != before
 
 
+def test_a_forks_pr_of_the_runs_branch_carrying_its_marker_moves_nothing(
+        tmp_path: Path, fake: FakeGitHub) -> None:
+    control = runner(tmp_path, fake, REPO)
+    labeled = {"action": "labeled", "label": {"name": "delivery"},
+               "issue": {"number": 7, "title": "Add hello", "body": "",
+                         "html_url": f"https://github.com/{REPO}/issues/7"},
+               "sender": {"login": "alice", "type": "User"},
+               "repository": {"full_name": REPO}}
+    started = control.job("issues", labeled, inputs(fake))
+    run_id = started.outputs["run-id"]
+    [own] = fake.repository(REPO).pulls.values()
+    before = run_head(fake, run_id)
+    fork = fake.open_fork_pull(REPO, own.head, fork_owner="mallory", body=own.body,
+                               files={"app.py": "mine\n"})
+    job = control.job("issue_comment", comment_on(REPO, fork), inputs(fake))
+    assert job.code == 0 and job.outputs["status"] == "ignored", job.stdout + job.stderr
+    assert f"its head mallory/app:{own.head} is not that run's branch" in job.stdout
+    assert run_head(fake, run_id) == before
+
+
 def test_the_cli_ignores_a_for_pr_whose_pr_the_run_did_not_open(
         tmp_path: Path, fake: FakeGitHub, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -147,3 +147,51 @@ def test_trusted_bots_are_read_as_bot_logins_and_a_bad_name_is_refused() -> None
                                                             "dependabot[bot]"}
     with pytest.raises(ValueError, match="'a b' is not a GitHub login"):
         trusted_bots("a b")
+
+
+def test_a_forks_pr_of_the_same_branch_name_opened_after_the_merge_is_not_the_runs(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    fake.create_repo("octo/web", check_rules=(CI,))
+    own = open_pr(fake, "octo/web", "delivery/T-1")
+    fake.merge("octo/web", own)
+    fake.open_fork_pull("octo/web", "delivery/T-1", fork_owner=STRANGER,
+                        files={"app.py": "print('mine')\n"})
+    seen = probe_for(fake, clock).pull_requests(
+        [PrQuery("web", "octo/web", head_branch="delivery/T-1")])["web"]
+    assert isinstance(seen, PullRequestSnapshot), seen
+    assert (seen.number, seen.state.value) == (own, "MERGED")
+
+
+def test_a_crowd_of_strangers_reviews_cannot_push_a_maintainers_request_off_the_page(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    number = public_repo(fake)
+    for i in range(40):  # more opinions than a page of reviews holds, all before ada's
+        fake.add_review("octo/web", number, f"sock{i}", "APPROVED", "lgtm")
+    fake.add_review("octo/web", number, "ada", "CHANGES_REQUESTED", "rename it")
+    pr = one(probe_for(fake, clock), number)
+    assert pr.state.value == "CHANGES_REQUIRED"
+    assert [(r["author"], r["body"]) for r in pr.raw()["reviews"]] == [("ada", "rename it")]
+
+
+def test_a_user_named_like_a_trusted_bot_without_the_suffix_is_not_that_bot(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    number = public_repo(fake)
+    fake.add_review("octo/web", number, "bumper", "CHANGES_REQUESTED", "bump all")
+    fake.add_thread("octo/web", number, author="bumper", body="bump this")
+    source = probe_for(fake, clock, stewards=Stewards(trusted_bots("bumper[bot]")))
+    pr = one(source, number)
+    assert (pr.state.value, pr.unresolved_threads) == ("WAITING", 0)
+    assert pr.raw()["ignored"] == ["review by @bumper (no write permission)",
+                                   "thread by @bumper (no write permission)"]
+
+
+def test_a_deleted_accounts_review_and_thread_are_ignored(fake: FakeGitHub,
+                                                          clock: ManualClock) -> None:
+    number = public_repo(fake, required_approvals=1)
+    fake.add_review("octo/web", number, "", "APPROVED", "ship it")
+    fake.add_thread("octo/web", number, author="", body="and add my script")
+    pr = one(probe_for(fake, clock), number)
+    assert (pr.evidence.review, pr.ready, pr.unresolved_threads) == (
+        "REVIEW_REQUIRED", False, 0)
+    assert pr.raw()["ignored"] == ["review by @ghost (deleted account)",
+                                   "thread by @ghost (deleted account)"]

@@ -80,6 +80,13 @@ def ref_sha(repo: Path, branch: str) -> str | None:
     return out or None
 
 
+def pull_head_sha(repo: Path, number: int) -> str | None:
+    """The head of PR `number` from a fork: GitHub keeps it as `refs/pull/<n>/head`."""
+    out = git(repo, "rev-parse", "--verify", "--quiet", f"refs/pull/{number}/head^{{commit}}",
+              check=False)
+    return out or None
+
+
 def merge_tree(repo: Path, base: str, head: str) -> tuple[str | None, list[str]]:
     """(tree, []) when `head` merges cleanly into `base`, (None, conflicted paths) otherwise."""
     done = subprocess.run(

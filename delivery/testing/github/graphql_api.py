@@ -240,12 +240,14 @@ class Resolvers:
 
         def pull_requests(info: Any, headRefName: str | None = None,
                           baseRefName: str | None = None, states: list[str] | None = None,
-                          orderBy: dict[str, str] | None = None, **page: Any) -> dict[str, Any]:
+                          orderBy: dict[str, str] | None = None,
+                          labels: list[str] | None = None, **page: Any) -> dict[str, Any]:
             pulls = [
                 p for p in repo.pulls.values()
                 if (headRefName is None or p.head == headRefName)
                 and (baseRefName is None or p.base == baseRefName)
                 and (not states or _pr_state(p) in states)
+                and (not labels or set(labels) & set(repo.labels.get(p.number, [])))
             ]
             if orderBy and orderBy.get("direction") == "DESC":
                 pulls.reverse()
@@ -354,6 +356,10 @@ class Resolvers:
             "merged": lambda info: pr.merged,
             "closed": lambda info: pr.state == "closed",
             "headRefName": pr.head,
+            "isCrossRepository": bool(pr.fork),
+            "headRepositoryOwner": _actor(pr.head_owner or repo.owner),
+            "headRepository": {"__typename": "Repository",
+                               "nameWithOwner": pr.fork or repo.full_name},
             "baseRefName": pr.base,
             "headRefOid": lambda info: state.head_sha(repo, pr),
             "baseRefOid": lambda info: state.base_sha(repo, pr),

@@ -109,12 +109,23 @@ class Rest:
             "mergeable": {"MERGEABLE": True, "CONFLICTING": False}.get(mergeable),
             "mergeable_state": {"MERGEABLE": "clean", "CONFLICTING": "dirty"}.get(
                 mergeable, "unknown"),
-            "head": {"label": f"{repo.owner}:{pr.head}", "ref": pr.head, "sha": head_sha,
-                     "user": self.user(repo.owner), "repo": self.repo_json(repo)},
+            "head": {"label": f"{pr.head_owner or repo.owner}:{pr.head}", "ref": pr.head,
+                     "sha": head_sha, "user": self.user(pr.head_owner or repo.owner),
+                     "repo": self.fork_json(pr.fork) if pr.fork else self.repo_json(repo)},
             "base": {"label": f"{repo.owner}:{pr.base}", "ref": pr.base,
                      "sha": state.base_sha(repo, pr), "user": self.user(repo.owner),
                      "repo": self.repo_json(repo)},
         }
+
+    def fork_json(self, full_name: str) -> dict[str, Any]:
+        """The head repository of a PR from a fork (a stranger's: the token may only read)."""
+        owner, name = full_name.split("/", 1)
+        return {"id": 0, "node_id": f"R_fork_{full_name}", "name": name,
+                "full_name": full_name, "owner": self.user(owner), "private": False,
+                "fork": True, "html_url": f"{self.state.base_url}/{full_name}",
+                "url": f"{self.api_url}/repos/{full_name}",
+                "clone_url": f"{self.state.base_url}/{full_name}.git",
+                "permissions": {"admin": False, "push": False, "pull": True}}
 
     def comment_json(self, repo: Repository, comment: IssueComment) -> dict[str, Any]:
         return {
@@ -177,7 +188,7 @@ def list_pulls(rest: Rest, repo: Repository, params: dict[str, str], **_: Any) -
     pulls = [
         p for p in repo.pulls.values()
         if (wanted == "all" or p.state == wanted)
-        and (head is None or f"{repo.owner}:{p.head}".lower() == head.lower()
+        and (head is None or f"{p.head_owner or repo.owner}:{p.head}".lower() == head.lower()
              or (":" not in head and p.head == head))
         and ("base" not in params or p.base == params["base"])
     ]
@@ -208,7 +219,8 @@ def create_pull(rest: Rest, repo: Repository, body: Any, **_: Any) -> Answer:
         return invalid(f"base {base!r} does not exist", resource="PullRequest", field="base",
                        code="invalid")
     for other in repo.pulls.values():
-        if other.state == "open" and other.head == head and other.base == base:
+        if other.state == "open" and other.head == head and other.base == base \
+                and not other.fork:  # a fork's PR of a branch of that name is another's
             return invalid(f"A pull request already exists for {repo.owner}:{head}.",
                            resource="PullRequest", code="custom")
     if gitops.is_ancestor(repo.path, head_sha, base_sha):
@@ -391,7 +403,7 @@ def delete_ref(rest: Rest, repo: Repository, branch: str, **_: Any) -> Answer:
     if sha is None:
         return invalid("Reference does not exist", resource="Reference", code="custom")
     for pr in repo.pulls.values():
-        if pr.head == branch:
+        if pr.head == branch and not pr.fork:
             rest.state.head_sha(repo, pr)  # remember the head before the branch goes
     gitops.git(repo.path, "update-ref", "-d", f"refs/heads/{branch}", sha)
     return 204, {}, None

@@ -173,6 +173,28 @@ class FakeGitHub:
         self.pull(full_name, number).author = author
         return number
 
+    def open_fork_pull(self, full_name: str, head: str, *, fork_owner: str,
+                       files: dict[str, str | None], title: str = "", body: str = "",
+                       base: str | None = None) -> int:
+        """`fork_owner` (anyone, on a public repository) opens a PR from branch `head` of
+        their fork `fork_owner/<name>` into `full_name`: its commit (`files` on the base)
+        is kept in the base repository as `refs/pull/<n>/head`, as GitHub keeps it; no
+        branch of `full_name` is created or touched. The PR's number."""
+        from delivery.testing.github import gitops
+        with self.state.lock:
+            repo = self.repository(full_name)
+            base = base or repo.default_branch
+            number = repo.next_number()
+            scratch = f"fork-pull-{number}"  # committed on a scratch branch, then moved
+            sha = gitops.commit_files(repo.path, scratch, files, title or head, start=base)
+            gitops.git(repo.path, "update-ref", f"refs/pull/{number}/head", sha)
+            gitops.git(repo.path, "update-ref", "-d", f"refs/heads/{scratch}", sha)
+            repo.pulls[number] = Pull(
+                number=number, title=title or head, body=body, head=head, base=base,
+                author=fork_owner, created_at=self.state.timestamp(), last_head_sha=sha,
+                fork=f"{fork_owner}/{repo.name}")
+            return number
+
     def create_issue(self, full_name: str, title: str, *, author: str = "octocat") -> int:
         """An issue (a ticket); its number comes from the sequence PRs share."""
         with self.state.lock:

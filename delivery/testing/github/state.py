@@ -155,6 +155,14 @@ class Pull:
     last_head_sha: str = ""  # the head when last seen (kept when the branch is deleted)
     reviews: list[Review] = field(default_factory=list)
     threads: list[ReviewThread] = field(default_factory=list)
+    # a PR from a fork: the head repository (`eve/web`); its commits live in the base
+    # repository as `refs/pull/<number>/head`, as on GitHub. "": the head is a branch here
+    fork: str = ""
+
+    @property
+    def head_owner(self) -> str:
+        """The owner of the head repository ("" when it is the base repository)."""
+        return self.fork.split("/", 1)[0]
 
 
 @dataclass
@@ -271,7 +279,8 @@ class State:
     def head_sha(self, repo: Repository, pr: Pull) -> str:
         if pr.merged:
             return pr.last_head_sha
-        sha = self.ref(repo, pr.head)
+        sha = gitops.pull_head_sha(repo.path, pr.number) if pr.fork else \
+            self.ref(repo, pr.head)
         if sha:
             pr.last_head_sha = sha
         return pr.last_head_sha
