@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
+import shutil
+import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from git import GitCommandError, Repo
+from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
 
 from delivery.errors import GitError
 from delivery.git import restore
@@ -19,15 +23,17 @@ from probes.worktree import DiffStats, diff_stats, worktree_state
 
 BOT_NAME = "delivery[bot]"
 BOT_EMAIL = "delivery-bot@users.noreply.github.com"
+log = logging.getLogger("delivery")
 
 
 def cache_root(environ: Mapping[str, str], override: Path | None = None) -> Path:
     """`--cache DIR`, else `$XDG_CACHE_HOME/delivery`, else `~/.cache/delivery`."""
     if override is not None:
-        return override
+        return override.absolute()
     base = environ.get("XDG_CACHE_HOME") or str(Path(environ.get("HOME") or Path.home())
                                                 / ".cache")
-    return Path(base) / "delivery"
+    # absolute: run.json records it, and a resume may start in another directory
+    return (Path(base) / "delivery").absolute()
 
 
 def _problem(err: GitCommandError) -> tuple[str, str]:
@@ -78,18 +84,49 @@ def ensure_clone(remote: GitRemote, cache: Path) -> Path:
     """The cache's bare clone of `remote.url` (made once, fetched each time): remote-tracking
     refs under `refs/remotes/origin/`, so worktrees branch from `origin/<base>`. Its
     `origin` is set for people working in the worktrees; delivery's own fetches and pushes
-    never read it (`delivery.git.network`)."""
+    never read it (`delivery.git.network`).
+
+    A self-hosted runner's cache outlives killed jobs: a clone is made aside and moved into
+    place whole, so a job killed mid-clone leaves no half-made one; a clone without its
+    `origin` gets it back, and a directory in the clone's place that is no repository at all
+    (left by an older version, or damaged) is moved aside, never deleted, and made anew."""
     url = remote.url
-    clone = clone_path(url, cache)
+    clone = clone_path(url, cache.absolute())
     with locked(clone.with_suffix(".lock")):
-        if not (clone / "HEAD").is_file():
-            clone.mkdir(parents=True, exist_ok=True)
-            Repo.init(clone, bare=True).close()
-            git(clone, "remote add", "remote", "add", REMOTE, url)
-        elif _remote_url(clone) != url:
-            git(clone, "remote set-url", "remote", "set-url", REMOTE, url)
+        if clone.exists() and not _is_repository(clone):
+            aside = clone.with_name(f"{clone.name}.broken-{time.time_ns()}")
+            clone.rename(aside)
+            log.warning("the clone cache's %s was no git repository (a job killed while "
+                        "making it?): moved to %s and cloned again", clone, aside)
+        if not clone.exists():
+            _make_clone(clone, url)
+        else:
+            known = _remote_url(clone)
+            if known != url:
+                verb = "set-url" if known else "add"  # none: a job killed before it was set
+                git(clone, f"remote {verb}", "remote", verb, REMOTE, url)
         fetch(clone, remote)
     return clone
+
+
+def _is_repository(path: Path) -> bool:
+    try:
+        Repo(path).close()
+    except (InvalidGitRepositoryError, NoSuchPathError):
+        return False
+    return True
+
+
+def _make_clone(clone: Path, url: str) -> None:
+    """An empty bare clone of `url` at `clone`, made beside it and renamed into place."""
+    clone.parent.mkdir(parents=True, exist_ok=True)
+    spare = Path(tempfile.mkdtemp(prefix=f".{clone.name}.", dir=clone.parent))
+    try:
+        Repo.init(spare, bare=True).close()
+        git(spare, "remote add", "remote", "add", REMOTE, url)
+        spare.rename(clone)
+    finally:
+        shutil.rmtree(spare, ignore_errors=True)
 
 
 def _remote_url(clone: Path) -> str:
