@@ -14,6 +14,7 @@ from delivery.engine.run_request import RunRequest
 from delivery.engine.world import World
 from delivery.errors import RunRefused
 from delivery.forges.select import forge_kind, is_github_location, local_settings
+from delivery.git import run_worktree_around
 from delivery.lang.declarations import IDENTIFIER, reserved_reason
 from delivery.lang.model import NodeType, Workflow
 from delivery.store.records import GateMode
@@ -134,6 +135,7 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> Fo
                              f"folder with {github}")
         repos[name] = str(path)
         folders[name] = str(workspace / name if creates_worktrees else path)
+    _refuse_misplaced(workspace, request.run_dir, folders, spelling)
     configured, approvals = local_settings(workspace)
     checks = {**configured, **request.checks}
     unknown = sorted(set(checks) - set(repos))
@@ -142,6 +144,37 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> Fo
                          f"the folders are: {', '.join(repos)}")
     return FolderSetup(forge=kind, repos=repos, folders=folders, checks=checks,
                        required_approvals=int(approvals or 0))
+
+
+def _refuse_misplaced(workspace: Path, run_dir: Path | None, folders: Mapping[str, str],
+                      spelling: Spelling) -> None:
+    """A workspace or run directory whose files a publish would commit: inside a delivery
+    run's worktree (another run's, or a folder of this one), or a run directory holding
+    the workspace (its worktrees would be saved as the run's files)."""
+    option = spelling.option("--workspace", "workspace")
+    around = run_worktree_around(workspace)
+    if around is not None:
+        raise RunRefused(f"{option} {workspace}", f"is inside {around}, a delivery run's "
+                         "worktree: this run's files and worktrees would be changes of "
+                         "that folder, which its publish commits into a pull request",
+                         "choose a workspace outside every worktree, e.g. the one that "
+                         "holds it")
+    if run_dir is None:
+        return  # WORKSPACE/.delivery/runs/RUN_ID
+    option = spelling.option("--run-dir", "run_dir")
+    path = run_dir.expanduser().resolve()
+    fix = "leave --run-dir out (the run directory is then WORKSPACE/.delivery/runs/RUN_ID)"
+    if workspace.is_relative_to(path):
+        raise RunRefused(f"{option} {run_dir}", f"holds the workspace {workspace}: the "
+                         "run's worktrees would be among its files", fix)
+    for name, folder in folders.items():
+        if path.is_relative_to(Path(folder).resolve()):
+            raise RunRefused(f"{option} {run_dir}", f"is inside folder '{name}' ({folder}): "
+                             "the run's files would be committed by its publish", fix)
+    around = run_worktree_around(path)
+    if around is not None:
+        raise RunRefused(f"{option} {run_dir}", f"is inside {around}, a delivery run's "
+                         "worktree: the run's files would be committed by its publish", fix)
 
 
 def _refuse_folder_name(name: str, subject: str) -> None:

@@ -17,7 +17,7 @@ from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Rep
 
 from delivery.errors import GitError
 from delivery.git import restore
-from delivery.git.network import REMOTE, GitRemote, fetch_into, locked, push_to
+from delivery.git.network import REMOTE, GitRemote, fetch_into, fetch_lock, locked, push_to
 from delivery.git.problems import describe
 from probes.worktree import DiffStats, diff_stats, worktree_state
 
@@ -143,6 +143,26 @@ def fetch(clone: Path, remote: GitRemote) -> None:
 
 def _has_ref(path: Path, ref: str) -> bool:
     return _succeeds(path, "rev-parse", "--verify", "--quiet", ref)
+
+
+def run_worktree_around(path: Path) -> Path | None:
+    """The worktree of a clone-cache clone (a delivery run's folder) that `path` lies in or
+    is, found by its `.git` file and the clone's fetch lock, without running git; None when
+    the nearest repository around `path` is not one (or there is none)."""
+    for folder in (path, *path.parents):
+        dot = folder / ".git"
+        if dot.is_dir():
+            return None
+        if not dot.is_file():
+            continue
+        try:
+            text = dot.read_text(encoding="utf-8", errors="replace")
+            admin = (folder / text.removeprefix("gitdir:").strip()).resolve()
+            common = (admin / (admin / "commondir").read_text(encoding="utf-8").strip())
+        except OSError:
+            return None
+        return folder if fetch_lock(common.resolve()).is_file() else None
+    return None
 
 
 def common_dir(worktree: Path) -> Path:

@@ -6,6 +6,7 @@ the option and the fix, and nothing is written outside the workspace."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,46 @@ def test_a_repository_given_for_two_folders_of_a_run_without_worktrees_is_allowe
                          "--repo", f"b={remote}", "--json")
     assert code == 0, err
     assert json.loads(out)["status"] == "succeeded"
+
+
+def _first_run(tmp_path: Path) -> tuple[Path, Path]:
+    """A run that made its worktree `ws/web`: (the repository, the worktree)."""
+    remote = make_remote(tmp_path, "web", {"app.txt": "one\n"})
+    code, _, err = _run(tmp_path, "--repo", f"web={remote}")
+    assert code == 0, err
+    return remote, tmp_path / "ws" / "web"
+
+
+def _untracked(worktree: Path) -> list[str]:
+    out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                         cwd=worktree, capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if not line.endswith("x.txt")]
+
+
+def test_a_workspace_inside_a_runs_worktree_is_refused(tmp_path: Path) -> None:
+    # the new run's files and worktrees would be untracked files of the other run's
+    # folder, which its publish commits into its pull request
+    remote, worktree = _first_run(tmp_path)
+    code, _, err = _run(tmp_path, "--repo", f"web={remote}", workspace=worktree)
+    assert code == 2, err
+    assert f"--workspace {worktree}" in err and len(err.strip().splitlines()) == 1
+    assert _untracked(worktree) == []
+
+
+def test_a_run_directory_inside_a_folder_s_worktree_is_refused(tmp_path: Path) -> None:
+    remote, worktree = _first_run(tmp_path)
+    code, _, err = _run(tmp_path, "--repo", f"web={remote}", "--run-dir", worktree / "run")
+    assert code == 2, err
+    assert "--run-dir" in err and "folder 'web'" in err
+    assert _untracked(worktree) == []
+
+
+@pytest.mark.parametrize("where", ["the workspace", "above the workspace"])
+def test_a_run_directory_holding_the_workspace_is_refused(tmp_path: Path, where: str) -> None:
+    remote = make_remote(tmp_path, "web", {"app.txt": "one\n"})
+    workspace = tmp_path / "ws"
+    run_dir = workspace if where == "the workspace" else tmp_path
+    code, _, err = _run(tmp_path, "--repo", f"web={remote}", "--run-dir", run_dir)
+    assert code == 2, err
+    assert f"--run-dir {run_dir}" in err
+    assert list(workspace.iterdir()) == []
