@@ -16,7 +16,7 @@ from pathlib import Path
 from git import GitCommandError, InvalidGitRepositoryError, NoSuchPathError, Repo
 
 from delivery.errors import GitError
-from delivery.git import restore
+from delivery.git import inuse, restore
 from delivery.git.network import REMOTE, GitRemote, fetch_into, fetch_lock, locked, push_to
 from delivery.git.problems import describe
 from probes.worktree import DiffStats, diff_stats, worktree_state
@@ -155,13 +155,14 @@ def run_worktree_around(path: Path) -> Path | None:
             return None
         if not dot.is_file():
             continue
+        admin = inuse.admin_dir(folder)
         try:
-            text = dot.read_text(encoding="utf-8", errors="replace")
-            admin = (folder / text.removeprefix("gitdir:").strip()).resolve()
-            common = (admin / (admin / "commondir").read_text(encoding="utf-8").strip())
+            common = admin / (admin / "commondir").read_text(encoding="utf-8").strip() \
+                if admin is not None else None
         except OSError:
             return None
-        return folder if fetch_lock(common.resolve()).is_file() else None
+        return folder if common is not None and fetch_lock(common.resolve()).is_file() \
+            else None
     return None
 
 
@@ -200,6 +201,9 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
                            f"{state.branch or 'a detached HEAD'}), not this run's worktree "
                            f"on {branch}",
                            "move it away or choose another --workspace")
+        with locked(clone.with_suffix(".lock")):
+            _refuse_busy(path, branch)
+            inuse.mark(path)
         return WorktreeResult(path, branch, state.head, reused=True)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise GitError("worktree add", str(path), "the folder exists and is not empty",
@@ -220,7 +224,16 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
         # another job's worktree may still hold the branch (a self-hosted runner's cache)
         restore.free_branch(clone, branch, path)
         git(clone, "worktree add", "worktree", "add", "--quiet", *args)
+        inuse.mark(path)
     return WorktreeResult(path, branch, worktree_state(path).head, reused=False)
+
+
+def _refuse_busy(path: Path, branch: str) -> None:
+    pid = inuse.busy(path)
+    if pid is not None:
+        raise GitError("worktree add", str(path), f"the folder is the worktree of another "
+                       f"delivery process running now (pid {pid}) on the same branch "
+                       f"{branch}: two runs of one ticket at once", restore.BUSY_FIX)
 
 
 def unpushed_commits(worktree: Path) -> int:

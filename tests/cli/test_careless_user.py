@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from engine_helpers import cli, write_flow
 from git_helpers import make_remote
+from signal_helpers import start_delivery, wait_until
 
 ADD_THEN_EDIT = """
 digraph F {
@@ -122,3 +123,47 @@ def test_a_run_directory_holding_the_workspace_is_refused(tmp_path: Path, where:
     assert code == 2, err
     assert f"--run-dir {run_dir}" in err
     assert list(workspace.iterdir()) == []
+
+
+HOLDING = """
+digraph F {
+  graph [goal="g", inputs="ticket"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  add [type=worktree_add]
+  hold [shape=parallelogram, timeout="30s",
+        script="touch %(started)s; while [ ! -e %(release)s ]; do sleep 0.05; done"]
+  start -> add -> hold -> exit
+}
+"""
+
+
+@pytest.mark.parametrize("second_workspace", ["the same workspace", "its own workspace"])
+def test_a_second_run_of_a_ticket_while_the_first_runs_leaves_the_first_s_worktree_alone(
+        tmp_path: Path, second_workspace: str) -> None:
+    # same ticket, same branch: the second run would work in the first one's worktree
+    # (same workspace) or detach it to take the branch (its own workspace)
+    remote = make_remote(tmp_path, "web", {"app.txt": "one\n"})
+    started, release = tmp_path / "started", tmp_path / "release"
+    flow = write_flow(tmp_path, HOLDING % {"started": started, "release": release})
+    common = ["--repo", f"web={remote}", "--cache", tmp_path / "cache",
+              "--input", "ticket=https://tracker.example/T-1", "--json"]
+    first_ws = tmp_path / "ws"
+    first_ws.mkdir()
+    first = start_delivery("run", flow, "--workspace", first_ws, *common, cwd=tmp_path)
+    try:
+        wait_until(started.exists, first, "the first run's stage")
+        other_ws = first_ws if second_workspace == "the same workspace" else tmp_path / "ws2"
+        other_ws.mkdir(exist_ok=True)
+        code, out, err = cli("run", flow, "--workspace", other_ws, *common)
+        assert code == 1, err
+        reason = json.loads(out)["failure_reason"]
+        assert f"pid {first.pid}" in reason and "folder 'web'" in reason, reason
+        branch = subprocess.run(["git", "branch", "--show-current"], cwd=first_ws / "web",
+                                capture_output=True, text=True, check=True).stdout.strip()
+        assert branch.startswith("delivery/t-1")
+    finally:
+        release.touch()
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert json.loads(out)["status"] == "succeeded"
