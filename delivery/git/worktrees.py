@@ -130,11 +130,15 @@ def _make_clone(clone: Path, url: str) -> None:
 
 
 def _remote_url(clone: Path) -> str:
+    """The clone's `origin` URL; "" when it has none (GitError when git cannot tell)."""
     with Repo(clone) as repo:
         try:
             return str(repo.git.remote("get-url", REMOTE))
-        except GitCommandError:
-            return ""
+        except GitCommandError as err:
+            if "no such remote" in str(err.stderr).lower():
+                return ""
+            problem, fix = _problem(err)
+            raise GitError("remote get-url", str(clone), problem, fix) from None
 
 
 def fetch(clone: Path, remote: GitRemote) -> None:

@@ -62,3 +62,18 @@ def test_a_cache_given_as_a_relative_path_works_and_is_recorded_whole(
     # a resume started from another directory finds the same cache
     assert run_json["git_cache"] == str(tmp_path / "cache")
     assert os.path.isabs(run_json["git_cache"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving the cache to another user needs root")
+def test_a_cache_owned_by_another_user_fails_the_stage_in_one_line_naming_the_fix(
+        tmp_path: Path) -> None:
+    remote = make_remote(tmp_path, "web", {"app.txt": "one\n"})
+    cache = tmp_path / "cache"
+    assert _run(tmp_path, remote, cache)[0] == 0
+    for path in [cache, *cache.rglob("*")]:
+        os.lchown(path, 4242, 4242)  # another job's user on a shared runner
+    code, result, err = _run(tmp_path, remote, cache, workspace="other")
+    assert code == 1, err
+    reason = str(result["failure_reason"])
+    assert "owned by another user" in reason and "--cache" in reason, reason
+    assert "\n" not in reason
