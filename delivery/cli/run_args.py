@@ -10,6 +10,12 @@ from pathlib import Path
 from delivery.cli.state_args import add_state_option
 
 
+def absolute_path(text: str) -> Path:
+    """A directory option as an absolute path: run.json records it, and git runs in other
+    directories (a relative --cache would lead somewhere else)."""
+    return Path(text).absolute()
+
+
 def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = commands.add_parser("run", help="run a workflow",
                               description="Run a workflow. Exit 0 succeeded, 1 failed, "
@@ -36,7 +42,7 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     run.add_argument("--branch", default="", metavar="NAME",
                      help="the run's branch in every folder (default: delivery/<ticket slug "
                      "or run id>); name an existing head branch to work on its PRs")
-    run.add_argument("--cache", type=Path, metavar="DIR",
+    run.add_argument("--cache", type=absolute_path, metavar="DIR",
                      help="git clone cache (default: $XDG_CACHE_HOME/delivery)")
     run.add_argument("--workspace", type=Path,
                      help="directory the stages work in (default: the current directory)")
@@ -94,7 +100,7 @@ def add_resume_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     resume.add_argument("--take-over", action="store_true",
                         help="with --state: take the run over from a job that claimed it "
                         "and died, without waiting for its claim to grow stale")
-    resume.add_argument("--cache", type=Path, metavar="DIR",
+    resume.add_argument("--cache", type=absolute_path, metavar="DIR",
                         help="clone cache (default: $XDG_CACHE_HOME/delivery)")
 
 

@@ -14,6 +14,8 @@ from delivery.engine.run_request import RunRequest
 from delivery.engine.world import World
 from delivery.errors import RunRefused
 from delivery.forges.select import forge_kind, is_github_location, local_settings
+from delivery.git import run_worktree_around
+from delivery.lang.declarations import IDENTIFIER, reserved_reason
 from delivery.lang.model import NodeType, Workflow
 from delivery.store.records import GateMode
 from delivery.validation.validator import reads_goal
@@ -112,6 +114,7 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> Fo
     repos: dict[str, str] = {}
     folders: dict[str, str] = {}
     for name, location in request.repos.items():
+        _refuse_folder_name(name, spelling.repo(name, location))
         if kind == "github":
             if not is_github_location(location, workspace):
                 local = spelling.option("--forge local", 'forge="local"')
@@ -132,6 +135,7 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> Fo
                              f"folder with {github}")
         repos[name] = str(path)
         folders[name] = str(workspace / name if creates_worktrees else path)
+    _refuse_misplaced(workspace, request.run_dir, folders, spelling)
     configured, approvals = local_settings(workspace)
     checks = {**configured, **request.checks}
     unknown = sorted(set(checks) - set(repos))
@@ -140,6 +144,66 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> Fo
                          f"the folders are: {', '.join(repos)}")
     return FolderSetup(forge=kind, repos=repos, folders=folders, checks=checks,
                        required_approvals=int(approvals or 0))
+
+
+def _refuse_misplaced(workspace: Path, run_dir: Path | None, folders: Mapping[str, str],
+                      spelling: Spelling) -> None:
+    """A workspace or run directory whose files a publish would commit: inside a delivery
+    run's worktree (another run's, or a folder of this one), or a run directory holding
+    the workspace (its worktrees would be saved as the run's files)."""
+    option = spelling.option("--workspace", "workspace")
+    around = run_worktree_around(workspace)
+    if around is not None:
+        raise RunRefused(f"{option} {workspace}", f"is inside {around}, a delivery run's "
+                         "worktree: this run's files and worktrees would be changes of "
+                         "that folder, which its publish commits into a pull request",
+                         "choose a workspace outside every worktree, e.g. the one that "
+                         "holds it")
+    if run_dir is None:
+        return  # WORKSPACE/.delivery/runs/RUN_ID
+    option = spelling.option("--run-dir", "run_dir")
+    path = run_dir.expanduser().resolve()
+    fix = "leave --run-dir out (the run directory is then WORKSPACE/.delivery/runs/RUN_ID)"
+    if workspace.is_relative_to(path):
+        raise RunRefused(f"{option} {run_dir}", f"holds the workspace {workspace}: the "
+                         "run's worktrees would be among its files", fix)
+    for name, folder in folders.items():
+        if path.is_relative_to(Path(folder).resolve()):
+            raise RunRefused(f"{option} {run_dir}", f"is inside folder '{name}' ({folder}): "
+                             "the run's files would be committed by its publish", fix)
+    around = run_worktree_around(path)
+    if around is not None:
+        raise RunRefused(f"{option} {run_dir}", f"is inside {around}, a delivery run's "
+                         "worktree: the run's files would be committed by its publish", fix)
+
+
+def _refuse_folder_name(name: str, subject: str) -> None:
+    """A folder is named by an identifier (SPEC §0): its worktree is `<workspace>/<name>`,
+    so `../web`, `a/b`, `.git` or `.delivery` would put it outside the workspace, nested,
+    or over the workspace's own files; its facts are `<name>.*` in the context."""
+    if not IDENTIFIER.match(name):
+        raise RunRefused(subject, "the folder name is not an identifier (it names the "
+                         "folder's directory in the workspace and its facts)",
+                         "folder names match [A-Za-z_][A-Za-z0-9_]*, e.g. web or api_v2")
+    reason = reserved_reason(name)
+    if reason:
+        raise RunRefused(subject, f"the folder name is taken: {reason}",
+                         "choose another folder name")
+
+
+def _refuse_shared_repository(repos: Mapping[str, str], spelling: Spelling) -> None:
+    """Each folder's worktree is on the run's one branch, which git checks out once per
+    repository: a second folder of the same repository would take the branch from the
+    first, whose work would go on unpublished in a detached HEAD."""
+    seen: dict[str, str] = {}
+    for name, repository in repos.items():
+        key = repository.rstrip("/").removesuffix(".git").lower()
+        if key in seen:
+            raise RunRefused(spelling.repo(name, repository), f"is the repository of folder "
+                             f"'{seen[key]}' too: each folder is a worktree on the run's "
+                             "branch, which one repository can check out only once",
+                             "give each repository once, as one folder")
+        seen[key] = name
 
 
 def refuse_folder_problems(workflow: Workflow, setup: FolderSetup, world: World,
@@ -161,6 +225,8 @@ def refuse_folder_problems(workflow: Workflow, setup: FolderSetup, world: World,
                          f"workflow has folder stages ({listed})", f"pass {spelling.repo()} "
                          "for each repository "
                          "(a local path, or owner/name on GitHub)")
+    if any(node.type is NodeType.WORKTREE_ADD for node in stages):
+        _refuse_shared_repository(repos, spelling)
     for node in stages:
         if node.folder and node.folder not in repos:
             raise RunRefused(f"node '{node.id}'", f"works on folder '{node.folder}', which "

@@ -25,6 +25,7 @@ from delivery.git.worktrees import (
     fetch,
     push_branch,
     remove_worktree,
+    run_worktree_around,
     unpushed_commits,
 )
 
@@ -44,5 +45,6 @@ __all__ = [
     "header_environment",
     "push_branch",
     "remove_worktree",
+    "run_worktree_around",
     "unpushed_commits",
 ]

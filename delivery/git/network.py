@@ -267,6 +267,8 @@ def _scratch_refs(git_dir: Path, objects: Path) -> str:
 def fetch_into(clone: Path, remote: GitRemote, *, location: str = "") -> None:
     """Every branch of `remote` as `refs/remotes/origin/*` of `clone` (the common
     directory of the worktrees), forced updates and deletions included."""
+    # git runs with its cwd in a scratch directory: a relative path would lead elsewhere
+    clone = clone.absolute()
     objects = clone / "objects"
     with locked(fetch_lock(clone)), scratch_git_dir() as scratch:
         before = _tracking(clone)
@@ -297,6 +299,7 @@ def push_to(clone: Path, remote: GitRemote, refspec: str, *, lease: str | None =
     (`<ref>:<expected sha or empty>`) makes it fail when the remote moved meanwhile. A
     pushed branch is recorded as `refs/remotes/origin/<branch>` of the clone, as git does
     for a configured remote."""
+    clone = clone.absolute()
     args = ["push", "--quiet", "--no-verify"]
     if lease is not None:
         args.append(f"--force-with-lease={lease}")

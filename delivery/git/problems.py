@@ -18,6 +18,7 @@ _REFUSED = ("could not read username", "could not read password", "authenticatio
             "returned error: 401", "invalid username or password")
 _SLOW = re.compile(r"Operation too slow\. Less than \d+ bytes/sec transferred the last "
                    r"(?P<seconds>\d+) seconds")
+_DUBIOUS = re.compile(r"detected dubious ownership in repository at '(?P<path>[^']+)'")
 _FULL = re.compile(r"(?P<line>[^\n]*No space left on device[^\n]*)")
 
 
@@ -47,6 +48,14 @@ def describe(stderr: str, headers: Sequence[str], *, remote: str = "", token_nam
         path = lock.group("path")
         return (f"another git process seems to be running ({path} exists)",
                 f"if none is, remove {path}, then resume")
+    dubious = _DUBIOUS.search(text)
+    if dubious:
+        # git will not work in a repository another user owns (safe.directory): on a
+        # shared runner, a clone cache another job's user made
+        path = dubious.group("path")
+        return (f"{path} is owned by another user, so git will not use it",
+                "give this user a clone cache of its own (--cache DIR or XDG_CACHE_HOME), "
+                "or remove that one, then resume")
     full = _FULL.search(text)
     if full:
         return (f"no space left on device: {full.group('line').strip()}",

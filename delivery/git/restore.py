@@ -14,7 +14,8 @@ commits and pushes them as it would have.
 A self-hosted runner's clone cache may still register the branch in another job's worktree
 (`'delivery/t-7' is already checked out at …`): a registration whose directory is gone is
 pruned; one whose directory still exists is detached (HEAD on the same commit, every file
-and change left as it is, since it may hold a person's work) so the branch is free.
+and change left as it is, since it may hold a person's work) so the branch is free — unless
+a delivery process still running works in it (`delivery.git.inuse`): then the add fails.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from delivery.errors import GitError
+from delivery.git import inuse
 from delivery.git.change_check import mask_in_index, secret_files
 from delivery.git.problems import describe
 from delivery.store.saved_worktree import SavedWorktree as SavedWorktree
@@ -42,6 +44,8 @@ class SecretMask(Protocol):
 
 
 REMOTE = "origin"
+BUSY_FIX = ("let that run finish (or stop it), then run again: it goes on from the branch "
+            "and worktrees that run left")
 # a patch larger than this is refused rather than saved: the state ref stays bounded (and
 # under the per-file limit a fetch accepts, runref.FILE_LIMIT)
 PATCH_LIMIT = 8 << 20
@@ -136,6 +140,11 @@ def free_branch(clone: Path, branch: str, path: Path) -> Path | None:
     changes are not touched); that worktree, or None."""
     other = registered_elsewhere(clone, branch, path)
     if other is not None:
+        pid = inuse.busy(other)
+        if pid is not None:
+            raise GitError("worktree add", str(path), f"the branch {branch} is checked out "
+                           f"in {other} by another delivery process running now (pid "
+                           f"{pid}): two runs of one ticket at once", BUSY_FIX)
         _git(other, "checkout --detach", "checkout", "--quiet", "--detach")
     return other
 
@@ -159,6 +168,7 @@ def restore_worktree(clone: Path, path: Path, saved: SavedWorktree) -> None:
          str(path), saved.base)
     if saved.patch:
         _git(path, "apply", "apply", "--binary", "--whitespace=nowarn", "-", stdin=saved.patch)
+    inuse.mark(path)
 
 
 def meta_name(folder: str) -> str:

@@ -3,32 +3,38 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
+import shutil
+import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from git import Repo
+from git import InvalidGitRepositoryError, NoSuchPathError, Repo
 
 from delivery.errors import GitError
-from delivery.git import restore
-from delivery.git.network import REMOTE, GitRemote, fetch_into, locked, push_to
+from delivery.git import inuse, restore
+from delivery.git.network import REMOTE, GitRemote, fetch_into, fetch_lock, locked, push_to
 from delivery.git.problems import describe
 from probes.local_git import run_git
 from probes.worktree import DiffStats, diff_stats, worktree_state
 
 BOT_NAME = "delivery[bot]"
 BOT_EMAIL = "delivery-bot@users.noreply.github.com"
+log = logging.getLogger("delivery")
 
 
 def cache_root(environ: Mapping[str, str], override: Path | None = None) -> Path:
     """`--cache DIR`, else `$XDG_CACHE_HOME/delivery`, else `~/.cache/delivery`."""
     if override is not None:
-        return override
+        return override.absolute()
     base = environ.get("XDG_CACHE_HOME") or str(Path(environ.get("HOME") or Path.home())
                                                 / ".cache")
-    return Path(base) / "delivery"
+    # absolute: run.json records it, and a resume may start in another directory
+    return (Path(base) / "delivery").absolute()
 
 
 def _problem(stderr: str, status: int) -> tuple[str, str]:
@@ -69,23 +75,61 @@ def ensure_clone(remote: GitRemote, cache: Path) -> Path:
     """The cache's bare clone of `remote.url` (made once, fetched each time): remote-tracking
     refs under `refs/remotes/origin/`, so worktrees branch from `origin/<base>`. Its
     `origin` is set for people working in the worktrees; delivery's own fetches and pushes
-    never read it (`delivery.git.network`)."""
+    never read it (`delivery.git.network`).
+
+    A self-hosted runner's cache outlives killed jobs: a clone is made aside and moved into
+    place whole, so a job killed mid-clone leaves no half-made one; a clone without its
+    `origin` gets it back, and a directory in the clone's place that is no repository at all
+    (left by an older version, or damaged) is moved aside, never deleted, and made anew."""
     url = remote.url
-    clone = clone_path(url, cache)
+    clone = clone_path(url, cache.absolute())
     with locked(clone.with_suffix(".lock")):
-        if not (clone / "HEAD").is_file():
-            clone.mkdir(parents=True, exist_ok=True)
-            Repo.init(clone, bare=True).close()
-            git(clone, "remote add", "remote", "add", REMOTE, url)
-        elif _remote_url(clone) != url:
-            git(clone, "remote set-url", "remote", "set-url", REMOTE, url)
+        if clone.exists() and not _is_repository(clone):
+            aside = clone.with_name(f"{clone.name}.broken-{time.time_ns()}")
+            clone.rename(aside)
+            log.warning("the clone cache's %s was no git repository (a job killed while "
+                        "making it?): moved to %s and cloned again", clone, aside)
+        if not clone.exists():
+            _make_clone(clone, url)
+        else:
+            known = _remote_url(clone)
+            if known != url:
+                verb = "set-url" if known else "add"  # none: a job killed before it was set
+                git(clone, f"remote {verb}", "remote", verb, REMOTE, url)
         fetch(clone, remote)
     return clone
 
 
+def _is_repository(path: Path) -> bool:
+    try:
+        Repo(path).close()
+    except (InvalidGitRepositoryError, NoSuchPathError):
+        return False
+    return True
+
+
+def _make_clone(clone: Path, url: str) -> None:
+    """An empty bare clone of `url` at `clone`, made beside it and renamed into place."""
+    clone.parent.mkdir(parents=True, exist_ok=True)
+    spare = Path(tempfile.mkdtemp(prefix=f".{clone.name}.", dir=clone.parent))
+    try:
+        Repo.init(spare, bare=True).close()
+        git(spare, "remote add", "remote", "add", REMOTE, url)
+        spare.rename(clone)
+    finally:
+        shutil.rmtree(spare, ignore_errors=True)
+
+
 def _remote_url(clone: Path) -> str:
+    """The clone's `origin` URL; "" when it has none (GitError when git cannot tell)."""
     done = run_git(clone, "remote", "get-url", REMOTE)
-    return done.stdout.decode(errors="replace").strip() if done.returncode == 0 else ""
+    if done.returncode == 0:
+        return done.stdout.decode(errors="replace").strip()
+    stderr = done.stderr.decode(errors="replace")
+    if "no such remote" in stderr.lower():
+        return ""
+    problem, fix = _problem(stderr, done.returncode)
+    raise GitError("remote get-url", str(clone), problem, fix)
 
 
 def fetch(clone: Path, remote: GitRemote) -> None:
@@ -94,6 +138,27 @@ def fetch(clone: Path, remote: GitRemote) -> None:
 
 def _has_ref(path: Path, ref: str) -> bool:
     return _succeeds(path, "rev-parse", "--verify", "--quiet", ref)
+
+
+def run_worktree_around(path: Path) -> Path | None:
+    """The worktree of a clone-cache clone (a delivery run's folder) that `path` lies in or
+    is, found by its `.git` file and the clone's fetch lock, without running git; None when
+    the nearest repository around `path` is not one (or there is none)."""
+    for folder in (path, *path.parents):
+        dot = folder / ".git"
+        if dot.is_dir():
+            return None
+        if not dot.is_file():
+            continue
+        admin = inuse.admin_dir(folder)
+        try:
+            common = admin / (admin / "commondir").read_text(encoding="utf-8").strip() \
+                if admin is not None else None
+        except OSError:
+            return None
+        return folder if common is not None and fetch_lock(common.resolve()).is_file() \
+            else None
+    return None
 
 
 def common_dir(worktree: Path) -> Path:
@@ -131,6 +196,9 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
                            f"{state.branch or 'a detached HEAD'}), not this run's worktree "
                            f"on {branch}",
                            "move it away or choose another --workspace")
+        with locked(clone.with_suffix(".lock")):
+            _refuse_busy(path, branch)
+            inuse.mark(path)
         return WorktreeResult(path, branch, state.head, reused=True)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         raise GitError("worktree add", str(path), "the folder exists and is not empty",
@@ -152,7 +220,16 @@ def add_worktree(clone: Path, path: Path, branch: str, base: str) -> WorktreeRes
         # another job's worktree may still hold the branch (a self-hosted runner's cache)
         restore.free_branch(clone, branch, path)
         git(clone, "worktree add", "worktree", "add", "--quiet", *args)
+        inuse.mark(path)
     return WorktreeResult(path, branch, worktree_state(path).head, reused=False)
+
+
+def _refuse_busy(path: Path, branch: str) -> None:
+    pid = inuse.busy(path)
+    if pid is not None:
+        raise GitError("worktree add", str(path), f"the folder is the worktree of another "
+                       f"delivery process running now (pid {pid}) on the same branch "
+                       f"{branch}: two runs of one ticket at once", restore.BUSY_FIX)
 
 
 def unpushed_commits(worktree: Path) -> int:
