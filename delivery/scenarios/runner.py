@@ -153,6 +153,10 @@ def run_scenario(loaded: LoadedScenarios, index: int, folder: Path,
                  workflow: Workflow | None = None) -> ScenarioResult:
     scenario = loaded.scenarios[index]
     folder.mkdir(parents=True)
+    # the folders' stand-in location, beside the run directory (never holding it: a run
+    # directory inside a folder is refused, its files would be published)
+    repository = folder / "repository"
+    repository.mkdir()
     player = ScenarioPlayer(scenario)
     agent = _ScenarioAgent(scenario.replies, scenario.tokens)
     answers: dict[str, list[str]] = {node: list(given) for node, given in scenario.answers.items()}
@@ -162,7 +166,7 @@ def run_scenario(loaded: LoadedScenarios, index: int, folder: Path,
                   environ={}, handlers=player.handlers(), stop_labels=stop)
     request = RunRequest(workflow=loaded.workflow_path, goal=scenario.goal or DEFAULT_GOAL,
                          inputs=scenario.inputs, workspace=folder, run_dir=folder / "run",
-                         repos={name: str(folder) for name in scenario.folders},
+                         repos={name: str(repository) for name in scenario.folders},
                          model=workflow, budget=scenario.budget or "")
     result = ScenarioResult(scenario.name, loaded.lines[index], passed=False)
     try:
