@@ -13,13 +13,23 @@ from collections.abc import Iterator
 
 _lock = threading.Lock()
 _groups: set[int] = set()
+_started = 0  # groups ever registered: what a stage started, told by the count moving
+
+
+def started() -> int:
+    """How many process groups stages have started in this process so far: the engine
+    checks the run's files after a stage only when this moved while it ran (in-process
+    stages cannot write them behind the store's back)."""
+    return _started
 
 
 @contextlib.contextmanager
 def running(pgid: int) -> Iterator[None]:
     """While the block runs, `pgid` is ended by `end_all`."""
+    global _started
     with _lock:
         _groups.add(pgid)
+        _started += 1
     try:
         yield
     finally:

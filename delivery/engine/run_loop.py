@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 from typing import Any, cast
 
+from delivery import processes
 from delivery.agents.base import AgentBackend, IncrementalState
 from delivery.engine.agent_runtime import ENTRY_EDGE, edge_matters
 from delivery.engine.budget import CONTEXT_KEY as BUDGET_KEY
@@ -381,10 +382,11 @@ class Engine:
         self.progress.stage_started(node, attempt)
         context.set("current_node", node.id)
         started = self.clock.monotonic()
+        processes_before = processes.started()
         try:
             result = handler(node, attempt, context, self.env)
         except PauseRequested:
-            self._check_untouched(node)
+            self._check_untouched(node, processes_before)
             self._event("stage_paused", node=node.id, attempt=attempt)
             raise
         except RunStoreError:
@@ -395,7 +397,7 @@ class Engine:
             self.env.write_stage_file(node.id, attempt, "stderr.txt", traceback.format_exc())
             result = StageResult.fail(f"internal error in the {node.type.value} handler: "
                                       f"{type(err).__name__}: {err}")
-        self._check_untouched(node)
+        self._check_untouched(node, processes_before)
         seconds = self.clock.monotonic() - started
         status: dict[str, Any] = {
             "node": node.id, "type": node.type.value, "attempt": attempt,
@@ -426,8 +428,12 @@ class Engine:
         self.progress.stage_finished(node, result, seconds)
         return result
 
-    def _check_untouched(self, node: Node) -> None:
-        """SPEC §14: the stage's processes left the run's state alone (RunStateChanged)."""
+    def _check_untouched(self, node: Node, processes_before: int) -> None:
+        """SPEC §14: the stage's processes left the run's state alone (RunStateChanged).
+        Only after a stage during which a process (an agent CLI, a script) was started,
+        here or in a parallel branch: nothing else runs code that is not the engine's."""
+        if processes.started() == processes_before:
+            return
         with self._lock:  # not while a parallel branch appends to the log
             self.store.check_untouched(node.id)
 
