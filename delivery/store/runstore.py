@@ -27,7 +27,8 @@ enough: the first `state` event holds the starting context whole, so a missing o
 **Out of the stages' reach** (SPEC §14). The directory is inside the workspace, where a
 stage's processes can write: from `open_log` on, the store knows how it left the files
 that decide what runs next (`WATCHED`, the log and its tail; `delivery.store.guard`), and
-`check_untouched`, called by the engine after every stage that started a process, names any that changed. Across
+`check_untouched`, called by the engine after every stage that started a process, names
+any that changed. Across
 processes, the first event (`run_started`) holds the SHA-256 of the workflow copy and of
 the model cache, which a resume checks (`started_with`).
 
