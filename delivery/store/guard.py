@@ -7,9 +7,9 @@ store remembers, for each such file, how it looked after its own last write — 
 signature: device, inode, size, modification and change time — and after every stage that
 started a process the engine asks whether any differs (`LocalRunStore.check_untouched`).
 A write, a rename over the file, a removal or a `touch` all show: the change time is set
-by the kernel on every change and no unprivileged process can set it back. Comparing signatures costs one
-`lstat` a file, whatever the file's size (the checkpoint and the log grow with the run;
-hashing them after every stage would make a stage's cost grow too).
+by the kernel on every change and no unprivileged process can set it back. Comparing
+signatures costs one `lstat` a file, whatever the file's size (the checkpoint and the log
+grow with the run; hashing them after every stage would make a stage's cost grow too).
 """
 
 from __future__ import annotations
