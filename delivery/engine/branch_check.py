@@ -33,6 +33,13 @@ def needs_check(branch: str, workflow: Workflow, setup: FolderSetup,
         handlers or {}) and bool(workflow.nodes_of(NodeType.PUBLISH))
 
 
+def refuse_invalid_branch(branch: str, option: str = "--branch") -> None:
+    """RunRefused when git would refuse `branch` as a branch name: the run's worktrees are
+    on it, whether or not the run publishes."""
+    if branch and not valid_branch_name(branch):
+        raise RunRefused(f"{option} {branch}", "is not a valid git branch name", _FIX)
+
+
 def refuse_foreign_branch(branch: str, setup: FolderSetup, forge: Forge | None,
                           environ: Mapping[str, str], option: str = "--branch") -> None:
     """RunRefused when `branch` is no valid name, or in some folder's repository is the

@@ -129,6 +129,7 @@ def refuse_what_would_fail(request: RunRequest, workflow: Workflow, setup: Folde
         require_settings(setup.forge, world.environ)
     if preflight_gate.wanted(workflow, setup, world.handlers):
         preflight_gate.refuse_before_start(workflow, setup, world)
+    branch_check.refuse_invalid_branch(request.branch, spelling.option("--branch", "branch"))
     if branch_check.needs_check(request.branch, workflow, setup, world.handlers):
         branch_check.refuse_foreign_branch(request.branch, setup, world.forge, world.environ,
                                            spelling.option("--branch", "branch"))

@@ -99,3 +99,16 @@ def test_branch_naming_a_new_branch_is_the_runs_own(tmp_path: Path) -> None:
     code, err = _run_on_branch(tmp_path, remote, "fix-login")
     assert code == 0, err
     assert git(remote, "show", "refs/heads/fix-login:x.txt") == "x"
+
+
+def test_a_branch_git_would_refuse_is_refused_before_the_run_whatever_the_stages(
+        tmp_path: Path) -> None:
+    # a run that only adds worktrees pushes nothing, but its worktrees are on the branch
+    remote = make_remote(tmp_path, "web", {"app.txt": "one\n"})
+    (tmp_path / "ws").mkdir()
+    code, _, err = cli("run", write_flow(tmp_path, ADD_ONLY), "--repo", f"web={remote}",
+                       "--cache", tmp_path / "cache", "--workspace", tmp_path / "ws",
+                       "--input", "ticket=T-1", "--branch", "my branch")
+    assert code == 2, err
+    assert "--branch my branch" in err and "not a valid git branch name" in err
+    assert not (tmp_path / "ws" / ".delivery").exists()  # no run was started
