@@ -46,16 +46,19 @@ def _without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
             and name not in _REPOSITORY_VARIABLES}
 
 
-def _with_config(environ: dict[str, str], pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
+def config_entries(environ: Mapping[str, str], pairs: Sequence[tuple[str, str]]
+                   ) -> dict[str, str]:
+    """The GIT_CONFIG_COUNT/KEY_n/VALUE_n variables that add `pairs` to one git process's
+    configuration after the entries already in `environ` (which stay in force)."""
     try:
         first = int(environ.get("GIT_CONFIG_COUNT", "0") or 0)
     except ValueError:
         first = 0
+    entries = {"GIT_CONFIG_COUNT": str(first + len(pairs))}
     for offset, (key, value) in enumerate(pairs):
-        environ[f"GIT_CONFIG_KEY_{first + offset}"] = key
-        environ[f"GIT_CONFIG_VALUE_{first + offset}"] = value
-    environ["GIT_CONFIG_COUNT"] = str(first + len(pairs))
-    return environ
+        entries[f"GIT_CONFIG_KEY_{first + offset}"] = key
+        entries[f"GIT_CONFIG_VALUE_{first + offset}"] = value
+    return entries
 
 
 def repository_drivers(path: Path, environ: Mapping[str, str]) -> list[str]:
@@ -77,7 +80,8 @@ def git_environment(path: Path, base: Mapping[str, str] | None = None) -> dict[s
     environ = _without_secrets(os.environ if base is None else base)
     pairs = list(_FIXED)
     pairs += [(key, _INERT[key.rsplit(".", 1)[1]]) for key in repository_drivers(path, environ)]
-    return _with_config(environ, pairs)
+    environ.update(config_entries(environ, pairs))
+    return environ
 
 
 def run_git(path: Path, *args: str, env: Mapping[str, str] | None = None,
@@ -90,4 +94,4 @@ def run_git(path: Path, *args: str, env: Mapping[str, str] | None = None,
                           capture_output=True, check=False)
 
 
-__all__ = ["git_environment", "repository_drivers", "run_git"]
+__all__ = ["config_entries", "git_environment", "repository_drivers", "run_git"]

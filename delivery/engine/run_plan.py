@@ -69,8 +69,6 @@ class RunPlan:
     start and a resume."""
 
     workflow: Workflow
-    # the warnings its validation gave (None: a start given a model without them)
-    diagnostics: Sequence[Diagnostic] | None
     info: RunInfo  # as run.json has it, secrets unmasked
     store: RunStore
     agents: Agents  # wrapped in the run's redaction (SPEC §14)
@@ -173,7 +171,7 @@ def create_run(request: RunRequest, world: World, workflow_path: Path, workflow:
     assert start is not None  # validated
     # large inputs go to the artifact store before the first save, also in `initial`
     stored = Context(values, store.artifacts, redactor=redactor).snapshot()
-    plan = make_plan(store, info, workflow, diagnostics, agents, world, redactor)
+    plan = make_plan(store, info, workflow, agents, world, redactor)
     lock_run(plan, world)
     state = RunState(run_id=run_id, next_node=start.id, context=dict(stored),
                      initial=dict(stored), agent_state=plan.agents.for_profile("").save_state(),
@@ -395,9 +393,8 @@ def prepare_agents(workflow: Workflow, spec: str, workspace: Path, world: World,
     return agents
 
 
-def make_plan(store: RunStore, info: RunInfo, workflow: Workflow,
-              diagnostics: Sequence[Diagnostic] | None, agents: Agents, world: World,
-              redactor: Redactor | None = None) -> RunPlan:
+def make_plan(store: RunStore, info: RunInfo, workflow: Workflow, agents: Agents,
+              world: World, redactor: Redactor | None = None) -> RunPlan:
     """The plan of a run whose store and run.json are there; refused (nothing changed: a
     resume without its token leaves the run as it was) when the forge the run opens
     itself lacks its settings."""
@@ -410,7 +407,7 @@ def make_plan(store: RunStore, info: RunInfo, workflow: Workflow,
     if world.forge is None and info.repos and workflow.nodes_of(*real):
         own_forge = info.forge or "local"
         require_settings(own_forge, world.environ)
-    return RunPlan(workflow=workflow, diagnostics=diagnostics, info=info, store=store,
+    return RunPlan(workflow=workflow, info=info, store=store,
                    # what is sent to the agents and what comes back is redacted (SPEC §14)
                    agents=agents.wrapped(lambda backend: RedactingAgent(backend, redactor)),
                    redactor=redactor, handlers=handlers, limits=run_limits(workflow, info),

@@ -107,7 +107,7 @@ def resume_run(run_path: Path, world: World | None = None,
     change = apply_answers_and_budget(info, loaded.workflow, answers, raised)
     agents = prepare_agents(loaded.workflow, info.agent, Path(info.workspace), world,
                             info.gates)
-    plan = make_plan(store, info, loaded.workflow, loaded.diagnostics, agents, world)
+    plan = make_plan(store, info, loaded.workflow, agents, world)
     lock_run(plan, world)  # against a second resume; repairs a torn last line
     saved = load_state(plan, run_path)
     claim(plan)

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from delivery.errors import GitError, GitStalled
 from delivery.git.problems import describe, host_of, mask_headers
-from probes.local_git import git_environment
+from probes.local_git import config_entries, git_environment
 
 REMOTE = "origin"
 TRACKING = f"refs/remotes/{REMOTE}/"
@@ -94,16 +94,8 @@ def header_environment(headers: Sequence[str], base: Mapping[str, str] | None = 
     requests under `url` (same scheme, host and port, path below it), so a redirect or a
     rewritten URL never carries them to another host. Entries already in `base` (the
     caller's own GIT_CONFIG_* settings) are kept."""
-    environ = dict(os.environ if base is None else base)
-    try:
-        first = int(environ.get("GIT_CONFIG_COUNT", "0") or 0)
-    except ValueError:
-        first = 0
-    extra = {"GIT_CONFIG_COUNT": str(first + len(headers))}
-    for offset, header in enumerate(headers):
-        extra[f"GIT_CONFIG_KEY_{first + offset}"] = f"http.{url}.extraHeader"
-        extra[f"GIT_CONFIG_VALUE_{first + offset}"] = header
-    return extra
+    return config_entries(os.environ if base is None else base,
+                          [(f"http.{url}.extraHeader", header) for header in headers])
 
 
 def network_environment(remote: GitRemote, base: Mapping[str, str] | None = None
