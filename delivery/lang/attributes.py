@@ -76,6 +76,10 @@ NODE = frozenset({
     "method",
     # a script given the forge's token (SPEC §14: without it, scripts run without it)
     "forge_token",
+    # one stage per folder (SPEC §8.1) and the folders it runs for
+    "foreach", "only",
+    # merge policy=each (campaigns) and publish draft=true (SPEC §7.1)
+    "policy", "draft",
 }) | AGENT_NODE
 EDGE = frozenset({"condition", "label", "weight", "loop_restart", "fidelity", "thread_id"})
 

@@ -501,6 +501,31 @@ class _Builder(AttributeReader):
                 node.probe_kinds = ("pr", "threads", "diff", "worktree")
         if "threads" in attrs:
             node.threads_key = attrs["threads"].text.strip()
+        if "foreach" in attrs or "only" in attrs:
+            self.foreach_values(node)
+
+    def foreach_values(self, node: Node) -> None:
+        """`foreach="folders"` and its `only=` condition (SPEC §8.1)."""
+        attrs = node.attrs
+        foreach = attrs.get("foreach")
+        if foreach is not None:
+            if foreach.text.strip() == "folders":
+                node.foreach = True
+            else:
+                self.value_error(foreach, f"foreach '{foreach.text}' is not known",
+                                 'write foreach="folders" (one run of the stage per folder)',
+                                 node=node.id)
+        only = attrs.get("only")
+        if only is None or not only.text.strip():
+            return
+        try:
+            node.only = parse_condition(only.text)
+        except ConditionSyntaxError as err:
+            line, column = value_position(only.value, err.offset)
+            self.diag("condition_syntax", f"only {only.text!r}: expected {err.expected}, "
+                      f"found {err.found}", line, column, node=node.id,
+                      fix='only= is a condition read per folder, such as '
+                          'only="folder.pr.state=CI_FAILED"')
 
     def edge_condition(self, edge: Edge) -> None:
         attr = edge.attrs.get("condition")

@@ -142,6 +142,10 @@ class Node:
     manager: ManagerSettings | None = None  # manager loops only
     # respond nodes (SPEC §7.1): the json context key holding {thread id: {reply, resolve}}
     threads_key: str = ""
+    # `foreach="folders"` (SPEC §8.1): the stage runs once per folder, in its worktree
+    foreach: bool = False
+    # `only="CONDITION"`: the folders a foreach stage runs for, evaluated per folder
+    only: Condition | None = None
 
     def attr(self, name: str, default: str = "") -> str:
         return _text(self.attrs, name, default)

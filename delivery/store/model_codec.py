@@ -119,6 +119,8 @@ def _field_json(name: str, value: Any) -> Any:
         return list(value)
     if name == "manager" and value is not None:
         return _manager_json(value)
+    if name == "only":
+        return value.text if value is not None else None
     return value
 
 
@@ -298,6 +300,8 @@ _COLUMN_READERS: Final[dict[str, Callable[[list[Any]], list[Any]]]] = {
     "delegatable": lambda c: _of(c, bool),
     "max_parallel": lambda c: _of(c, int),
     "threads_key": lambda c: _of(c, str),
+    "foreach": lambda c: _of(c, bool),
+    "only": lambda c: _conditions(_of(c, str, _NONE)),
 }
 _ITEM_READERS: Final[dict[str, Callable[[Any], Any]]] = {
     "outputs": _outputs, "facts": _facts, "probe_kinds": _probe_kinds, "manager": _manager,

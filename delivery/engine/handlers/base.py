@@ -123,6 +123,9 @@ class StageEnv:
     # the budget used so far as the sticky comment shows it, and whether its 80% warning
     # was given (delivery.engine.budget); the runner sets it
     budget_used: Callable[[], tuple[str, bool]] = field(default=lambda: ("", False))
+    # how many folders a foreach stage or a folder stage works on at once when neither the
+    # node nor the graph says `max_parallel` (`--max-parallel`; SPEC §8.1)
+    max_parallel: int = 8
 
 
 class Handler(Protocol):
