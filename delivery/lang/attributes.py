@@ -58,6 +58,8 @@ GRAPH = frozenset({
     "change_set",
     # the run's agent budget (SPEC §7.1): a pause before the next agent stage at 100%
     "budget_tokens", "budget_usd",
+    # how many folders a foreach or folder stage works on at once (SPEC §8.1)
+    "max_parallel",
     # `preflight=false`: no check of the token's permissions before the first write
     "preflight",
     # bot accounts whose reviews, threads and labels steer a run (SPEC §14)
