@@ -111,10 +111,15 @@ class ReplayBackend:
         """Record the prompt and return the node's next scripted reply."""
         with self._lock:
             self.prompts.append((node_id, message))
-            replies = self._replies.get(node_id, ())
+            # a foreach stage's session for one folder (`implement@web`): its own replies
+            # when the file has them, else the node's, with a cursor of its own
+            replies = self._replies.get(node_id)
+            if replies is None:
+                replies = self._replies.get(node_id.split("@", 1)[0], ())
             cursor = self._cursors.get(node_id, 0)
             if cursor >= len(replies):
-                where = "" if node_id in self._replies else f"; {self.source} has no entry for it"
+                known = node_id in self._replies or node_id.split("@", 1)[0] in self._replies
+                where = "" if known else f"; {self.source} has no entry for it"
                 raise AgentError(
                     f"replay: no reply left for node '{node_id}' (it had {len(replies)}) in "
                     f"{self.source}{where}; add replies to the list for '{node_id}'"

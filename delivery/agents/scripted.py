@@ -92,7 +92,11 @@ class ScriptedAgent:
 
     def next_turn(self, node_id: str, prompt: str) -> ScriptedTurn:
         with self._lock:
-            script = self._turns.get(node_id, ())
+            # a foreach stage's session for one folder (`implement@web`) plays its own
+            # script when it has one, else the node's — with a cursor of its own
+            script = self._turns.get(node_id)
+            if script is None:
+                script = self._turns.get(node_id.split("@", 1)[0], ())
             used = self._used.get(node_id, 0)
             if used >= len(script):
                 raise AgentError(f"scripted agent: no turn {used + 1} for node '{node_id}' "

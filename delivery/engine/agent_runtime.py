@@ -12,6 +12,7 @@ backend can continue the thread's session (a command profile with `resume_comman
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import threading
@@ -107,6 +108,22 @@ class AgentRuntime:
     _recent: RecentStages | None = None  # the preamble's completed stages, kept up to date
     # each agent node's model settings: the workflow's alone, resolved once a run
     _settings: dict[str, ModelSettings] = field(default_factory=dict)
+    # a foreach stage's view for one folder (for_folder): its sessions, its worktree
+    folder: str = ""
+    # each folder's last (node, profile, session): the previous stage's session, per folder
+    folder_lasts: dict[str, tuple[str, str, AgentSession]] = field(default_factory=dict)
+
+    def for_folder(self, folder: str, path: Path) -> AgentRuntime:
+        """The runtime of one folder's run of a foreach stage (SPEC §8.1): sessions kept
+        per folder (a `thread_id` is the folder's own thread), the worktree as the agent's
+        workspace, the preamble's changed files of that worktree alone. The sessions, memo,
+        usage and lock are the run's (shared)."""
+        return dataclasses.replace(self, workspace=path, folders={}, folder=folder,
+                                   _markers=None)
+
+    def session_key(self, node: Node) -> str:
+        """What the node's session is called: `implement@web` for a folder's run."""
+        return f"{node.id}@{self.folder}" if self.folder else node.id
 
     def plan(self, node: Node, context: Context) -> StagePlan:
         edge = entry_edge(self.workflow, context)
@@ -117,7 +134,9 @@ class AgentRuntime:
         if settings is None:
             settings = self._settings[node.id] = model_settings(self.workflow, node)
         thread = thread_key(self.workflow, node, edge) if fidelity == "full" else ""
-        request = SessionRequest(node.id, self.workspace, thread=thread or None,
+        if thread and self.folder:
+            thread = f"{thread}@{self.folder}"
+        request = SessionRequest(self.session_key(node), self.workspace, thread=thread or None,
                                  model=settings.model, provider=settings.provider,
                                  reasoning_effort=settings.reasoning_effort, timeout=node.timeout)
         session: AgentSession | None = None
@@ -148,8 +167,9 @@ class AgentRuntime:
     def _live_session(self, profile: str, thread: str, previous: str) -> AgentSession | None:
         if thread:
             return self.threads.get((profile, thread))
-        if self.last is not None and self.last[0] == previous and self.last[1] == profile:
-            return self.last[2]
+        last = self.folder_lasts.get(self.folder) if self.folder else self.last
+        if last is not None and last[0] == previous and last[1] == profile:
+            return last[2]
         return None
 
     def finished(self, node: Node, plan: StagePlan, session: AgentSession) -> None:
@@ -157,7 +177,10 @@ class AgentRuntime:
         with self._lock:
             if plan.thread:
                 self.threads[(plan.profile, plan.thread)] = session
-            self.last = (node.id, plan.profile, session)
+            if self.folder:
+                self.folder_lasts[self.folder] = (node.id, plan.profile, session)
+            else:
+                self.last = (node.id, plan.profile, session)
 
     def record_usage(self, node: Node, plan: StagePlan, usage: Usage) -> None:
         model = plan.request.model or plan.profile or self.agents.default_name \

@@ -28,6 +28,7 @@ from delivery.engine.budget import Budget
 from delivery.engine.context import Context
 from delivery.engine.failures import failure_class, failure_signature
 from delivery.engine.fan_out import run_section
+from delivery.engine.foreach import ForeachStage
 from delivery.engine.handlers.base import (
     Clock,
     Handler,
@@ -70,6 +71,10 @@ class Progress:
 
     def stage_retry(self, node: Node, attempt: int, delay: float) -> None:
         pass
+
+    def folder_finished(self, node: Node, folder: str, result: StageResult,
+                        seconds: float) -> None:
+        pass  # one folder's run of a foreach stage ended (SPEC §8.1)
 
 
 @dataclass
@@ -145,6 +150,9 @@ class Engine:
         self.budget = budget  # checked before each agent stage (delivery.engine.budget)
         self.stop_switch = stop_switch  # the delivery:stop label, read at stage boundaries
         self.pause_reason: PauseReason | None = None  # why the run paused, once it has
+        # foreach nodes (SPEC §8.1) run through it; saved mid-stage on the main walk only
+        self._foreach = ForeachStage(handlers, self, durable=lambda: threading.get_ident()
+                                     == self._main_thread)
 
     # -- public -----------------------------------------------------------------------
     def run(self, state: RunState, context: Context) -> RunState:
@@ -369,15 +377,18 @@ class Engine:
                         failure_reason=failed.failure_reason)
             self.progress.stage_retry(node, attempt, delay)
 
+        if node.foreach:  # one attempt of the node; the folders' runs retry on their own
+            return self._attempt(node, self._next_attempt(node.id), context, self._foreach)
         return with_retries(node, self._max_retries(node),
                             lambda: self._attempt(node, self._next_attempt(node.id), context),
                             backoff_initial=self.options.backoff_initial,
                             backoff_max=self.options.backoff_max, sleep=self.env.clock.sleep,
                             on_retry=on_retry)
 
-    def _attempt(self, node: Node, attempt: int, context: Context) -> StageResult:
+    def _attempt(self, node: Node, attempt: int, context: Context,
+                 handler: Handler | None = None) -> StageResult:
         assert node.type is not None
-        handler = self.handlers[node.type]
+        handler = handler or self.handlers[node.type]
         self._event("stage_started", node=node.id, node_type=node.type.value, attempt=attempt)
         self.progress.stage_started(node, attempt)
         context.set("current_node", node.id)
@@ -409,15 +420,7 @@ class Engine:
             usage["cost_usd"] = result.cost_usd
         if usage:
             status.update(usage)
-        if result.usage:
-            self._add_usage(result.usage)
-        if self.budget is not None and (result.usage or result.cost_usd):
-            with self._lock:
-                warning = self.budget.add(self._state().usage.get("total_tokens", 0),
-                                          int((result.usage or {}).get("total_tokens", 0)),
-                                          result.cost_usd or 0.0)
-            if warning is not None:
-                self._event("budget_warning", node=node.id, **warning)
+        self.account(node, result)
         self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
         self._ending_event("stage_finished", node=node.id, attempt=attempt,
                            outcome=str(result.outcome), failure_reason=result.failure_reason,
@@ -436,6 +439,45 @@ class Engine:
             return
         with self._lock:  # not while a parallel branch appends to the log
             self.store.check_untouched(node.id)
+
+    def account(self, node: Node, result: StageResult) -> None:
+        """Add a stage's (or a folder's run's) agent usage to the run's and its budget's."""
+        if result.usage:
+            self._add_usage(result.usage)
+        if self.budget is not None and (result.usage or result.cost_usd):
+            with self._lock:
+                warning = self.budget.add(self._state().usage.get("total_tokens", 0),
+                                          int((result.usage or {}).get("total_tokens", 0)),
+                                          result.cost_usd or 0.0)
+            if warning is not None:
+                self._event("budget_warning", node=node.id, **warning)
+
+    # -- what a foreach stage asks of the engine (delivery.engine.foreach.ForeachHost) ----
+    def folder_attempt(self, key: str) -> int:
+        return self._next_attempt(key)
+
+    def event(self, event_type: str, **fields: Any) -> None:
+        self._event(event_type, **fields)
+
+    def check_budget(self, node: Node) -> None:
+        if self.budget is not None and node.type in LLM_TYPES:
+            self.budget.check(node.id, self._state().usage.get("total_tokens", 0))
+
+    def save_mid_stage(self, context: Context) -> None:
+        """Save what the stage's folders finished, the stage still to be re-entered on a
+        resume: the record's path stops before it, as a pause's does."""
+        state = self._state()
+        with self._lock:  # not while a folder's run appends to the log
+            state.cut_path(self._path_length_before_step)
+            self._save(state, context)
+            state.path.append(str(state.next_node))
+
+    def retry_settings(self) -> tuple[float, float]:
+        return self.options.backoff_initial, self.options.backoff_max
+
+    def folder_finished(self, node: Node, folder: str, result: StageResult,
+                        seconds: float) -> None:
+        self.progress.folder_finished(node, folder, result, seconds)
 
     def _add_usage(self, usage: Mapping[str, int]) -> None:
         state = self._state()

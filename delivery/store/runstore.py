@@ -94,7 +94,8 @@ WATCHED: Final = ("run.json", WORKFLOW_COPY, MODEL_CACHE, "checkpoint.json")
 SNAPSHOT_BYTES: Final = 1 << 18
 SNAPSHOT_RATIO: Final = 1
 
-_NODE_ID: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# a node, or a foreach stage's run for one folder (`implement@web`, SPEC §8.1)
+_NODE_ID: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(@[A-Za-z_][A-Za-z0-9_]*)?")
 # Names a stage directory may not take: the run's own entries (case-insensitively, for
 # case-insensitive file systems) and the device names Windows reserves.
 _RESERVED_NAMES: Final = frozenset(

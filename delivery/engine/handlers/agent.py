@@ -64,17 +64,19 @@ def run_agent(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
     def add_usage(usage: Usage) -> None:
         spent[0] = spent[0] + usage
 
+    # a foreach stage's run for one folder has a session of its own (SPEC §8.1)
+    key = f"{node.id}@{env.folder}" if env.folder else node.id
     sink = TurnSink(file=lambda name, text: env.write_stage_file(node.id, attempt, name, text),
-                    usage=add_usage, node_id=node.id,
+                    usage=add_usage, node_id=key,
                     request=plan.request if plan is not None else None)
     session: AgentSession | None = None
     try:
         if plan is not None:
             session = plan.session or plan.backend.open_session(
-                node.id, workspace=env.workspace, request=plan.request)
+                key, workspace=env.workspace, request=plan.request)
         else:
-            session = env.agent.open_session(node.id, workspace=env.workspace,
-                                             request=SessionRequest(node.id, env.workspace))
+            session = env.agent.open_session(key, workspace=env.workspace,
+                                             request=SessionRequest(key, env.workspace))
         for turn in range(MAX_CORRECTIONS + 1):
             turns.append(("prompt" if turn == 0 else "correction", message))
             reply = redact(session.send(message, sink))

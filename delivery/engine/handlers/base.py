@@ -126,6 +126,8 @@ class StageEnv:
     # how many folders a foreach stage or a folder stage works on at once when neither the
     # node nor the graph says `max_parallel` (`--max-parallel`; SPEC §8.1)
     max_parallel: int = 8
+    # the folder a foreach stage's run works for (SPEC §8.1; "": the stage is run-wide)
+    folder: str = ""
 
 
 class Handler(Protocol):
