@@ -147,3 +147,34 @@ def test_ctrl_c_ends_the_stages_of_parallel_branches_too(tmp_path: Path) -> None
     assert "Traceback" not in err
     assert STOPPED.fullmatch(err.strip().splitlines()[-1])
     assert [group_members(pgid) for pgid in groups] == [[], []]
+
+
+FOREACH_FLOW = flow("""
+check [type=script, foreach="folders", max_parallel=3, max_retries=2,
+       script="echo started >> %(marks)s/starts.log; sh %(dir)s/check.sh $(pwd)"]
+start -> check -> exit
+""", goal="Check")
+
+
+def test_ctrl_c_ends_every_folder_of_a_foreach_stage_and_starts_no_retry(
+        tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    repos = []
+    for name in ("web", "api", "cli"):
+        (tmp_path / name).mkdir()
+        repos += ["--repo", f"{name}={tmp_path / name}"]
+    (tmp_path / "check.sh").write_text(SCRIPT)
+    flow_file = tmp_path / "flow.dot"
+    flow_file.write_text(FOREACH_FLOW % {"dir": tmp_path, "marks": marks})
+    process = start_delivery("run", flow_file, *repos, "--run-dir", tmp_path / "run",
+                             cwd=tmp_path)
+    groups = [_wait_for(tmp_path / name / "script.pid", process)
+              for name in ("web", "api", "cli")]
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    assert STOPPED.fullmatch(err.strip().splitlines()[-1])
+    assert [group_members(pgid) for pgid in groups] == [[], [], []]
+    assert (marks / "starts.log").read_text().split() == ["started"] * 3  # no retry began
