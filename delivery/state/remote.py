@@ -368,6 +368,10 @@ def rebased(info: RunInfo, workspace: Path) -> RunInfo:
                                git_cache="")  # this machine's cache
 
 
+# seconds between two pushes of a stage still running (a foreach stage's folders)
+MID_STAGE_PUSH_SPACING = 30.0
+
+
 class StateRunStore:
     """A run directory whose every durable save also lands on the run's state ref (a
     `RunStore`): it delegates to the local store, then commits and pushes the directory
@@ -392,6 +396,8 @@ class StateRunStore:
         # masks secrets in the unpublished work saved on the ref (SPEC §14); the run's own
         # redactor once it opens the log
         self._redactor = Redactor.from_environment(os.environ)
+        # (next node, monotonic time) of the last save pushed to the ref
+        self._last_push: tuple[str | None, float] = (None, 0.0)
 
     # -- delegated ----------------------------------------------------------------------
     @property
@@ -470,8 +476,22 @@ class StateRunStore:
 
     def save_stage(self, record: StageRecord, state: Callable[[], RunState]) -> None:
         self.local.save_stage(record, state)
-        self._push(self.session.run_id, record.status, record.next_node, record.steps,
-                   record.failure_reason)
+        now = time.monotonic()
+        pushed_next, pushed_at = self._last_push
+        if record.status is RunStatus.RUNNING and record.next_node == pushed_next:
+            # a foreach stage saving a folder that ended (SPEC §8.1): durable here at once,
+            # on the ref at most every MID_STAGE_PUSH_SPACING s — a push a folder would
+            # snapshot every worktree 200 times a stage; a job lost between two pushes runs
+            # those folders again. Running folders still write their stage files: settled
+            # at the stage's own save.
+            if now - pushed_at < MID_STAGE_PUSH_SPACING:
+                return
+            self._push(self.session.run_id, record.status, record.next_node, record.steps,
+                       record.failure_reason, settle_now=False)
+        else:
+            self._push(self.session.run_id, record.status, record.next_node, record.steps,
+                       record.failure_reason)
+        self._last_push = (record.next_node, now)
 
     @property
     def capabilities(self) -> frozenset[StoreCapability]:
@@ -524,10 +544,10 @@ class StateRunStore:
                                "steps": steps, "context": {"ticket": self._ticket}}
 
     def _push(self, run_id: str, status: RunStatus, next_node: str | None, steps: int,
-              failure_reason: str) -> None:
+              failure_reason: str, *, settle_now: bool = True) -> None:
         self._remember(status, next_node, steps)
         self._guarded(run_id, self._snapshot_worktrees)
-        settle = self._settled()
+        settle = self._settled() if settle_now else []
         if status is RunStatus.RUNNING:
             self._guarded(run_id, lambda: self.session.save(
                 self.path, f"step {steps}: next {next_node}", settle))
