@@ -17,6 +17,7 @@ from delivery.cli.diagnostics import file_problem, print_invalid
 from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
 from delivery.cli.prs import pr_rows, print_table
+from delivery.cli.repo_choice import chosen_repos
 from delivery.cli.routes import print_routes
 from delivery.cli.run_lookup import find_run
 from delivery.engine.context import Context
@@ -158,13 +159,14 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if problem:
         print(f"delivery run: {args.workflow}: {problem}", file=err)
         return EXIT_REFUSED
+    repos = chosen_repos(args, err, "run")
     model, diagnostics = print_warnings(args.workflow, err)
     request = RunRequest(
         workflow=args.workflow, goal=args.goal, model=model, diagnostics=diagnostics,
         inputs=parse_assignments(args.input, "--input"), agent=args.agent,
         workspace=args.workspace, run_dir=args.run_dir,
         answers=parse_answers(args.answer),
-        repos=parse_assignments(args.repo, "--repo"), gates=args.gates,
+        repos=repos, gates=args.gates,
         forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
         branch=args.branch, cli=True, logs=args.logs, budget=args.budget,
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from delivery.cli.repo_args import add_repo_selection
 from delivery.cli.state_args import add_state_option
 
 
@@ -28,6 +29,7 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     run.add_argument("--repo", action="append", default=[], metavar="F=LOC",
                      help="folder F of the run lives at LOC: a local repository path (local "
                      "forge) or owner/name (GitHub); repeat per folder")
+    add_repo_selection(run)
     run.add_argument("--agent", default="", metavar="PROFILE",
                      help="the default agent profile: claude or codex (built in), a name "
                      "from delivery.toml (or [tool.delivery] in pyproject.toml), "
