@@ -36,6 +36,7 @@ from delivery.engine.runner import (
 from delivery.errors import (
     ArtifactError,
     NotOwner,
+    PauseReason,
     ResumeStopped,
     RunError,
     RunRefused,
@@ -159,6 +160,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if problem:
         print(f"delivery run: {args.workflow}: {problem}", file=err)
         return EXIT_REFUSED
+    if args.dry_run and args.state:
+        raise RunRefused("--dry-run", "writes nothing to a forge, and --state pushes the "
+                         "run's state to one after every stage",
+                         "leave --state out of the dry run (its resume stays local)")
     repos = chosen_repos(args, err, "run")
     model, diagnostics = print_warnings(args.workflow, err)
     request = RunRequest(
@@ -175,8 +180,23 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from delivery.cli.state_commands import state_world
 
         state_world(world, args.state, args.cache)
-    outcome = start_run(request, world, options=_options(err), observer=_observer(err))
+    options = _options(err)
+    options.dry_run = args.dry_run
+    outcome = start_run(request, world, options=options, observer=_observer(err))
+    print_previews(outcome, err)
     return _report(outcome, args.json, out, args.full)
+
+
+def print_previews(outcome: RunOutcome, err: TextIO) -> None:
+    """A dry run's pause: per folder what its publish would push (the diffs are in
+    --json, and in each folder's worktree)."""
+    if outcome.pause_reason is not PauseReason.DRY_RUN:
+        return
+    print("delivery run: dry run: what would be published:", file=err)
+    for folder, shown in outcome.previews.items():
+        print(f"  {folder}: {shown.summary()}", file=err)
+    if not outcome.previews:
+        print("  nothing: no folder has a worktree yet", file=err)
 
 
 def print_warnings(workflow: Path,

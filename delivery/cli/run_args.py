@@ -64,9 +64,14 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
                      help="bound the run's agent usage: N tokens (200000, 200k) or '$N' US "
                      "dollars; over the graph's budget_tokens=/budget_usd=. A warning at "
                      "80%%; at 100%% the run pauses before the next agent stage (exit 3)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="run every stage up to the first that writes to a forge (publish, "
+                     "merge, respond, a forge_token=true script, a probe that would mark "
+                     "the PRs) and pause there (exit 3), printing per folder what would be "
+                     "published; delivery resume RUN then publishes it")
     run.add_argument("--json", action="store_true",
                      help="print one JSON object: run_id, status, failure_reason, path, "
-                     "context, run_dir")
+                     "context, run_dir (and diffs after a --dry-run)")
     add_state_option(run)
     run.add_argument("--full", action="store_true",
                      help="with --json, print offloaded (over 100 KB) context values whole "
