@@ -114,3 +114,28 @@ def test_dry_run_with_a_state_repository_is_refused(
     assert code == 2 and out == ""
     assert "refused: --dry-run" in err and "--state" in err
     assert fake_github_env.write_requests() == []
+
+
+SECTION = flow("""
+  add [type=worktree_add]
+  fork [shape=component]
+  change [shape=parallelogram, script="printf 'print(1)\\\\n' > web/app.py"]
+  ship [type=publish]
+  join [shape=tripleoctagon]
+  start -> add -> fork
+  fork -> change
+  fork -> ship
+  change -> join
+  ship -> join
+  join -> exit
+""", graph={"folders": "web", "inputs": "ticket"})
+
+
+def test_dry_run_pauses_before_a_parallel_section_that_holds_a_publish(
+        tmp_path: Path, fake_github_env: FakeGitHub) -> None:
+    result = start(tmp_path, fake_github_env, SECTION, "--repo", "web=octo/web")
+    shown = outcome(result)
+    assert result.code == 3, result.err
+    assert shown["pause_reason"] == "dry_run" and shown["path"] == ["start", "add"]
+    assert "'fork'" in shown["failure_reason"]
+    assert fake_github_env.write_requests() == []
