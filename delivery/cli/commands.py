@@ -197,6 +197,8 @@ def print_previews(outcome: RunOutcome, err: TextIO) -> None:
         print(f"  {folder}: {shown.summary()}", file=err)
     if not outcome.previews:
         print("  nothing: no folder has a worktree yet", file=err)
+    print(f"  next: delivery resume {shlex.quote(str(outcome.run_dir))} publishes it",
+          file=err)
 
 
 def print_warnings(workflow: Path,

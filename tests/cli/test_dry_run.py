@@ -53,6 +53,7 @@ def test_dry_run_pauses_before_the_first_publish_having_written_nothing(
     assert "+print(2)" in shown["diffs"]["api"]
     assert "web: 1 file changed, 1 insertion(+), 1 deletion(-)" in result.err
     assert "api: 1 file changed, 1 insertion(+), 1 deletion(-)" in result.err
+    assert f"next: delivery resume {tmp_path / 'run'} publishes it" in result.err
 
 
 def test_resume_after_a_dry_run_publishes_what_was_shown(
