@@ -26,6 +26,7 @@ from delivery.engine.agent_runtime import ENTRY_EDGE, edge_matters
 from delivery.engine.budget import CONTEXT_KEY as BUDGET_KEY
 from delivery.engine.budget import Budget
 from delivery.engine.context import Context
+from delivery.engine.dry_run import DryRun
 from delivery.engine.failures import failure_class, failure_signature
 from delivery.engine.fan_out import run_section
 from delivery.engine.foreach import ForeachStage
@@ -89,6 +90,9 @@ class EngineOptions:
     backoff_max: float = 30.0
     # Ask unanswered human gates on the console (the CLI sets this on a terminal).
     interactive: bool = False
+    # `run --dry-run`: pause before the first stage that writes to a forge (a resume is
+    # given options without it, and publishes)
+    dry_run: bool = False
 
 
 class _End(Enum):
@@ -149,6 +153,7 @@ class Engine:
         self._path_length_before_step = 0  # where a paused run's path is cut back to
         self.budget = budget  # checked before each agent stage (delivery.engine.budget)
         self.stop_switch = stop_switch  # the delivery:stop label, read at stage boundaries
+        self.dry_run = DryRun(env) if self.options.dry_run else None
         self.pause_reason: PauseReason | None = None  # why the run paused, once it has
         # foreach nodes (SPEC §8.1) run through it; saved mid-stage on the main walk only
         self._foreach = ForeachStage(handlers, self, durable=lambda: threading.get_ident()
@@ -269,6 +274,8 @@ class Engine:
             state.next_node = node.id
         if main and self.stop_switch is not None:
             self.stop_switch.check(node)  # a person's stop label: pause before it
+        if main and self.dry_run is not None:
+            self.dry_run.check(node)  # --dry-run: pause before the first forge write
         if self.budget is not None and node.type in LLM_TYPES:
             # before the stage, never inside it: a pause here re-runs nothing
             self.budget.check(node.id, state.usage.get("total_tokens", 0))

@@ -257,7 +257,8 @@ class _Run:
                           usage=dict(final.usage), pause_reason=engine.pause_reason,
                           budget=budget.summary(final.usage.get("total_tokens", 0))
                           if budget.limits else {},
-                          offloaded=offloaded(context.stored(), self.store.artifacts))
+                          offloaded=offloaded(context.stored(), self.store.artifacts),
+                          previews=engine.dry_run.previews if engine.dry_run else {})
 
 
     def _recreate_worktrees(self, state: RunState, env: StageEnv) -> None:
