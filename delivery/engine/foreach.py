@@ -32,6 +32,7 @@ from delivery.engine.context import Context
 from delivery.engine.folder_pool import parallelism
 from delivery.engine.handlers.base import Handler, StageEnv, StageResult
 from delivery.engine.retries import with_retries
+from delivery.engine.stage_status import status_text
 from delivery.errors import PauseRequested, RunError, RunStoreError
 from delivery.lang.model import Node, NodeType
 from delivery.lang.outcomes import StageOutcome
@@ -208,11 +209,11 @@ class ForeachStage:
             result = _call(handler, node, number, context, env)
             self.host.account(node, result)
             usage: dict[str, Any] = {"usage": result.usage} if result.usage else {}
-            env.write_stage_file(node.id, number, "status.json", json.dumps({
+            env.write_stage_file(node.id, number, "status.json", status_text({
                 "node": node.id, "folder": folder, "attempt": number,
                 "outcome": str(result.outcome), "failure_reason": result.failure_reason,
                 "seconds": round(env.clock.monotonic() - began, 6),
-                "updates": sorted(result.updates), **usage}, indent=2, sort_keys=True) + "\n")
+                "updates": sorted(result.updates), **usage}))
             self.host.event("folder_finished", node=node.id, folder=folder, attempt=number,
                             outcome=str(result.outcome), failure_reason=result.failure_reason,
                             **usage)

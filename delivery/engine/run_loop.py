@@ -12,7 +12,6 @@ the injected clock.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +37,7 @@ from delivery.engine.handlers.base import (
 )
 from delivery.engine.retries import with_retries
 from delivery.engine.routing import facts_read, route_rule, select_edge
+from delivery.engine.stage_status import status_text
 from delivery.engine.stop_switch import StopSwitch
 from delivery.errors import (
     ArtifactError,
@@ -428,7 +428,7 @@ class Engine:
         if usage:
             status.update(usage)
         self.account(node, result)
-        self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
+        self.env.write_stage_file(node.id, attempt, "status.json", status_text(status))
         self._ending_event("stage_finished", node=node.id, attempt=attempt,
                            outcome=str(result.outcome), failure_reason=result.failure_reason,
                            seconds=round(seconds, 6), **usage)
@@ -608,12 +608,3 @@ class Engine:
             reason = f"branch reached exit '{end.node}' before the join"
         return outcome, "" if outcome not in NOT_SUCCEEDED else reason
 
-
-def _dumps(data: Mapping[str, Any]) -> str:
-    """One member per line, sorted: `json.dumps(indent=2)` reads the same but runs the
-    pure-Python encoder, which cost more than the rest of writing the file."""
-    members = (f"  {json.dumps(key)}: {_STATUS_VALUE.encode(data[key])}" for key in sorted(data))
-    return "{\n" + ",\n".join(members) + "\n}\n"
-
-
-_STATUS_VALUE = json.JSONEncoder(separators=(", ", ": "))  # built once, not per call
