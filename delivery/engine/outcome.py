@@ -76,7 +76,9 @@ class RunOutcome:
         return {"run_id": self.run_id, "status": str(self.status),
                 "failure_reason": self.failure_reason, "path": self.path,
                 "context": context, "run_dir": str(self.run_dir), "usage": self.usage,
-                **({"pause_reason": str(self.pause_reason)} if self.pause_reason else {}),
+                # SPEC §12 names it `reason`; `pause_reason` kept for earlier readers
+                **({"reason": str(self.pause_reason), "pause_reason": str(self.pause_reason)}
+                   if self.pause_reason else {}),
                 **({"budget": self.budget} if self.budget else {}),
                 **({"diffs": {folder: shown.diff for folder, shown in self.previews.items()}}
                    if self.pause_reason is PauseReason.DRY_RUN else {})}

@@ -45,7 +45,7 @@ def test_dry_run_pauses_before_the_first_publish_having_written_nothing(
     result = start(tmp_path, fake_github_env, TWO_REPO_FLOW, *REPO_OPTIONS)
     shown = outcome(result)
     assert result.code == 3, result.err
-    assert shown["status"] == "paused" and shown["pause_reason"] == "dry_run"
+    assert shown["status"] == "paused" and shown["reason"] == "dry_run"
     assert shown["path"] == ["start", "add", "change"]  # the publish did not run
     assert "'ship'" in shown["failure_reason"]
     assert fake_github_env.write_requests() == []  # no push, PR, comment or status
@@ -83,7 +83,7 @@ def test_dry_run_pauses_before_a_script_given_the_forge_token(
     result = start(tmp_path, fake_github_env, TOKENED, "--repo", "web=octo/web")
     shown = outcome(result)
     assert result.code == 3, result.err
-    assert shown["pause_reason"] == "dry_run" and shown["path"][-1] == "change"
+    assert shown["reason"] == "dry_run" and shown["path"][-1] == "change"
     assert not (tmp_path / "ws" / "announced").exists()
     assert "+print(1)" in shown["diffs"]["web"]
 
@@ -104,7 +104,7 @@ def test_dry_run_pauses_before_a_probe_that_would_write_the_change_set_status(
                    "--branch", "delivery/T-1")
     shown = outcome(result)
     assert result.code == 3, result.err
-    assert shown["pause_reason"] == "dry_run" and shown["path"][-1] == "add"
+    assert shown["reason"] == "dry_run" and shown["path"][-1] == "add"
     assert fake_github_env.write_requests() == []
 
 
@@ -137,6 +137,6 @@ def test_dry_run_pauses_before_a_parallel_section_that_holds_a_publish(
     result = start(tmp_path, fake_github_env, SECTION, "--repo", "web=octo/web")
     shown = outcome(result)
     assert result.code == 3, result.err
-    assert shown["pause_reason"] == "dry_run" and shown["path"] == ["start", "add"]
+    assert shown["reason"] == "dry_run" and shown["path"] == ["start", "add"]
     assert "'fork'" in shown["failure_reason"]
     assert fake_github_env.write_requests() == []
