@@ -90,6 +90,7 @@ def test_only_reading_a_per_folder_key_nothing_wrote_is_unavailable() -> None:
             "start -> fix -> exit")
     (diag,) = errors(body)
     assert diag.rule == "availability" and "folder.verdict" in diag.message
+    assert 'outputs="verdict:text", foreach="folders"' in diag.fix
 
 
 # -- per-folder writes ------------------------------------------------------------------
@@ -113,7 +114,7 @@ def test_folder_read_with_declared_folders_needs_every_folders_key() -> None:
             "start -> observe -> fix -> exit")
     (diag,) = errors(body, graph='folders="web,api"')
     assert diag.rule == "availability" and "folder.pr.state" in diag.message
-    assert "api" in diag.message
+    assert "api" in diag.message and "type=probe node without folder=" in diag.fix
 
 
 def test_flat_read_of_a_foreach_output_names_the_per_folder_form() -> None:
