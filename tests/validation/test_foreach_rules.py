@@ -152,3 +152,8 @@ def test_per_folder_outputs_are_not_carried_by_a_failure_edge() -> None:
             'implement -> exit [condition="outcome=succeeded"]\nreview -> exit')
     (diag,) = errors(body)
     assert diag.rule == "availability" and "folder.summary" in diag.message
+
+
+def test_an_output_named_folder_is_reserved() -> None:
+    (diag,) = errors('a [prompt="p", outputs="folder.note:text"]\nstart -> a -> exit')
+    assert diag.rule == "reserved_namespace" and "foreach" in diag.message
