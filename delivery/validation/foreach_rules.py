@@ -10,6 +10,8 @@ stage writes is modelled in writes.py; `folder.X` inside one reads `<f>.X` of ev
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from delivery.lang.attr_values import value_position
 from delivery.lang.conditions import Compare, Truthy
 from delivery.lang.declarations import PROBE_NAMESPACES
@@ -96,7 +98,9 @@ class FolderReads:
 
     def sort(self, reads: list[Read]) -> tuple[list[Read], list[Diagnostic]]:
         """The reads availability checks, and the `folder_outside_foreach` errors."""
-        if not any(reads_folder(read.key) for read in reads):
+        # one search of the keys joined (in C) rather than a test per read: a large
+        # workflow has one read per template name and clause, and most read no folder.*
+        if "\nfolder" not in "\n" + "\n".join(map(itemgetter(0), reads)):
             return reads, []
         kept: list[Read] = []
         problems: list[Diagnostic] = []
