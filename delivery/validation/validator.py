@@ -27,6 +27,7 @@ from delivery.lang.template_reads import (
 from delivery.lang.topology import ParallelSection, parallel_sections, reachable, retry_table
 from delivery.validation import security
 from delivery.validation.availability import Availability, Read, failure_can_take
+from delivery.validation.foreach_rules import FolderReads, check_foreach_nodes, only_reads
 from delivery.validation.writes import (
     ALWAYS_AVAILABLE,
     ALWAYS_AVAILABLE_PREFIXES,
@@ -49,6 +50,7 @@ class _Checker:
         self.out: list[Diagnostic] = []
         self.sections = parallel_sections(workflow)  # shared by the structure and availability
         self.retries = retry_table(workflow)  # shared by reachability and availability
+        self.folder_reads = FolderReads(workflow)  # `folder.*` and per-folder writes
         # every condition's atoms, walked out of its tree once: several rules read them
         self.edge_atoms: list[tuple[Edge, list[Compare | Truthy]]] = []
         append = self.edge_atoms.append
@@ -393,6 +395,9 @@ class _Checker:
                     continue
                 at_line, column = value_position(value, atom.offset)
                 append(new(read_type, (key, source, edge, at_line, column)))
+        reads += only_reads(self.w)
+        reads, problems = self.folder_reads.sort(reads)
+        self.out += problems
         return reads
 
     def availability(self, start: str) -> None:
@@ -431,10 +436,15 @@ class _Checker:
                 sections: Mapping[str, ParallelSection], free: bool) -> None:
         key = read.key
         where = f"condition of {read.edge.name}" if read.edge else f"template of '{read.node}'"
-        parts = key.split(".")
-        written_by = sorted({n for cut in range(1, len(parts) + 1)
-                             for n in writers.get(".".join(parts[:cut]), ())})
+        folder_reads = self.folder_reads
+        names = folder_reads.written_names(read)
+        written_by = sorted({n for name in names for n in writers.get(name, ())})
         branch_info = self.branch_relation(read, written_by, sections)
+        subject = folder_reads.subject(read)
+        if subject is None:
+            return  # `folder.X`, reported for another folder already
+        if branch_info is None and not written_by:
+            branch_info = folder_reads.per_folder_problem(read, where)
         if branch_info is None and free and not written_by:
             # only an Attractor agent before it may set it: unproven, a warning (SPEC §10);
             # a key some declaration writes is held to that declaration
@@ -446,14 +456,15 @@ class _Checker:
             rule, message, fix = self.results_problem(read, sections)
         elif not written_by:
             rule = "availability"
-            message = f"'{key}' is read in the {where} but nothing writes it"
-            fix = (f"declare '{key}' in inputs=, as an output of an agent (outputs=\"{key}:text\") "
-                   "or as a fact of a script")
+            message = f"{subject} is read in the {where} but nothing writes it"
+            fix = folder_reads.nothing_writes_fix(read) or (
+                f"declare '{key}' in inputs=, as an output of an agent (outputs=\"{key}:text\") "
+                "or as a fact of a script")
         else:
             path = analysis.witness(read)
             via = f" (for example along {path[0]})" if path else ""
             rule = "availability"
-            message = (f"'{key}' is read in the {where} but is not written on every path from "
+            message = (f"{subject} is read in the {where} but is not written on every path from "
                        f"the start{via}; written by {', '.join(written_by)}")
             fix = ("write it on every path before this read (a failure edge does not carry a "
                    "stage's outputs), or guard a template read with | default('')")
@@ -570,4 +581,4 @@ def reads_goal(workflow: Workflow) -> bool:
 
 def validate(workflow: Workflow) -> list[Diagnostic]:
     """The validator's diagnostics for a built workflow (load diagnostics not included)."""
-    return _Checker(workflow).run() + security.check(workflow)
+    return _Checker(workflow).run() + security.check(workflow) + check_foreach_nodes(workflow)
