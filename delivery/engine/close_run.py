@@ -67,13 +67,15 @@ def close_run(run_path: Path, world: World | None = None, *, comment: str = "",
         raise RunRefused(f"run {run_path}", f"cannot be closed now: {error}",
                          "stop the run first (Ctrl-C ends it resumable), then close it"
                          ) from None
+    claimed = saved = False
     try:
         state = _loaded_state(store, run_path)
-        if StoreCapability.CLAIM in store.capabilities and state.status not in ENDED:
-            store.claim()  # a live job holding it supersedes this close
-        done = Closed(info.run_id)
-        forge = _forge(info, world)
+        forge = _forge(info, world)  # refused (no token) before the run is claimed
         try:
+            if StoreCapability.CLAIM in store.capabilities and state.status not in ENDED:
+                store.claim()  # a live job holding it supersedes this close
+                claimed = True
+            done = Closed(info.run_id)
             _close_prs(forge, info, done, comment or DEFAULT_COMMENT.format(run_id=info.run_id),
                        delete_branches)
         finally:
@@ -86,8 +88,11 @@ def close_run(run_path: Path, world: World | None = None, *, comment: str = "",
             state.status, state.next_node = RunStatus.CANCELLED, None
             state.failure_reason = "cancelled with delivery close"
             store.save_stage(state.take_record({}, [], None, None), lambda: state)
+        saved = True
     finally:
         store.close()
+        if claimed and not saved:  # the close stopped half-way: the run is given back
+            store.release_unchanged("delivery close stopped before it saved")
     return done
 
 
