@@ -8,6 +8,7 @@ for its companions (tests/folder_stage_helpers.py), never through timing."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.forges.local import LocalForge
 from delivery.testing import flow
+from delivery.testing.github import FakeGitHub
 
 TICKET = "https://tracker.example/browse/T-36"
 TOKEN_SHAPED = "ghp_" + "A1b2C3d4E5" * 4
@@ -177,3 +179,37 @@ def test_a_folder_that_fails_stops_neither_the_others_nor_their_links(
         [pull] = pulls(remotes[folder])
         assert [line.split(":")[0] for line in str(pull["body"]).splitlines()
                 if line.startswith("- ")] == [f"- {other}" for other in published]
+
+
+def test_publish_on_github_with_folders_at_once_opens_one_linked_pr_per_repository(
+        tmp_path: Path) -> None:
+    folders = [f"r{index}" for index in range(1, 7)]
+    dot = flow(f"""
+    add [type=worktree_add]
+    change [shape=parallelogram, script="{_changes(' '.join(folders))}"]
+    ship [type=publish]
+    again [type=publish]
+    look [type=probe, probe="pr"]
+    start -> add -> change -> ship -> again -> look -> exit
+    """, goal="Say more", graph='inputs="ticket"')
+    with FakeGitHub() as github:
+        for folder in folders:
+            github.create_repo(f"octo/{folder}", files={"app.txt": f"{folder}\n"})
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        request = RunRequest(workflow=write_flow(tmp_path, dot), inputs={"ticket": TICKET},
+                             workspace=workspace,
+                             repos={folder: f"octo/{folder}" for folder in folders},
+                             max_parallel=3)
+        world = World(agent=ReplayBackend({}), clock=FakeClock(),
+                      git_cache=tmp_path / "cache", environ={**os.environ, **github.env()})
+        ran = start_run(request, world)
+        assert ran.status == "succeeded", ran.failure_reason
+        assert [ran.context[f"{folder}.pr.number"] for folder in folders] == [1] * 6
+        assert ran.context["pr.state"] == "WAITING"
+        for folder in folders:
+            repository = github.repository(f"octo/{folder}")
+            assert sorted(repository.pulls) == [1]  # the second publish found it again
+            links = [line.split(":")[0] for line in repository.pulls[1].body.splitlines()
+                     if line.startswith("- ")]
+            assert links == [f"- {other}" for other in folders]
