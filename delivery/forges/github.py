@@ -71,10 +71,11 @@ class GitHubForge:
                  budget: RetryBudget | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.time, timeout: int = 30,
                  pacer: Pacer | None = None) -> None:
-        if not token:
-            raise ForgeError("github", "-", "authenticate", "no token was given",
-                             "set GITHUB_TOKEN to a token that can write to the repositories")
         self._auth = StaticToken(token) if isinstance(token, str) else token
+        if isinstance(self._auth, StaticToken) and not self._auth.value:
+            raise ForgeError("github", "-", "authenticate", "no token was given",
+                             "set GITHUB_TOKEN to a token that can write to the repositories "
+                             "(or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY for a GitHub App)")
         self.token_source = self._auth  # GITHUB_TOKEN's, or the App's (preflight asks it)
         self.api_url = api_url.rstrip("/")
         self.server_url = server_url.rstrip("/")
@@ -96,10 +97,9 @@ class GitHubForge:
     def from_environment(cls, environ: Mapping[str, str], *,
                          on_token: Callable[[str], None] | None = None,
                          **options: Any) -> GitHubForge:
-        """As inside Actions: `GITHUB_TOKEN` (or a GitHub App's `GITHUB_APP_ID` and
-        `GITHUB_APP_PRIVATE_KEY`, which win; `on_token` is told each token minted),
-        `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`, `GITHUB_SERVER_URL` (public GitHub when
-        unset)."""
+        """As inside Actions: `GITHUB_TOKEN` or a GitHub App's credentials (`github_auth`;
+        `on_token` is told each token minted), `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`,
+        `GITHUB_SERVER_URL` (public GitHub when unset)."""
         if options.get("pacer") is None:
             options["pacer"] = Pacer.from_environment(
                 environ, clock=options.get("clock", time.time),
@@ -415,9 +415,7 @@ class GitHubForge:
         is gone (a deleted ticket) reads as unlabelled: the rest of the answer stands."""
         if not targets:
             return None
-        merged: dict[str, Any] = {}
-        # one query per token (an App's installation token reads its owner's only), the
-        # answers put back under the aliases of the targets' places (`s<i>`)
+        merged: dict[str, Any] = {}  # a query per token, answers under `s<i>` of all
         for positions in self._sessions.groups(t.repository for t in targets).values():
             data = self._stop_labels([targets[i] for i in positions])
             merged.update({f"s{at}": data.get(f"s{j}") for j, at in enumerate(positions)})

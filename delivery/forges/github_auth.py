@@ -42,7 +42,10 @@ T = TypeVar("T")
 class TokenSource(Protocol):
     """A token for a repository, current at the time of asking."""
 
-    name: str  # as a person knows it: "GITHUB_TOKEN", "the GitHub App 123"
+    @property
+    def name(self) -> str:
+        """As a person knows it: "GITHUB_TOKEN", "the GitHub App 123"."""
+        ...
 
     def token(self, repository: str) -> str: ...
 
