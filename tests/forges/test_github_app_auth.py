@@ -16,8 +16,10 @@ from app_helpers import app_world as app_world  # the fixture, for every test he
 
 from delivery.forges.github import GitHubForge
 from delivery.forges.select import open_forge
+from delivery.forges.stop_label import StopTarget
 from delivery.git.network import fetch_into
 from delivery.redact import Redactor
+from probes.evidence import PrQuery
 
 
 def forge_for(world: AppWorld) -> GitHubForge:
@@ -112,3 +114,33 @@ def test_the_app_wins_over_a_github_token_set_beside_it(app_world: AppWorld) -> 
     forge = GitHubForge.from_environment(env, clock=app_world.clock)
     assert forge.default_branch("octo/web") == "main"
     assert forge.token_source.name == f"the GitHub App {APP_ID}"
+
+
+def test_a_probe_across_two_owners_reads_each_with_its_owners_token(
+        app_world: AppWorld) -> None:
+    app_world.github.create_repo("acme/site", files={"a": "1"})
+    app_world.app.install("acme")
+    app_world.github.push_files("octo/web", "delivery/T-1", {"app.py": "print(1)\n"})
+    app_world.github.push_files("acme/site", "delivery/T-1", {"a": "2"})
+    web = app_world.github.open_pull("octo/web", "delivery/T-1")
+    site = app_world.github.open_pull("acme/site", "delivery/T-1")
+    app_world.github.clear_requests()
+    seen = forge_for(app_world).pull_requests([
+        PrQuery("web", "octo/web", number=web), PrQuery("site", "acme/site", number=site)])
+    assert {folder: type(seen[folder]).__name__ for folder in seen} == {
+        "web": "PullRequestSnapshot", "site": "PullRequestSnapshot"}
+    assert app_world.github.count("POST", "/api/graphql") == 2  # one per owner
+
+
+def test_the_stop_label_is_read_across_owners_with_each_owners_token(
+        app_world: AppWorld) -> None:
+    app_world.github.create_repo("acme/site", files={"a": "1"})
+    app_world.app.install("acme")
+    for repository in ("octo/web", "acme/site"):
+        app_world.github.push_files(repository, "delivery/T-1", {"b": "2"})
+        app_world.github.open_pull(repository, "delivery/T-1")
+    app_world.github.add_label("acme/site", 1, "delivery:stop", actor="ada")
+    stop = forge_for(app_world).stop_label([
+        StopTarget("web", "octo/web", head_branch="delivery/T-1"),
+        StopTarget("site", "acme/site", head_branch="delivery/T-1")])
+    assert stop is not None and (stop.by, stop.where.split()[0]) == ("ada", "site")

@@ -8,7 +8,7 @@ Installation tokens (`ghs_…`) expire after the App's `token_lifetime` seconds 
 GitHub's, unless a test makes it short); a request with an expired one is answered GitHub's
 401 and recorded as `expired`, every request with one records the token's expiry, so a test
 can tell that none was sent late. A token used on a repository its installation does not
-cover is answered 403 (REST and git; GraphQL is not checked per repository).
+cover is answered 403 (REST and git); GraphQL answers NOT_FOUND for such a repository.
 """
 
 from __future__ import annotations

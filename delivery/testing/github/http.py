@@ -166,8 +166,10 @@ class Handler(BaseHTTPRequestHandler):
             status = self._json(*fake.apps.answer(credential.app, method, path),
                                 dropped=fault is not None)
         elif path == "/api/graphql" and method == "POST":
-            status = self._json(200, {}, fake._handle_graphql(_loads(body), races),
-                                dropped=fault is not None)
+            token = None if credential is None else credential.token
+            status = self._json(200, {}, fake._handle_graphql(
+                _loads(body), races, None if token is None else token.installation.covers),
+                dropped=fault is not None)
         elif path.startswith("/api/v3/"):
             answer = fake._handle_rest(method, path.removeprefix("/api/v3"), query,
                                        _loads(body))

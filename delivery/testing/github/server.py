@@ -416,7 +416,8 @@ class FakeGitHub:
         assert self._rest is not None
         return self._rest.handle(method, path, query, body)
 
-    def _handle_graphql(self, body: Any, races: list[Fault]) -> dict[str, Any]:
+    def _handle_graphql(self, body: Any, races: list[Fault],
+                        visible: Callable[[str], bool] | None = None) -> dict[str, Any]:
         if not isinstance(body, dict) or not isinstance(body.get("query"), str):
             return {"errors": [{"message": "A query attribute must be specified and must be"
                                            " a string."}]}
@@ -429,7 +430,7 @@ class FakeGitHub:
                     fault.times = 0
                     self._apply_race(fault)
 
-        resolvers = graphql_api.Resolvers(self.state, on_state_read, self.login)
+        resolvers = graphql_api.Resolvers(self.state, on_state_read, self.login, visible)
         with self.state.lock:
             return graphql_api.execute(resolvers, body["query"], body.get("variables"))
 
