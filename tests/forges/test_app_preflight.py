@@ -152,3 +152,18 @@ def test_a_refused_mint_is_said_in_one_line(app_env: AppWorld) -> None:
     app_env.app.refuse_tokens = "This installation has been suspended"
     line = one_line_error(invoke("preflight", *REPOS))
     assert "This installation has been suspended" in line and "octo" in line
+
+
+def test_without_preflight_the_stage_needing_an_uncovered_token_fails_with_the_reason(
+        app_env: AppWorld, tmp_path: Path) -> None:
+    app_env.github.create_repo("acme/site", files={"a": "1"})
+    flow = tmp_path / "flow.dot"
+    flow.write_text(TWO_REPO_FLOW.replace('folders="web,api"',
+                                          'folders="web,api", preflight=false'))
+    result = invoke("run", flow, "--input", "ticket=T-1", "--repo", "web=octo/web",
+                    "--repo", "api=acme/site", "--json")
+    assert result.code == 1 and "Traceback" not in result.err
+    outcome = json.loads(result.out)
+    assert outcome["status"] == "failed" and outcome["path"][-1] == "add"
+    assert f"the GitHub App {APP_ID} is not installed on acme/site" in \
+        outcome["failure_reason"] and "install the App on acme" in outcome["failure_reason"]
