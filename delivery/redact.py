@@ -215,6 +215,16 @@ class Redactor:
         the `extra` values (an Action's token input, a configured key...)."""
         return cls([*secret_values(environ), *extra])
 
+    def learn(self, secret: str) -> None:
+        """Mask `secret` from now on as well: a credential the run obtains as it goes (a
+        GitHub App's installation token, minted and renewed), told before its first use."""
+        fresh = Redactor([*self._secrets, secret])
+        with self._done_lock:
+            self._secrets, self._groups, self._alternation = (
+                fresh._secrets, fresh._groups, fresh._alternation)
+            self._in_json, self._embeddable = fresh._in_json, fresh._embeddable
+            self._done = {}  # what was clean before may hold it
+
     def with_secrets(self, extra: Iterable[str]) -> Redactor:
         """A redactor for these secrets and `extra` ones."""
         return Redactor([*self._secrets, *extra])

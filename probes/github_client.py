@@ -56,7 +56,7 @@ def graphql_url_from_environment(environ: Mapping[str, str]) -> str:
 class GitHubClient:
     """GraphQL and REST requests to one GitHub (github.com or Enterprise Server)."""
 
-    def __init__(self, token: str, *, api_url: str = DEFAULT_API_URL,
+    def __init__(self, token: str | Callable[[], str], *, api_url: str = DEFAULT_API_URL,
                  graphql_url: str | None = None,
                  transport: httpx.BaseTransport | None = None,
                  budget: RetryBudget | None = None,
@@ -65,6 +65,7 @@ class GitHubClient:
                  user_agent: str = "delivery") -> None:
         if not token:
             raise ValueError("a GitHub token is required (GITHUB_TOKEN)")
+        # a callable is asked at each request: an App's installation token is renewed
         self._token = token
         self.api_url = api_url.rstrip("/")
         self.graphql_url = graphql_url or graphql_url_from_environment(
@@ -147,7 +148,8 @@ class GitHubClient:
                   partial: bool) -> Any:
         with self._lock:  # folder stages send from several threads
             self.requests_sent += 1
-        headers = {"Authorization": f"bearer {self._token}", "Accept": accept,
+        token = self._token() if callable(self._token) else self._token
+        headers = {"Authorization": f"bearer {token}", "Accept": accept,
                    "X-GitHub-Api-Version": "2022-11-28"}
         try:
             response = self._session().request(

@@ -12,6 +12,7 @@ A resume does not repeat it: the run has written already, and its stages say wha
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from delivery.engine.run_setup import FolderSetup
 from delivery.engine.world import World
@@ -21,6 +22,9 @@ from delivery.forges.base import Forge
 from delivery.forges.select import open_forge
 from delivery.lang.model import NodeType, Workflow
 from delivery.store.base import RemoteTarget
+
+if TYPE_CHECKING:  # PyGithub loads only for GitHub
+    from delivery.forges.github_auth import InstallationTokens
 
 WRITING_TYPES = (NodeType.PUBLISH, NodeType.MERGE, NodeType.RESPOND)
 
@@ -43,20 +47,45 @@ def preflight(forge: Forge, repos: Mapping[str, str], *, merge_method: str = "me
               required_approvals: int = 0) -> pf.PreflightReport:
     """The report for `repos` (folder -> repository) on `forge`, and the state repository."""
     requests = 0
+    app_problems: list[pf.Problem] = []
+    auth = ""
     if forge.name == "github":
         if not isinstance(forge, pf.GraphQLReader):
             raise ForgeError("github", "-", "check what the token may do",
                              "this GitHub forge cannot send the preflight query",
                              "set preflight=false on the graph")
-        folders, requests = pf.github_folders(forge, repos, merge_method)
+        source = getattr(forge, "token_source", None)
+        auth = str(getattr(source, "name", ""))
+        if source is not None and hasattr(source, "installation"):  # a GitHub App
+            folders, requests, app_problems = _app_folders(forge, source, repos, merge_method)
+        else:
+            folders, requests = pf.github_folders(forge, repos, merge_method)
     else:
         folders = pf.local_folders(repos, merge_method, checks=checks or {},
                                    required_approvals=required_approvals)
     state_check = None if state is None else pf.state_push_check(
         state.spec, state.remote, state.headers, environ)
-    return pf.PreflightReport(forge=forge.name, folders=folders, state=state_check,
-                              problems=pf.problems_of(folders, state_check, forge.name),
+    # a folder no installation covers is named once, for that (not as unreadable too)
+    named = {problem.folder for problem in app_problems if problem.field == "app installation"}
+    problems = pf.problems_of([f for f in folders if f.folder not in named], state_check,
+                              forge.name)
+    return pf.PreflightReport(forge=forge.name, auth=auth, folders=folders,
+                              state=state_check, problems=[*app_problems, *problems],
                               requests=requests)
+
+
+def _app_folders(reader: pf.GraphQLReader, tokens: InstallationTokens,
+                 repos: Mapping[str, str], merge_method: str
+                 ) -> tuple[list[pf.FolderCheck], int, list[pf.Problem]]:
+    """A GitHub App's folders: the installation covering each repository first (no token
+    can be minted for one none covers), then the query per owner for the covered ones."""
+    covered, uncovered, problems = pf.app_installations(tokens, repos, merge_method)
+    checks, requests = pf.github_folders(
+        reader, {folder: repos[folder] for folder in covered}, merge_method, per_owner=True)
+    by_folder = {check.folder: pf.with_installation(check, covered[check.folder])
+                 for check in checks}
+    by_folder.update({check.folder: check for check in uncovered})
+    return [by_folder[folder] for folder in repos], requests + len(repos), problems
 
 
 def wanted(workflow: Workflow, setup: FolderSetup,

@@ -1,7 +1,9 @@
 """The GitHub forge (SPEC §7.1): writes through the REST API with PyGithub's object model
 (PRs, comments, merges, branches), GraphQL and raw REST through the one GitHub client
 (`probes.github_client`: the probe's query, review threads, reverts, the stop label,
-preflight, commit statuses), git over HTTPS with the token as a header.
+preflight, commit statuses), git over HTTPS with the token as a header. The token is a
+`GITHUB_TOKEN` or a GitHub App's installation token per owner, asked for at each request
+(`github_auth`, `github_sessions`).
 
 Every answer, PyGithub's `GithubException` included, is classified by the same rules
 (`probes.github_errors.classify_answer`) and retried by the same policy (`probes.retry`).
@@ -15,31 +17,32 @@ and `x-ratelimit-reset`) within a budget; sleep and clock are injectable.
 
 from __future__ import annotations
 
-import base64
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import requests
-from github import Auth, Github, GithubException
+from github import GithubException
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from delivery.errors import ForgeError
 from delivery.forges import github_threads as gt
 from delivery.forges.base import GitRemote, MergeResult, PullRequestRef, ThreadReply
+from delivery.forges.github_auth import StaticToken, TokenSource, git_remote_for, token_source
 from delivery.forges.github_pulls import READY_MUTATION as READY_MUTATION
 from delivery.forges.github_pulls import REVERT_MUTATION as REVERT_MUTATION
 from delivery.forges.github_pulls import loaded as _loaded
 from delivery.forges.github_pulls import merge_verdict as _merge_verdict
 from delivery.forges.github_pulls import pull_ref as _ref
 from delivery.forges.github_pulls import split as _split
+from delivery.forges.github_sessions import Sessions
 from delivery.forges.pacing import Pacer
 from delivery.forges.stop_label import Stop, StopTarget, first_stop, stop_query
 from probes.evidence import PrObservation, PrQuery
-from probes.github import GitHubPullRequestSource, GitHubUnavailable
-from probes.github_client import DEFAULT_API_URL, GitHubClient, graphql_url_from_environment
+from probes.github import GitHubUnavailable
+from probes.github_client import DEFAULT_API_URL, graphql_url_from_environment
 from probes.github_errors import (
     ConnectionFailed,
     GitHubError,
@@ -63,15 +66,17 @@ class GitHubForge:
 
     name = "github"
 
-    def __init__(self, token: str, *, api_url: str = DEFAULT_API_URL,
+    def __init__(self, token: str | TokenSource, *, api_url: str = DEFAULT_API_URL,
                  graphql_url: str | None = None, server_url: str = DEFAULT_SERVER_URL,
                  budget: RetryBudget | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.time, timeout: int = 30,
                  pacer: Pacer | None = None) -> None:
-        if not token:
+        self._auth = StaticToken(token) if isinstance(token, str) else token
+        if isinstance(self._auth, StaticToken) and not self._auth.value:
             raise ForgeError("github", "-", "authenticate", "no token was given",
-                             "set GITHUB_TOKEN to a token that can write to the repositories")
-        self._token = token
+                             "set GITHUB_TOKEN to a token that can write to the repositories "
+                             "(or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY for a GitHub App)")
+        self.token_source = self._auth  # GITHUB_TOKEN's, or the App's (preflight asks it)
         self.api_url = api_url.rstrip("/")
         self.server_url = server_url.rstrip("/")
         self.budget = budget or RetryBudget()
@@ -79,18 +84,12 @@ class GitHubForge:
         self._clock = clock
         # one token's content-creating requests, serial and spaced (forges.pacing)
         self.pacer = pacer or Pacer(clock=clock, sleep=sleep)
-        self._github = Github(
-            base_url=self.api_url, auth=Auth.Token(token), timeout=timeout, per_page=100,
-            retry=None,  # no blind retries of writes; ours look for the effect first
-            seconds_between_requests=None, seconds_between_writes=None,
-            lazy=True)  # objects are fetched when a field is read, inside our retries
         self.graphql_url = graphql_url or graphql_url_from_environment(
             {"GITHUB_API_URL": self.api_url})
-        # GraphQL and raw REST: one client, shared with the probe
-        self._client = GitHubClient(token, api_url=self.api_url, graphql_url=self.graphql_url,
-                                    budget=self.budget, sleep=sleep, clock=clock,
-                                    timeout=timeout)
-        self._probe = GitHubPullRequestSource(token, client=self._client)
+        # PyGithub, and one client for GraphQL and raw REST shared with the probe, per token
+        self._sessions = Sessions(self._auth, api_url=self.api_url,
+                                  graphql_url=self.graphql_url, budget=self.budget,
+                                  sleep=sleep, clock=clock, timeout=timeout)
         # Folder stages call the forge from several threads (SPEC §8.1). PyGithub's one
         # persistent connection object holds each request's method and URL between
         # `request()` and `getresponse()` (PyGithub/PyGithub#2052), so two threads could
@@ -101,15 +100,21 @@ class GitHubForge:
         self.closed = False
 
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str], **options: Any) -> GitHubForge:
-        """As inside Actions: `GITHUB_TOKEN`, `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`,
+    def from_environment(cls, environ: Mapping[str, str], *,
+                         on_token: Callable[[str], None] | None = None,
+                         **options: Any) -> GitHubForge:
+        """As inside Actions: `GITHUB_TOKEN` or a GitHub App's credentials (`github_auth`;
+        `on_token` is told each token minted), `GITHUB_API_URL`, `GITHUB_GRAPHQL_URL`,
         `GITHUB_SERVER_URL` (public GitHub when unset)."""
         if options.get("pacer") is None:
             options["pacer"] = Pacer.from_environment(
                 environ, clock=options.get("clock", time.time),
                 sleep=options.get("sleep", time.sleep))
-        return cls(environ.get("GITHUB_TOKEN", ""),
-                   api_url=environ.get("GITHUB_API_URL") or DEFAULT_API_URL,
+        api_url = environ.get("GITHUB_API_URL") or DEFAULT_API_URL
+        auth = token_source(environ, api_url=api_url, on_token=on_token,
+                            clock=options.get("clock", time.time),
+                            sleep=options.get("sleep", time.sleep))
+        return cls(auth, api_url=api_url,
                    graphql_url=graphql_url_from_environment(environ),
                    server_url=environ.get("GITHUB_SERVER_URL") or DEFAULT_SERVER_URL,
                    **options)
@@ -119,20 +124,21 @@ class GitHubForge:
 
     def close(self) -> None:
         """Ends the REST connections (PyGithub's) and the client's (GraphQL and raw REST)."""
-        self._github.close()
-        self._client.close()
+        self._sessions.close()
         self.closed = True
 
     # -- reads ----------------------------------------------------------------------------
     def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:
-        return self._probe.pull_requests(queries)
+        """One probe per token (an App's installation token reads its owner's only)."""
+        found: dict[str, PrObservation] = {}
+        for positions in self._sessions.groups(q.repository for q in queries).values():
+            group = [queries[i] for i in positions]
+            found.update(self._sessions.of(group[0].repository).probe.pull_requests(group))
+        return found
 
     def git_remote(self, repository: str) -> GitRemote:
         owner, name = _split(repository)
-        pair = base64.b64encode(f"x-access-token:{self._token}".encode()).decode()
-        return GitRemote(url=f"{self.server_url}/{owner}/{name}.git",
-                         http_headers=(f"Authorization: Basic {pair}",),
-                         token_name="GITHUB_TOKEN")
+        return git_remote_for(self._auth, f"{self.server_url}/{owner}/{name}.git", repository)
 
     def default_branch(self, repository: str) -> str:
         return self._retry("read the repository", repository,
@@ -337,7 +343,7 @@ class GitHubForge:
         if target_url:
             payload["target_url"] = target_url
         self._set(f"set the {context} status of {sha[:12]}", repository,
-                  lambda: self._client.rest_once(
+                  lambda: self._sessions.of(repository).client.rest_once(
                       "POST", f"/repos/{owner}/{name}/statuses/{sha}", json=payload))
 
     def revert_pull_request(self, repository: str, number: int, *, title: str,
@@ -440,31 +446,38 @@ class GitHubForge:
         is gone (a deleted ticket) reads as unlabelled: the rest of the answer stands."""
         if not targets:
             return None
+        merged: dict[str, Any] = {}  # a query per token, answers under `s<i>` of all
+        for positions in self._sessions.groups(t.repository for t in targets).values():
+            data = self._stop_labels([targets[i] for i in positions])
+            merged.update({f"s{at}": data.get(f"s{j}") for j, at in enumerate(positions)})
+        return first_stop(targets, merged, self._steers)
+
+    def _stop_labels(self, targets: Sequence[StopTarget]) -> dict[str, Any]:
         text, variables = stop_query(targets)
         repository = targets[0].repository
-        operation = "read the stop label"
+        client = self._sessions.of(repository).client
 
         def read() -> dict[str, Any]:
-            data = self._client.graphql_once(text, variables, partial=True)
+            data = client.graphql_once(text, variables, partial=True)
             # a gone target reads as unlabelled; one that cannot be read must not
             if any(not (isinstance(e, dict) and e.get("type") == "NOT_FOUND")
                    for e in data.get("errors") or []):
                 raise Rejected(graphql_error_text(data))
             return data
 
-        data = self._retry(operation, repository, read,
+        data = self._retry("read the stop label", repository, read,
                            fix="check that the token may read the repositories' PRs "
                                "and issues")
-        return first_stop(targets, data.get("data") or {}, self._steers)
+        return dict(data.get("data") or {})
 
     # -- who steers (SPEC §14): the workflow's trusted bots, users with write permission --
     def trust_bots(self, logins: Iterable[str]) -> None:
         """The bot accounts (`name[bot]`) whose reviews, threads and labels count."""
-        self._probe.stewards.trust(logins)
+        self._sessions.stewards.trust(logins)
 
     def _steers(self, repository: str, login: str) -> str | None:
         try:
-            return self._probe.why_ignored(repository, login)
+            return self._sessions.of(repository).probe.why_ignored(repository, login)
         except GitHubUnavailable as error:
             raise ForgeError("github", repository, "read who set the stop label", str(error),
                              "give the token push access to the repository") from None
@@ -476,14 +489,15 @@ class GitHubForge:
         cannot see must not hide the others). An error that names no missing or forbidden
         object ("Something went wrong … a timeout") is retried like a 502."""
         return self._retry(operation, repository,
-                           lambda: self._client.graphql_once(query, variables, partial=True),
+                           lambda: self._sessions.of(repository).client.graphql_once(
+                               query, variables, partial=True),
                            fix="check that the token may read the repositories")
 
     def _graphql(self, operation: str, repository: str, query: str,
                  variables: Mapping[str, Any]) -> dict[str, Any]:
         """One GraphQL request (retried by the caller's `_retry`, `_set` or `_write`);
         any error GitHub answers with HTTP 200 fails it (`_attempts` names the fix)."""
-        return self._client.graphql_once(query, variables)
+        return self._sessions.of(repository).client.graphql_once(query, variables)
 
     def delete_branch(self, repository: str, branch: str) -> bool:
         """True when the branch was deleted, False when it was already gone."""
@@ -504,7 +518,7 @@ class GitHubForge:
     def _repo(self, repository: str) -> Repository:
         """A lazy handle: no request until one of its fields or methods is used."""
         owner, name = _split(repository)
-        return self._github.get_repo(f"{owner}/{name}")
+        return self._sessions.of(repository).github.get_repo(f"{owner}/{name}")
 
     def _read_pr(self, repo: Repository, repository: str, number: int) -> PullRequest:
         pr: PullRequest = self._retry(f"read PR #{number}", repository,
@@ -544,7 +558,7 @@ class GitHubForge:
                              ) from None
         except TokenRefused as error:
             raise ForgeError("github", repository, operation, error.reason,
-                             "check GITHUB_TOKEN") from None
+                             f"check {self._auth.name}") from None
         except NotFound as error:
             raise ForgeError("github", repository, operation, error.reason, fix or
                              "check the repository name and that the token can see it"

@@ -30,7 +30,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +38,9 @@ from delivery.errors import DeliveryError
 from delivery.forges.change_set import CHANGE_SET_CONTEXT
 from delivery.git.network import header_environment
 from delivery.git.problems import mask_headers
+
+if TYPE_CHECKING:  # PyGithub loads only for GitHub
+    from delivery.forges.github_auth import Installation, InstallationTokens
 
 PUSH_PERMISSIONS = frozenset({"ADMIN", "MAINTAIN", "WRITE"})
 MERGE_METHODS = ("merge", "squash", "rebase")
@@ -100,6 +103,9 @@ class FolderCheck(BaseModel):
     requires_change_set: bool = False
     merge_methods: list[str] = Field(default_factory=list)  # allowed by the repository
     merge_method: str = "merge"  # the workflow's
+    # a GitHub App's: "<id> on <owner>" covering the repository, and what it may do
+    installation: str = ""
+    app_permissions: dict[str, str] = Field(default_factory=dict)
 
 
 class StateCheck(BaseModel):
@@ -110,6 +116,7 @@ class StateCheck(BaseModel):
 
 class PreflightReport(BaseModel):
     forge: str
+    auth: str = ""  # what authenticates on GitHub: GITHUB_TOKEN, or the GitHub App
     folders: list[FolderCheck]
     state: StateCheck | None = None
     problems: list[Problem] = Field(default_factory=list)
@@ -143,13 +150,19 @@ def github_query(count: int) -> str:
 
 
 def github_folders(reader: GraphQLReader, repos: Mapping[str, str],
-                   merge_method: str) -> tuple[list[FolderCheck], int]:
-    """Every folder's check from GitHub, and the requests it cost."""
-    folders = list(repos.items())
+                   merge_method: str, *, per_owner: bool = False
+                   ) -> tuple[list[FolderCheck], int]:
+    """Every folder's check from GitHub, and the requests it cost. `per_owner`: each
+    request reads one owner's repositories (an App's installation token reads no other)."""
+    owners: dict[str, list[tuple[str, str]]] = {}
+    for folder, repository in repos.items():
+        owner = repository.partition("/")[0].lower() if per_owner else ""
+        owners.setdefault(owner, []).append((folder, repository))
+    batches = [folders[start:start + BATCH] for folders in owners.values()
+               for start in range(0, len(folders), BATCH)]
     checks: list[FolderCheck] = []
     requests = 0
-    for start in range(0, len(folders), BATCH):
-        batch = folders[start:start + BATCH]
+    for batch in batches:
         variables: dict[str, str] = {}
         for i, (_, repository) in enumerate(batch):
             owner, _, name = repository.partition("/")
@@ -212,6 +225,44 @@ def _protection(branch: Mapping[str, Any]) -> tuple[list[str], int, set[str] | N
                 named = {str(m).lower() for m in methods}
                 allowed = named if allowed is None else allowed & named
     return list(dict.fromkeys(contexts)), approvals, allowed
+
+
+# -- a GitHub App's installations -----------------------------------------------------------
+def app_installations(tokens: InstallationTokens, repos: Mapping[str, str], merge_method: str
+                      ) -> tuple[dict[str, Installation], list[FolderCheck], list[Problem]]:
+    """The installation covering each folder's repository (one request each); the checks
+    of the folders none covers, and the problems: no installation, or one that may not
+    write contents and pull requests."""
+    covered: dict[str, Installation] = {}
+    uncovered: list[FolderCheck] = []
+    problems: list[Problem] = []
+    for folder, repository in repos.items():
+        installation = tokens.installation(repository)
+        owner, _, name = repository.partition("/")
+        if installation is None:
+            uncovered.append(FolderCheck(folder=folder, repository=repository,
+                                         merge_method=merge_method))
+            problems.append(Problem(
+                folder=folder, field="app installation",
+                problem=f"{tokens.name} is not installed on {repository}",
+                fix=f"install the App on {owner} (with access to {name})"))
+            continue
+        covered[folder] = installation
+        missing = installation.missing()
+        if missing:
+            problems.append(Problem(
+                folder=folder, field="app permissions",
+                problem=f"the GitHub App's installation on {installation.owner} has "
+                        f"{', '.join(missing)}",
+                fix="give the App contents and pull requests read and write (its settings, "
+                    "Permissions), then accept the new permissions on the installation"))
+    return covered, uncovered, problems
+
+
+def with_installation(check: FolderCheck, installation: Installation) -> FolderCheck:
+    return check.model_copy(update={
+        "installation": f"{installation.id} on {installation.owner}",
+        "app_permissions": dict(installation.permissions)})
 
 
 # -- the local forge -----------------------------------------------------------------------
@@ -338,6 +389,15 @@ def table(report: PreflightReport) -> list[str]:
     if unguarded:
         lines.append(f"note: branch protection of {', '.join(unguarded)} does not require "
                      f"{CHANGE_SET_CONTEXT}: one PR of the set can be merged alone")
+    if report.auth and report.auth != "GITHUB_TOKEN":
+        lines.append(f"authenticated as {report.auth}")
+        for check in report.folders:
+            if check.installation:
+                granted = ", ".join(f"{k}: {v}" for k, v in sorted(
+                    check.app_permissions.items()))
+                app = report.auth.removeprefix("the ")
+                lines.append(f"{check.folder}: {app} installation {check.installation} "
+                             f"({granted})")
     lines += [f"blocked: {problem.line()}" for problem in report.problems]
     lines.append("blocked" if report.blocked else "ok")
     return lines

@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from delivery.errors import RunRefused
+from delivery.forges.app_credentials import app_credentials
 from delivery.forges.base import Forge
 from delivery.forges.local import LocalForge
 from delivery.forges.pacing import Pacer
@@ -56,20 +57,26 @@ def open_forge(kind: str, *, checks: Mapping[str, str] | None = None,
     if kind == "github":
         from delivery.forges.github import GitHubForge  # PyGithub loads only when needed
 
-        # Without GITHUB_TOKEN this raises ForgeError naming it.
+        # Without GITHUB_TOKEN (or an App) this raises ForgeError naming it. Each token an
+        # App mints is masked by the run's redactor (SPEC §14).
         return GitHubForge.from_environment(environ if environ is not None else os.environ,
-                                            pacer=pacer)
+                                            pacer=pacer, on_token=None if redactor is None
+                                            else redactor.learn)
     raise RunRefused(f"--forge {kind}", "is not a forge", f"use one of {', '.join(FORGES)}")
 
 
 def require_settings(kind: str, environ: Mapping[str, str]) -> None:
-    """RunRefused when the forge cannot work with this environment (GitHub: no token)."""
+    """RunRefused when the forge cannot work with this environment (GitHub: no token, or
+    a GitHub App's credentials incomplete or not a key)."""
+    if kind == "github" and app_credentials(environ) is not None:
+        return
     if kind == "github" and not environ.get("GITHUB_TOKEN", "").strip():
         raise RunRefused("GITHUB_TOKEN", "is not set, and the GitHub forge needs a token to "
                          "push, open and merge pull requests and to read them",
                          "export GITHUB_TOKEN (in an Action: env: GITHUB_TOKEN: "
-                         "${{ secrets.GITHUB_TOKEN }}); a resume reads it from the "
-                         "environment again")
+                         "${{ secrets.GITHUB_TOKEN }}), or a GitHub App's GITHUB_APP_ID and "
+                         "GITHUB_APP_PRIVATE_KEY; a resume reads them from the environment "
+                         "again")
 
 
 class _LocalSettings(BaseModel):

@@ -14,7 +14,8 @@ bounded").
   (`HTTPS_PROXY`, `GIT_SSL_CAINFO`). A fetch's remote-tracking refs are copied into the
   clone afterwards.
 - **The token for that URL only**: `http.<url>.extraHeader`, handed to the one git process
-  through its environment (`GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`), never a command line.
+  through its environment (`GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`), never a command line;
+  a remote with a `header_source` (a GitHub App's token, renewed) is asked at each call.
 - **Bounded**: each call ends by the remote's deadline (the stage's timeout; the git process
   and its helpers are killed together, as a process group) and stops when no byte moved for
   `LOW_SPEED_SECONDS` (`GIT_HTTP_LOW_SPEED_*`).
@@ -32,9 +33,9 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from delivery.errors import GitError, GitStalled
@@ -61,13 +62,20 @@ class GitRemote:
     """How git reaches a repository: a URL plus extra HTTP headers (the token travels as a
     header, never inside the URL, a git config or any file), the name a person knows the
     token by, and the `time.monotonic()` by which its network calls must end (None: each
-    call gets DEFAULT_SECONDS)."""
+    call gets DEFAULT_SECONDS). `header_source`, when given, is asked for the headers at
+    each network call instead (a token that is renewed while a remote is held)."""
 
     url: str
     http_headers: tuple[str, ...] = ()
     token_name: str = ""
     deadline: float | None = None
     timeout: float | None = None  # the seconds the deadline was set from
+    header_source: Callable[[], tuple[str, ...]] | None = field(
+        default=None, compare=False, repr=False)
+
+    def current_headers(self) -> tuple[str, ...]:
+        """The headers for a call made now."""
+        return self.header_source() if self.header_source is not None else self.http_headers
 
     def within(self, seconds: float | None) -> GitRemote:
         """This remote with its calls bounded by `seconds` from now (a stage's timeout)."""
@@ -85,7 +93,7 @@ class GitRemote:
         value is not on a command line other users can read. Numbered after the
         GIT_CONFIG_* entries already in `base` (default: this process's environment),
         which stay in force."""
-        return header_environment(self.http_headers, base, url=self.url)
+        return header_environment(self.current_headers(), base, url=self.url)
 
 
 def header_environment(headers: Sequence[str], base: Mapping[str, str] | None = None, *,
@@ -98,18 +106,20 @@ def header_environment(headers: Sequence[str], base: Mapping[str, str] | None = 
                           [(f"http.{url}.extraHeader", header) for header in headers])
 
 
-def network_environment(remote: GitRemote, base: Mapping[str, str] | None = None
-                        ) -> dict[str, str]:
+def network_environment(remote: GitRemote, base: Mapping[str, str] | None = None, *,
+                        headers: Sequence[str] | None = None) -> dict[str, str]:
     """The environment of a network call to `remote`: no configuration file but the
-    repository's own, no prompt, a low-speed limit, the token for `remote.url` only."""
+    repository's own, no prompt, a low-speed limit, the token for `remote.url` only
+    (`headers`, default the remote's current ones)."""
     env = {key: value for key, value in (os.environ if base is None else base).items()
            if key not in _REPOSITORY_VARIABLES}
     env.update({"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
                 "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "SSH_ASKPASS": ""})
     env.setdefault("GIT_HTTP_LOW_SPEED_LIMIT", "1")
     env.setdefault("GIT_HTTP_LOW_SPEED_TIME", str(LOW_SPEED_SECONDS))
-    if remote.http_headers:
-        env.update(remote.git_environment(env))
+    sent = remote.current_headers() if headers is None else tuple(headers)
+    if sent:
+        env.update(header_environment(sent, env, url=remote.url))
     return env
 
 
@@ -166,7 +176,8 @@ def run_network(remote: GitRemote, operation: str, args: Sequence[str], *, git_d
     delivery's own) and `objects` as its object store; GitError on failure (`check`) or
     when it stalls (always), its message from git's stderr with the headers blanked.
     `what` says the call in words ("git push to URL")."""
-    env = network_environment(remote)
+    headers = remote.current_headers()  # once: the ones sent are the ones blanked
+    env = network_environment(remote, headers=headers)
     env["GIT_DIR"] = str(git_dir)
     if objects is not None:
         env["GIT_OBJECT_DIRECTORY"] = str(objects)
@@ -176,7 +187,7 @@ def run_network(remote: GitRemote, operation: str, args: Sequence[str], *, git_d
         raise GitStalled(operation, location, stalled(remote, what), stall_fix(remote))
     if check and done.returncode != 0:
         problem, better_fix = describe(done.stderr.decode(errors="replace"),
-                                       remote.http_headers, remote=remote.url,
+                                       headers, remote=remote.url,
                                        token_name=remote.token_name, what=what)
         error = GitStalled if problem.startswith(f"{what} stalled") else GitError
         raise error(operation, location, problem, better_fix or fix)

@@ -154,10 +154,13 @@ class Resolvers:
 
     def __init__(self, state: State,
                  on_pr_state_read: Callable[[Repository, Pull], None] | None = None,
-                 login: str = "fake-user") -> None:
+                 login: str = "fake-user",
+                 visible: Callable[[str], bool] | None = None) -> None:
         self.state = state
         self.on_pr_state_read = on_pr_state_read
         self.login = login  # the token's user: the author of the replies it posts
+        # an App's installation token sees its installation's repositories only
+        self.visible = visible
 
     def root(self) -> dict[str, Any]:
         return {
@@ -240,7 +243,7 @@ class Resolvers:
 
     def _repository(self, info: Any, owner: str, name: str, **_: Any) -> dict[str, Any]:
         repo = self.state.repo(f"{owner}/{name}")
-        if repo is None:
+        if repo is None or (self.visible is not None and not self.visible(repo.full_name)):
             raise NotFound(f"Could not resolve to a Repository with the name '{owner}/{name}'.")
         return self.repo_obj(repo)
 

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from delivery.testing.github import limits
+from delivery.testing.github import apps, limits
 from delivery.testing.github.faults import Fault
 
 if TYPE_CHECKING:
@@ -35,6 +35,9 @@ class RecordedRequest:
     authorized: bool
     body: bytes
     at: float = 0.0  # the fake's clock when it arrived (pacing is asserted on it)
+    # an App's installation token: when it expires, and whether it had when it was sent
+    token_expires_at: float | None = None
+    expired: bool = False
 
 
 class FakeServer(ThreadingHTTPServer):
@@ -101,12 +104,18 @@ class Handler(BaseHTTPRequestHandler):
         path, query = split.path, split.query
         body = self._read_body()
         is_git = not path.startswith("/api/")
-        authorized = fake._authorized(self.headers.get("Authorization"), is_git)
-        self._pending = RecordedRequest(method, path, query, 0, authorized, body,
-                                        fake.clock())
+        header = self.headers.get("Authorization")
+        credential = fake.apps.credential(header, path, git=is_git)
+        authorized = (fake._authorized(header, is_git) if credential is None
+                      else credential.authorized)
+        token = None if credential is None else credential.token
+        self._pending = RecordedRequest(
+            method, path, query, 0, authorized, body, fake.clock(),
+            token_expires_at=None if token is None else token.expires_at,
+            expired=credential is not None and credential.expired)
         fake.requests.append(self._pending)
         self._races_after = []
-        self._answer(fake, method, path, query, body, authorized, is_git)
+        self._answer(fake, method, path, query, body, authorized, credential, is_git)
 
     def _record(self, status: int) -> None:
         """The status, noted before the answer is written."""
@@ -121,14 +130,21 @@ class Handler(BaseHTTPRequestHandler):
         self._races_after = []
 
     def _answer(self, fake: FakeGitHub, method: str, path: str, query: str, body: bytes,
-                authorized: bool, is_git: bool) -> int:
+                authorized: bool, credential: apps.Credential | None, is_git: bool) -> int:
         if fake.latency:
             time.sleep(fake.latency)
         if not authorized:
             if is_git:
                 return self._send(401, {"WWW-Authenticate": 'Basic realm="GitHub"'},
                                   b"Authentication required\n", "text/plain")
-            return self._json(401, {}, {"message": "Bad credentials"})
+            message = "Bad credentials" if credential is None else credential.message
+            return self._json(401, {}, {"message": message,
+                                        "documentation_url": "https://docs.github.com/rest"})
+        if apps.out_of_scope(credential, path):
+            if is_git:
+                return self._send(403, {}, b"Repository not accessible by integration\n",
+                                  "text/plain")
+            return self._json(403, {}, {"message": "Resource not accessible by integration"})
         refusal = (limits.permission_refusal(fake.state, fake.login, method, path, query)
                    or limits.secondary_refusal(fake.secondary_limits, method, path, body))
         if refusal is not None:
@@ -146,9 +162,14 @@ class Handler(BaseHTTPRequestHandler):
         self._races_after = [race for race in races if not race.during]
         if is_git:
             status = self._git(fake, method, path, query, body)
-        elif path == "/api/graphql" and method == "POST":
-            status = self._json(200, {}, fake._handle_graphql(_loads(body), races),
+        elif credential is not None and credential.app is not None:
+            status = self._json(*fake.apps.answer(credential.app, method, path),
                                 dropped=fault is not None)
+        elif path == "/api/graphql" and method == "POST":
+            token = None if credential is None else credential.token
+            status = self._json(200, {}, fake._handle_graphql(
+                _loads(body), races, None if token is None else token.installation.covers),
+                dropped=fault is not None)
         elif path.startswith("/api/v3/"):
             answer = fake._handle_rest(method, path.removeprefix("/api/v3"), query,
                                        _loads(body))

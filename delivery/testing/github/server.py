@@ -20,7 +20,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from delivery.testing.github import graphql_api, limits, rest
+from delivery.testing.github import apps, graphql_api, limits, rest
 from delivery.testing.github.faults import Fault
 from delivery.testing.github.http import FakeServer, RecordedRequest
 from delivery.testing.github.state import (
@@ -60,6 +60,8 @@ class FakeGitHub:
         self._rest: rest.Rest | None = None
         # GitHub's secondary limits on content-creating requests: off unless switched on
         self.secondary_limits: limits.SecondaryLimits | None = None
+        # GitHub Apps, their installations and the tokens they mint (`register_app`)
+        self.apps = apps.Apps(clock)
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> FakeGitHub:
@@ -108,6 +110,19 @@ class FakeGitHub:
         """The variables Actions sets, pointing at this server."""
         return {"GITHUB_API_URL": self.api_url, "GITHUB_GRAPHQL_URL": self.graphql_url,
                 "GITHUB_SERVER_URL": self.server_url, "GITHUB_TOKEN": self.token}
+
+    def register_app(self, app_id: int = 4242, *,
+                     token_lifetime: float = 3600.0) -> apps.FakeApp:
+        """A GitHub App (its key in `app.private_key_pem`); `app.install(owner)` installs
+        it. Its installation tokens expire `token_lifetime` seconds after they are minted.
+        Its JWTs are checked on the fake's clock, which PyGithub's signing reads as real
+        time: leave the fake on real time (its default) for App clients."""
+        return self.apps.register(app_id, token_lifetime)
+
+    def app_env(self, app: apps.FakeApp) -> dict[str, str]:
+        """`env()` for a client authenticating as `app`: its id and key, no GITHUB_TOKEN."""
+        urls = {k: v for k, v in self.env().items() if k != "GITHUB_TOKEN"}
+        return urls | app.env()
 
     def git_auth_header(self) -> str:
         """The header git sends (`http.extraHeader`), as GitHub accepts it."""
@@ -406,7 +421,8 @@ class FakeGitHub:
         assert self._rest is not None
         return self._rest.handle(method, path, query, body)
 
-    def _handle_graphql(self, body: Any, races: list[Fault]) -> dict[str, Any]:
+    def _handle_graphql(self, body: Any, races: list[Fault],
+                        visible: Callable[[str], bool] | None = None) -> dict[str, Any]:
         if not isinstance(body, dict) or not isinstance(body.get("query"), str):
             return {"errors": [{"message": "A query attribute must be specified and must be"
                                            " a string."}]}
@@ -419,7 +435,7 @@ class FakeGitHub:
                     fault.times = 0
                     self._apply_race(fault)
 
-        resolvers = graphql_api.Resolvers(self.state, on_state_read, self.login)
+        resolvers = graphql_api.Resolvers(self.state, on_state_read, self.login, visible)
         with self.state.lock:
             return graphql_api.execute(resolvers, body["query"], body.get("variables"))
 
