@@ -14,7 +14,8 @@ FLOW = """digraph t {
   graph [goal="Check every folder", inputs="check_command?", defaults="check_command='true'"]
   start [shape=Mdiamond]; exit [shape=Msquare]
   look [type=script, foreach="folders", facts="command",
-        script="echo command={{ folder.check_command | default(check_command) }} >> $DELIVERY_FACTS"]
+        script="echo command={{ folder.check_command | default(check_command) }} \\
+                >> $DELIVERY_FACTS"]
   start -> look -> exit
 }
 """
