@@ -249,7 +249,7 @@ def run_demo(root: Path, out: TextIO) -> DemoOutcome:
     with importlib.resources.as_file(bundled) as workflow:
         request = RunRequest(
             workflow=workflow, goal="Greet people by name in the API and on the web page",
-            inputs={"ticket": TICKET, "check_command": f"{python} -m compileall -q api web"},
+            inputs={"ticket": TICKET, "check_command": f"{python} -m compileall -q ."},
             workspace=workspace, run_dir=root / "run", repos={k: str(v) for k, v in
                                                               remotes.items()},
             forge="local", checks=checks, branch=BRANCH, agent=DEMO_AGENT)
