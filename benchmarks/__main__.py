@@ -116,6 +116,13 @@ def pacing_rows(out: str, _peak: float) -> Headline:
                  ("simulated time of the run, s", _find(r"^simulated time: (\d+) s", out)))
 
 
+def folder_stage_rows(out: str, _peak: float) -> Headline:
+    """Each folder count's time ratio, one folder at a time / eight at once."""
+    return [(f"folder stages, {count} folders: time at max_parallel 1 / 8", ratio)
+            for count, ratio in re.findall(
+                r"^(\d+) folders: max_parallel 1 / 8 time ratio: ([\d.]+)", out, re.MULTILINE)]
+
+
 def _engine_rows(out: str, where: str, at_least: float) -> Headline:
     ratio = _find(r"LangGraph time / delivery time \(median\): ([\d.]+)", out)
     ours = _find(r"^delivery\s+\d+\s+[\d.]+\s+[\d.]+\s+([\d.]+)", out)
@@ -326,6 +333,10 @@ BENCHMARKS = [
               "Requests per phase of the two-repository delivery; `delivery demo` wall time"),
     Benchmark("pacing", "pacing_set.py", ["--folders", "50"], ["--folders", "5"], pacing_rows,
               "50 folders on a fake enforcing GitHub's secondary limits: publish and probe"),
+    Benchmark("folder-stages", "folder_stages.py", ["--folders", "2,50"],
+              ["--folders", "2,5"], folder_stage_rows,
+              "worktree_add + publish + worktree_remove over N local folders, "
+              "max_parallel 1 vs 8"),
     Benchmark("redaction", "redaction.py", ["--mb", "1", "--repeat", "9"],
               ["--mb", "0.1", "--repeat", "3"], redaction_rows, "Redaction throughput"),
     Benchmark("reply-cost", "replies.py", ["--stages", "20", "--reps", "5"],

@@ -348,7 +348,8 @@ class PauseReason(StrEnum):
     GATE = "gate"  # a human gate has no answer yet
     WAIT = "wait"  # a wait stage in event mode: an event resumes it
     BUDGET = "budget"  # the next agent stage would pass the run's budget
-    STOPPED = "stopped"  # a person set the stop label
+    STOP_LABEL = "stop_label"  # a person set the stop label
+    DRY_RUN = "dry_run"  # `run --dry-run` reached the first stage that writes to a forge
 
 
 class PauseRequested(BaseException):

@@ -145,7 +145,8 @@ class GitHubClient:
 
     def _exchange(self, method: str, url: str, payload: Any, *, accept: str,
                   partial: bool) -> Any:
-        self.requests_sent += 1
+        with self._lock:  # folder stages send from several threads
+            self.requests_sent += 1
         headers = {"Authorization": f"bearer {self._token}", "Accept": accept,
                    "X-GitHub-Api-Version": "2022-11-28"}
         try:

@@ -17,6 +17,7 @@ from delivery.cli.diagnostics import file_problem, print_invalid
 from delivery.cli.model_json import handlers_json
 from delivery.cli.progress import TerminalProgress
 from delivery.cli.prs import pr_rows, print_table
+from delivery.cli.repo_choice import chosen_repos
 from delivery.cli.routes import print_routes
 from delivery.cli.run_lookup import find_run
 from delivery.engine.context import Context
@@ -35,6 +36,7 @@ from delivery.engine.runner import (
 from delivery.errors import (
     ArtifactError,
     NotOwner,
+    PauseReason,
     ResumeStopped,
     RunError,
     RunRefused,
@@ -159,23 +161,46 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if problem:
         print(f"delivery run: {args.workflow}: {problem}", file=err)
         return EXIT_REFUSED
+    if args.dry_run and args.state:
+        raise RunRefused("--dry-run", "writes nothing to a forge, and --state pushes the "
+                         "run's state to one after every stage",
+                         "leave --state out of the dry run (its resume stays local)")
+    repos = chosen_repos(args, err, "run")
     model, diagnostics = print_warnings(args.workflow, err)
     request = RunRequest(
         workflow=args.workflow, goal=args.goal, model=model, diagnostics=diagnostics,
         inputs=parse_assignments(args.input, "--input"), agent=args.agent,
         workspace=args.workspace, run_dir=args.run_dir,
         answers=parse_answers(args.answer),
-        repos=parse_assignments(args.repo, "--repo"), gates=args.gates,
+        repos=repos, gates=args.gates,
         forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
         branch=args.branch, cli=True, logs=args.logs, budget=args.budget,
+        max_parallel=args.max_parallel,
     )
     world = World(git_cache=args.cache)
     if args.state:
         from delivery.cli.state_commands import state_world
 
         state_world(world, args.state, args.cache)
-    outcome = start_run(request, world, options=_options(err), observer=_observer(err))
+    options = _options(err)
+    options.dry_run = args.dry_run
+    outcome = start_run(request, world, options=options, observer=_observer(err))
+    print_previews(outcome, err)
     return _report(outcome, args.json, out, args.full)
+
+
+def print_previews(outcome: RunOutcome, err: TextIO) -> None:
+    """A dry run's pause: per folder what its publish would push (the diffs are in
+    --json, and in each folder's worktree)."""
+    if outcome.pause_reason is not PauseReason.DRY_RUN:
+        return
+    print("delivery run: dry run: what would be published:", file=err)
+    for folder, shown in outcome.previews.items():
+        print(f"  {folder}: {shown.summary()}", file=err)
+    if not outcome.previews:
+        print("  nothing: no folder has a worktree yet", file=err)
+    print(f"  next: delivery resume {shlex.quote(str(outcome.run_dir))} publishes it",
+          file=err)
 
 
 def print_warnings(workflow: Path,

@@ -59,7 +59,10 @@ EXAMPLES = {
     "validate": ["delivery validate workflows/deliver.dot",
                  "delivery validate workflows/ --format github"],
     "run": ["delivery run workflows/deliver.dot --input ticket=https://tracker.example/T-1 \\",
-            "    --repo api=../api.git --repo web=../web.git --agent command:claude"],
+            "    --repo api=../api.git --repo web=../web.git --agent command:claude",
+            "delivery run workflows/deliver.dot --input ticket=T-1 --org octo --topic payments",
+            "delivery run workflows/deliver.dot --input ticket=T-1 --repos-from repos.txt "
+            "--dry-run"],
     "resume": ["delivery resume .delivery/runs/RUN_ID", "delivery resume --last"],
     "close": ["delivery close RUN_ID --delete-branches --comment 'Superseded by T-12'"],
     "runs": ["delivery runs", "delivery runs --state git:octo/delivery-state --json"],
@@ -69,7 +72,8 @@ EXAMPLES = {
     "handlers": ["delivery handlers --json"],
     "probe": ["delivery probe --repo api=octo/api#12 --repo web=octo/web@feature --json"],
     "preflight": ["delivery preflight --repo api=octo/api --repo web=octo/web "
-                  "--state git:octo/delivery-state"],
+                  "--state git:octo/delivery-state",
+                  "delivery preflight --org octo --topic payments"],
     "review": ["delivery review web#1 --run .delivery/runs/RUN_ID --approve",
                "delivery review ../web.git#1 --request-changes 'rename it'"],
     "graph": ["delivery graph workflows/deliver.dot -o deliver.svg"],

@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import TextIO
 
+from delivery.cli.repo_args import add_repo_selection
+
 EXIT_OK, EXIT_BLOCKED = 0, 1
 
 
@@ -25,8 +27,9 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "which merge methods are allowed. With --state: can it push refs/delivery/* (a "
         "dry-run push). Exit 0 ok, 1 blocked, 2 when the check could not be made.")
     preflight.add_argument("--repo", action="append", default=[], metavar="F=LOC",
-                           required=True, help="folder F is the repository at LOC (a path, "
-                           "or owner/name on GitHub); repeat per folder")
+                           help="folder F is the repository at LOC (a path, or owner/name "
+                           "on GitHub); repeat per folder")
+    add_repo_selection(preflight)
     preflight.add_argument("--forge", choices=("github", "local"), default=None,
                            help="where the repositories live (default: github when a LOC "
                            "is owner/name, else local)")
@@ -42,8 +45,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def cmd_preflight(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # the engine loads for this command only: `delivery validate` stays light
+    from delivery.cli.repo_choice import chosen_repos
     from delivery.engine import preflight_gate
     from delivery.engine.run_inputs import parse_assignments
+    from delivery.errors import RunRefused
     from delivery.forges.preflight import table
     from delivery.forges.select import (
         forge_kind,
@@ -56,7 +61,10 @@ def cmd_preflight(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from delivery.store.base import RemoteTarget
 
     base = Path.cwd()
-    given = parse_assignments(args.repo, "--repo")
+    if not (args.repo or args.repos_from or args.org):
+        raise RunRefused("delivery preflight", "names no repository",
+                         "pass --repo F=LOC, --repos-from FILE or --org ORG")
+    given = chosen_repos(args, err, "preflight")
     kind = forge_kind(given.values(), args.forge, base)
     repos = {folder: (location if kind == "github" and is_github_location(location, base)
                       else str((base / Path(location).expanduser()).resolve()))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from delivery.cli.repo_args import add_repo_selection
 from delivery.cli.state_args import add_state_option
 
 
@@ -28,6 +29,7 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     run.add_argument("--repo", action="append", default=[], metavar="F=LOC",
                      help="folder F of the run lives at LOC: a local repository path (local "
                      "forge) or owner/name (GitHub); repeat per folder")
+    add_repo_selection(run)
     run.add_argument("--agent", default="", metavar="PROFILE",
                      help="the default agent profile: claude or codex (built in), a name "
                      "from delivery.toml (or [tool.delivery] in pyproject.toml), "
@@ -62,9 +64,18 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
                      help="bound the run's agent usage: N tokens (200000, 200k) or '$N' US "
                      "dollars; over the graph's budget_tokens=/budget_usd=. A warning at "
                      "80%%; at 100%% the run pauses before the next agent stage (exit 3)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="run every stage up to the first that writes to a forge (publish, "
+                     "merge, respond, a forge_token=true script, a probe that would mark "
+                     "the PRs) and pause there (exit 3), printing per folder what would be "
+                     "published; delivery resume RUN then publishes it")
+    run.add_argument("--max-parallel", default=None, metavar="N",
+                     help="how many folders a folder stage (worktree_add, publish, probe, "
+                     "worktree_remove, a foreach stage) works on at once when neither the "
+                     "node nor the graph says max_parallel (default 8); kept for resumes")
     run.add_argument("--json", action="store_true",
                      help="print one JSON object: run_id, status, failure_reason, path, "
-                     "context, run_dir")
+                     "context, run_dir (and diffs after a --dry-run)")
     add_state_option(run)
     run.add_argument("--full", action="store_true",
                      help="with --json, print offloaded (over 100 KB) context values whole "
@@ -75,7 +86,8 @@ def add_resume_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     resume = commands.add_parser(
         "resume", help="continue a run from its checkpoint",
         description="Continue a stopped, failed or paused run from its last checkpoint; the "
-        "interrupted stage runs again. The agent profile, folders, forge and branch come "
+        "interrupted stage runs again. The agent profile, folders, forge, branch and "
+        "--max-parallel come "
         "from the run's run.json. Exit codes as for run.")
     resume.add_argument("run", metavar="RUN", nargs="?",
                         help="run directory, or run id under WORKSPACE/.delivery/runs/ "

@@ -25,7 +25,9 @@ from delivery.store.artifacts import ArtifactStore as ArtifactStore
 OFFLOAD_THRESHOLD: Final = 100 * 1024  # bytes of serialized JSON
 
 # The engine's own keys, which a preamble never lists (the goal has its own line).
-HIDDEN_PREFIXES: Final = ("internal.", "graph.", "response.", "inputs.", "thread.", "current_")
+# `folder.` is a foreach run's alias of its own `<f>.` keys (SPEC §8.1): listed once, as `<f>.`
+HIDDEN_PREFIXES: Final = ("internal.", "graph.", "response.", "inputs.", "thread.", "current_",
+                          "folder.")
 HIDDEN_KEYS: Final = frozenset({"goal", "outcome", "failure_reason", "failure_class",
                                 "failure_signature", "preferred_label", "last_stage",
                                 "last_response", "current_node", "current_work"})

@@ -43,11 +43,18 @@ def map_folders(work: Callable[[T], R], items: Sequence[T], limit: int, *,
                             thread_name_prefix=name) as pool:
         futures: dict[Future[R], int] = {pool.submit(work, item): index
                                          for index, item in enumerate(items)}
-        for future in as_completed(futures):
-            try:
-                results[futures[future]] = future.result()
-            except BaseException as err:  # raised below, once every worker has ended
-                failure = failure or err
+        try:
+            for future in as_completed(futures):
+                try:
+                    results[futures[future]] = future.result()
+                except BaseException as err:  # raised below, once every worker has ended
+                    failure = failure or err
+        except BaseException:
+            # Ctrl-C or SIGTERM while waiting: the folders in flight finish (the pool's
+            # exit waits for them), none not yet started is started
+            for future in futures:
+                future.cancel()
+            raise
     if failure is not None:
         raise failure
     return [results[index] for index in range(len(items))]

@@ -5,7 +5,9 @@ handler is `ForeachStage`: it runs the node's own handler once per selected fold
 `max_parallel` at once (`delivery.engine.folder_pool`), each in the folder's worktree, with
 the folder's view of the context (`folder_context`), its own agent session and its own
 retries. Each folder's result lands in the run's context as it finishes — every key the
-handler wrote as `<f>.<key>`, with `<f>.outcome` and `<f>.failure_reason` — and, on the run's
+handler wrote as `<f>.<key>`, with `<f>.outcome` and `<f>.failure_reason` (an agent's whole
+reply stays in its stage files: `response.<node>` and `last_response` of 200 folders would
+fill the checkpoint and every later preamble) — and, on the run's
 main walk, is saved at once with a marker saying the folder is done, so a run killed or
 paused mid-stage runs again only the folders not done. The node's outcome: succeeded when
 every selected folder did, partial_success when some failed (`<node>.failed_folders`), failed
@@ -30,6 +32,7 @@ from delivery.engine.context import Context
 from delivery.engine.folder_pool import parallelism
 from delivery.engine.handlers.base import Handler, StageEnv, StageResult
 from delivery.engine.retries import with_retries
+from delivery.engine.stage_status import status_text
 from delivery.errors import PauseRequested, RunError, RunStoreError
 from delivery.lang.model import Node, NodeType
 from delivery.lang.outcomes import StageOutcome
@@ -206,11 +209,11 @@ class ForeachStage:
             result = _call(handler, node, number, context, env)
             self.host.account(node, result)
             usage: dict[str, Any] = {"usage": result.usage} if result.usage else {}
-            env.write_stage_file(node.id, number, "status.json", json.dumps({
+            env.write_stage_file(node.id, number, "status.json", status_text({
                 "node": node.id, "folder": folder, "attempt": number,
                 "outcome": str(result.outcome), "failure_reason": result.failure_reason,
                 "seconds": round(env.clock.monotonic() - began, 6),
-                "updates": sorted(result.updates), **usage}, indent=2, sort_keys=True) + "\n")
+                "updates": sorted(result.updates), **usage}))
             self.host.event("folder_finished", node=node.id, folder=folder, attempt=number,
                             outcome=str(result.outcome), failure_reason=result.failure_reason,
                             **usage)
@@ -232,7 +235,8 @@ class ForeachStage:
         folder, result = ended.folder, ended.result
         failed = result.outcome == StageOutcome.FAILED
         for key, value in result.updates.items():
-            context.set(f"{folder}.{key}", value)
+            if key != "last_response" and not key.startswith("response."):
+                context.set(f"{folder}.{key}", value)
         context.set(f"{folder}.outcome", str(result.outcome))
         context.set(f"{folder}.failure_reason", result.failure_reason if failed else "")
         markers.finish(context, folder)

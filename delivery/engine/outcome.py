@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from delivery.errors import PauseReason
+from delivery.git.preview import Preview
 from delivery.store.records import RunStatus
 
 Values = dict[str, Any]
@@ -64,6 +65,8 @@ class RunOutcome:
     budget: dict[str, Any] = field(default_factory=dict)
     # keys whose value is in the artifact store (over 100 KB): their pointer and size
     offloaded: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # a dry run's pause: per folder what would be published (delivery.engine.dry_run)
+    previews: dict[str, Preview] = field(default_factory=dict)
 
     def to_json(self, *, full: bool = True) -> dict[str, Any]:
         """`full=False` shows an offloaded value as {"artifact": pointer, "bytes": n}."""
@@ -73,5 +76,9 @@ class RunOutcome:
         return {"run_id": self.run_id, "status": str(self.status),
                 "failure_reason": self.failure_reason, "path": self.path,
                 "context": context, "run_dir": str(self.run_dir), "usage": self.usage,
-                **({"pause_reason": str(self.pause_reason)} if self.pause_reason else {}),
-                **({"budget": self.budget} if self.budget else {})}
+                # SPEC §12 names it `reason`; `pause_reason` kept for earlier readers
+                **({"reason": str(self.pause_reason), "pause_reason": str(self.pause_reason)}
+                   if self.pause_reason else {}),
+                **({"budget": self.budget} if self.budget else {}),
+                **({"diffs": {folder: shown.diff for folder, shown in self.previews.items()}}
+                   if self.pause_reason is PauseReason.DRY_RUN else {})}

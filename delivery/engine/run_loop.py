@@ -12,7 +12,6 @@ the injected clock.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +25,7 @@ from delivery.engine.agent_runtime import ENTRY_EDGE, edge_matters
 from delivery.engine.budget import CONTEXT_KEY as BUDGET_KEY
 from delivery.engine.budget import Budget
 from delivery.engine.context import Context
+from delivery.engine.dry_run import DryRun
 from delivery.engine.failures import failure_class, failure_signature
 from delivery.engine.fan_out import run_section
 from delivery.engine.foreach import ForeachStage
@@ -37,6 +37,7 @@ from delivery.engine.handlers.base import (
 )
 from delivery.engine.retries import with_retries
 from delivery.engine.routing import facts_read, route_rule, select_edge
+from delivery.engine.stage_status import status_text
 from delivery.engine.stop_switch import StopSwitch
 from delivery.errors import (
     ArtifactError,
@@ -89,6 +90,9 @@ class EngineOptions:
     backoff_max: float = 30.0
     # Ask unanswered human gates on the console (the CLI sets this on a terminal).
     interactive: bool = False
+    # `run --dry-run`: pause before the first stage that writes to a forge (a resume is
+    # given options without it, and publishes)
+    dry_run: bool = False
 
 
 class _End(Enum):
@@ -149,6 +153,7 @@ class Engine:
         self._path_length_before_step = 0  # where a paused run's path is cut back to
         self.budget = budget  # checked before each agent stage (delivery.engine.budget)
         self.stop_switch = stop_switch  # the delivery:stop label, read at stage boundaries
+        self.dry_run = DryRun(env) if self.options.dry_run else None
         self.pause_reason: PauseReason | None = None  # why the run paused, once it has
         # foreach nodes (SPEC §8.1) run through it; saved mid-stage on the main walk only
         self._foreach = ForeachStage(handlers, self, durable=lambda: threading.get_ident()
@@ -269,6 +274,8 @@ class Engine:
             state.next_node = node.id
         if main and self.stop_switch is not None:
             self.stop_switch.check(node)  # a person's stop label: pause before it
+        if main and self.dry_run is not None:
+            self.dry_run.check(node)  # --dry-run: pause before the first forge write
         if self.budget is not None and node.type in LLM_TYPES:
             # before the stage, never inside it: a pause here re-runs nothing
             self.budget.check(node.id, state.usage.get("total_tokens", 0))
@@ -421,7 +428,7 @@ class Engine:
         if usage:
             status.update(usage)
         self.account(node, result)
-        self.env.write_stage_file(node.id, attempt, "status.json", _dumps(status))
+        self.env.write_stage_file(node.id, attempt, "status.json", status_text(status))
         self._ending_event("stage_finished", node=node.id, attempt=attempt,
                            outcome=str(result.outcome), failure_reason=result.failure_reason,
                            seconds=round(seconds, 6), **usage)
@@ -601,12 +608,3 @@ class Engine:
             reason = f"branch reached exit '{end.node}' before the join"
         return outcome, "" if outcome not in NOT_SUCCEEDED else reason
 
-
-def _dumps(data: Mapping[str, Any]) -> str:
-    """One member per line, sorted: `json.dumps(indent=2)` reads the same but runs the
-    pure-Python encoder, which cost more than the rest of writing the file."""
-    members = (f"  {json.dumps(key)}: {_STATUS_VALUE.encode(data[key])}" for key in sorted(data))
-    return "{\n" + ",\n".join(members) + "\n}\n"
-
-
-_STATUS_VALUE = json.JSONEncoder(separators=(", ", ": "))  # built once, not per call

@@ -37,7 +37,7 @@ CHECKED: Final = frozenset({NodeType.AGENT, NodeType.PROMPT, NodeType.PUBLISH,
 class StopPause(PauseRequested):
     """The stop label is set: the run pauses before `node_id`."""
 
-    reason = PauseReason.STOPPED
+    reason = PauseReason.STOP_LABEL
 
     def __init__(self, node_id: str, stop: Stop) -> None:
         who = f" by {stop.by}" if stop.by else ""

@@ -16,6 +16,7 @@ and `x-ratelimit-reset`) within a budget; sleep and clock are injectable.
 from __future__ import annotations
 
 import base64
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -90,6 +91,12 @@ class GitHubForge:
                                     budget=self.budget, sleep=sleep, clock=clock,
                                     timeout=timeout)
         self._probe = GitHubPullRequestSource(token, client=self._client)
+        # Folder stages call the forge from several threads (SPEC §8.1). PyGithub's one
+        # persistent connection object holds each request's method and URL between
+        # `request()` and `getresponse()` (PyGithub/PyGithub#2052), so two threads could
+        # send each other's request: its requests go one at a time. (GitHub asks for
+        # serial requests anyway; git's fetches and pushes still overlap.)
+        self._rest_lock = threading.RLock()
         self._login: str | None = None
         self.closed = False
 
@@ -555,7 +562,8 @@ class GitHubForge:
         """`call()`, PyGithub's errors classified as the client's answers are."""
         try:
             try:
-                return call()
+                with self._rest_lock:
+                    return call()
             except GithubException as error:
                 raise classify_answer(
                     error.status, error.headers or {}, error.data, now=self._clock(),

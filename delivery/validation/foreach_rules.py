@@ -10,10 +10,11 @@ stage writes is modelled in writes.py; `folder.X` inside one reads `<f>.X` of ev
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from operator import itemgetter
 
 from delivery.lang.attr_values import value_position
 from delivery.lang.conditions import Compare, Truthy
+from delivery.lang.declarations import PROBE_NAMESPACES
 from delivery.lang.diagnostics import Diagnostic
 from delivery.lang.model import Attribute, Node, NodeType, Workflow
 from delivery.validation.availability import Read
@@ -82,49 +83,116 @@ def only_reads(workflow: Workflow) -> list[Read]:
     return reads
 
 
-def sort_folder_reads(workflow: Workflow, reads: list[Read]
-                      ) -> tuple[list[Read], list[Diagnostic], dict[Read, str]]:
-    """The reads availability checks, the `folder_outside_foreach` errors, and for each
-    read made from a `folder.X` the key as written.
+class FolderReads:
+    """The validator's view of `folder.*` reads and per-folder writes, for one workflow.
 
     Inside a foreach stage, `folder.X` reads `<f>.X` of each folder it may run for: with
-    declared folders, one read per folder; without, `folder.X` itself, which the writes of
-    `*.X` (any folder) cover."""
-    if not any(reads_folder(read.key) for read in reads):
-        return reads, [], {}
-    kept: list[Read] = []
-    problems: list[Diagnostic] = []
-    origins: dict[Read, str] = {}
-    nodes, folders = workflow.nodes, workflow.folders
-    for read in reads:
-        key = read.key
-        if not reads_folder(key):
-            kept.append(read)
-            continue
-        if read.edge is not None or not is_foreach(nodes[read.node]):
-            where = f"the condition of {read.edge.name}" if read.edge else \
-                f"a template of '{read.node}', which is not a foreach stage"
-            problems.append(Diagnostic(
-                "folder_outside_foreach", "error", f"'{key}' is read in {where}; folder.* "
-                "exists only inside a foreach stage (the folder it runs for)",
-                workflow.file, read.line, read.column,
-                None if read.edge else read.node, read.edge.name if read.edge else None,
-                f"read a folder's key as <f>.{key.partition('.')[2] or 'X'} (e.g. "
-                f"{(folders or ('web',))[0]}.{key.partition('.')[2] or 'pr.state'}), or "
-                "context[f].X in a loop over folders; or add foreach=\"folders\" to the "
-                "node"))
-            continue
-        if key in ENGINE_FOLDER_KEYS:
-            continue
-        if not folders:
-            kept.append(read)
-            continue
-        rest = key.partition(".")[2]
-        for folder in folders:
-            expanded = read._replace(key=f"{folder}.{rest}")
-            origins[expanded] = key
-            kept.append(expanded)
-    return kept, problems, origins
+    declared folders, one read per folder (reported once, as `folder.X`); without,
+    `folder.X` itself, which the writes of `*.X` (any folder) cover."""
+
+    def __init__(self, workflow: Workflow) -> None:
+        self.workflow = workflow
+        self.origins: dict[Read, str] = {}  # a read of `<f>.X` made from `folder.X`
+        self.reported: set[tuple[str, int, int]] = set()
+        self._per_folder: dict[str, list[str]] | None = None
+
+    def sort(self, reads: list[Read]) -> tuple[list[Read], list[Diagnostic]]:
+        """The reads availability checks, and the `folder_outside_foreach` errors."""
+        # one search of the keys joined (in C) rather than a test per read: a large
+        # workflow has one read per template name and clause, and most read no folder.*
+        if "\nfolder" not in "\n" + "\n".join(map(itemgetter(0), reads)):
+            return reads, []
+        kept: list[Read] = []
+        problems: list[Diagnostic] = []
+        workflow = self.workflow
+        nodes, folders = workflow.nodes, workflow.folders
+        for read in reads:
+            key = read.key
+            if not reads_folder(key):
+                kept.append(read)
+            elif read.edge is not None or not is_foreach(nodes[read.node]):
+                problems.append(self._outside(read))
+            elif key in ENGINE_FOLDER_KEYS:
+                continue
+            elif not folders:
+                kept.append(read)
+            else:
+                rest = key.partition(".")[2]
+                for folder in folders:
+                    expanded = read._replace(key=f"{folder}.{rest}")
+                    self.origins[expanded] = key
+                    kept.append(expanded)
+        return kept, problems
+
+    def _outside(self, read: Read) -> Diagnostic:
+        where = f"the condition of {read.edge.name}" if read.edge else \
+            f"a template of '{read.node}', which is not a foreach stage"
+        rest = read.key.partition(".")[2]
+        example = f"{(self.workflow.folders or ('web',))[0]}.{rest or 'pr.state'}"
+        return Diagnostic(
+            "folder_outside_foreach", "error", f"'{read.key}' is read in {where}; folder.* "
+            "exists only inside a foreach stage (the folder it runs for)",
+            self.workflow.file, read.line, read.column,
+            None if read.edge else read.node, read.edge.name if read.edge else None,
+            f"read a folder's key as <f>.{rest or 'X'} (e.g. {example}), or context[f].X in "
+            "a loop over folders; or add foreach=\"folders\" to the node")
+
+    def written_names(self, read: Read) -> list[str]:
+        """The written keys that would make `read` available: its key and the namespaces
+        above it, and for a folder's key also `*.X` (written for any folder)."""
+        parts = read.key.split(".")
+        names = [".".join(parts[:cut]) for cut in range(1, len(parts) + 1)]
+        if read in self.origins or parts[0] == FOLDER:
+            names += ["*." + ".".join(parts[1:cut]) for cut in range(2, len(parts) + 1)]
+        return names
+
+    def subject(self, read: Read) -> str | None:
+        """How a diagnostic names the read key; None when its `folder.X` was reported."""
+        origin = self.origins.get(read)
+        if origin is None:
+            return f"'{read.key}'"
+        if (origin, read.line, read.column) in self.reported:
+            return None
+        self.reported.add((origin, read.line, read.column))
+        return f"'{origin}' (for folder '{read.key.partition('.')[0]}': '{read.key}')"
+
+    def nothing_writes_fix(self, read: Read) -> str | None:
+        """The fix of a folder's key nothing writes (None for another key)."""
+        if read not in self.origins and not reads_folder(read.key):
+            return None
+        rest = read.key.partition(".")[2]
+        if rest.partition(".")[0] in PROBE_NAMESPACES:
+            return (f"probe every folder before this stage (a type=probe node without "
+                    f"folder=), which writes <f>.{rest} for each")
+        return (f"write {rest} for every folder before this stage: an output of an earlier "
+                f"foreach stage (outputs=\"{rest}:text\", foreach=\"folders\"), a fact of "
+                "a foreach script, or a probe's fact")
+
+    def per_folder_problem(self, read: Read, where: str) -> tuple[str, str, str] | None:
+        """(rule, message, fix) when `read` is a flat read of what only foreach stages
+        write."""
+        if read in self.origins:
+            return None
+        if self._per_folder is None:
+            self._per_folder = per_folder_writers(self.workflow)
+        table, workflow = self._per_folder, self.workflow
+        parts = read.key.split(".")
+        for cut in range(len(parts), 0, -1):
+            name = ".".join(parts[:cut])
+            writers = sorted(table.get(name, ()))
+            if not writers:
+                continue
+            key, folder = read.key, (workflow.folders or ("web",))[0]
+            inside = is_foreach(workflow.nodes[read.node]) and read.edge is None
+            fix = (f"read folder.{key} here (this stage's folder), or <f>.{key} for one "
+                   f"folder (e.g. {folder}.{key})" if inside else
+                   f"read <f>.{key} for one folder (e.g. {folder}.{key}) or "
+                   f"context[f].{key} in a loop over folders; inside a foreach stage, "
+                   f"folder.{key}")
+            return ("per_folder_read", f"'{key}' is read in the {where}, but only foreach "
+                    f"stages ({', '.join(writers)}) write '{name}', and they write it per "
+                    f"folder as <f>.{name}, never as '{name}'", fix)
+        return None
 
 
 def per_folder_writers(workflow: Workflow) -> dict[str, list[str]]:
@@ -139,25 +207,3 @@ def per_folder_writers(workflow: Workflow) -> dict[str, list[str]]:
             if name not in flat:
                 table.setdefault(name, []).append(node.id)
     return table
-
-
-def per_folder_problem(read: Read, where: str, workflow: Workflow,
-                       table: Mapping[str, Iterable[str]]) -> tuple[str, str, str] | None:
-    """(rule, message, fix) when `read` is a flat read of what only foreach stages write."""
-    parts = read.key.split(".")
-    for cut in range(len(parts), 0, -1):
-        name = ".".join(parts[:cut])
-        writers = sorted(table.get(name, ()))
-        if not writers:
-            continue
-        folder = (workflow.folders or ("web",))[0]
-        inside = is_foreach(workflow.nodes[read.node]) and read.edge is None
-        fix = (f"read folder.{read.key} here (this stage's folder), or <f>.{read.key} for "
-               f"one folder (e.g. {folder}.{read.key})" if inside else
-               f"read <f>.{read.key} for one folder (e.g. {folder}.{read.key}) or "
-               f"context[f].{read.key} in a loop over folders; inside a foreach stage, "
-               f"folder.{read.key}")
-        return ("per_folder_read", f"'{read.key}' is read in the {where}, but only foreach "
-                f"stages ({', '.join(writers)}) write '{name}', and they write it per "
-                f"folder as <f>.{name}, never as '{name}'", fix)
-    return None

@@ -68,12 +68,15 @@ def _per_folder(node: Node, flat: StageWrites, folders: Sequence[str]) -> StageW
     folder (each declared one, or any as `*.`), with `<f>.outcome` and `<f>.failure_reason`;
     the node itself writes `<node>.failed_folders` and, for a script, `<node>.failed`."""
     targets = list(folders) or ["*"]
+    # a folder's reply stays in its stage files (the engine keeps no `<f>.response.<node>`)
+    kept = [key for key in flat.on_success
+            if key != "last_response" and not key.startswith("response.")]
     always = [f"{f}.{key}" for f in targets
               for key in (*flat.always, "outcome", "failure_reason")]
     always.append(f"{node.id}.failed_folders")
     if node.type is NodeType.SCRIPT:
         always.append(f"{node.id}.failed")
-    success = [f"{f}.{key}" for f in targets for key in flat.on_success]
+    success = [f"{f}.{key}" for f in targets for key in kept]
     return _make_writes(tuple(always), tuple(success))
 
 

@@ -97,3 +97,17 @@ def test_rollback_revert_opens_one_revert_pr_per_merged_pr_also_when_run_again(
 
 def test_the_revert_mutation_is_valid_against_githubs_schema() -> None:
     assert validate_query(REVERT_MUTATION) == []
+
+
+def test_with_policy_each_a_pr_whose_head_moved_is_skipped_and_the_rest_merge(
+        tmp_path: Path) -> None:
+    with FakeGitHub() as github:
+        _published(github, tmp_path)
+        github.inject(_person_pushes_to_web(github))
+        landed = run_on(github, tmp_path, land_flow(', policy="each"'), "land")
+        # web changed under the stage: not merged, left for the next probe, not a failure
+        assert landed.status == "succeeded", landed.failure_reason
+        assert github.pull("octo/api", 1).merged and not github.pull("octo/web", 1).merged
+        skipped = [line for line in (landed.run_dir / "events.jsonl").read_text().splitlines()
+                   if '"merge_skipped"' in line]
+        assert len(skipped) == 1 and "its head moved from" in skipped[0]

@@ -60,13 +60,13 @@ def test_a_stop_label_set_on_a_pr_mid_run_pauses_at_the_next_boundary_naming_who
         person = LabelsAfter(GitHubPeople(github), "octo/web", "ship", STOP_LABEL,
                              branch=BRANCH)
         outcome = start(github, tmp_path, "https://tracker.example/T-1", person)
-        assert outcome.status == "paused" and outcome.pause_reason == "stopped"
+        assert outcome.status == "paused" and outcome.pause_reason == "stop_label"
         # `look` is a probe (no read before it); the agent stage `after` is the next
         # boundary the switch holds
         assert outcome.path == ["start", "add", "change", "ship", "look"]
         assert f"set on web #1 by {PERSON}" in outcome.failure_reason
         [paused] = events(outcome.run_dir, "run_paused")
-        assert paused["reason"] == "stopped" and paused["by"] == PERSON
+        assert paused["reason"] == "stop_label" and paused["by"] == PERSON
         assert paused["next_node"] == "after"
 
 
@@ -77,7 +77,7 @@ def test_removing_the_stop_label_and_resuming_continues_the_run(tmp_path: Path) 
         paused = start(github, tmp_path, "https://tracker.example/T-1", person)
         assert paused.status == "paused"
         again = resume_run(paused.run_dir, world(github, tmp_path))
-        assert again.status == "paused" and again.pause_reason == "stopped"  # still set
+        assert again.status == "paused" and again.pause_reason == "stop_label"  # still set
         people.unlabel("octo/api", 1, STOP_LABEL)
         outcome = resume_run(paused.run_dir, world(github, tmp_path))
         assert outcome.status == "succeeded", outcome.failure_reason

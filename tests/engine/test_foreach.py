@@ -77,6 +77,7 @@ def test_each_folder_has_its_own_agent_session_and_outputs(tmp_path: Path) -> No
         assert f"Change {name} only" in asked[f"implement@{name}"]
         assert ran.context[f"{name}.summary"] == "changed"
     assert "summary" not in ran.context
+    assert not [key for key in ran.context if "response" in key]  # the replies: stage files
 
 
 def test_a_folders_prompt_tells_nothing_of_the_other_folders(tmp_path: Path) -> None:

@@ -9,9 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from budget_helpers import costly_agent
+from budget_helpers import costly_agent, events
+from state_helpers import bare, git, state_at
 
 from delivery.engine.runner import RunRequest, World, resume_run, start_run
+from delivery.state.remote import StateRunStores
 from delivery.testing.clock import FakeClock
 from tests.engine_helpers import write_flow
 
@@ -22,7 +24,8 @@ NAMES = ("a1", "a2", "a3", "a4", "a5")
 KILLING = """digraph t {
   start [shape=Mdiamond]; exit [shape=Msquare]
   work [type=script, foreach="folders", max_parallel=1,
-        script="echo $(cat NAME) >> ../../ran.log; if [ $(cat NAME) = a3 ] && [ ! -e ../../killed ]; then touch ../../killed; kill -9 $PPID; sleep 5; fi"]
+        script="echo $(cat NAME) >> ../../ran.log; test $(cat NAME) = a3 || exit 0
+test -e ../../killed && exit 0; touch ../../killed; kill -9 $PPID; sleep 5"]
   start -> work -> exit
 }
 """
@@ -83,3 +86,30 @@ def test_a_budget_reached_mid_stage_starts_no_new_folder_and_resume_runs_the_res
     outcome = resume_run(paused.run_dir, World(agent=agent, clock=FakeClock()), budget="1k")
     assert outcome.status == "succeeded", outcome.failure_reason
     assert [node for node, _ in agent.prompts] == [f"implement@{name}" for name in NAMES]
+
+
+MANY = """digraph t {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [type=script, foreach="folders", max_parallel=2, script="cat NAME"]
+  start -> work -> exit
+}
+"""
+
+
+def test_in_event_mode_the_folders_of_a_stage_do_not_each_push_the_state_ref(
+        tmp_path: Path) -> None:
+    """Each folder's result is saved on this machine as it ends; the ref gets at most one
+    push per 30 s of a running stage besides the stage's own save (a push a folder would
+    snapshot every worktree, N² over a stage)."""
+    state_repo = bare(tmp_path / "state.git")
+    work = tmp_path / "ws"
+    work.mkdir()
+    repos = {spec.split("=", 1)[0]: spec.split("=", 1)[1] for spec in _repos(tmp_path)[1::2]}
+    stores = StateRunStores(state_at(state_repo, work).session("", "starter"))
+    outcome = start_run(RunRequest(workflow=write_flow(work, MANY), workspace=work,
+                                   repos=repos), World(stores=stores, clock=FakeClock()))
+    assert outcome.status == "succeeded", outcome.failure_reason
+    pushes = git(state_repo, "rev-list", "--count", f"refs/delivery/runs/{outcome.run_id}")
+    folder_saves = len(events(outcome.run_dir, "folder_finished"))
+    assert folder_saves == len(NAMES)
+    assert int(pushes) <= 5  # the run's first save, start, work (one mid-stage), the end

@@ -54,7 +54,7 @@ def test_a_run_paused_at_a_gate_carries_the_gate_reason(tmp_path: Path) -> None:
                        World(clock=FakeClock()))
     assert paused.status is RunStatus.PAUSED
     assert paused.pause_reason is PauseReason.GATE
-    assert paused.to_json()["pause_reason"] == "gate"
+    assert paused.to_json()["reason"] == "gate"
     [event] = events(paused.run_dir, "run_paused")
     assert event["reason"] == "gate"
 

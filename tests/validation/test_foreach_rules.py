@@ -90,6 +90,7 @@ def test_only_reading_a_per_folder_key_nothing_wrote_is_unavailable() -> None:
             "start -> fix -> exit")
     (diag,) = errors(body)
     assert diag.rule == "availability" and "folder.verdict" in diag.message
+    assert 'outputs="verdict:text", foreach="folders"' in diag.fix
 
 
 # -- per-folder writes ------------------------------------------------------------------
@@ -113,7 +114,7 @@ def test_folder_read_with_declared_folders_needs_every_folders_key() -> None:
             "start -> observe -> fix -> exit")
     (diag,) = errors(body, graph='folders="web,api"')
     assert diag.rule == "availability" and "folder.pr.state" in diag.message
-    assert "api" in diag.message
+    assert "api" in diag.message and "type=probe node without folder=" in diag.fix
 
 
 def test_flat_read_of_a_foreach_output_names_the_per_folder_form() -> None:
@@ -151,3 +152,8 @@ def test_per_folder_outputs_are_not_carried_by_a_failure_edge() -> None:
             'implement -> exit [condition="outcome=succeeded"]\nreview -> exit')
     (diag,) = errors(body)
     assert diag.rule == "availability" and "folder.summary" in diag.message
+
+
+def test_an_output_named_folder_is_reserved() -> None:
+    (diag,) = errors('a [prompt="p", outputs="folder.note:text"]\nstart -> a -> exit')
+    assert diag.rule == "reserved_namespace" and "foreach" in diag.message

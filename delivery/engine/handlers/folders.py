@@ -4,16 +4,26 @@ and `worktree_remove`.
 A probe writes per-folder facts under the folder's name and the roll-ups; the PR side goes
 through the forge's one-call read (`PullRequestSource`) and `probes.facts`, so every forge
 classifies alike. A folder the forge cannot read fails the stage, naming it and why.
+
+Folder stages work on up to `parallelism(node, workflow, --max-parallel)` folders at once
+(`on_each_folder`, SPEC §8.1), in worker threads: what a folder's work touches is its own
+worktree and clone, or shared parts that lock (the clone cache's and the fetch's flocks,
+the local forge's PR records, the GitHub forge's one connection and its write pacer).
+Results come back in folder order, so facts and context keys are those of one folder at a
+time; a folder that fails lets the others finish, and the stage fails naming every folder
+that failed, in folder order.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from delivery.engine.context import Context
+from delivery.engine.folder_pool import map_folders, parallelism
 from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.engine.handlers.change_set import sync_change_set
 from delivery.engine.handlers.drafts import ready_drafts
@@ -21,6 +31,7 @@ from delivery.errors import DeliveryError
 from delivery.errors import StageProblem as StageProblem
 from delivery.forges.base import Forge
 from delivery.git import (
+    RemovalResult,
     add_worktree,
     clone_path,
     ensure_clone,
@@ -38,6 +49,37 @@ from probes.worktree import diff_facts, worktree_facts, worktree_state
 
 PR_KEYS = ("pr.state", "pr.ready", "pr.number", "pr.url", "pr.raw")
 THREAD_KEYS = ("threads.unresolved", "threads.ids")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class FolderDone(Generic[T]):
+    """One folder's share of a stage: what its work returned, or why it failed."""
+
+    folder: str
+    value: T | None = None
+    problem: str = ""  # "folder 'web': …" when it failed, else empty
+
+
+def on_each_folder(node: Node, env: StageEnv, folders: Sequence[str],
+                   work: Callable[[str], T]) -> list[FolderDone[T]]:
+    """`work(folder)` for each folder, up to the stage's parallelism at once, in folder
+    order. A StageProblem (which names its folder) or a DeliveryError fails that folder
+    only: the others go on (the caller reports every failure, `problems`)."""
+    def one(folder: str) -> FolderDone[T]:
+        try:
+            return FolderDone(folder, work(folder))
+        except StageProblem as problem:
+            return FolderDone(folder, problem=str(problem))
+        except DeliveryError as err:
+            return FolderDone(folder, problem=f"folder '{folder}': {err}")
+
+    return map_folders(one, folders, parallelism(node, env.workflow, env.max_parallel))
+
+
+def problems(done: Sequence[FolderDone[Any]]) -> str:
+    """The failed folders' problems in folder order, one sentence each ("" when none)."""
+    return "; ".join(each.problem for each in done if each.problem)
 
 
 def stage_folders(node: Node, env: StageEnv) -> list[str]:
@@ -77,13 +119,22 @@ def run_probe(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         events: list[tuple[str, dict[str, Any]]] = []
         if "pr" in kinds or "threads" in kinds:
             facts.update(_pr_facts(env, folders, kinds, context, events))
-            _add_conflicting_files(env, folders, facts, node.timeout)
-        for folder in folders:
+            _add_conflicting_files(node, env, folders, facts)
+
+        def local_facts(folder: str) -> dict[str, Any]:
             path = env.folders[folder]
+            found: dict[str, Any] = {}
             if "worktree" in kinds:
-                facts.update(worktree_facts(folder, path))
+                found.update(worktree_facts(folder, path))
             if "diff" in kinds:
-                facts.update(_diff_facts(env, folder, path))
+                found.update(_diff_facts(env, folder, path))
+            return found
+
+        done = on_each_folder(node, env, folders, local_facts)
+        if problems(done):
+            raise StageProblem(problems(done))
+        for each in done:
+            facts.update(each.value or {})
     except (StageProblem, DeliveryError) as problem:
         return _fail_on(problem)
     return StageResult(StageOutcome.SUCCEEDED, updates=facts, events=events)
@@ -122,11 +173,12 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
             if key in wanted or key.split(".", 1)[1] in wanted} | side
 
 
-def _add_conflicting_files(env: StageEnv, folders: list[str], facts: dict[str, Any],
-                           timeout: float | None) -> None:
+def _add_conflicting_files(node: Node, env: StageEnv, folders: list[str],
+                           facts: dict[str, Any]) -> None:
     """`conflicting_files` in the `pr.raw` of a PR in CONFLICTS: GitHub says only that it
     conflicts, and a repair needs the files. Computed as a merge would find them, from the
-    folder's worktree (fetched), so every forge reports alike."""
+    folder's worktree (fetched), so every forge reports alike; the folders at once."""
+    conflicting: dict[str, tuple[Path, dict[str, Any]]] = {}
     for folder in folders:
         raw = facts.get(f"{folder}.pr.raw")
         path = env.folders.get(folder)
@@ -137,16 +189,28 @@ def _add_conflicting_files(env: StageEnv, folders: list[str], facts: dict[str, A
             evidence = json.loads(raw)
         except ValueError:
             continue
-        if not isinstance(evidence, dict):
-            continue
-        forge = need_forge(env, "probing pull requests")
-        remote = forge.git_remote(folder_repository(env, folder)).within(timeout)
+        if isinstance(evidence, dict):
+            conflicting[folder] = (path, evidence)
+    if not conflicting:
+        return
+    forge = need_forge(env, "probing pull requests")
+
+    def files_of(folder: str) -> list[str]:
+        remote = forge.git_remote(folder_repository(env, folder)).within(node.timeout)
         try:
-            files = conflicting_files(path, base_branch(env, folder), env.branch, remote)
+            return conflicting_files(conflicting[folder][0], base_branch(env, folder),
+                                     env.branch, remote)
         except DeliveryError as err:
             raise StageProblem(f"folder '{folder}': {err}") from None
-        evidence["conflicting_files"] = files
-        facts[f"{folder}.pr.raw"] = json.dumps(evidence, sort_keys=True, ensure_ascii=False)
+
+    done = on_each_folder(node, env, list(conflicting), files_of)
+    if problems(done):
+        raise StageProblem(problems(done))
+    for each in done:
+        evidence = conflicting[each.folder][1]
+        evidence["conflicting_files"] = each.value
+        facts[f"{each.folder}.pr.raw"] = json.dumps(evidence, sort_keys=True,
+                                                    ensure_ascii=False)
 
 
 def _visible(raw: Any) -> Any:
@@ -171,7 +235,8 @@ def _strip_all(value: Any) -> Any:
 
 
 def base_branch(env: StageEnv, folder: str) -> str:
-    """The folder's base (its repository's default branch), asked once per run."""
+    """The folder's base (its repository's default branch), asked once per run (each
+    folder's worker sets its own key only)."""
     if folder not in env.base_branches:
         forge = need_forge(env, "the base branch")
         env.base_branches[folder] = forge.default_branch(folder_repository(env, folder))
@@ -202,23 +267,32 @@ def _cache(env: StageEnv) -> Path:
 
 def run_worktree_add(node: Node, attempt: int, context: Context,
                      env: StageEnv) -> StageResult:
-    facts: dict[str, Any] = {}
+    """A worktree per folder, the folders at once; the facts of the folders whose worktree
+    is there are kept even when another folder failed (the worktrees exist)."""
     try:
         forge = need_forge(env, "creating worktrees")
         if not env.branch:
             raise StageProblem("the run has no branch to put the worktrees on")
-        for folder in stage_folders(node, env):
-            repository = folder_repository(env, folder)
-            try:
-                remote = forge.git_remote(repository).within(node.timeout)
-                clone = ensure_clone(remote, _cache(env))
-                add_worktree(clone, env.folders[folder], env.branch,
-                             base_branch(env, folder))
-            except DeliveryError as err:
-                raise StageProblem(f"folder '{folder}': {err}") from None
-            facts.update(worktree_facts(folder, env.folders[folder]))
+        folders = stage_folders(node, env)
     except StageProblem as problem:
         return _fail_on(problem)
+
+    def add(folder: str) -> dict[str, Any]:
+        repository = folder_repository(env, folder)
+        try:
+            remote = forge.git_remote(repository).within(node.timeout)
+            clone = ensure_clone(remote, _cache(env))
+            add_worktree(clone, env.folders[folder], env.branch, base_branch(env, folder))
+        except DeliveryError as err:
+            raise StageProblem(f"folder '{folder}': {err}") from None
+        return worktree_facts(folder, env.folders[folder])
+
+    done = on_each_folder(node, env, folders, add)
+    facts: dict[str, Any] = {}
+    for each in done:
+        facts.update(each.value or {})
+    if problems(done):
+        return StageResult.fail(problems(done), facts)
     return StageResult(StageOutcome.SUCCEEDED, updates=facts)
 
 
@@ -226,25 +300,30 @@ def run_worktree_remove(node: Node, attempt: int, context: Context,
                         env: StageEnv) -> StageResult:
     """Removes only clean, pushed worktrees without git-ignored files, never through a
     symlink; the others are kept and named in `worktree.status`. `worktree.clean` is
-    true when every worktree is gone."""
-    outcomes: dict[str, str] = {}
-    clean = True
+    true when every worktree is gone. The folders at once."""
     try:
         forge = need_forge(env, "removing worktrees")
-        for folder in stage_folders(node, env):
-            try:
-                remote = forge.git_remote(folder_repository(env, folder)).within(node.timeout)
-                result = remove_worktree(clone_path(remote.url, _cache(env)),
-                                         env.folders[folder], env.branch, remote,
-                                         workspace=env.workspace)
-            except DeliveryError as err:
-                raise StageProblem(f"folder '{folder}': {err}") from None
-            clean = clean and result.removed
-            outcomes[folder] = result.reason if result.removed else f"kept: {result.reason}"
+        folders = stage_folders(node, env)
     except StageProblem as problem:
         return _fail_on(problem)
-    return StageResult(StageOutcome.SUCCEEDED, updates={"worktree.clean": clean,
-                                             "worktree.status": _status_text(outcomes)})
+
+    def remove(folder: str) -> RemovalResult:
+        try:
+            remote = forge.git_remote(folder_repository(env, folder)).within(node.timeout)
+            return remove_worktree(clone_path(remote.url, _cache(env)), env.folders[folder],
+                                   env.branch, remote, workspace=env.workspace)
+        except DeliveryError as err:
+            raise StageProblem(f"folder '{folder}': {err}") from None
+
+    done = on_each_folder(node, env, folders, remove)
+    if problems(done):
+        return StageResult.fail(problems(done))
+    removed = [each.value for each in done if each.value is not None]
+    outcomes = {each.folder: (result.reason if result.removed else f"kept: {result.reason}")
+                for each, result in zip(done, removed, strict=True)}
+    return StageResult(StageOutcome.SUCCEEDED, updates={
+        "worktree.clean": all(result.removed for result in removed),
+        "worktree.status": _status_text(outcomes)})
 
 
 def _status_text(outcomes: Mapping[str, str]) -> str:

@@ -24,6 +24,8 @@ from delivery.engine.handlers.folders import (
     base_branch,
     folder_repository,
     need_forge,
+    on_each_folder,
+    problems,
     stage_folders,
 )
 from delivery.errors import BranchConflict, DeliveryError, GitError, GitStalled
@@ -96,53 +98,56 @@ def _work_words(scope: Any) -> str:
 
 
 def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
+    """The folders at once (`on_each_folder`); then, once every PR exists, each PR's body is
+    given the block linking all of them. A folder that fails lets the others publish: the
+    stage fails naming it, and keeps the PRs the others got (`<f>.pr.number`, linked)."""
     run_id = str(context.get("internal.run_id") or "")
     ticket = str(context.get("ticket") or "")
     title = _title(node, context)
     message = f"{title}\n\nTicket: {ticket}\n" if ticket else f"{title}\n"
-    published: dict[str, PullRequestRef] = {}
-    unchanged: list[str] = []
     draft = node.attr("draft").strip() == "true"  # new PRs open as drafts (drafts.py)
     try:
         forge = need_forge(env, "publishing")
         if not env.branch:
             raise StageProblem("the run has no branch to publish")
-        for folder in stage_folders(node, env):
-            path = env.folders[folder]
-            repository = folder_repository(env, folder)
-            if not worktree_state(path).exists:
-                raise StageProblem(f"folder '{folder}': no worktree at {path} (add a "
-                                    "worktree_add stage before publish)")
-            try:
-                ref = _publish_folder(forge, repository, path, env.branch,
-                                      base_branch(env, folder), title, message,
-                                      sibling_block(run_id, ticket, published),
-                                      timeout=node.timeout, holds_secret=env.holds_secret,
-                                      had_pr=bool(context.get(f"{folder}.pr.number")),
-                                      draft=draft)
-            except DeliveryError as err:
-                raise StageProblem(f"folder '{folder}': {err}") from None
-            if ref is None:
-                unchanged.append(folder)  # nothing to deliver in this folder: no PR
-            else:
-                published[folder] = ref
-        block = sibling_block(run_id, ticket, published)
-        for folder, ref in published.items():
-            body = with_block(ref.body, block)
-            if body != ref.body:
-                try:
-                    forge.update_pull_request_body(folder_repository(env, folder), ref.number, body)
-                except DeliveryError as err:
-                    raise StageProblem(f"folder '{folder}': {err}") from None
-        # the new heads carry no change-set status yet: observe the set once and set it
-        events: list[tuple[str, dict[str, Any]]] = []
-        side: dict[str, Any] = {}
-        if published and change_set_enabled(env):
-            events, side = sync_change_set(env, context, observe_set(env))
+        folders = stage_folders(node, env)
     except StageProblem as problem:
         return StageResult.fail(str(problem))
-    except DeliveryError as err:
-        return StageResult.fail(f"reading the pull requests after publishing: {err}")
+    # a new PR's block links no sibling yet: the siblings are known once all have run
+    first_block = sibling_block(run_id, ticket, {})
+
+    def publish(folder: str) -> PullRequestRef | None:
+        path = env.folders[folder]
+        repository = folder_repository(env, folder)
+        if not worktree_state(path).exists:
+            raise StageProblem(f"folder '{folder}': no worktree at {path} (add a "
+                               "worktree_add stage before publish)")
+        try:
+            return _publish_folder(forge, repository, path, env.branch,
+                                   base_branch(env, folder), title, message, first_block,
+                                   timeout=node.timeout, holds_secret=env.holds_secret,
+                                   had_pr=bool(context.get(f"{folder}.pr.number")),
+                                   draft=draft)
+        except DeliveryError as err:
+            raise StageProblem(f"folder '{folder}': {err}") from None
+
+    done = on_each_folder(node, env, folders, publish)
+    published = {each.folder: each.value for each in done
+                 if not each.problem and each.value is not None}
+    unchanged = [each.folder for each in done if not each.problem and each.value is None]
+    block = sibling_block(run_id, ticket, published)
+
+    def link(folder: str) -> None:
+        ref = published[folder]
+        body = with_block(ref.body, block)
+        if body != ref.body:
+            try:
+                forge.update_pull_request_body(folder_repository(env, folder), ref.number,
+                                               body)
+            except DeliveryError as err:
+                raise StageProblem(f"folder '{folder}': {err}") from None
+
+    linked = on_each_folder(node, env, list(published), link)
     updates: dict[str, Any] = opened_drafts(published, {
         folder: bool(context.get(f"{folder}.pr.number")) for folder in published}) \
         if draft else {}
@@ -155,6 +160,19 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
         for fact in ("pr.number", "pr.url"):
             if context.get(f"{folder}.{fact}") is None:
                 updates[f"{folder}.{fact}"] = ""
+    failed = problems([*done, *linked])
+    if failed:
+        return StageResult.fail(failed, updates)
+    # the new heads carry no change-set status yet: observe the set once and set it
+    events: list[tuple[str, dict[str, Any]]] = []
+    side: dict[str, Any] = {}
+    try:
+        if published and change_set_enabled(env):
+            events, side = sync_change_set(env, context, observe_set(env))
+    except StageProblem as problem:
+        return StageResult.fail(str(problem))
+    except DeliveryError as err:
+        return StageResult.fail(f"reading the pull requests after publishing: {err}")
     return StageResult(StageOutcome.SUCCEEDED, updates=updates | side, events=events)
 
 

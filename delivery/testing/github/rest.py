@@ -86,7 +86,9 @@ class Rest:
             "html_url": f"{self.state.base_url}/{repo.full_name}",
             "url": f"{self.api_url}/repos/{repo.full_name}",
             "clone_url": f"{self.state.base_url}/{repo.full_name}.git",
-            "default_branch": repo.default_branch,
+            "default_branch": repo.default_branch, "topics": list(repo.topics),
+            "archived": repo.archived, "fork": repo.fork,
+            "description": repo.description or None,
             "permissions": {"admin": repo.token_permission == "admin",
                             "push": repo.token_permission in ("admin", "maintain", "write"),
                             "pull": True},
@@ -167,6 +169,62 @@ def _page(rest: Rest, path: str, params: dict[str, str],
 @route("GET", REPO)
 def get_repo(rest: Rest, repo: Repository, **_: Any) -> Answer:
     return 200, {}, rest.repo_json(repo)
+
+
+# GitHub answers the first 1,000 results of a search, no more
+SEARCH_LIMIT = 1000
+
+
+@route("GET", "/search/repositories")
+def search_repositories(rest: Rest, params: dict[str, str], **_: Any) -> Answer:
+    """GitHub's repository search over the qualifiers `org:`/`user:`, `topic:` (each must
+    match), `archived:` and `fork:` (forks are left out unless `fork:true` or
+    `fork:only`, as on GitHub); other words must each appear in the name, description or
+    topics. Sorted by full name; paged as GitHub pages it."""
+    owners: list[str] = []
+    topics: list[str] = []
+    words: list[str] = []
+    archived: bool | None = None
+    forks = "false"
+    for term in params.get("q", "").split():
+        key, colon, value = term.partition(":")
+        if not colon:
+            words.append(term.lower())
+        elif key in ("org", "user"):
+            owners.append(value.lower())
+        elif key == "topic":
+            topics.append(value.lower())
+        elif key == "archived" and value in ("true", "false"):
+            archived = value == "true"
+        elif key == "fork" and value in ("true", "false", "only"):
+            forks = value
+        else:
+            return invalid(f"the fake GitHub's search does not know the qualifier {term!r}",
+                           resource="Search", field="q", code="invalid")
+    if not owners and not topics and not words:
+        return invalid("a search needs a query", resource="Search", field="q",
+                       code="missing")
+
+    def matches(repo: Repository) -> bool:
+        text = f"{repo.name} {repo.description} {' '.join(repo.topics)}".lower()
+        return ((not owners or repo.owner.lower() in owners)
+                and all(topic in [t.lower() for t in repo.topics] for topic in topics)
+                and (archived is None or repo.archived == archived)
+                and {"false": not repo.fork, "only": repo.fork, "true": True}[forks]
+                and all(word in text for word in words))
+
+    with rest.state.lock:
+        found = sorted((r for r in rest.state.repos.values() if matches(r)),
+                       key=lambda r: r.full_name.lower())
+        per_page = min(int(params.get("per_page", "30")), 100)
+        page = max(int(params.get("page", "1")), 1)
+        if (page - 1) * per_page >= SEARCH_LIMIT and found:
+            return invalid("Only the first 1000 search results are available",
+                           resource="Search", field="q", code="invalid")
+        status, headers, items = _page(rest, "/search/repositories", params,
+                                       [rest.repo_json(r) for r in found[:SEARCH_LIMIT]])
+    return status, headers, {"total_count": len(found), "incomplete_results": False,
+                             "items": items}
 
 
 @route("GET", "/user")

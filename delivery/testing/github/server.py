@@ -119,10 +119,13 @@ class FakeGitHub:
                     default_branch: str = "main", check_rules: tuple[CheckRule, ...] = (),
                     required_approvals: int = 0, require_checks: bool = False,
                     collaborators: dict[str, str] | None = None,
-                    default_permission: str = "write") -> Repository:
+                    default_permission: str = "write", topics: tuple[str, ...] = (),
+                    archived: bool = False, fork: bool = False,
+                    description: str = "") -> Repository:
         """`collaborators`: people's permissions by login; anyone else has
         `default_permission` (`read`: a public repository, where strangers may review and
-        comment; the fake's default lets every person a test names steer)."""
+        comment; the fake's default lets every person a test names steer). `topics`,
+        `archived`, `fork` and `description` are what the repository search matches."""
         _check_permission(default_permission, "none")
         with self.state.lock:
             repo = self.state.add_repo(full_name, default_branch=default_branch, files=files)
@@ -131,6 +134,8 @@ class FakeGitHub:
             repo.require_checks = require_checks
             repo.collaborators = dict(collaborators or {})
             repo.default_permission = default_permission
+            repo.topics, repo.archived = list(topics), archived
+            repo.fork, repo.description = fork, description
             return repo
 
     def set_permission(self, full_name: str, login: str, permission: str) -> None:

@@ -202,6 +202,11 @@ class Repository:
     actions_runs: dict[int, ActionsRun] = field(default_factory=dict)
     # False: the token lacks `actions: read` here, the runs endpoint answers 403
     actions_readable: bool = True
+    # what the repository search (`GET /search/repositories`) matches and leaves out
+    topics: list[str] = field(default_factory=list)
+    archived: bool = False
+    fork: bool = False
+    description: str = ""
 
     @property
     def full_name(self) -> str:
