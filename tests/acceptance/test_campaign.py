@@ -1,6 +1,7 @@
-"""Acceptance (SPEC §8.1, issue 36): the bundled campaign.dot end to end on four local
-repositories with the local forge, a scripted agent editing each worktree in its own
-session. Each folder's unittest is its local check and its CI (`--check F=CMD`).
+"""Acceptance (SPEC §8.1, issue 36): the bundled campaign.dot end to end on four
+repositories — local ones with the local forge, and on the fake GitHub — a scripted agent
+editing each worktree in its own session. Each folder's unittest is its local check and
+its CI (`--check F=CMD` on the local forge, a CI check rule on GitHub).
 
 - `c`'s first change breaks its own test: the local checks, run in c's worktree, fail,
   `fix` runs for c alone, told c's output; nothing is published before they pass.
@@ -14,6 +15,7 @@ session. Each folder's unittest is its local check and its CI (`--check F=CMD`).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -23,6 +25,7 @@ from git_helpers import git, make_remote
 from delivery.agents.scripted import ScriptedAgent, ScriptedTurn
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.testing.clock import FakeClock
+from delivery.testing.github import CheckRule, FakeGitHub
 
 ROOT = Path(__file__).resolve().parents[2]
 BRANCH = "delivery/campaign-1"
@@ -60,17 +63,10 @@ def _run(tmp_path: Path, agent: ScriptedAgent, **inputs: str) -> tuple[RunOutcom
     return outcome, remotes
 
 
-def _prompts(agent: ScriptedAgent, node: str) -> dict[str, str]:
-    return {who: prompt for who, prompt in agent.prompts if who.startswith(f"{node}@")}
-
-
-def _merged_value(remote: Path) -> str:
-    return git(remote, "show", "main:lib.py")
-
-
-def test_a_campaign_fixes_and_repairs_each_folder_alone_and_merges_every_pr(
-        tmp_path: Path) -> None:
-    agent = ScriptedAgent({
+def _campaign_agent() -> ScriptedAgent:
+    """a and b change cleanly; c's first change breaks its own test (caught by its local
+    check, fixed); d's imports a git-ignored file (local checks pass, CI fails once)."""
+    return ScriptedAgent({
         "scope": [_scope()],
         "implement@a": [ScriptedTurn(_reply("a"), {"lib.py": TWO, "test_lib.py": TEST.format(2)})],
         "implement@b": [ScriptedTurn(_reply("b"), {"lib.py": TWO, "test_lib.py": TEST.format(2)})],
@@ -81,6 +77,19 @@ def test_a_campaign_fixes_and_repairs_each_folder_alone_and_merges_every_pr(
         "fix@c": [ScriptedTurn(_reply("c's test expects 2"), {"test_lib.py": TEST.format(2)})],
         "repair@d": [ScriptedTurn(_reply("no ignored import", answers={}), {"lib.py": TWO})],
     })
+
+
+def _prompts(agent: ScriptedAgent, node: str) -> dict[str, str]:
+    return {who: prompt for who, prompt in agent.prompts if who.startswith(f"{node}@")}
+
+
+def _merged_value(remote: Path) -> str:
+    return git(remote, "show", "main:lib.py")
+
+
+def test_a_campaign_fixes_and_repairs_each_folder_alone_and_merges_every_pr(
+        tmp_path: Path) -> None:
+    agent = _campaign_agent()
     outcome, remotes = _run(tmp_path, agent)
     assert outcome.status == "succeeded", outcome.failure_reason
     for name, remote in remotes.items():
@@ -120,3 +129,31 @@ def test_a_folder_whose_own_test_never_passes_is_given_up_unpublished_while_the_
     assert kept in outcome.context["c.given_up"]
     holder = Path(outcome.context["c.given_up"].rsplit(" in ", 1)[1])
     assert git(holder, "show", f"{kept}:test_lib.py") == TEST.format(3).strip()
+
+
+def test_a_campaign_on_github_repairs_the_folder_whose_ci_failed_alone_and_merges_every_pr(
+        tmp_path: Path) -> None:
+    agent = _campaign_agent()
+    python = shlex.quote(sys.executable)
+    with FakeGitHub() as github:
+        for name in FOLDERS:
+            github.create_repo(f"octo/{name}", files=dict(BASE), check_rules=(
+                CheckRule("tests", command=[sys.executable, "-m", "unittest", "-q"]),))
+        workspace = tmp_path / "workspace"
+        workspace.mkdir()
+        request = RunRequest(
+            workflow=ROOT / "workflows" / "campaign.dot",
+            inputs={"ticket": "https://tracker.example/C-43",
+                    "check_command": f"{python} -m unittest -q"},
+            workspace=workspace, run_dir=tmp_path / "run",
+            repos={name: f"octo/{name}" for name in FOLDERS}, branch=BRANCH)
+        outcome = start_run(request, World(agent=agent, clock=FakeClock(),
+                                           environ={**os.environ, **github.env()},
+                                           git_cache=tmp_path / "cache"))
+        assert outcome.status == "succeeded", outcome.failure_reason
+        for name in FOLDERS:
+            repo = github.repository(f"octo/{name}")
+            assert [pr.merged for pr in repo.pulls.values()] == [True], name
+            assert git(repo.path, "show", "main:lib.py") == TWO.strip(), name
+    assert sorted(_prompts(agent, "fix")) == ["fix@c"]
+    assert sorted(_prompts(agent, "repair")) == ["repair@d"]
