@@ -34,8 +34,9 @@ backend = "command"
 command = "{sys.executable} -m delivery.testing.actions.agent"
 timeout = "2m"
 """
-# the docs' control workflow checks with `make test`
-MAKEFILE = f"test:\n\t{sys.executable} -m compileall -q api web\n"
+# the docs' control workflow checks with `make test`, run in each target repository's
+# worktree (SPEC §8.1): each has its own Makefile
+MAKEFILE = f"test:\n\t{sys.executable} -m compileall -q .\n"
 SECRETS = {"DELIVERY_APP_PRIVATE_KEY": "-----BEGIN PRIVATE KEY-----fake",
            "ANTHROPIC_API_KEY": "sk-ant-fake-key-0123456789"}
 VARIABLES = {"DELIVERY_APP_ID": "12345"}
@@ -52,15 +53,14 @@ def build_world(github: FakeGitHub, root: Path, *, relays: bool = True,
     world = ActionsWorld(github, root, action_root=ROOT, self_hosted=self_hosted,
                          secrets=SECRETS, variables=VARIABLES)
     world.add_repository(CONTROL, workflows={"delivery.yml": doc_workflow("delivery.yml")},
-                         files={"README.md": "# control\n", "delivery.toml": DELIVERY_TOML,
-                                "Makefile": MAKEFILE},
+                         files={"README.md": "# control\n", "delivery.toml": DELIVERY_TOML},
                          collaborators={"alice": "write", REVIEWER: "write"})
     for repository in TARGETS:
         workflows = {"ci.yml": CI_WORKFLOW}
         if relays:
             workflows["delivery.yml"] = doc_workflow("delivery-relay.yml")
         world.add_repository(repository, workflows=workflows,
-                             files=dict(SAMPLES[repository.split("/")[1]]),
+                             files={**SAMPLES[repository.split("/")[1]], "Makefile": MAKEFILE},
                              check_rules=(ci_rule(),), collaborators={REVIEWER: "write"})
     world.people.append(reviewer)
     return world

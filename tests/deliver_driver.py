@@ -129,7 +129,9 @@ def main(argv: list[str]) -> int:
     forge: Forge = open_forge(kind, checks=checked, environ=os.environ)
     if point:
         forge = KillingForge(forge, point, int(count or 1))  # type: ignore[assignment]
-    world = World(agent=demo_agent(), forge=forge, git_cache=root / "cache")
+    # with the local forge, the CI command is each folder's local check too
+    world = World(agent=demo_agent(checked_locally=bool(checked)), forge=forge,
+                  git_cache=root / "cache")
     if command == "start":
         outcome = start_run(request(root, repos, forge=forge_kind, checks=checked), world)
     else:

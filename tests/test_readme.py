@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import os
+import shlex
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
+from git_helpers import git, make_remote
 from markdown_it import MarkdownIt
 
 from delivery.engine.runner import RunRequest, start_run
@@ -57,3 +61,46 @@ def test_the_command_line_refusal_names_its_option(tmp_path: Path) -> None:
                           "--workspace", tmp_path)
     assert code == 2
     assert "pass --input ticket=VALUE" in err
+
+
+CAMPAIGN_AGENT = """import json, pathlib, sys
+prompt = sys.stdin.read()
+if "decide what change it asks for" in prompt:
+    print(json.dumps({"context_updates": {"scope": {"type": "goal", "goal": "value is 2"}}}))
+else:  # implement, in the folder's worktree (its current directory)
+    pathlib.Path("lib.py").write_text("VALUE = 2\\n")
+    pathlib.Path("test_lib.py").write_text(
+        "import unittest\\nimport lib\\n\\n\\nclass T(unittest.TestCase):\\n"
+        "    def test_value(self):\\n        self.assertEqual(lib.VALUE, 2)\\n")
+    print(json.dumps({"context_updates": {"summary": "VALUE is 2"}}))
+"""
+
+
+def campaign_command() -> list[str]:
+    (block,) = [b for b in code_blocks("sh") if "workflows/campaign.dot" in b]
+    return shlex.split(block.replace("\\\n", " "))
+
+
+def test_the_campaign_command_runs_as_written_on_four_local_repositories(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    argv = campaign_command()
+    assert argv[:3] == ["delivery", "run", "workflows/campaign.dot"]
+    checkout = tmp_path / "delivery"  # the command runs from a checkout of this repository
+    shutil.copytree(ROOT / "workflows", checkout / "workflows")
+    repos = [value.split("=", 1)[0] for option, value in itertools.pairwise(argv)
+             if option == "--repo"]
+    assert repos == ["a", "b", "c", "d"]
+    for name in repos:
+        make_remote(tmp_path, name, {"lib.py": "VALUE = 1\n"})
+    (tmp_path / "agent.py").write_text(CAMPAIGN_AGENT, encoding="utf-8")
+    # the one change: a scripted agent (as a command) instead of the reader's profile
+    agent = argv.index("--agent")
+    argv[agent + 1] = f"command:{shlex.quote(sys.executable)} {tmp_path / 'agent.py'}"
+    monkeypatch.chdir(checkout)
+    code, out, err = invoke(*argv[1:])
+    assert code == 0, out + err
+    for name in repos:
+        assert git(tmp_path / f"{name}.git", "show", "main:lib.py") == "VALUE = 2", name
+    (run,) = (checkout / ".delivery" / "runs").iterdir()
+    report = (run / "report" / "1" / "stdout.txt").read_text(encoding="utf-8")
+    assert "merged (4): a b c d" in report

@@ -249,7 +249,7 @@ def _resume_world(run_path: Path) -> World:
     if LocalRunStore.open_dir(run_path).read_run_info().agent == DEMO_AGENT:
         from delivery.cli.demo import demo_agent  # the demo's code: only for a demo's run
 
-        return World(agents={DEMO_AGENT: demo_agent()})
+        return World(agents={DEMO_AGENT: demo_agent(checked_locally=True)})
     return World()
 
 

@@ -59,9 +59,21 @@ def _reply(summary: str, **updates: Any) -> str:
     return f"{summary}\n\n" + json.dumps({"context_updates": {"summary": summary, **updates}})
 
 
-def demo_agent() -> ScriptedAgent:
-    """The scripted agent of the demo: real edits in both worktrees."""
+def demo_agent(*, checked_locally: bool = False) -> ScriptedAgent:
+    """The scripted agent of the demo: real edits in both worktrees. The first change
+    breaks api's test. `checked_locally`: the folders' CI command is also their local
+    check (the demo's `--check`, SPEC §8.1), which catches it before anything is
+    published: `fix` mends it, and `repair` has only web's review to answer. Otherwise
+    (GitHub's CI, local checks that only compile) CI catches it and the first repair
+    mends it."""
     scope = {"type": "leaf", "ticket": TICKET, "parent": None}
+    api_fixed = ScriptedTurn(_reply("api: hello() now puts a comma and an exclamation mark.",
+                                    answers={}), files={"api/greeting.py": API_FIXED})
+    # the review asks for changes in a review, not in a thread: no thread to answer
+    web_escaped = ScriptedTurn(_reply("web: the name is escaped with html.escape, with a test.",
+                                      answers={}),
+                               files={"web/page.py": WEB_ESCAPED,
+                                      "web/test_page.py": WEB_TEST_ESCAPED})
     return ScriptedAgent({
         "scope": [ScriptedTurn(json.dumps({"context_updates": {"scope": scope}}))],
         "plan": [ScriptedTurn(json.dumps({"context_updates": {
@@ -70,15 +82,9 @@ def demo_agent() -> ScriptedAgent:
             _reply("Added hello(name) to api and greeting(name) to web, with tests."),
             files={"api/greeting.py": API_BUGGY, "api/test_greeting.py": API_TEST,
                    "web/page.py": WEB_FIRST, "web/test_page.py": WEB_TEST})],
-        "repair": [
-            # the review asks for changes in a review, not in a thread: no thread to answer
-            ScriptedTurn(_reply("api: hello() now puts a comma and an exclamation mark.",
-                                answers={}),
-                         files={"api/greeting.py": API_FIXED}),
-            ScriptedTurn(_reply("web: the name is escaped with html.escape, with a test.",
-                                answers={}),
-                         files={"web/page.py": WEB_ESCAPED, "web/test_page.py": WEB_TEST_ESCAPED}),
-        ],
+        "fix": [ScriptedTurn(_reply("api: hello() now puts a comma and an exclamation mark."),
+                             files={"api/greeting.py": API_FIXED})] if checked_locally else [],
+        "repair": [web_escaped] if checked_locally else [api_fixed, web_escaped],
     })
 
 
@@ -111,8 +117,8 @@ def make_samples(root: Path) -> dict[str, Path]:
 
 @dataclass
 class Reviewer:
-    """The person of the demo: asks for a change on `web` once its PR is first observed,
-    and approves once a new commit is pushed after that request."""
+    """The person of the demo: asks for a change on `web` as soon as its PR is opened (by
+    the first publish), and approves once a new commit is pushed after that request."""
 
     forge: LocalForge
     remotes: dict[str, Path]
@@ -141,7 +147,7 @@ class Reviewer:
         return seen if isinstance(seen, PullRequestSnapshot) else None
 
     def after(self, node: Node) -> None:
-        if node.type is NodeType.PROBE and not self.requested_at:
+        if node.type is NodeType.PUBLISH and not self.requested_at:
             pr = self._web()
             if pr is not None and pr.state.value not in ("MERGED", "CLOSED"):
                 self.forge.review(str(self.remotes["web"]), pr.number, "CHANGES_REQUESTED",
@@ -220,7 +226,8 @@ REVIEWER_FILE = "reviewer.json"
 def demo_world(root: Path, forge: LocalForge | None = None) -> World:
     """The world of the demo's run in `root`: its scripted agent under the profile name
     run.json records (so `delivery resume ROOT/run` finds it), the clone cache in `root`."""
-    return World(agents={DEMO_AGENT: demo_agent()}, forge=forge, git_cache=root / "cache")
+    return World(agents={DEMO_AGENT: demo_agent(checked_locally=True)}, forge=forge,
+                 git_cache=root / "cache")
 
 
 def _checks() -> dict[str, str]:
@@ -249,7 +256,7 @@ def run_demo(root: Path, out: TextIO) -> DemoOutcome:
     with importlib.resources.as_file(bundled) as workflow:
         request = RunRequest(
             workflow=workflow, goal="Greet people by name in the API and on the web page",
-            inputs={"ticket": TICKET, "check_command": f"{python} -m compileall -q api web"},
+            inputs={"ticket": TICKET, "check_command": f"{python} -m compileall -q ."},
             workspace=workspace, run_dir=root / "run", repos={k: str(v) for k, v in
                                                               remotes.items()},
             forge="local", checks=checks, branch=BRANCH, agent=DEMO_AGENT)

@@ -144,7 +144,7 @@ def request(root: Path, repos: Mapping[str, str], *, forge: str = "github",
     python = shlex.quote(sys.executable)
     return RunRequest(workflow=bundled_workflow(), goal=GOAL,
                       inputs={"ticket": TICKET,
-                              "check_command": f"{python} -m compileall -q api web"},
+                              "check_command": f"{python} -m compileall -q ."},
                       workspace=workspace, run_dir=root / "run", repos=dict(repos),
                       forge=forge, checks=dict(checks or {}), branch=BRANCH)
 

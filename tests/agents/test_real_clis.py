@@ -136,7 +136,7 @@ def test_deliver_dot_repairs_ci_with_an_edit_of_the_cli_and_merges_both(
     reviewer = Reviewer(forge, remotes, branch, StringIO())
     request = RunRequest(
         workflow=bundled_workflow(), goal="Greet people by name",
-        inputs={"ticket": TICKET, "check_command": f"{python} -m compileall -q api web"},
+        inputs={"ticket": TICKET, "check_command": f"{python} -m compileall -q ."},
         workspace=workspace, run_dir=tmp_path / "run",
         repos={k: str(v) for k, v in remotes.items()}, forge="local", checks=checks,
         branch=branch, agent=cli.name)

@@ -1,5 +1,6 @@
-"""`delivery demo`: the main job offline — both PRs merge, after a real CI failure was
-repaired and a person's review was answered; the worktrees are gone."""
+"""`delivery demo`: the main job offline — both PRs merge, after a failing test was caught
+by api's local check (its CI command, run in its worktree) and fixed before anything was
+published, and a person's review was answered; the worktrees are gone."""
 
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ from engine_helpers import cli
 from git_helpers import git
 from signal_helpers import start_delivery, wait_until
 
+from delivery.cli.demo_files import API_BUGGY
+
 
 def pulls(remote: Path) -> list[dict[str, object]]:
     return list(json.loads((remote / "delivery" / "pulls.json").read_text())["pulls"])
 
 
 @pytest.mark.slow
-def test_the_demo_repairs_ci_answers_a_review_and_merges_both_prs(tmp_path: Path) -> None:
+def test_the_demo_fixes_a_failing_test_answers_a_review_and_merges_both_prs(tmp_path: Path) -> None:
     code, out, err = cli("demo", "--dir", tmp_path / "demo")
     assert code == 0, out + err
     root = tmp_path / "demo"
@@ -38,11 +41,13 @@ def test_the_demo_repairs_ci_answers_a_review_and_merges_both_prs(tmp_path: Path
     assert "html.escape(name)" in git(remotes["web"], "show", "main:page.py")
     (review, approval) = pulls(remotes["web"])[0]["reviews"]  # type: ignore[misc]
     assert (review["state"], approval["state"]) == ("CHANGES_REQUESTED", "APPROVED")
-    # the repair prompts carried the forge's evidence: the failing test, the review text
-    first, second = (root / "run" / "repair" / "1" / "prompt.md",
-                     root / "run" / "repair" / "2" / "prompt.md")
-    assert "AssertionError: 'Hello Ada' != 'Hello, Ada!'" in first.read_text()
-    assert "Please escape the name" in second.read_text()
+    # api's CI command ran first as its local check, in its worktree: the fix prompt got
+    # the failing test before anything was published; the repair got the review text
+    fix, repair = (root / "run" / "fix" / "1" / "prompt.md",
+                   root / "run" / "repair" / "1" / "prompt.md")
+    assert "AssertionError: 'Hello Ada' != 'Hello, Ada!'" in fix.read_text()
+    assert "Please escape the name" in repair.read_text()
+    assert API_BUGGY.strip() not in git(remotes["api"], "log", "-p", "--all")  # never pushed
     assert "worktrees: api: removed; web: removed" in out
     assert not (root / "workspace" / "api").exists()
     assert not (root / "workspace" / "web").exists()

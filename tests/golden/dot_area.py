@@ -25,7 +25,7 @@ from delivery.lang.syntax import Value
 from .store import ROOT
 
 AREA = "dot"
-BUNDLED = ["workflows/deliver.dot", "workflows/review-prs.dot"]
+BUNDLED = ["workflows/deliver.dot", "workflows/campaign.dot", "workflows/review-prs.dot"]
 
 PIECES = [
     "digraph g {", "}", "{", "\n", " ", "\t", ";", ",", "a", "b2", "x.y", "->", "--", "-",

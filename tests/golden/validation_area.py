@@ -21,7 +21,8 @@ from delivery.validation.loader import check_source
 from .store import ROOT
 
 AREA = "validation"
-FILES = ["workflows/deliver.dot", "workflows/review-prs.dot", "examples/review/review.dot"]
+FILES = ["workflows/deliver.dot", "workflows/campaign.dot", "workflows/review-prs.dot",
+         "examples/review/review.dot"]
 GENERATED = 150
 
 NODE_IDS = ["a", "b", "c", "d", "e", "g", "h"]
