@@ -15,7 +15,7 @@ from delivery.cli import graph
 from delivery.cli.demo_args import DEMO_AGENT
 from delivery.cli.diagnostics import file_problem, print_invalid
 from delivery.cli.model_json import handlers_json
-from delivery.cli.progress import TerminalProgress
+from delivery.cli.progress import StderrProgress, speaking
 from delivery.cli.prs import pr_rows, print_table
 from delivery.cli.routes import print_routes
 from delivery.cli.run_lookup import find_run
@@ -71,8 +71,13 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                "verify": cmd_verify, "handlers": cmd_handlers, "graph": cmd_graph_run,
                "probe": cmd_probe, "review": cmd_review, "demo": cmd_demo,
                "runs": cmd_runs, "preflight": cmd_preflight}[args.command]
+    # one progress for the command: its stages and GitHub's retries (never silent), ended
+    # before anything else is printed (a Ctrl-C's line stays the last)
+    args.progress = None if getattr(args, "quiet", False) else \
+        StderrProgress(err, terminal=err.isatty())
     try:
-        return handler(args, out, err)
+        with speaking(args.progress):
+            return handler(args, out, err)
     except Superseded as lost:  # another job holds or advanced the run: not a failure
         return superseded(lost, bool(getattr(args, "json", False)), out)
     except (StateSaveFailed, ResumeStopped) as fault:  # the run stays resumable
@@ -126,9 +131,10 @@ def _options(err: TextIO) -> EngineOptions:
     return EngineOptions(interactive=err.isatty() and sys.stdin.isatty())
 
 
-def _observer(err: TextIO) -> TerminalProgress | None:
-    """Progress on a terminal."""
-    return TerminalProgress(err) if err.isatty() else None
+def _observer(args: argparse.Namespace) -> StderrProgress | None:
+    """Progress on stderr, a terminal or not (a CI log, a file); none with --quiet."""
+    progress: StderrProgress | None = getattr(args, "progress", None)
+    return progress
 
 
 def _report(outcome: RunOutcome, as_json: bool, out: TextIO, full: bool = False) -> int:
@@ -173,7 +179,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from delivery.cli.state_commands import state_world
 
         state_world(world, args.state, args.cache)
-    outcome = start_run(request, world, options=_options(err), observer=_observer(err))
+    outcome = start_run(request, world, options=_options(err), observer=_observer(args))
     return _report(outcome, args.json, out, args.full)
 
 
@@ -212,7 +218,7 @@ def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # the warnings of the run's workflow, as `run` printed them (from the run's model
     # cache: the copy is not parsed again)
     outcome = resume_run(run_path, _resume_world(run_path), answers=parse_answers(args.answer),
-                         options=_options(err), observer=_observer(err), budget=args.budget,
+                         options=_options(err), observer=_observer(args), budget=args.budget,
                          warnings=lambda found: _print_diagnostics(found, err))
     return _report(outcome, args.json, out, args.full)
 
@@ -246,7 +252,7 @@ def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
                         take_over=args.take_over, workspace=workspace)
     outcome = resume_run(workspace / ".delivery" / "runs" / run_id, world,
                          answers=parse_answers(args.answer), options=_options(err),
-                         observer=_observer(err), budget=args.budget)
+                         observer=_observer(args), budget=args.budget)
     return _report(outcome, args.json, out, args.full)
 
 

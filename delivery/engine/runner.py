@@ -220,6 +220,8 @@ class _Run:
         if StoreCapability.RECREATE_WORKTREES in can:
             self._recreate_worktrees(state, env)
         observer, on_saved = self.observer, None
+        if observer is not None:
+            observer.run_opened(self.workflow)
         if self.info.logs:  # the Attractor view: an observer only when asked
             view = AttractorLogs(Path(self.info.logs), self.workflow, self.store.path,
                                  self.world.clock, self.redactor.value, self.observer)
