@@ -219,7 +219,8 @@ def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # cache: the copy is not parsed again)
     outcome = resume_run(run_path, _resume_world(run_path), answers=parse_answers(args.answer),
                          options=_options(err), observer=_observer(args), budget=args.budget,
-                         warnings=lambda found: _print_diagnostics(found, err))
+                         warnings=lambda found: _print_diagnostics(found, err),
+                         check_answers=True)
     return _report(outcome, args.json, out, args.full)
 
 
@@ -252,7 +253,7 @@ def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
                         take_over=args.take_over, workspace=workspace)
     outcome = resume_run(workspace / ".delivery" / "runs" / run_id, world,
                          answers=parse_answers(args.answer), options=_options(err),
-                         observer=_observer(args), budget=args.budget)
+                         observer=_observer(args), budget=args.budget, check_answers=True)
     return _report(outcome, args.json, out, args.full)
 
 

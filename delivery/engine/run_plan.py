@@ -34,6 +34,7 @@ from delivery.engine.child_runs import check_children
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
 from delivery.engine.handlers.base import Clock, Handler
+from delivery.engine.handlers.human import refuse_unknown_answers
 from delivery.engine.redacting import RedactingAgent
 from delivery.engine.run_inputs import answer_lists, run_branch
 from delivery.engine.run_request import RunRequest
@@ -113,6 +114,8 @@ def check_request(workflow: Workflow, request: RunRequest, workspace: Path, worl
     budget = budget_option(request.budget, spelling.option("--budget", "budget"))
     check_children(workflow, workspace)
     gates = gate_mode(request.gates, spelling.option("--gates", "gates"))
+    if request.cli:  # a child run is handed its parent's answers, for both workflows' gates
+        refuse_unknown_answers(workflow, answer_lists(request.answers))
     return budget, gates
 
 

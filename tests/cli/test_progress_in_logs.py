@@ -7,18 +7,14 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from logged_cli_helpers import delivery
 
 from delivery.testing import flow
 from delivery.testing.github import FakeGitHub, Fault
-
-DELIVERY = Path(sys.executable).with_name("delivery")
-DEADLINE = 60.0
 
 # `flaky` fails its first attempt (it leaves a mark in the workspace) and is retried once.
 FLOW = flow("""
@@ -36,16 +32,6 @@ def workspace(tmp_path: Path) -> Path:
     (tmp_path / "flow.dot").write_text(FLOW, encoding="utf-8")
     (tmp_path / "replies.json").write_text(json.dumps(REPLIES), encoding="utf-8")
     return tmp_path
-
-
-def delivery(cwd: Path, *args: str) -> tuple[int, str, str]:
-    """`delivery ARGS` with stderr written to a file; (exit status, stdout, the file)."""
-    log = cwd / "stderr.log"
-    with log.open("w", encoding="utf-8") as err:
-        done = subprocess.run([str(DELIVERY), *args], cwd=cwd, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=err, text=True,
-                              timeout=DEADLINE, check=False)
-    return done.returncode, done.stdout, log.read_text(encoding="utf-8")
 
 
 def run_args(workspace: Path, *extra: str) -> list[str]:
