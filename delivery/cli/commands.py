@@ -19,6 +19,7 @@ from delivery.cli.progress import StderrProgress, speaking
 from delivery.cli.prs import pr_rows, print_table
 from delivery.cli.routes import print_routes
 from delivery.cli.run_lookup import find_run
+from delivery.cli.run_status import shown_status
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
 from delivery.engine.route_log import read_routes
@@ -295,8 +296,10 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if run.artifacts_dir.is_dir() and not run.artifacts_dir.is_symlink() else []
     stages = _finished_stages(run)
     path: list[str] = state.path if state else []
+    status, why = shown_status(run.path, info, state.status.value) if state else \
+        ("unknown", "")
     report: dict[str, Any] = {
-        "run_id": info.run_id, "status": state.status.value if state else "unknown",
+        "run_id": info.run_id, "status": status, "reason": why,
         "failure_reason": state.failure_reason if state else "",
         "path": path, "next_node": state.next_node if state else None,
         "outcomes": state.outcomes if state else {}, "stages": stages,
@@ -308,6 +311,8 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(json.dumps(report, indent=2, sort_keys=True, default=str), file=out)
         return EXIT_SUCCEEDED
     print(f"run {report['run_id']}: {report['status']}", file=out)
+    if why:
+        print(f"  {status}: {why}", file=out)
     if report["failure_reason"]:
         print(f"  failure: {_one_line(str(report['failure_reason']))}", file=out)
     print(f"  path: {path_line(path)}", file=out)

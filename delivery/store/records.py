@@ -158,6 +158,11 @@ class RunInfo:
     # `--budget` (run, or raised by resume): over the graph's budget_tokens= / budget_usd=
     budget_tokens: int = 0  # 0: not given
     budget_usd: float = 0.0  # 0: not given
+    # the process running the run, recorded by the start and every resume: a run whose
+    # process is gone is shown `interrupted` (delivery.store.liveness); 0/"": not known
+    pid: int = 0
+    host: str = ""
+    pid_started: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "workflow": self.workflow,
@@ -169,7 +174,9 @@ class RunInfo:
                 "gates": self.gates.value,
                 "started": self.started, **({"logs": self.logs} if self.logs else {}),
                 **({"budget_tokens": self.budget_tokens} if self.budget_tokens else {}),
-                **({"budget_usd": self.budget_usd} if self.budget_usd else {})}
+                **({"budget_usd": self.budget_usd} if self.budget_usd else {}),
+                **({"pid": self.pid, "host": self.host, "pid_started": self.pid_started}
+                   if self.pid else {})}
 
     @classmethod
     def from_json(cls, data: Any, what: str = "run.json") -> RunInfo:
@@ -192,7 +199,9 @@ class RunInfo:
                    branch=read.text("branch", ""),
                    git_cache=read.text("git_cache", ""), answers=answers, gates=gates,
                    logs=read.text("logs", ""),
-                   budget_tokens=read.count("budget_tokens", 0), budget_usd=float(usd))
+                   budget_tokens=read.count("budget_tokens", 0), budget_usd=float(usd),
+                   pid=read.count("pid", 0), host=read.text("host", ""),
+                   pid_started=read.count("pid_started", 0))
 
 
 # -- the run state ---------------------------------------------------------------------------
