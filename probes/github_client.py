@@ -108,7 +108,7 @@ class GitHubClient:
 
         if _MUTATION.match(query) and not idempotent:
             return send()
-        return call_with_retries(send, self.budget, self._sleep)
+        return call_with_retries(send, self.budget, self._sleep, "a GraphQL query")
 
     def rest(self, method: str, path: str, *, json: Any = None,
              idempotent: bool = False) -> Any:
@@ -120,12 +120,12 @@ class GitHubClient:
 
         if method.upper() not in ("GET", "HEAD") and not idempotent:
             return send()
-        return call_with_retries(send, self.budget, self._sleep)
+        return call_with_retries(send, self.budget, self._sleep, f"{method.upper()} {path}")
 
     def write(self, send: Callable[[], T], *, find_effect: Callable[[], E | None]) -> T | E:
         """`send()` (one `graphql_once`/`rest_once` write) retried only after
         `find_effect()` found no effect of the attempt whose answer was lost."""
-        return write_with_retries(send, find_effect, self.budget, self._sleep)
+        return write_with_retries(send, find_effect, self.budget, self._sleep, "a write")
 
     # -- one exchange, classified ---------------------------------------------------------
     def graphql_once(self, query: str, variables: Mapping[str, Any] | None = None, *,

@@ -9,11 +9,17 @@ write is never repeated blindly (`write_with_retries`): before each retry the ca
 `find_effect` looks for what an earlier attempt, whose answer was lost, may have done, and
 returns it instead of writing again. A write that sets a value (a PATCH, a status) is
 idempotent and may be repeated as a read is.
+
+Every wait is told, before it starts, to the listeners of `announcing` (the command line
+prints "retrying … attempt n of m, next try in N s"): a minute's wait for a rate limit is
+never silent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -21,7 +27,8 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from probes.github_errors import SECONDARY_DEFAULT, Transient
 
-__all__ = ["RetryBudget", "Transient", "call_with_retries", "write_with_retries"]
+__all__ = ["RetryBudget", "RetryNotice", "Transient", "announcing", "call_with_retries",
+           "write_with_retries"]
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -36,11 +43,53 @@ class RetryBudget:
     secondary_default: float = SECONDARY_DEFAULT
 
 
+@dataclass(frozen=True)
+class RetryNotice:
+    """One failed attempt that will be tried again: `what` was asked (empty: a GitHub
+    request), why it failed, the attempt that failed, of how many, and the wait before
+    the next."""
+
+    what: str
+    reason: str
+    attempt: int
+    attempts: int
+    wait: float
+
+    def line(self) -> str:
+        subject = self.what or "a GitHub request"
+        return (f"GitHub: {subject}: {self.reason}; retrying (attempt {self.attempt + 1} of "
+                f"{self.attempts}), next try in {self.wait:.0f}s")
+
+
+_listeners: list[Callable[[RetryNotice], None]] = []
+_listeners_lock = threading.Lock()
+
+
+@contextmanager
+def announcing(listener: Callable[[RetryNotice], None]) -> Iterator[None]:
+    """`listener` is told of every retry's wait, in any thread, while the block runs."""
+    with _listeners_lock:
+        _listeners.append(listener)
+    try:
+        yield
+    finally:
+        with _listeners_lock:
+            _listeners.remove(listener)
+
+
+def _announce(notice: RetryNotice) -> None:
+    with _listeners_lock:
+        listeners = list(_listeners)
+    for listener in listeners:
+        listener(notice)
+
+
 def call_with_retries(call: Callable[[], T], budget: RetryBudget,
-                      sleep: Callable[[float], None]) -> T:
+                      sleep: Callable[[float], None], what: str = "") -> T:
     """`call()`, again after each `Transient` while the budget allows: at most
     `budget.attempts` attempts, and never a wait that would take the total waited past
-    `budget.wait_seconds`. The last `Transient` is raised when the budget is spent."""
+    `budget.wait_seconds`. The last `Transient` is raised when the budget is spent. Each
+    wait is announced (`announcing`), naming `what` was asked."""
     waited = [0.0]
 
     def wait_for(state: RetryCallState) -> float:
@@ -58,14 +107,21 @@ def call_with_retries(call: Callable[[], T], budget: RetryBudget,
         waited[0] += seconds
         sleep(seconds)
 
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome else None
+        _announce(RetryNotice(what, error.reason if isinstance(error, Transient) else "failed",
+                              state.attempt_number, budget.attempts,
+                              state.upcoming_sleep))
+
     retrying = Retrying(retry=retry_if_exception_type(Transient), stop=stop, wait=wait_for,
-                        sleep=counted_sleep, reraise=True)
+                        sleep=counted_sleep, reraise=True, before_sleep=before_sleep)
     result: T = retrying(call)
     return result
 
 
 def write_with_retries(write: Callable[[], T], find_effect: Callable[[], E | None],
-                       budget: RetryBudget, sleep: Callable[[float], None]) -> T | E:
+                       budget: RetryBudget, sleep: Callable[[float], None],
+                       what: str = "") -> T | E:
     """`write()` retried as `call_with_retries` does, but before each retry
     `find_effect()` looks for the effect of an attempt whose answer was lost (a PR for the
     head branch, a comment with its marker, a merged PR): found, it is returned and the
@@ -80,4 +136,4 @@ def write_with_retries(write: Callable[[], T], find_effect: Callable[[], E | Non
         sent[0] += 1
         return write()
 
-    return call_with_retries(attempt, budget, sleep)
+    return call_with_retries(attempt, budget, sleep, what)

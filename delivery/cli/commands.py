@@ -15,11 +15,12 @@ from delivery.cli import graph
 from delivery.cli.demo_args import DEMO_AGENT
 from delivery.cli.diagnostics import file_problem, print_invalid
 from delivery.cli.model_json import handlers_json
-from delivery.cli.progress import TerminalProgress
+from delivery.cli.progress import StderrProgress, speaking
 from delivery.cli.prs import pr_rows, print_table
 from delivery.cli.repo_choice import chosen_repos
 from delivery.cli.routes import print_routes
 from delivery.cli.run_lookup import find_run
+from delivery.cli.run_status import shown_status
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
 from delivery.engine.route_log import read_routes
@@ -74,8 +75,13 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                "verify": cmd_verify, "handlers": cmd_handlers, "graph": cmd_graph_run,
                "probe": cmd_probe, "review": cmd_review, "demo": cmd_demo,
                "runs": cmd_runs, "preflight": cmd_preflight, "close": cmd_close}[args.command]
+    # one progress for the command: its stages and GitHub's retries (never silent), ended
+    # before anything else is printed (a Ctrl-C's line stays the last)
+    args.progress = None if getattr(args, "quiet", False) else \
+        StderrProgress(err, terminal=err.isatty())
     try:
-        return handler(args, out, err)
+        with speaking(args.progress):
+            return handler(args, out, err)
     except Superseded as lost:  # another job holds or advanced the run: not a failure
         return superseded(lost, bool(getattr(args, "json", False)), out)
     except (StateSaveFailed, ResumeStopped) as fault:  # the run stays resumable
@@ -129,9 +135,10 @@ def _options(err: TextIO) -> EngineOptions:
     return EngineOptions(interactive=err.isatty() and sys.stdin.isatty())
 
 
-def _observer(err: TextIO) -> TerminalProgress | None:
-    """Progress on a terminal."""
-    return TerminalProgress(err) if err.isatty() else None
+def _observer(args: argparse.Namespace) -> StderrProgress | None:
+    """Progress on stderr, a terminal or not (a CI log, a file); none with --quiet."""
+    progress: StderrProgress | None = getattr(args, "progress", None)
+    return progress
 
 
 def _report(outcome: RunOutcome, as_json: bool, out: TextIO, full: bool = False) -> int:
@@ -184,7 +191,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         state_world(world, args.state, args.cache)
     options = _options(err)
     options.dry_run = args.dry_run
-    outcome = start_run(request, world, options=options, observer=_observer(err))
+    outcome = start_run(request, world, options=options, observer=_observer(args))
     print_previews(outcome, err)
     return _report(outcome, args.json, out, args.full)
 
@@ -238,8 +245,9 @@ def cmd_resume(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # the warnings of the run's workflow, as `run` printed them (from the run's model
     # cache: the copy is not parsed again)
     outcome = resume_run(run_path, _resume_world(run_path), answers=parse_answers(args.answer),
-                         options=_options(err), observer=_observer(err), budget=args.budget,
-                         warnings=lambda found: _print_diagnostics(found, err))
+                         options=_options(err), observer=_observer(args), budget=args.budget,
+                         warnings=lambda found: _print_diagnostics(found, err),
+                         check_answers=True)
     return _report(outcome, args.json, out, args.full)
 
 
@@ -272,7 +280,7 @@ def _resume_from_state(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
                         take_over=args.take_over, workspace=workspace)
     outcome = resume_run(workspace / ".delivery" / "runs" / run_id, world,
                          answers=parse_answers(args.answer), options=_options(err),
-                         observer=_observer(err), budget=args.budget)
+                         observer=_observer(args), budget=args.budget, check_answers=True)
     return _report(outcome, args.json, out, args.full)
 
 
@@ -314,8 +322,10 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if run.artifacts_dir.is_dir() and not run.artifacts_dir.is_symlink() else []
     stages = _finished_stages(run)
     path: list[str] = state.path if state else []
+    status, why = shown_status(run.path, info, state.status.value) if state else \
+        ("unknown", "")
     report: dict[str, Any] = {
-        "run_id": info.run_id, "status": state.status.value if state else "unknown",
+        "run_id": info.run_id, "status": status, "reason": why,
         "failure_reason": state.failure_reason if state else "",
         "path": path, "next_node": state.next_node if state else None,
         "outcomes": state.outcomes if state else {}, "stages": stages,
@@ -327,6 +337,8 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(json.dumps(report, indent=2, sort_keys=True, default=str), file=out)
         return EXIT_SUCCEEDED
     print(f"run {report['run_id']}: {report['status']}", file=out)
+    if why:
+        print(f"  {status}: {why}", file=out)
     if report["failure_reason"]:
         print(f"  failure: {_one_line(str(report['failure_reason']))}", file=out)
     print(f"  path: {path_line(path)}", file=out)

@@ -67,6 +67,7 @@ def cmd_preflight(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     given = chosen_repos(args, err, "preflight")
     kind = forge_kind(given.values(), args.forge, base)
     repos = {folder: (location if kind == "github" and is_github_location(location, base)
+                      else _local_repository(folder, location, base) if kind == "local"
                       else str((base / Path(location).expanduser()).resolve()))
              for folder, location in given.items()}
     require_settings(kind, os.environ)
@@ -94,3 +95,14 @@ def cmd_preflight(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for line in table(report):
             print(line, file=out)
     return EXIT_BLOCKED if report.blocked else EXIT_OK
+
+
+def _local_repository(folder: str, location: str, base: Path) -> str:
+    """The path of a local `--repo`, refused as `delivery run` refuses it, in its words (a
+    run's workflow merges: preflight checks the merge method too)."""
+    from delivery.engine.run_setup import Spelling, local_location, refuse_local_repository
+
+    spelling = Spelling(cli=True)
+    path = str(local_location(folder, location, base, spelling))
+    refuse_local_repository(folder, path, merges=True, spelling=spelling)
+    return path

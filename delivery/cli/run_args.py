@@ -17,6 +17,12 @@ def absolute_path(text: str) -> Path:
     return Path(text).absolute()
 
 
+def add_quiet_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--quiet", action="store_true",
+                         help="no progress on stderr (a line per stage as it ends, and "
+                         "retries); errors are still printed")
+
+
 def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = commands.add_parser("run", help="run a workflow",
                               description="Run a workflow. Exit 0 succeeded, 1 failed, "
@@ -76,6 +82,7 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     run.add_argument("--json", action="store_true",
                      help="print one JSON object: run_id, status, failure_reason, path, "
                      "context, run_dir (and diffs after a --dry-run)")
+    add_quiet_option(run)
     add_state_option(run)
     run.add_argument("--full", action="store_true",
                      help="with --json, print offloaded (over 100 KB) context values whole "
@@ -105,6 +112,7 @@ def add_resume_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     resume.add_argument("--json", action="store_true", help="print the outcome as JSON")
     resume.add_argument("--full", action="store_true",
                         help="with --json, print offloaded context values whole")
+    add_quiet_option(resume)
     add_state_option(resume)
     resume.add_argument("--for-pr", metavar="OWNER/NAME#N", default=None,
                         help="with --state: resume the run that owns this pull request (its "

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+from delivery.cli.run_status import shown_status
 from delivery.engine.runner import World
 from delivery.errors import DeliveryError, NotOwner, RunRefused, Superseded
 from delivery.git import cache_root
@@ -126,7 +127,8 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for run in listed:
         waiting = f" (next: {run.next_node})" if run.next_node else ""
         held = f" claimed by {run.claimed_by}" if run.claimed_by else ""
-        print(f"{run.run_id}  {run.status}{waiting}{held}", file=out)
+        why = f" — {run.reason}" if run.reason else ""
+        print(f"{run.run_id}  {run.status}{waiting}{held}{why}", file=out)
     return EXIT_OK
 
 
@@ -137,13 +139,17 @@ def local_runs(workspace: Path) -> list[RunSummary]:
         if not (path / "run.json").is_file():
             continue
         try:
-            loaded = LocalRunStore.open_dir(path).load()
+            store = LocalRunStore.open_dir(path)
+            loaded = store.load()
+            info = store.read_run_info()
         except (DeliveryError, OSError):  # a damaged run is listed as such, not a traceback
             listed.append(RunSummary(path.name, "unreadable", "", ""))
             continue
         if loaded is None:
             listed.append(RunSummary(path.name, "unknown", "", ""))
         else:
-            listed.append(RunSummary(path.name, loaded.state.status,
-                                     loaded.state.next_node or "", ""))
+            _, reason = shown_status(path, info, loaded.state.status.value)
+            listed.append(RunSummary(path.name, "interrupted" if reason else
+                                     loaded.state.status, loaded.state.next_node or "", "",
+                                     reason=reason))
     return listed

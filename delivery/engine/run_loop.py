@@ -64,6 +64,9 @@ from delivery.store.records import RunStatus
 class Progress:
     """Receives stage notifications; the default shows nothing."""
 
+    def run_opened(self, workflow: Workflow) -> None:
+        """Before the first stage of a start or a resume: the workflow that runs."""
+
     def stage_started(self, node: Node, attempt: int) -> None:
         pass
 

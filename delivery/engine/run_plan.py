@@ -34,6 +34,7 @@ from delivery.engine.child_runs import check_children
 from delivery.engine.context import Context
 from delivery.engine.handlers import default_handlers
 from delivery.engine.handlers.base import Clock, Handler
+from delivery.engine.handlers.human import refuse_unknown_answers
 from delivery.engine.redacting import RedactingAgent
 from delivery.engine.run_inputs import answer_lists, run_branch
 from delivery.engine.run_request import RunRequest
@@ -54,6 +55,7 @@ from delivery.lang.model import LLM_TYPES, NodeType, Workflow
 from delivery.redact import Redactor, secret_values
 from delivery.store.base import Loaded, RunStore, StoreCapability
 from delivery.store.eventlog import utc_stamp
+from delivery.store.liveness import Runner
 from delivery.store.model_cache import CachedWorkflow, load_checked, load_run_workflow, write_cache
 from delivery.store.records import GateMode, RunInfo, RunState, RunStatus
 from delivery.store.runstore import WORKFLOW_COPY, Started, new_run_id, started_with
@@ -115,6 +117,8 @@ def check_request(workflow: Workflow, request: RunRequest, workspace: Path, worl
     check_children(workflow, workspace)
     gates = gate_mode(request.gates, spelling.option("--gates", "gates"))
     max_parallel_option(request.max_parallel, spelling.option("--max-parallel", "max_parallel"))
+    if request.cli:  # a child run is handed its parent's answers, for both workflows' gates
+        refuse_unknown_answers(workflow, answer_lists(request.answers))
     return budget, gates
 
 
@@ -153,6 +157,7 @@ def create_run(request: RunRequest, world: World, workflow_path: Path, workflow:
     source, workflow, diagnostics = _run_copy(workflow_path, workflow, diagnostics, redactor)
     store = world.stores.create(run_path)
     values["internal.run_id"] = run_id
+    runner = Runner.this_process()
     info = RunInfo(
         run_id=run_id, workflow=str(workflow_path),
         workflow_sha256=hashlib.sha256(source.encode()).hexdigest(), agent=request.agent,
@@ -164,7 +169,8 @@ def create_run(request: RunRequest, world: World, workflow_path: Path, workflow:
         gates=gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
         logs=str(request.logs.resolve()) if request.logs is not None else "",
         budget_tokens=budget.tokens or 0, budget_usd=budget.usd or 0.0,
-        max_parallel=max_parallel_option(request.max_parallel, "max_parallel") or 0)
+        max_parallel=max_parallel_option(request.max_parallel, "max_parallel") or 0,
+        pid=runner.pid, host=runner.host, pid_started=runner.started)
     store.create_run(redacted_info(info, redactor), source.encode())
     cache_sha256 = ""
     if diagnostics is not None:  # what resumes load instead of the copy (issue 23)
@@ -364,7 +370,13 @@ def record_resume(plan: RunPlan, loaded: Loaded, change: Resumption, answered_by
         log.warning("resume: %s", loaded.recovered)
         store.append_event("checkpoint_recovered", problem=loaded.recovered)
         store.save_whole(state)
-    if change.info_changed:
+    # run.json names the process that runs the run now (shown `interrupted` once it is gone)
+    info, runner = plan.info, Runner.this_process()
+    moved = state.status is RunStatus.RUNNING and \
+        (info.pid, info.host, info.pid_started) != (runner.pid, runner.host, runner.started)
+    if moved:
+        info.pid, info.host, info.pid_started = runner.pid, runner.host, runner.started
+    if change.info_changed or moved:
         store.write_run_info(redacted_info(plan.info, plan.redactor))
     if change.raised:
         store.append_event("budget_raised", limits=change.limits.describe())

@@ -142,14 +142,7 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> Fo
             repos[name] = location
             folders[name] = str(workspace / name)
             continue
-        path = Path(location).expanduser()
-        path = (path if path.is_absolute() else workspace / path).resolve()
-        if not path.is_dir():
-            github = spelling.option("--forge github", 'forge="github"')
-            raise RunRefused(spelling.repo(name, location), "is not a local directory, "
-                             "which the local forge needs",
-                             "give the path of a git repository, or owner/name for every "
-                             f"folder with {github}")
+        path = local_location(name, location, workspace, spelling)
         repos[name] = str(path)
         folders[name] = str(workspace / name if creates_worktrees else path)
     _refuse_misplaced(workspace, request.run_dir, folders, spelling)
@@ -170,6 +163,21 @@ def folder_values(setup: FolderSetup) -> dict[str, Any]:
     (`folder.check_command | default(check_command)` in the bundled ones)."""
     return {f"{name}.check_command": command for name, command in setup.checks.items()
             if name in setup.repos}
+
+
+def local_location(name: str, location: str, workspace: Path,
+                   spelling: Spelling = Spelling()) -> Path:
+    """A local forge's `location` as an absolute path (relative to `workspace`); RunRefused
+    when it is no directory."""
+    path = Path(location).expanduser()
+    path = (path if path.is_absolute() else workspace / path).resolve()
+    if not path.is_dir():
+        github = spelling.option("--forge github", 'forge="github"')
+        raise RunRefused(spelling.repo(name, location), "is not a local directory, "
+                         "which the local forge needs",
+                         "give the path of a git repository, or owner/name for every "
+                         f"folder with {github}")
+    return path
 
 
 def _refuse_misplaced(workspace: Path, run_dir: Path | None, folders: Mapping[str, str],
@@ -262,21 +270,29 @@ def refuse_folder_problems(workflow: Workflow, setup: FolderSetup, world: World,
         return  # scripts and agents may work in any directory; a forge brought is its own
     merges = any(node.type is NodeType.MERGE for node in stages)
     for name, location in repos.items():
-        path = Path(location)
-        if (path / "HEAD").is_file() and (path / "objects").is_dir():
-            continue  # a bare repository: what the local forge is made for
-        if not (path / ".git" / "HEAD").is_file():
-            raise RunRefused(spelling.repo(name, location), "is a plain directory, not a git "
-                             "repository", "give the path of a git repository (a bare one, "
-                             "git init --bare, for the local forge to merge into)")
-        checked_out = _checked_out_branch(path)
-        if merges and checked_out:
-            bare = f"{location.rstrip('/')}.git"
-            raise RunRefused(spelling.repo(name, location), f"is a repository with a working "
-                             f"tree whose base branch {checked_out!r} is checked out, so the "
-                             "merge stage could not write into it (a person's files are never "
-                             "overwritten)", f"give a bare clone: git clone --bare {location} "
-                             f"{bare}, then {spelling.repo(name, bare)}")
+        refuse_local_repository(name, location, merges=merges, spelling=spelling)
+
+
+def refuse_local_repository(name: str, location: str, *, merges: bool,
+                            spelling: Spelling = Spelling()) -> None:
+    """RunRefused for a local forge's repository at `location` (a resolved path) that a
+    folder stage could not work with: a plain directory, or — when the run merges — a
+    working tree with its base branch checked out. `delivery preflight` asks the same."""
+    path = Path(location)
+    if (path / "HEAD").is_file() and (path / "objects").is_dir():
+        return  # a bare repository: what the local forge is made for
+    if not (path / ".git" / "HEAD").is_file():
+        raise RunRefused(spelling.repo(name, location), "is a plain directory, not a git "
+                         "repository", "give the path of a git repository (a bare one, "
+                         "git init --bare, for the local forge to merge into)")
+    checked_out = _checked_out_branch(path)
+    if merges and checked_out:
+        bare = f"{location.rstrip('/')}.git"
+        raise RunRefused(spelling.repo(name, location), f"is a repository with a working "
+                         f"tree whose base branch {checked_out!r} is checked out, so the "
+                         "merge stage could not write into it (a person's files are never "
+                         "overwritten)", f"give a bare clone: git clone --bare {location} "
+                         f"{bare}, then {spelling.repo(name, bare)}")
 
 
 def _checked_out_branch(path: Path) -> str:

@@ -24,12 +24,14 @@ from delivery.engine.child_runs import run_child
 from delivery.engine.context import Context
 from delivery.engine.folder_pool import DEFAULT_FOLDER_PARALLELISM
 from delivery.engine.handlers.base import StageEnv
+from delivery.engine.handlers.human import refuse_unknown_answers
 from delivery.engine.interviewer import (
     ConsoleInterviewer,
     Interviewer,
     ScriptedInterviewer,
 )
 from delivery.engine.outcome import RunOutcome as RunOutcome
+from delivery.engine.run_inputs import answer_lists
 from delivery.engine.run_loop import Engine, EngineOptions, Progress, RunState
 from delivery.engine.run_plan import (
     RunPlan,
@@ -95,17 +97,21 @@ def resume_run(run_path: Path, world: World | None = None,
                options: EngineOptions | None = None,
                observer: Progress | None = None, answered_by: str = "",
                budget: str = "",
-               warnings: Callable[[Sequence[Diagnostic]], None] | None = None) -> RunOutcome:
+               warnings: Callable[[Sequence[Diagnostic]], None] | None = None,
+               check_answers: bool = False) -> RunOutcome:
     """Continue a run from its saved state; the interrupted stage runs again. `budget`
     (`--budget`) replaces the limit of its kind: how a run paused on its budget goes on
     (the limits the run has already change nothing and are not recorded again).
     `warnings` is given the workflow's warnings (what a fresh load of its copy finds)
-    before anything runs."""
+    before anything runs. `check_answers` (`resume --answer`) refuses an answer that is
+    none of its gate's choices before anything is written."""
     world = world or World()
     raised = budget_option(budget)  # refused before the run is opened
     store, info = open_run(run_path, world)
     copy = check_copy(store, info, run_path)
     loaded = load_model(store, copy, world, warnings)
+    if check_answers and answers:
+        refuse_unknown_answers(loaded.workflow, answer_lists(answers))
     change = apply_answers_and_budget(info, loaded.workflow, answers, raised)
     agents = prepare_agents(loaded.workflow, info.agent, Path(info.workspace), world,
                             info.gates)
@@ -223,6 +229,8 @@ class _Run:
         if StoreCapability.RECREATE_WORKTREES in can:
             self._recreate_worktrees(state, env)
         observer, on_saved = self.observer, None
+        if observer is not None:
+            observer.run_opened(self.workflow)
         if self.info.logs:  # the Attractor view: an observer only when asked
             view = AttractorLogs(Path(self.info.logs), self.workflow, self.store.path,
                                  self.world.clock, self.redactor.value, self.observer)

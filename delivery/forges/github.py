@@ -530,13 +530,15 @@ class GitHubForge:
         """A read: retried as it is, not paced."""
         return self._attempts(operation, repository,
                               lambda: call_with_retries(lambda: self._classify(call),
-                                                        self.budget, self._sleep), fix)
+                                                        self.budget, self._sleep,
+                                                        f"{operation} ({repository})"), fix)
 
     def _set(self, operation: str, repository: str, call: Callable[[], T]) -> T:
         """An idempotent write (it sets a value): paced, and retried as it is."""
         return self._attempts(operation, repository,
                               lambda: call_with_retries(lambda: self._paced(call),
-                                                        self.budget, self._sleep))
+                                                        self.budget, self._sleep,
+                                                        f"{operation} ({repository})"))
 
     def _write(self, operation: str, repository: str, call: Callable[[], T],
                *, find_effect: Callable[[], Any]) -> Any:
@@ -544,7 +546,7 @@ class GitHubForge:
         for what an earlier attempt (whose answer was lost) may have done."""
         return self._attempts(operation, repository, lambda: write_with_retries(
             lambda: self._paced(call), lambda: self._classify(find_effect),
-            self.budget, self._sleep))
+            self.budget, self._sleep, f"{operation} ({repository})"))
 
     def _attempts(self, operation: str, repository: str, retried: Callable[[], T],
                   fix: str = "") -> T:

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from delivery.errors import RunRefused
+from delivery.store.liveness import machine as machine  # this machine's name in claims
 from probes.github_client import GitHubClient
 from probes.github_errors import Forbidden, GitHubError, NotFound
 from probes.retry import RetryBudget
@@ -35,12 +36,6 @@ from probes.retry import RetryBudget
 CLOCK_SKEW = 300.0
 SMALL_FILE_LIMIT = 64 << 10  # claim.json / status.json: a job writes a few hundred bytes
 log = logging.getLogger("delivery")
-
-
-def machine() -> str:
-    """This machine's name in claims. `DELIVERY_HOST` overrides it: the simulated Actions
-    world runs each hosted runner's job on one real machine, as if on its own."""
-    return os.environ.get("DELIVERY_HOST") or os.uname().nodename
 
 
 class Claim(BaseModel):

@@ -94,7 +94,7 @@ def state_remote(spec: str, environ: Mapping[str, str]) -> tuple[str, tuple[str,
 
 
 # what `delivery runs` lists: a run's status, or why it has none
-SummaryStatus = RunStatus | Literal["unknown", "unreadable"]
+SummaryStatus = RunStatus | Literal["unknown", "unreadable", "interrupted"]
 
 
 @dataclass
@@ -105,6 +105,7 @@ class RunSummary:
     sha: str
     claimed_by: str = ""
     ticket: str = ""
+    reason: str = ""  # why the status is what it is (`interrupted`: the process is gone)
 
 
 @dataclass

@@ -161,6 +161,11 @@ class RunInfo:
     budget_usd: float = 0.0  # 0: not given
     # `--max-parallel`: folders a stage works on at once, kept for resumes (0: not given)
     max_parallel: int = 0
+    # the process running the run, recorded by the start and every resume: a run whose
+    # process is gone is shown `interrupted` (delivery.store.liveness); 0/"": not known
+    pid: int = 0
+    host: str = ""
+    pid_started: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "workflow": self.workflow,
@@ -173,7 +178,9 @@ class RunInfo:
                 "started": self.started, **({"logs": self.logs} if self.logs else {}),
                 **({"budget_tokens": self.budget_tokens} if self.budget_tokens else {}),
                 **({"budget_usd": self.budget_usd} if self.budget_usd else {}),
-                **({"max_parallel": self.max_parallel} if self.max_parallel else {})}
+                **({"max_parallel": self.max_parallel} if self.max_parallel else {}),
+                **({"pid": self.pid, "host": self.host, "pid_started": self.pid_started}
+                   if self.pid else {})}
 
     @classmethod
     def from_json(cls, data: Any, what: str = "run.json") -> RunInfo:
@@ -197,7 +204,9 @@ class RunInfo:
                    git_cache=read.text("git_cache", ""), answers=answers, gates=gates,
                    logs=read.text("logs", ""),
                    budget_tokens=read.count("budget_tokens", 0), budget_usd=float(usd),
-                   max_parallel=read.count("max_parallel", 0))
+                   max_parallel=read.count("max_parallel", 0),
+                   pid=read.count("pid", 0), host=read.text("host", ""),
+                   pid_started=read.count("pid_started", 0))
 
 
 # -- the run state ---------------------------------------------------------------------------

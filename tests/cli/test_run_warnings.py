@@ -36,10 +36,12 @@ def test_resume_prints_the_warnings_of_the_runs_workflow(tmp_path: Path) -> None
     assert WARNING in err
 
 
-def test_a_workflow_without_warnings_prints_nothing_on_stderr(tmp_path: Path) -> None:
+def test_a_workflow_without_warnings_prints_nothing_on_stderr_when_quiet(
+        tmp_path: Path) -> None:
     flow = tmp_path / "flow.dot"
     flow.write_text(TYPO.replace(', titel="say hello"', ""))
-    code, _, err = invoke("run", flow, "--run-dir", tmp_path / "run", cwd=tmp_path)
+    code, _, err = invoke("run", flow, "--run-dir", tmp_path / "run", "--quiet",
+                          cwd=tmp_path)
     assert (code, err) == (0, "")
 
 

@@ -28,7 +28,7 @@ fix -> gate
 
 def delivery(*args: str | Path) -> tuple[int, dict[str, object]]:
     out, err = io.StringIO(), io.StringIO()
-    code = main([str(a) for a in args] + ["--json"], out=out, err=err)
+    code = main([str(a) for a in args] + ["--json", "--quiet"], out=out, err=err)
     assert err.getvalue() == ""
     return code, json.loads(out.getvalue())
 

@@ -11,6 +11,8 @@ that is not delegatable is never answered by an agent. Who answered goes into th
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from delivery.agents.base import AgentError
 from delivery.engine.context import Context
 from delivery.engine.contracts import (
@@ -21,26 +23,55 @@ from delivery.engine.contracts import (
     parse_reply,
 )
 from delivery.engine.handlers.base import StageEnv, StageResult
-from delivery.engine.interviewer import Answer, PauseRequested
+from delivery.engine.interviewer import Answer, PauseRequested, match_choice
 from delivery.engine.routing import accelerator
 from delivery.engine.templating import TemplateRenderError
+from delivery.errors import RunRefused
 from delivery.lang.declarations import OutputDecl, OutputKind
-from delivery.lang.model import Node
+from delivery.lang.model import Node, NodeType, Workflow
 from delivery.store.records import GateMode
 
 CHOICE = OutputDecl("choice", OutputKind.CHOICE, 0)
 
 
 def gate_choices(node: Node, env: StageEnv) -> list[str]:
+    return choices_of(env.workflow, node.id)
+
+
+def choices_of(workflow: Workflow, node_id: str) -> list[str]:
     """The labels (or, unlabeled, the targets) of the edges an answer can route to.
 
     An answer routes by preferred label, which only unconditional edges take, so a
     conditional edge (`outcome=failed` for a denied gate) is not offered as a choice —
     unless the gate has no unconditional edge at all (Attractor offers every edge).
     """
-    edges = env.workflow.outgoing[node.id]
+    edges = workflow.outgoing[node_id]
     choosable = [edge for edge in edges if edge.condition is None] or list(edges)
     return [edge.label or edge.target for edge in choosable]
+
+
+def refuse_unknown_answers(workflow: Workflow, answers: Mapping[str, Sequence[str]],
+                           option: str = "--answer") -> None:
+    """RunRefused, before the run, for an answer no visit of its gate could take: a label
+    that is none of the gate's choices (it would be denied, or pause the run, only when
+    the gate is reached), or a gate the workflow does not have. A workflow with manager
+    loops may pass answers on to its children's gates: there only the labels of its own
+    gates are checked."""
+    gates = [node.id for node in workflow.nodes_of(NodeType.HUMAN)]
+    children = bool(workflow.nodes_of(NodeType.MANAGER_LOOP))
+    for gate, given in answers.items():
+        if gate not in gates:
+            if children:
+                continue
+            raise RunRefused(f"{option} {gate}={given[0] if given else ''}",
+                             "names no human gate of the workflow",
+                             f"the human gates are: {', '.join(gates) or 'none'}")
+        choices = choices_of(workflow, gate)
+        for label in given:
+            if match_choice(label, choices) is None:
+                raise RunRefused(f"{option} {gate}={label}", "is not one of the choices of "
+                                 f"human gate '{gate}'", "answer with one of: "
+                                 f"{', '.join(choices)} (a label, or its key)")
 
 
 def run_human(node: Node, attempt: int, context: Context, env: StageEnv) -> StageResult:
