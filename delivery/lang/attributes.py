@@ -117,6 +117,57 @@ def did_you_mean(name: str) -> str | None:
     return matches[0] if matches else None
 
 
+def unknown_attribute_fix(name: str, kind: str) -> str:
+    """How to fix an unknown `kind` attribute: the name it misspells, the kind it belongs
+    to, or how to keep it for another tool."""
+    guess = did_you_mean(name)
+    if guess is not None and guess != name:
+        return f"did you mean {guess}=? (or list '{name}' in the graph's " \
+               "extra_attributes= if it is meant for another tool)"
+    elsewhere = [k for k in ("graph", "node", "edge")
+                 if k != kind and is_known(name, k, frozenset())]
+    if elsewhere:
+        return f"'{name}' is a {' or '.join(elsewhere)} attribute; move it there"
+    return f"remove it, or list '{name}' in the graph's extra_attributes=\"{name}\" if " \
+           "another tool reads it"
+
+
+# The attributes that route or decide what is sent (SPEC §12): an unknown one a typo away
+# from them is an error, since running without it drops a route or asks differently.
+ROUTING = ("condition", "prompt", "type", "shape", "outputs", "facts", "goal_gate",
+           "loop_restart", "foreach", "only")
+ROUTING_EDITS = 2
+
+
+def routing_typo(name: str) -> str | None:
+    """The routing attribute `name` is one or two edits away from (a letter added, dropped,
+    changed, or two neighbours swapped), the nearest first; None when there is none."""
+    best, best_edits = None, ROUTING_EDITS + 1
+    for known in ROUTING:
+        edits = _edits(name, known, best_edits)
+        if 0 < edits < best_edits:
+            best, best_edits = known, edits
+    return best
+
+
+def _edits(a: str, b: str, limit: int) -> int:
+    """The optimal string alignment distance of `a` and `b`, or `limit` when it is not
+    below it (names far apart in length are not compared letter by letter)."""
+    if abs(len(a) - len(b)) >= limit:
+        return limit
+    before: list[int] | None = None
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        row = [i] + [0] * len(b)
+        for j, y in enumerate(b, 1):
+            cost = 0 if x == y else 1
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + cost)
+            if before is not None and i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                row[j] = min(row[j], before[j - 2] + 1)
+        before, previous = previous, row
+    return min(previous[-1], limit)
+
+
 def shape_suggestion(shape: str) -> str | None:
     matches = difflib.get_close_matches(shape, sorted(GRAPHVIZ_SHAPES), n=1, cutoff=0.6)
     return matches[0] if matches else None

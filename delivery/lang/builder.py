@@ -18,10 +18,11 @@ from delivery.errors import ConditionSyntaxError, DeclarationError
 from delivery.lang.attr_values import AttributeReader, value_position
 from delivery.lang.attributes import (
     GRAPHVIZ_SHAPES,
-    did_you_mean,
     is_known,
     not_honoured,
+    routing_typo,
     shape_suggestion,
+    unknown_attribute_fix,
 )
 from delivery.lang.conditions import parse_condition
 from delivery.lang.declarations import (
@@ -408,20 +409,17 @@ class _Builder(AttributeReader):
                 if is_known(name, kind, extra):
                     known.add(name)
                     continue
-                guess = did_you_mean(name)
-                elsewhere = [k for k in ("graph", "node", "edge")
-                             if k != kind and is_known(name, k, frozenset())]
-                if guess is not None and guess != name:
-                    fix = f"did you mean {guess}=? (or list '{name}' in the graph's " \
-                          "extra_attributes= if it is meant for another tool)"
-                elif elsewhere:
-                    fix = f"'{name}' is a {' or '.join(elsewhere)} attribute; move it there"
-                else:
-                    fix = f"remove it, or list '{name}' in the graph's extra_attributes=\"" \
-                          f"{name}\" if another tool reads it"
+                meant = routing_typo(name)
+                if meant is not None:  # a run would drop a route or ask differently
+                    self.diag("attribute_typo", f"unknown {kind} attribute '{name}': did you "
+                              f"mean {meant}=? (without it a run routes or asks otherwise)",
+                              attr.line, attr.column, node=node, edge=edge,
+                              fix=f"did you mean {meant}=? Or, if another tool reads "
+                              f"'{name}', list it in the graph's extra_attributes=")
+                    continue
                 self.diag("unknown_attribute", f"unknown {kind} attribute '{name}': it has no "
-                          "effect", attr.line, attr.column, node=node, edge=edge, fix=fix,
-                          severity="warning")
+                          "effect", attr.line, attr.column, node=node, edge=edge,
+                          fix=unknown_attribute_fix(name, kind), severity="warning")
 
     def build(self) -> tuple[Workflow, list[Diagnostic]]:
         self.walk(self.dot.body, _Scope(), self.graph_attrs)

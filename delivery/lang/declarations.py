@@ -53,8 +53,9 @@ WORKTREE_REMOVE_FACTS = ("worktree.clean", "worktree.status")
 
 
 # The names without a dot that reserved_reason refuses beyond ENGINE_KEYS and the folders:
-# `context`, a namespace itself (`human` for `human.gate`) and a probe namespace.
-_RESERVED_WORDS = frozenset({"context", "human", *PROBE_NAMESPACES,
+# `context`, `folder` (a foreach stage's own folder, SPEC §8.1), a namespace itself
+# (`human` for `human.gate`) and a probe namespace.
+_RESERVED_WORDS = frozenset({"context", "human", "folder", *PROBE_NAMESPACES,
                              *(space for space in ENGINE_NAMESPACES if "." not in space)})
 
 
@@ -72,6 +73,8 @@ def _reserved_reason(name: str, folders: tuple[str, ...]) -> str | None:
     root = name.split(".", 1)[0]
     if root == "context":
         return "'context.' is the prefix that names the context itself"
+    if root == "folder":
+        return "'folder' is reserved: folder.* is the folder a foreach stage runs for"
     for space in ENGINE_NAMESPACES:
         if (name == space or name.startswith(space + ".")
                 or (space == "human.gate" and root == "human")):

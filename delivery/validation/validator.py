@@ -27,6 +27,13 @@ from delivery.lang.template_reads import (
 from delivery.lang.topology import ParallelSection, parallel_sections, reachable, retry_table
 from delivery.validation import security
 from delivery.validation.availability import Availability, Read, failure_can_take
+from delivery.validation.foreach_rules import (
+    check_foreach_nodes,
+    only_reads,
+    per_folder_problem,
+    per_folder_writers,
+    sort_folder_reads,
+)
 from delivery.validation.writes import (
     ALWAYS_AVAILABLE,
     ALWAYS_AVAILABLE_PREFIXES,
@@ -49,6 +56,10 @@ class _Checker:
         self.out: list[Diagnostic] = []
         self.sections = parallel_sections(workflow)  # shared by the structure and availability
         self.retries = retry_table(workflow)  # shared by reachability and availability
+        # a read of `<f>.X` made from `folder.X` in a foreach stage → `folder.X`
+        self.folder_origins: dict[Read, str] = {}
+        self.reported_origins: set[tuple[str, int, int]] = set()
+        self._per_folder: dict[str, list[str]] | None = None
         # every condition's atoms, walked out of its tree once: several rules read them
         self.edge_atoms: list[tuple[Edge, list[Compare | Truthy]]] = []
         append = self.edge_atoms.append
@@ -393,6 +404,9 @@ class _Checker:
                     continue
                 at_line, column = value_position(value, atom.offset)
                 append(new(read_type, (key, source, edge, at_line, column)))
+        reads += only_reads(self.w)
+        reads, problems, self.folder_origins = sort_folder_reads(self.w, reads)
+        self.out += problems
         return reads
 
     def availability(self, start: str) -> None:
@@ -419,6 +433,11 @@ class _Checker:
                  node=None if read.edge else read.node,
                  edge=read.edge.name if read.edge else None)
 
+    def per_folder(self) -> dict[str, list[str]]:
+        if self._per_folder is None:
+            self._per_folder = per_folder_writers(self.w)
+        return self._per_folder
+
     def writers(self) -> dict[str, list[str]]:
         table: dict[str, list[str]] = {}
         for node in self.w.nodes.values():
@@ -432,9 +451,20 @@ class _Checker:
         key = read.key
         where = f"condition of {read.edge.name}" if read.edge else f"template of '{read.node}'"
         parts = key.split(".")
-        written_by = sorted({n for cut in range(1, len(parts) + 1)
-                             for n in writers.get(".".join(parts[:cut]), ())})
+        origin = self.folder_origins.get(read)
+        names = [".".join(parts[:cut]) for cut in range(1, len(parts) + 1)]
+        if origin is not None or parts[0] == "folder":  # `folder.X`: written as `*.X` too
+            names += ["*." + ".".join(parts[1:cut]) for cut in range(2, len(parts) + 1)]
+        written_by = sorted({n for name in names for n in writers.get(name, ())})
         branch_info = self.branch_relation(read, written_by, sections)
+        subject = f"'{key}'"
+        if origin is not None:  # one diagnostic for folder.X, naming a folder it misses
+            if (origin, read.line, read.column) in self.reported_origins:
+                return
+            self.reported_origins.add((origin, read.line, read.column))
+            subject = f"'{origin}' (for folder '{parts[0]}': '{key}')"
+        if branch_info is None and not written_by and origin is None:
+            branch_info = per_folder_problem(read, where, self.w, self.per_folder())
         if branch_info is None and free and not written_by:
             # only an Attractor agent before it may set it: unproven, a warning (SPEC §10);
             # a key some declaration writes is held to that declaration
@@ -446,14 +476,14 @@ class _Checker:
             rule, message, fix = self.results_problem(read, sections)
         elif not written_by:
             rule = "availability"
-            message = f"'{key}' is read in the {where} but nothing writes it"
+            message = f"{subject} is read in the {where} but nothing writes it"
             fix = (f"declare '{key}' in inputs=, as an output of an agent (outputs=\"{key}:text\") "
                    "or as a fact of a script")
         else:
             path = analysis.witness(read)
             via = f" (for example along {path[0]})" if path else ""
             rule = "availability"
-            message = (f"'{key}' is read in the {where} but is not written on every path from "
+            message = (f"{subject} is read in the {where} but is not written on every path from "
                        f"the start{via}; written by {', '.join(written_by)}")
             fix = ("write it on every path before this read (a failure edge does not carry a "
                    "stage's outputs), or guard a template read with | default('')")
@@ -570,4 +600,4 @@ def reads_goal(workflow: Workflow) -> bool:
 
 def validate(workflow: Workflow) -> list[Diagnostic]:
     """The validator's diagnostics for a built workflow (load diagnostics not included)."""
-    return _Checker(workflow).run() + security.check(workflow)
+    return _Checker(workflow).run() + security.check(workflow) + check_foreach_nodes(workflow)

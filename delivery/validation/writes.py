@@ -54,6 +54,37 @@ def initial_writes(workflow: Workflow) -> list[str]:
 
 def stage_writes(node: Node, folders: Sequence[str] = ()) -> StageWrites:
     """What `node` writes; `folders` are the graph's declared folders (`folders=`)."""
+    if node.foreach and node.type in FOREACH_TYPES:
+        return _per_folder(node, _flat_writes(node, folders), folders)
+    return _flat_writes(node, folders)
+
+
+# The node types that may run once per folder (`foreach="folders"`, SPEC §8.1).
+FOREACH_TYPES = frozenset({NodeType.AGENT, NodeType.PROMPT, NodeType.SCRIPT})
+
+
+def _per_folder(node: Node, flat: StageWrites, folders: Sequence[str]) -> StageWrites:
+    """A foreach stage's writes: each key its handler writes lands as `<f>.<key>` for each
+    folder (each declared one, or any as `*.`), with `<f>.outcome` and `<f>.failure_reason`;
+    the node itself writes `<node>.failed_folders` and, for a script, `<node>.failed`."""
+    targets = list(folders) or ["*"]
+    always = [f"{f}.{key}" for f in targets
+              for key in (*flat.always, "outcome", "failure_reason")]
+    always.append(f"{node.id}.failed_folders")
+    if node.type is NodeType.SCRIPT:
+        always.append(f"{node.id}.failed")
+    success = [f"{f}.{key}" for f in targets for key in flat.on_success]
+    return _make_writes(tuple(always), tuple(success))
+
+
+def flat_names(node: Node) -> tuple[str, ...]:
+    """The keys a foreach stage would write under its flat names (its outputs, facts and
+    the handler's own keys), which it writes only per folder."""
+    flat = _flat_writes(node, ())
+    return flat.always + flat.on_success
+
+
+def _flat_writes(node: Node, folders: Sequence[str]) -> StageWrites:
     always: list[str] = []
     success: list[str] = []
     kind = node.type

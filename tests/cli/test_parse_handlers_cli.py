@@ -16,7 +16,7 @@ digraph F {
   gate [shape=diamond]
   Start -> a -> gate
   gate -> exit [condition="outcome=success", weight=3]
-  gate -> a [conditon="outcome=fail"]
+  gate -> a [weigth=2]
 }
 """
 

@@ -10,10 +10,10 @@ from delivery.testing import flow
 from delivery.testing.cli import invoke
 
 TYPO = flow("""
-check [shape=parallelogram, script="true", promt="say hello"]
+check [shape=parallelogram, script="true", titel="say hello"]
 start -> check -> exit
 """, goal="Check")
-WARNING = "warning[unknown_attribute] [check] unknown node attribute 'promt'"
+WARNING = "warning[unknown_attribute] [check] unknown node attribute 'titel'"
 
 
 def test_run_prints_the_warnings_on_stderr_and_keeps_json_stdout_clean(
@@ -24,7 +24,7 @@ def test_run_prints_the_warnings_on_stderr_and_keeps_json_stdout_clean(
                             cwd=tmp_path)
     assert code == 0
     assert json.loads(out)["status"] == "succeeded"
-    assert f"{flow}:5:" in err and WARNING in err and "did you mean prompt=?" in err
+    assert f"{flow}:5:" in err and WARNING in err and "did you mean title=?" in err
 
 
 def test_resume_prints_the_warnings_of_the_runs_workflow(tmp_path: Path) -> None:
@@ -38,6 +38,17 @@ def test_resume_prints_the_warnings_of_the_runs_workflow(tmp_path: Path) -> None
 
 def test_a_workflow_without_warnings_prints_nothing_on_stderr(tmp_path: Path) -> None:
     flow = tmp_path / "flow.dot"
-    flow.write_text(TYPO.replace(', promt="say hello"', ""))
+    flow.write_text(TYPO.replace(', titel="say hello"', ""))
     code, _, err = invoke("run", flow, "--run-dir", tmp_path / "run", cwd=tmp_path)
     assert (code, err) == (0, "")
+
+
+def test_a_typo_of_an_attribute_that_routes_refuses_the_run_before_any_stage(
+        tmp_path: Path) -> None:
+    flow = tmp_path / "flow.dot"
+    flow.write_text(TYPO.replace("start -> check -> exit",
+                                 'start -> check\ncheck -> exit [conditon="outcome=success"]'))
+    code, out, err = invoke("run", flow, "--run-dir", tmp_path / "run", cwd=tmp_path)
+    assert (code, out) == (2, "")
+    assert "error[attribute_typo]" in err and "did you mean condition=?" in err
+    assert not (tmp_path / "run").exists()

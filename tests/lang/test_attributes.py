@@ -4,6 +4,8 @@ name a warning with a did-you-mean (SPEC §1.2, issue 9)."""
 
 from __future__ import annotations
 
+import pytest
+
 from delivery.lang.diagnostics import Diagnostic
 from delivery.lang.model import NodeType, Workflow
 from delivery.validation.loader import check_source
@@ -63,17 +65,46 @@ def test_join_policy_and_the_older_join_spelling() -> None:
         "first_success", "first_success", "wait_all"]
 
 
-def test_an_edge_attribute_typo_is_a_warning_with_did_you_mean() -> None:
+def test_an_edge_condition_typo_is_an_error_with_did_you_mean() -> None:
     _, diagnostics = load('a [prompt="p"]\nstart -> a\na -> exit [conditon="outcome=success"]')
-    (typo,) = of_rule(diagnostics, "unknown_attribute")
-    assert typo.severity == "warning" and "'conditon'" in typo.message
-    assert "did you mean condition=" in typo.fix and typo.edge == "a -> exit"
+    (typo,) = of_rule(diagnostics, "attribute_typo")
+    assert typo.severity == "error" and "'conditon'" in typo.message
+    assert "did you mean condition=?" in typo.message and typo.edge == "a -> exit"
 
 
-def test_a_node_attribute_typo_is_a_warning_with_did_you_mean() -> None:
+def test_a_node_prompt_typo_is_an_error_with_did_you_mean() -> None:
     _, diagnostics = load('a [promt="Plan it"]\nstart -> a -> exit')
+    (typo,) = of_rule(diagnostics, "attribute_typo")
+    assert typo.node == "a" and "did you mean prompt=?" in typo.fix
+
+
+@pytest.mark.parametrize(("written", "meant"), [
+    ("condtiion", "condition"), ("cnditon", "condition"), ("typ", "type"), ("shap", "shape"),
+    ("outptus", "outputs"), ("fact", "facts"), ("goalgate", "goal_gate"),
+    ("loop_restat", "loop_restart"), ("for_each", "foreach"), ("onyl", "only")])
+def test_each_attribute_that_routes_or_asks_is_an_error_one_or_two_edits_away(
+        written: str, meant: str) -> None:
+    _, diagnostics = load(f'a [prompt="p", {written}="x"]\nstart -> a -> exit')
+    (typo,) = of_rule(diagnostics, "attribute_typo")
+    assert f"did you mean {meant}=?" in typo.message
+
+
+def test_a_typo_of_an_attribute_that_does_not_route_stays_a_warning() -> None:
+    _, diagnostics = load('p [type=publish, titel="Add health"]\nstart -> p -> exit')
     (typo,) = of_rule(diagnostics, "unknown_attribute")
-    assert typo.node == "a" and "did you mean prompt=" in typo.fix
+    assert typo.severity == "warning" and "did you mean title=" in typo.fix
+    assert of_rule(diagnostics, "attribute_typo") == []
+
+
+def test_a_name_three_edits_from_condition_stays_a_warning() -> None:
+    _, diagnostics = load('a [prompt="p"]\nstart -> a\na -> exit [cndton="outcome=success"]')
+    assert [d.rule for d in diagnostics] == ["unknown_attribute"]
+
+
+def test_a_routing_typo_listed_in_extra_attributes_is_quiet() -> None:
+    _, diagnostics = load('a [prompt="p", phase="2"]\nstart -> a -> exit',
+                          graph='extra_attributes="phase"')
+    assert diagnostics == []
 
 
 def test_extra_attributes_quiet_attributes_used_on_purpose() -> None:

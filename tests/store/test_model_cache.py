@@ -47,7 +47,7 @@ FLOW = """digraph g {
     node [timeout="30s"]
     start [shape=Mdiamond]
     exit  [shape=Msquare]
-    check [shape=parallelogram, script="true", promt="say hello"]
+    check [shape=parallelogram, script="true", titel="say hello"]
     ask   [type=prompt, prompt="Hi {{ goal }}", max_retries=2]
     start -> check
     check -> ask [condition="outcome=succeeded && context.notes!=x", weight=3]

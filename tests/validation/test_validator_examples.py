@@ -32,6 +32,7 @@ RULE_SOURCES = [
     ROOT / "delivery" / "validation" / "validator.py",
     ROOT / "delivery" / "validation" / "agent_rules.py",
     ROOT / "delivery" / "validation" / "security.py",
+    ROOT / "delivery" / "validation" / "foreach_rules.py",
 ]
 _EMITTERS = {"diag", "add", "at_node", "at_attr", "Diagnostic"}
 
