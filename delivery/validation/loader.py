@@ -14,6 +14,7 @@ from delivery.lang.model import Workflow
 from delivery.lang.parser import parse_dot
 from delivery.lang.syntax import DotGraph
 from delivery.validation.agent_rules import check_model_attributes
+from delivery.validation.forge_rules import check_forge_attributes
 from delivery.validation.validator import validate
 
 
@@ -48,6 +49,7 @@ def _check(parsed: list[DotGraph]) -> tuple[Workflow, list[Diagnostic]]:
     workflow, diagnostics = build_workflow(parsed.pop())
     diagnostics += validate(workflow)
     diagnostics += check_model_attributes(workflow)
+    diagnostics += check_forge_attributes(workflow)
     return workflow, sort_diagnostics(diagnostics)
 
 

@@ -31,6 +31,7 @@ RULE_SOURCES = [
     ROOT / "delivery" / "validation" / "loader.py",
     ROOT / "delivery" / "validation" / "validator.py",
     ROOT / "delivery" / "validation" / "agent_rules.py",
+    ROOT / "delivery" / "validation" / "forge_rules.py",
     ROOT / "delivery" / "validation" / "security.py",
     ROOT / "delivery" / "validation" / "foreach_rules.py",
 ]

@@ -4,7 +4,9 @@
 A probe hands its observations over; a publish observes once more (one GraphQL request on
 GitHub) after its pushes, because the new heads carry no status yet. Only heads whose
 status differs from the verdict are written, so a round where nothing changed writes
-nothing. A forge without commit statuses (the local forge) is left alone.
+nothing. A forge without commit statuses (the local forge) is left alone, and so is a
+workflow whose merge uses `policy=each`: its PRs merge one by one, so a status holding
+them together would guard nothing (the sticky comments are still written).
 
 The sticky comment (one per PR, found by its marker, edited in place) is written when its
 text differs from the one the run last wrote, remembered as a digest in the context
@@ -30,6 +32,7 @@ from delivery.forges.change_set import (
     comment_marker,
     status_writes,
 )
+from delivery.lang.model import Node, NodeType
 from probes.evidence import PrObservation, PrQuery, PullRequestSnapshot
 
 Event = tuple[str, dict[str, Any]]
@@ -39,6 +42,18 @@ def change_set_enabled(env: StageEnv) -> bool:
     """On unless the graph says `change_set=false`, and only where statuses exist."""
     setting = env.workflow.attr("change_set", "true").strip().lower()
     return setting not in ("false", "0", "no", "off") and isinstance(env.forge, ChangeSetForge)
+
+
+def merges_each(node: Node) -> bool:
+    """A merge node with `policy=each`: its PRs merge one by one, not as a set."""
+    return node.type is NodeType.MERGE and node.attr("policy").strip() == "each"
+
+
+def status_enabled(env: StageEnv) -> bool:
+    """The `delivery/change-set` status is written (and required before a merge) unless a
+    merge of the workflow uses `policy=each` (SPEC §7.1: it would guard nothing)."""
+    return change_set_enabled(env) and not any(
+        merges_each(node) for node in env.workflow.nodes_of(NodeType.MERGE))
 
 
 def observe_set(env: StageEnv) -> Mapping[str, PrObservation]:
@@ -51,7 +66,7 @@ def observe_set(env: StageEnv) -> Mapping[str, PrObservation]:
 def sync_status(env: StageEnv, observed: Mapping[str, PrObservation]) -> list[Event]:
     """Write the change-set status where it changed; the events say what was written.
     `observed` must cover every folder of the run (a one-folder probe does not)."""
-    if not change_set_enabled(env) or not env.branch:
+    if not status_enabled(env) or not env.branch:
         return []
     forge = env.forge
     assert isinstance(forge, ChangeSetForge)

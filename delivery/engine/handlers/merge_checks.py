@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from delivery.engine.handlers.base import StageEnv
-from delivery.engine.handlers.change_set import change_set_enabled
+from delivery.engine.handlers.change_set import status_enabled
 from delivery.errors import DeliveryError
 from delivery.forges.base import PullRequestRef
 from delivery.forges.change_set import CHANGE_SET_CONTEXT
@@ -44,7 +44,7 @@ def blocker(pr: PullRequestSnapshot, env: StageEnv) -> str:
         return f"it is not ready ({pr.state.value})"
     if pr.unresolved_threads:
         return f"it has {pr.unresolved_threads} unresolved review thread(s)"
-    if change_set_enabled(env):
+    if status_enabled(env):
         own = pr.extra.get("change_set_status")
         state = str(own.get("state", "")).upper() if isinstance(own, dict) else ""
         if state != "SUCCESS":

@@ -3,8 +3,11 @@
 The folders' PRs are read once, then merged one by one in `order=`; each folder ends as a
 `FolderMerge`, and the first that is not merged (waiting for a person, or refused) ends the
 stage: the rest are left open, and the PRs merged before it stay merged or, with
-`rollback=revert`, are reverted (`merge_checks`). Idempotent: a merge passes the head SHA
-it saw and counts an already merged PR as done, so a resumed stage merges nothing twice.
+`rollback=revert`, are reverted (`merge_checks`). With `policy=each` (campaigns: PRs that
+do not depend on each other) every ready PR is merged, the others are skipped for a later
+probe, and only a ready PR that cannot be merged fails the stage. Idempotent: a merge
+passes the head SHA it saw and counts an already merged PR as done, so a resumed stage
+merges nothing twice.
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ from typing import Any, Final, Literal
 
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
-from delivery.engine.handlers.change_set import observe_set, sync_change_set, sync_comments
+from delivery.engine.handlers.change_set import (
+    merges_each,
+    observe_set,
+    sync_change_set,
+    sync_comments,
+)
 from delivery.engine.handlers.folders import (
     StageProblem,
     folder_repository,
@@ -83,18 +91,46 @@ def run_merge(node: Node, attempt: int, context: Context, env: StageEnv) -> Stag
         failed = StageResult.fail(str(problem), side)
         failed.events = events
         return failed
+    each = merges_each(node)
     merges: list[FolderMerge] = []
     for folder, repository in repositories.items():
         merges.append(_merge_folder(forge, node, env, folder, repository,
-                                    observed.get(folder)))
-        if merges[-1].stops:
-            return _stopped(node, context, env, merges, events, side)
-    return StageResult(StageOutcome.SUCCEEDED, updates=side, events=events)
+                                    observed.get(folder), each=each))
+        if merges[-1].stops and not each:
+            return _stopped(node, context, env, merges, events + _merged(merges), side)
+    if each:
+        return _each_ended(merges, events, side)
+    return StageResult(StageOutcome.SUCCEEDED, updates=side, events=events + _merged(merges))
+
+
+def _merged(merges: list[FolderMerge]) -> list[tuple[str, dict[str, Any]]]:
+    """The events of the PRs this stage merged (a resume's already merged ones are not)."""
+    return [("pr_merged", {"folder": m.folder, "number": m.number})
+            for m in merges if m.status == "merged"]
+
+
+def _each_ended(merges: list[FolderMerge], events: list[tuple[str, dict[str, Any]]],
+                side: Mapping[str, Any]) -> StageResult:
+    """`policy=each`: a PR not ready now is skipped (the next probe sees it again); the
+    stage fails only for the ready PRs that could not be merged, naming each."""
+    said = events + _merged(merges) + [
+        ("merge_skipped", {"folder": m.folder, "number": m.number, "reason": m.reason})
+        for m in merges if m.status == "waiting"]
+    refused = [m for m in merges if m.status == "refused"]
+    if not refused:
+        return StageResult(StageOutcome.SUCCEEDED, updates=dict(side), events=said)
+    merged = [m.folder for m in merges if m.status == "merged"]
+    also = f" (merged: {', '.join(merged)})" if merged else ""
+    failed = StageResult.fail("; ".join(m.reason for m in refused) + also, dict(side))
+    failed.events = said
+    return failed
 
 
 def _merge_folder(forge: Forge, node: Node, env: StageEnv, folder: str, repository: str,
-                  seen: PullRequestSnapshot | ProbeFailure | None) -> FolderMerge:
-    """Merge one folder's PR as the stage read it, if nothing stops it."""
+                  seen: PullRequestSnapshot | ProbeFailure | None, *,
+                  each: bool = False) -> FolderMerge:
+    """Merge one folder's PR as the stage read it, if nothing stops it. `each`: a PR that
+    changed since the stage read it waits for the next probe instead of refusing."""
 
     def result(status: MergeStatus, reason: str = "") -> FolderMerge:
         number = 0 if seen is None or isinstance(seen, ProbeFailure) else seen.number
@@ -124,8 +160,9 @@ def _merge_folder(forge: Forge, node: Node, env: StageEnv, folder: str, reposito
     except DeliveryError as err:
         return result("refused", str(err))
     if again.changed:
-        return result("refused", f"folder '{folder}': PR #{seen.number} was not merged: "
-                      f"{again.changed}; left open with the rest")
+        return result("waiting" if each else "refused", f"folder '{folder}': PR "
+                      f"#{seen.number} was not merged: {again.changed}; left open"
+                      + ("" if each else " with the rest"))
     if again.fresh is not None and again.fresh.state.value == "MERGED":
         return result("already_merged")
     try:
