@@ -29,6 +29,7 @@ from delivery.cli.state_commands import open_state, run_for_pr
 from delivery.cli.workflow_commands import ActionOutput, format_command
 from delivery.engine.budget import budget_option
 from delivery.engine.run_loop import EngineOptions
+from delivery.engine.run_setup import max_parallel_option
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
 from delivery.errors import (
     DeliveryError,
@@ -46,7 +47,8 @@ from delivery.store.records import GateMode, RunStatus
 from delivery.validation.loader import check_file
 
 INPUTS = ("workflow", "ticket", "goal", "repos", "inputs", "agent", "github-token",
-          "state-repo", "mode", "label", "run-id", "bot-login", "max-repairs", "budget")
+          "state-repo", "mode", "label", "run-id", "bot-login", "max-repairs", "budget",
+          "max-parallel")
 DEFAULT_MAX_REPAIRS = 6
 WRITERS = frozenset({"admin", "maintain", "write"})
 # the runs a resume-all event wakes: paused ones, and running ones whose job may be dead
@@ -165,6 +167,7 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: ActionOutput) -> l
     # workflow file shows on its first job, not on the first that starts or resumes)
     _options(inputs)
     budget_option(inputs["budget"], "budget")
+    max_parallel_option(inputs["max-parallel"], "max-parallel")
     decided = plan(env.get("GITHUB_EVENT_NAME", ""), payload, mode=cast(Mode, mode),
                    trigger_label=inputs["label"] or "delivery",
                    bot_login=inputs["bot-login"] or "delivery[bot]", inputs=inputs,
@@ -285,7 +288,8 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
     workspace = base
     request = RunRequest(workflow=workflow, goal=decided.goal or None, inputs=run_inputs,
                          agent=inputs["agent"], workspace=workspace, repos=repos,
-                         gates=GateMode.PAUSE, budget=inputs["budget"])
+                         gates=GateMode.PAUSE, budget=inputs["budget"],
+                         max_parallel=inputs["max-parallel"] or None)
     world = _world(env, state, "", cache)
     try:
         outcome = start_run(request, world, options=_options(inputs))

@@ -167,6 +167,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         repos=parse_assignments(args.repo, "--repo"), gates=args.gates,
         forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
         branch=args.branch, cli=True, logs=args.logs, budget=args.budget,
+        max_parallel=args.max_parallel,
     )
     world = World(git_cache=args.cache)
     if args.state:

@@ -62,6 +62,10 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
                      help="bound the run's agent usage: N tokens (200000, 200k) or '$N' US "
                      "dollars; over the graph's budget_tokens=/budget_usd=. A warning at "
                      "80%%; at 100%% the run pauses before the next agent stage (exit 3)")
+    run.add_argument("--max-parallel", default=None, metavar="N",
+                     help="how many folders a folder stage (worktree_add, publish, probe, "
+                     "worktree_remove, a foreach stage) works on at once when neither the "
+                     "node nor the graph says max_parallel (default 8); kept for resumes")
     run.add_argument("--json", action="store_true",
                      help="print one JSON object: run_id, status, failure_reason, path, "
                      "context, run_dir")
@@ -75,7 +79,8 @@ def add_resume_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
     resume = commands.add_parser(
         "resume", help="continue a run from its checkpoint",
         description="Continue a stopped, failed or paused run from its last checkpoint; the "
-        "interrupted stage runs again. The agent profile, folders, forge and branch come "
+        "interrupted stage runs again. The agent profile, folders, forge, branch and "
+        "--max-parallel come "
         "from the run's run.json. Exit codes as for run.")
     resume.add_argument("run", metavar="RUN", nargs="?",
                         help="run directory, or run id under WORKSPACE/.delivery/runs/ "

@@ -42,6 +42,7 @@ from delivery.engine.run_setup import (
     FolderSetup,
     Spelling,
     gate_mode,
+    max_parallel_option,
     refuse_folder_problems,
 )
 from delivery.engine.world import SystemClock, World
@@ -108,11 +109,12 @@ def check_request(workflow: Workflow, request: RunRequest, workspace: Path, worl
                   spelling: Spelling) -> tuple[Limits, GateMode]:
     """The request's budget and gate mode; refused, in this order: a stage type this version
     cannot run, a budget that does not parse, a manager loop's child pipeline that does not
-    validate, a gate mode that is none of them."""
+    validate, a gate mode that is none of them, a `--max-parallel` below 1."""
     refuse_unsupported(workflow, handlers_for(world))
     budget = budget_option(request.budget, spelling.option("--budget", "budget"))
     check_children(workflow, workspace)
     gates = gate_mode(request.gates, spelling.option("--gates", "gates"))
+    max_parallel_option(request.max_parallel, spelling.option("--max-parallel", "max_parallel"))
     return budget, gates
 
 
@@ -161,7 +163,8 @@ def create_run(request: RunRequest, world: World, workflow_path: Path, workflow:
         git_cache=str(world.git_cache or ""), answers=answer_lists(request.answers),
         gates=gates, started=world.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
         logs=str(request.logs.resolve()) if request.logs is not None else "",
-        budget_tokens=budget.tokens or 0, budget_usd=budget.usd or 0.0)
+        budget_tokens=budget.tokens or 0, budget_usd=budget.usd or 0.0,
+        max_parallel=max_parallel_option(request.max_parallel, "max_parallel") or 0)
     store.create_run(redacted_info(info, redactor), source.encode())
     cache_sha256 = ""
     if diagnostics is not None:  # what resumes load instead of the copy (issue 23)

@@ -44,3 +44,6 @@ class RunRequest:
     logs: Path | None = None
     # `--budget`: tokens (`200000`, `200k`) or US dollars (`$5`), over the graph's budget
     budget: str = ""
+    # `--max-parallel`: how many folders a stage works on at once when neither the node nor
+    # the graph says `max_parallel` (a number of 1 or more, or its text); None: 8
+    max_parallel: int | str | None = None

@@ -55,6 +55,23 @@ def gate_mode(value: object, subject: str) -> GateMode:
     raise RunRefused(subject, f"{value!r} is not a gate mode", f"use one of {listed}")
 
 
+def max_parallel_option(value: object, subject: str) -> int | None:
+    """`--max-parallel` (RunRequest.max_parallel, the Action's `max-parallel`): how many
+    folders a stage works on at once (SPEC §8.1) as a whole number of 1 or more, given as
+    a number or its text; None (or "") when not given. Anything else is refused before
+    anything is written."""
+    if value is None or value == "":
+        return None
+    number: object = value
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        number = int(value.strip())
+    if isinstance(number, int) and not isinstance(number, bool) and number >= 1:
+        return number
+    raise RunRefused(subject, f"{value!r} is not a whole number of 1 or more",
+                     "give how many folders a stage may work on at once, e.g. 4 "
+                     "(the default is 8)")
+
+
 def initial_context(workflow: Workflow, goal: str | None, inputs: Mapping[str, str],
                     spelling: Spelling = Spelling()) -> dict[str, Any]:
     """The context a run starts with, or RunRefused naming the input that is wrong."""

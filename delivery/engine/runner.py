@@ -22,6 +22,7 @@ from delivery.engine.budget import CONTEXT_KEY as BUDGET_KEY
 from delivery.engine.budget import Budget, budget_option
 from delivery.engine.child_runs import run_child
 from delivery.engine.context import Context
+from delivery.engine.folder_pool import DEFAULT_FOLDER_PARALLELISM
 from delivery.engine.handlers.base import StageEnv
 from delivery.engine.interviewer import (
     ConsoleInterviewer,
@@ -211,6 +212,7 @@ class _Run:
             run_child=lambda request: run_child(request, self.world, self.options,
                                                 self.info, start_run, resume_run),
             budget_used=budget_used,
+            max_parallel=self.info.max_parallel or DEFAULT_FOLDER_PARALLELISM,
         )
         can = self.store.capabilities
         if StoreCapability.PAUSE_ON_WAIT in can:  # event mode (SPEC §13)

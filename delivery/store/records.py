@@ -158,6 +158,8 @@ class RunInfo:
     # `--budget` (run, or raised by resume): over the graph's budget_tokens= / budget_usd=
     budget_tokens: int = 0  # 0: not given
     budget_usd: float = 0.0  # 0: not given
+    # `--max-parallel`: folders a stage works on at once, kept for resumes (0: not given)
+    max_parallel: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "workflow": self.workflow,
@@ -169,7 +171,8 @@ class RunInfo:
                 "gates": self.gates.value,
                 "started": self.started, **({"logs": self.logs} if self.logs else {}),
                 **({"budget_tokens": self.budget_tokens} if self.budget_tokens else {}),
-                **({"budget_usd": self.budget_usd} if self.budget_usd else {})}
+                **({"budget_usd": self.budget_usd} if self.budget_usd else {}),
+                **({"max_parallel": self.max_parallel} if self.max_parallel else {})}
 
     @classmethod
     def from_json(cls, data: Any, what: str = "run.json") -> RunInfo:
@@ -192,7 +195,8 @@ class RunInfo:
                    branch=read.text("branch", ""),
                    git_cache=read.text("git_cache", ""), answers=answers, gates=gates,
                    logs=read.text("logs", ""),
-                   budget_tokens=read.count("budget_tokens", 0), budget_usd=float(usd))
+                   budget_tokens=read.count("budget_tokens", 0), budget_usd=float(usd),
+                   max_parallel=read.count("max_parallel", 0))
 
 
 # -- the run state ---------------------------------------------------------------------------

@@ -280,6 +280,28 @@ def test_the_budget_input_bounds_the_run_and_a_higher_one_in_a_later_job_raises_
     assert event["limits"] == "200,000 tokens"
 
 
+def test_a_max_parallel_input_below_one_is_refused_before_any_event_is_read(
+        actions: Actions, fake: FakeGitHub) -> None:
+    job = actions.job("issues", labeled(sender="mallory"),
+                      {**inputs(fake), "max-parallel": "0"})
+    assert job.code == 2 and job.outputs["status"] == "refused"
+    assert "max-parallel: '0' is not a whole number of 1 or more" in job.stdout
+    assert "Traceback" not in job.stdout + job.stderr
+    assert refs(fake) == []
+
+
+def test_the_max_parallel_input_is_the_runs_and_kept_for_its_later_jobs(
+        actions: Actions, fake: FakeGitHub) -> None:
+    fake.hold_checks(REPO)  # CI still running: the run pauses at its wait
+    started = actions.job("issues", labeled(), {**inputs(fake), "max-parallel": "3"})
+    assert started.outputs["status"] == "paused", started.stdout + started.stderr
+    ref = f"refs/delivery/runs/{started.outputs['run-id']}"
+    info = json.loads(subprocess.run(["git", "show", f"{ref}:run.json"],
+                                     cwd=fake.repository(REPO).path, capture_output=True,
+                                     text=True, check=True).stdout)
+    assert info["max_parallel"] == 3
+
+
 def test_a_scripts_escape_sequences_reach_the_runners_log_as_text(
         actions: Actions, fake: FakeGitHub) -> None:
     (actions.workspace / "hostile.dot").write_text("""

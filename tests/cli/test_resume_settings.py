@@ -84,3 +84,34 @@ def test_a_github_resume_without_a_token_is_refused_and_stays_resumable(
         code, out, err = cli("resume", tmp_path / "run", "--answer", "gate=yes")
         assert code == 0, out + err
         assert github.pull("octo/api", 1).merged
+
+
+ADD_ONLY = flow("""
+add [type=worktree_add]
+start -> add -> exit
+""", graph='inputs="ticket"')
+
+
+def test_max_parallel_is_kept_in_run_json_for_the_resumes(tmp_path: Path) -> None:
+    remote = make_remote(tmp_path, "api", {"app.txt": "api\n"})
+    (tmp_path / "flow.dot").write_text(ADD_ONLY)
+    code, out, err = cli("run", tmp_path / "flow.dot", "--input", "ticket=T-5",
+                         "--repo", f"api={remote}", "--cache", tmp_path / "cache",
+                         "--workspace", tmp_path, "--run-dir", tmp_path / "run",
+                         "--max-parallel", "3")
+    assert code == 0, out + err
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert info["max_parallel"] == 3
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "many"])
+def test_a_max_parallel_below_one_is_refused_in_one_line_before_the_run(
+        tmp_path: Path, value: str) -> None:
+    (tmp_path / "flow.dot").write_text(ADD_ONLY)
+    code, out, err = cli("run", tmp_path / "flow.dot", "--input", "ticket=T-6",
+                         "--workspace", tmp_path, f"--max-parallel={value}")
+    assert code == 2, out + err
+    assert err.startswith(f"delivery run: refused: --max-parallel: {value!r} is not a whole "
+                          "number of 1 or more")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / ".delivery").exists()
