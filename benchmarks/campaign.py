@@ -69,6 +69,15 @@ class Figures:
     reason: str = ""
 
 
+def workflow_path(name: str) -> Path:
+    """A bundled workflow's name (`campaign`, `deliver`) or the path of a .dot file."""
+    return WORKFLOWS[name] if name in WORKFLOWS else Path(name).resolve()
+
+
+def workflow_name(name: str) -> str:
+    return name if name in WORKFLOWS else Path(name).stem
+
+
 # -- one run, in its own process -------------------------------------------------------
 def child(spec: dict[str, Any]) -> None:
     """Run one campaign as `spec` says and print the process's own figures as JSON."""
@@ -80,7 +89,7 @@ def child(spec: dict[str, Any]) -> None:
     request = RunRequest(workflow=workflow, goal=GOAL, inputs={"ticket": TICKET},
                          workspace=root / "workspace", run_dir=root / "run",
                          repos=spec["repos"], forge=spec["forge"], checks=spec["checks"],
-                         branch=BRANCH)
+                         branch=BRANCH, max_parallel=spec["max_parallel"] or None)
     world = World(agent=agent, git_cache=root / "cache",
                   environ={**os.environ, **spec["env"]})
     outcome = start_run(request, world)
@@ -156,10 +165,10 @@ def merged_github(github: FakeGitHub, repos: dict[str, str]) -> int:
 
 def measure(workflow: str, forge: str, folders: int, base: Path, *, seconds: float,
             failing: float, max_parallel: int) -> Figures:
-    root = Path(tempfile.mkdtemp(dir=base, prefix=f"{workflow}-{forge}-{folders}-"))
+    root = Path(tempfile.mkdtemp(dir=base, prefix=f"{workflow_name(workflow)}-{forge}-{folders}-"))
     (root / "workspace").mkdir()
     fleet = Fleet.of(folders, failing=failing)
-    spec: dict[str, Any] = {"root": str(root), "workflow": str(WORKFLOWS[workflow]),
+    spec: dict[str, Any] = {"root": str(root), "workflow": str(workflow_path(workflow)),
                             "folders": folders, "failing": failing, "seconds": seconds,
                             "forge": forge, "max_parallel": max_parallel}
     if forge == "local":
@@ -176,7 +185,7 @@ def measure(workflow: str, forge: str, folders: int, base: Path, *, seconds: flo
     run_dir = root / "run"
     all_merged, total = times(run_dir)
     size, stage = largest_prompt(run_dir)
-    return Figures(workflow, forge, folders, ran["status"], merged, all_merged, total,
+    return Figures(workflow_name(workflow), forge, folders, ran["status"], merged, all_merged, total,
                    len(calls(root / "calls.log")), size, stage, ran["peak_kib"] / 1024,
                    ran["reason"])
 
@@ -219,7 +228,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--failing", type=float, default=0.1,
                         help="share of folders failing CI once (at least one if above 0)")
     parser.add_argument("--forges", default="local,github")
-    parser.add_argument("--workflows", default="campaign,deliver")
+    parser.add_argument("--workflows", default="campaign,deliver",
+                        help="bundled workflow names or paths of .dot files")
     parser.add_argument("--max-parallel", type=int, default=0,
                         help="folders a foreach stage runs at once (0: the workflow's, 8)")
     parser.add_argument("--dir", type=Path, default=None)
@@ -238,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append(measure(workflow, forge, size, base,
                                     seconds=args.seconds_per_folder, failing=args.failing,
                                     max_parallel=args.max_parallel))
-                print(f"  ran {workflow} on {forge} over {size} folders", file=sys.stderr,
+                print(f"  ran {workflow_name(workflow)} on {forge} over {size} folders", file=sys.stderr,
                       flush=True)
     report(rows, args.seconds_per_folder, args.failing)
 
