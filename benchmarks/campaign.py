@@ -165,7 +165,8 @@ def merged_github(github: FakeGitHub, repos: dict[str, str]) -> int:
 
 def measure(workflow: str, forge: str, folders: int, base: Path, *, seconds: float,
             failing: float, max_parallel: int) -> Figures:
-    root = Path(tempfile.mkdtemp(dir=base, prefix=f"{workflow_name(workflow)}-{forge}-{folders}-"))
+    name = workflow_name(workflow)
+    root = Path(tempfile.mkdtemp(dir=base, prefix=f"{name}-{forge}-{folders}-"))
     (root / "workspace").mkdir()
     fleet = Fleet.of(folders, failing=failing)
     spec: dict[str, Any] = {"root": str(root), "workflow": str(workflow_path(workflow)),
@@ -185,9 +186,9 @@ def measure(workflow: str, forge: str, folders: int, base: Path, *, seconds: flo
     run_dir = root / "run"
     all_merged, total = times(run_dir)
     size, stage = largest_prompt(run_dir)
-    return Figures(workflow_name(workflow), forge, folders, ran["status"], merged, all_merged, total,
-                   len(calls(root / "calls.log")), size, stage, ran["peak_kib"] / 1024,
-                   ran["reason"])
+    return Figures(workflow_name(workflow), forge, folders, ran["status"], merged, all_merged,
+                   total, len(calls(root / "calls.log")), size, stage,
+                   ran["peak_kib"] / 1024, ran["reason"])
 
 
 # -- the report ------------------------------------------------------------------------
@@ -248,8 +249,8 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append(measure(workflow, forge, size, base,
                                     seconds=args.seconds_per_folder, failing=args.failing,
                                     max_parallel=args.max_parallel))
-                print(f"  ran {workflow_name(workflow)} on {forge} over {size} folders", file=sys.stderr,
-                      flush=True)
+                print(f"  ran {workflow_name(workflow)} on {forge} over {size} folders",
+                      file=sys.stderr, flush=True)
     report(rows, args.seconds_per_folder, args.failing)
 
 

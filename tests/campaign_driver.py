@@ -23,7 +23,7 @@ from delivery.validation.loader import load_workflow
 
 WORKFLOW = Path(__file__).resolve().parent.parent / "workflows" / "campaign.dot"
 BRANCH = "delivery/fleet-1"
-SECONDS_PER_FOLDER = 0.05  # long enough for a kill to land while agents are working
+SECONDS_PER_FOLDER = 0.3  # a second or so of implement: a kill drawn there lands mid-call
 
 
 def main(argv: list[str]) -> int:
