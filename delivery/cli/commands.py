@@ -62,6 +62,7 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run a command. Exit 2 is for what is wrong before a run's first stage (a fault
     during a run comes back as a failed outcome, exit 1): a workflow error, a refused
     setting, or a run that cannot be read or taken."""
+    from delivery.cli.close_command import cmd_close
     from delivery.cli.demo import cmd_demo
     from delivery.cli.forge_commands import cmd_probe, cmd_review
     from delivery.cli.preflight import cmd_preflight
@@ -70,7 +71,7 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
                "verify": cmd_verify, "handlers": cmd_handlers, "graph": cmd_graph_run,
                "probe": cmd_probe, "review": cmd_review, "demo": cmd_demo,
-               "runs": cmd_runs, "preflight": cmd_preflight}[args.command]
+               "runs": cmd_runs, "preflight": cmd_preflight, "close": cmd_close}[args.command]
     try:
         return handler(args, out, err)
     except Superseded as lost:  # another job holds or advanced the run: not a failure

@@ -16,7 +16,16 @@ from types import FrameType
 from typing import NoReturn, TextIO, TypeAlias, cast
 
 from delivery import __version__
-from delivery.cli import demo_args, forge_args, graph, preflight, run_args, scenarios, validate
+from delivery.cli import (
+    close_args,
+    demo_args,
+    forge_args,
+    graph,
+    preflight,
+    run_args,
+    scenarios,
+    validate,
+)
 from delivery.cli.state_args import add_runs_parser
 from delivery.cli.workflow_commands import ActionOutput, Neutralising, in_action
 from delivery.printable import PrintableFilter, PrintableStream
@@ -52,6 +61,7 @@ EXAMPLES = {
     "run": ["delivery run workflows/deliver.dot --input ticket=https://tracker.example/T-1 \\",
             "    --repo api=../api.git --repo web=../web.git --agent command:claude"],
     "resume": ["delivery resume .delivery/runs/RUN_ID", "delivery resume --last"],
+    "close": ["delivery close RUN_ID --delete-branches --comment 'Superseded by T-12'"],
     "runs": ["delivery runs", "delivery runs --state git:octo/delivery-state --json"],
     "inspect": ["delivery inspect --last", "delivery inspect RUN_ID --routes"],
     "verify": ["delivery verify .delivery/runs/RUN_ID"],
@@ -106,6 +116,7 @@ COMMANDS: dict[str, tuple[Callable[[Subcommands], None], Handler]] = {
     "validate": (validate.add_validate_parser, validate.cmd_validate),
     "run": (run_args.add_run_parser, _engine_command),
     "resume": (run_args.add_resume_parser, _engine_command),
+    "close": (close_args.add_close_parser, _engine_command),
     "runs": (add_runs_parser, _engine_command),
     "inspect": (run_args.add_inspect_parser, _engine_command),
     "verify": (run_args.add_verify_parser, _engine_command),

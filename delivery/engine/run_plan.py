@@ -316,6 +316,9 @@ def load_state(plan: RunPlan, run_path: Path) -> Loaded:
             raise RunRefused(f"run {run_path}", "has no checkpoint (it never started)",
                              "start a new run with delivery run")
         state = loaded.state
+        if state.status is RunStatus.CANCELLED:
+            raise RunRefused(f"run {run_path}", "was cancelled with delivery close (its "
+                             "pull requests were closed)", "start a new run to deliver it")
         if state.status is RunStatus.RUNNING and (state.next_node is None
                                                   or state.next_node not in workflow.nodes):
             raise RunRefused(f"run {run_path}", f"its saved next node {state.next_node!r} "

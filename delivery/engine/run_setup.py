@@ -163,6 +163,15 @@ def folder_setup(request: RunRequest, workflow: Workflow, workspace: Path) -> Fo
                        required_approvals=int(approvals or 0))
 
 
+def folder_values(setup: FolderSetup) -> dict[str, Any]:
+    """What the context starts with about each folder: its own local check command as
+    `<f>.check_command` (SPEC §8.1), so a foreach script runs it in the folder's worktree.
+    A folder without one gets no key: the workflow says what it falls back to
+    (`folder.check_command | default(check_command)` in the bundled ones)."""
+    return {f"{name}.check_command": command for name, command in setup.checks.items()
+            if name in setup.repos}
+
+
 def _refuse_misplaced(workspace: Path, run_dir: Path | None, folders: Mapping[str, str],
                       spelling: Spelling) -> None:
     """A workspace or run directory whose files a publish would commit: inside a delivery

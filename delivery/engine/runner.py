@@ -50,7 +50,7 @@ from delivery.engine.run_plan import (
     refuse_what_would_fail,
 )
 from delivery.engine.run_request import RunRequest as RunRequest
-from delivery.engine.run_setup import Spelling, folder_setup, initial_context
+from delivery.engine.run_setup import Spelling, folder_setup, folder_values, initial_context
 from delivery.engine.stop_switch import StopSwitch
 from delivery.engine.templating import Renderer
 from delivery.engine.worktree_restore import folders_to_recreate, recreate
@@ -83,6 +83,7 @@ def start_run(request: RunRequest, world: World | None = None, *,
     agents = prepare_agents(workflow, request.agent, workspace, world, gates)
     setup = folder_setup(request, workflow, workspace)
     refuse_what_would_fail(request, workflow, setup, world, spelling)
+    values.update(folder_values(setup))
     plan, state = create_run(request, world, path, workflow, diagnostics, values=values,
                              workspace=workspace, setup=setup, budget=budget, gates=gates,
                              agents=agents)

@@ -11,7 +11,7 @@ an effect.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 # how git reaches a repository: defined beside the git calls that use it
 from delivery.git.network import GitRemote as GitRemote
@@ -31,6 +31,7 @@ class PullRequestRef:
     # open, closed (by a person, not merged) or merged: a publish never reopens or
     # replaces a PR that is not open (SPEC §7.1)
     state: Literal["open", "closed", "merged"] = "open"
+    draft: bool = False  # opened as a draft and not marked ready for review since
 
 
 @dataclass(frozen=True)
@@ -62,9 +63,10 @@ class Forge(PullRequestSource, Protocol):
         ...
 
     def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
-                                    title: str, body: str) -> PullRequestRef:
-        """`find_pull_request`, or a new PR when the branch never had one: a closed or
-        merged PR is returned as it is, never reopened or replaced."""
+                                    title: str, body: str,
+                                    draft: bool = False) -> PullRequestRef:
+        """`find_pull_request`, or a new PR (a draft with `draft`) when the branch never
+        had one: a closed or merged PR is returned as it is, never reopened or replaced."""
         ...
 
     def update_pull_request_body(self, repository: str, number: int, body: str) -> None: ...
@@ -83,4 +85,26 @@ class Forge(PullRequestSource, Protocol):
 
     def resolve_review_thread(self, repository: str, number: int, thread_id: str) -> None:
         """Resolve the thread of PR `number` (resolved already: nothing changes)."""
+        ...
+
+
+@runtime_checkable
+class LifecycleForge(Protocol):
+    """The writes around a PR's life that only some stages and commands need: a draft
+    marked ready for review (`publish draft=true`), a PR closed and its branch deleted
+    (`delivery close`)."""
+
+    def mark_ready_for_review(self, repository: str, number: int) -> None:
+        """A draft PR becomes ready for review (ready already: nothing changes)."""
+        ...
+
+    def close_pull_request(self, repository: str, number: int, *, comment: str = "",
+                           marker: str = "") -> None:
+        """Close an open PR, saying why in `comment` (holding `marker`, so that a close
+        run again finds its comment instead of posting another); a closed or merged PR
+        is left as it is."""
+        ...
+
+    def delete_branch(self, repository: str, branch: str) -> bool:
+        """True when the branch was deleted, False when it was already gone."""
         ...

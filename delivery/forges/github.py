@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import requests
 from github import Auth, Github, GithubException
@@ -28,6 +28,12 @@ from github.Repository import Repository
 from delivery.errors import ForgeError
 from delivery.forges import github_threads as gt
 from delivery.forges.base import GitRemote, MergeResult, PullRequestRef, ThreadReply
+from delivery.forges.github_pulls import READY_MUTATION as READY_MUTATION
+from delivery.forges.github_pulls import REVERT_MUTATION as REVERT_MUTATION
+from delivery.forges.github_pulls import loaded as _loaded
+from delivery.forges.github_pulls import merge_verdict as _merge_verdict
+from delivery.forges.github_pulls import pull_ref as _ref
+from delivery.forges.github_pulls import split as _split
 from delivery.forges.pacing import Pacer
 from delivery.forges.stop_label import Stop, StopTarget, first_stop, stop_query
 from probes.evidence import PrObservation, PrQuery
@@ -48,13 +54,6 @@ from probes.github_errors import (
 from probes.retry import RetryBudget, call_with_retries, write_with_retries
 
 DEFAULT_SERVER_URL = "https://github.com"
-REVERT_MUTATION = """
-mutation Revert($pr: ID!, $title: String, $body: String) {
-  revertPullRequest(input: {pullRequestId: $pr, title: $title, body: $body}) {
-    revertPullRequest { number url headRefName }
-  }
-}
-"""
 T = TypeVar("T")
 
 
@@ -181,7 +180,8 @@ class GitHubForge:
         return find
 
     def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
-                                    title: str, body: str) -> PullRequestRef:
+                                    title: str, body: str,
+                                    draft: bool = False) -> PullRequestRef:
         repo = self._repo(repository)
         find = self._finder(repository, head)
         existing = self._retry(f"look for the PR of {head}", repository, find)
@@ -192,7 +192,8 @@ class GitHubForge:
 
         def create() -> PullRequest | None:
             try:
-                return repo.create_pull(base=base, head=head, title=title, body=body)
+                return repo.create_pull(base=base, head=head, title=title, body=body,
+                                        draft=draft)
             except GithubException as error:
                 if error.status != 422:
                     raise
@@ -250,6 +251,29 @@ class GitHubForge:
         if not status.merged:
             return MergeResult(repository, number, "refused", reason=status.message)
         return MergeResult(repository, number, "merged", merge_sha=status.sha or "")
+
+    def mark_ready_for_review(self, repository: str, number: int) -> None:
+        """GraphQL `markPullRequestReadyForReview` (REST has no way): setting a state, so
+        a lost answer is simply repeated; a PR that is no draft is left alone."""
+        pr = self._read_pr(self._repo(repository), repository, number)
+        if not pr.draft:
+            return
+        operation = f"mark PR #{number} ready for review"
+        self._set(operation, repository,
+                  lambda: self._graphql(operation, repository, READY_MUTATION,
+                                        {"pr": pr.node_id}))
+
+    def close_pull_request(self, repository: str, number: int, *, comment: str = "",
+                           marker: str = "") -> None:
+        """The comment first (find-or-create by `marker`: a close run again posts none),
+        so the PR says why it was closed; then the PATCH, which sets a state."""
+        repo = self._repo(repository)
+        pr = self._read_pr(repo, repository, number)
+        if pr.state != "open":  # closed or merged: left as it is
+            return
+        if comment:
+            self.upsert_comment(repository, number, marker or comment, comment)
+        self._set(f"close PR #{number}", repository, lambda: pr.edit(state="closed"))
 
     def upsert_comment(self, repository: str, number: int, marker: str, body: str) -> int:
         """The PR comment holding `marker` gets `body` (which must contain the marker);
@@ -543,47 +567,3 @@ class GitHubForge:
         except RateLimited:
             self.pacer.slow_down()  # GitHub asked for fewer requests: space writes more
             raise
-
-
-def _loaded(pr: PullRequest) -> PullRequest:
-    """The PR with its fields fetched: a lazy handle would send its GET when a field is
-    first read, outside the retried call, where a 502 or a rate limit is not retried."""
-    pr.merged  # noqa: B018 - reading a field completes the object
-    return pr
-
-
-def _split(repository: str) -> tuple[str, str]:
-    owner, slash, name = repository.strip().partition("/")
-    if not slash or not owner or not name or "/" in name:
-        raise ForgeError("github", repository, "name the repository",
-                         "a GitHub repository is owner/name", "write it as owner/name")
-    return owner, name.removesuffix(".git")
-
-
-def _ref(repository: str, pr: PullRequest, *, created: bool) -> PullRequestRef:
-    # `merged_at`, not `merged`: GitHub's PR list has no `merged`, and reading it would
-    # send a GET of its own outside the retries
-    state: Literal["open", "closed", "merged"] = (
-        "merged" if pr.merged_at is not None else
-        "closed" if pr.state == "closed" else "open")
-    return PullRequestRef(repository=repository, number=pr.number, url=pr.html_url,
-                          head_ref=pr.head.ref, created=created, body=pr.body or "",
-                          state=state)
-
-
-def _merge_verdict(repository: str, pr: PullRequest, expected: str) -> MergeResult | None:
-    """The result without trying, when the PR's state already decides it."""
-    if pr.merged:
-        return MergeResult(repository, pr.number, "already_merged",
-                           merge_sha=pr.merge_commit_sha or "")
-    if pr.state == "closed":
-        return MergeResult(repository, pr.number, "refused",
-                           reason=f"PR #{pr.number} was closed without being merged")
-    if pr.draft:
-        return MergeResult(repository, pr.number, "refused",
-                           reason=f"PR #{pr.number} is a draft; mark it ready for review first")
-    if expected and pr.head.sha != expected:
-        return MergeResult(repository, pr.number, "refused",
-                           reason=f"the head of PR #{pr.number} moved: expected "
-                                  f"{expected[:12]}, found {pr.head.sha[:12]}")
-    return None

@@ -204,7 +204,8 @@ class LocalForge:
         return out.strip()
 
     def find_or_create_pull_request(self, repository: str, *, head: str, base: str,
-                                    title: str, body: str) -> PullRequestRef:
+                                    title: str, body: str,
+                                    draft: bool = False) -> PullRequestRef:
         git_dir = git_dir_of(repository)
         with _Records(git_dir).writing() as data:
             found = _of_head(data["pulls"], head)
@@ -222,7 +223,7 @@ class LocalForge:
             data["next"] = number + 1
             pull = {"number": number, "head": head, "base": base, "title": title,
                     "body": body, "state": "open", "created": _now(), "reviews": [],
-                    "threads": [], "merged_sha": "", "merged_head_sha": ""}
+                    "threads": [], "merged_sha": "", "merged_head_sha": "", "draft": draft}
             data["pulls"].append(pull)
             return self._ref(repository, git_dir, pull, created=True)
 
@@ -343,10 +344,31 @@ class LocalForge:
         with self._pull(repository, number) as pull:
             pull["draft"] = draft
 
-    def close_pull_request(self, repository: str, number: int) -> None:
+    def mark_ready_for_review(self, repository: str, number: int) -> None:
+        self.set_draft(repository, number, False)
+
+    def close_pull_request(self, repository: str, number: int, *, comment: str = "",
+                           marker: str = "") -> None:
+        """Closed, with why in the record (`close_comment`); a merged PR stays merged."""
         with self._pull(repository, number) as pull:
             if pull["state"] == "open":
                 pull["state"] = "closed"
+                if comment:
+                    pull["close_comment"] = comment
+
+    def delete_branch(self, repository: str, branch: str) -> bool:
+        """The branch is deleted; as on GitHub, each of its PRs keeps its head as
+        `refs/pull/<N>/head`, so no commit on it (a person's too) is lost."""
+        git_dir = git_dir_of(repository)
+        with _Records(git_dir).writing() as data:
+            sha = _ref_sha(git_dir, branch)
+            if not sha:
+                return False
+            for pull in data["pulls"]:
+                if pull["head"] == branch:
+                    _git(git_dir, "update-ref", f"refs/pull/{pull['number']}/head", sha)
+            _git(git_dir, "update-ref", "-d", f"refs/heads/{branch}", sha)
+            return True
 
     def reopen_pull_request(self, repository: str, number: int) -> None:
         """A person reopens a PR they closed (a merged one stays merged)."""
@@ -371,7 +393,8 @@ class LocalForge:
             "closed" if pull["state"] == "closed" else "open")
         return PullRequestRef(repository=repository, number=pull["number"],
                               url=_url(git_dir, pull["number"]), head_ref=pull["head"],
-                              created=created, body=pull["body"], state=state)
+                              created=created, body=pull["body"], state=state,
+                              draft=bool(pull.get("draft", False)))
 
     # -- the read side (PullRequestSource) --------------------------------------------
     def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:

@@ -68,7 +68,10 @@ class Mismatch:
 
 
 def check_expectation(expect: Expectation, *, status: str, path: Sequence[str],
-                      context: Mapping[str, Any], failure_reason: str) -> list[Mismatch]:
+                      context: Mapping[str, Any], failure_reason: str,
+                      folder_runs: Mapping[str, int] | None = None) -> list[Mismatch]:
+    """What differs from `expect`; a visit count of `node@folder` is compared with
+    `folder_runs` (one folder's runs of a foreach node, each attempt counted)."""
     found: list[Mismatch] = []
     if expect.path is not None:
         divergence = first_divergence(expect.path, path)
@@ -78,7 +81,8 @@ def check_expectation(expect: Expectation, *, status: str, path: Sequence[str],
         found.append(Mismatch("status", f"status: expected {expect.status}, got {status}"
                               + (f" ({failure_reason})" if failure_reason else "")))
     for node_id, count in expect.visits.items():
-        visits = sum(1 for step in path if step == node_id)
+        visits = (folder_runs or {}).get(node_id, 0) if "@" in node_id else \
+            sum(1 for step in path if step == node_id)
         if visits != count:
             found.append(Mismatch("visits", f"visits of {node_id}: expected {count}, "
                                   f"got {visits}"))

@@ -182,11 +182,28 @@ def check_scenarios(loaded: LoadedScenarios, workflow: Workflow, text: str) -> N
                 fail(f"{section} names node '{node_id}', a {kind} node, not {what}",
                      f"script {section} only for {what}", section, node_id)
 
+        def target(key: str, section: str, kinds: frozenset[NodeType] | None,
+                   what: str, scenario: Scenario = scenario) -> str:
+            """The node a key names: `node`, or `node@folder` for one folder's runs of a
+            foreach node (SPEC §8.1)."""
+            node_id, at, folder = key.partition("@")
+            node_of(node_id, section, kinds, what)
+            if not at:
+                return node_id
+            if not workflow.nodes[node_id].foreach:
+                fail(f"{section} names '{key}', but node '{node_id}' does not run per folder "
+                     "(no foreach=\"folders\")", f"name the node alone: '{node_id}'",
+                     section, key)
+            if folder not in scenario.folders:
+                fail(f"{section} names folder '{folder}' ({key}), which is not in the "
+                     "scenario's folders", "add it to folders = [...]", section, key)
+            return node_id
+
         agent_types = frozenset({NodeType.AGENT, NodeType.PROMPT, NodeType.HUMAN})
-        for node_id in scenario.replies:
-            node_of(node_id, "replies", agent_types, "an agent, prompt or human node")
-        for node_id, visits in scenario.scripts.items():
-            node_of(node_id, "scripts", frozenset({NodeType.SCRIPT}), "a script node")
+        for key in scenario.replies:
+            target(key, "replies", agent_types, "an agent, prompt or human node")
+        for key, visits in scenario.scripts.items():
+            node_id = target(key, "scripts", frozenset({NodeType.SCRIPT}), "a script node")
             declared = {fact.name for fact in workflow.nodes[node_id].facts}
             for visit in visits:
                 for fact in visit.facts:
@@ -216,17 +233,17 @@ def check_scenarios(loaded: LoadedScenarios, workflow: Workflow, text: str) -> N
                     "a publish, merge, respond, wait or worktree node")
         for node_id in scenario.answers:
             node_of(node_id, "answers", frozenset({NodeType.HUMAN}), "a human gate")
-        for node_id in scenario.tokens:
-            node_of(node_id, "tokens", frozenset({NodeType.AGENT, NodeType.PROMPT}),
-                    "an agent or prompt node")
+        for key in scenario.tokens:
+            target(key, "tokens", frozenset({NodeType.AGENT, NodeType.PROMPT}),
+                   "an agent or prompt node")
         if scenario.stop is not None:
             node_of(scenario.stop.after, "stop", None, "")
             if scenario.stop.on != "ticket" and scenario.stop.on not in scenario.folders:
                 fail(f"stop.on names '{scenario.stop.on}', neither 'ticket' nor one of the "
                      "scenario's folders", "write on = \"ticket\" or a folder's name",
                      "stop", scenario.stop.on)
-        for node_id in scenario.expect.visits:
-            node_of(node_id, "expect.visits", None, "")
+        for key in scenario.expect.visits:
+            target(key, "expect.visits", None, "")
         for node_id in scenario.expect.path or []:
             if node_id != ANY_NODES:
                 node_of(node_id, "expect.path", None, "")

@@ -9,8 +9,10 @@ rule that chose it, from the run's `edge_taken` events), then any other expectat
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -19,6 +21,7 @@ from typing import Any
 
 from delivery.agents.base import AgentError, SessionRequest, TurnSink, Usage
 from delivery.agents.replay import ReplayBackend, ReplaySession
+from delivery.engine.foreach import stage_key
 from delivery.engine.handlers.base import StageResult
 from delivery.engine.interviewer import ScriptedInterviewer
 from delivery.engine.route_log import read_routes
@@ -88,10 +91,12 @@ class _ScenarioAgent(ReplayBackend):
         return _CostlySession(self, node_id, workspace)
 
     def tokens_of(self, node_id: str) -> int:
-        """The tokens the node's next reply reports (0 past the end of its list)."""
+        """The tokens the node's next reply reports (0 past the end of its list); a foreach
+        stage's session for one folder (`implement@web`) plays its own list if the
+        scenario has one, else the node's, from the start, as its replies do."""
         index = self._spent.get(node_id, 0)
         self._spent[node_id] = index + 1
-        counts = self.tokens.get(node_id, [])
+        counts = self.tokens.get(node_id, self.tokens.get(node_id.split("@", 1)[0], []))
         return counts[index] if index < len(counts) else 0
 
     def next_reply(self, node_id: str, message: str) -> str:
@@ -185,7 +190,8 @@ def run_scenario(loaded: LoadedScenarios, index: int, folder: Path,
     if not ran_out:
         mismatches = check_expectation(scenario.expect, status=outcome.status,
                                        path=outcome.path, context=outcome.context,
-                                       failure_reason=outcome.failure_reason)
+                                       failure_reason=outcome.failure_reason,
+                                       folder_runs=_folder_runs(outcome.run_dir))
         result.problems += [_explain(m, outcome.run_dir) for m in mismatches]
     result.passed = not result.problems
     return result
@@ -200,6 +206,23 @@ def _gates_out_of_answers(scenario: Scenario, interviewer: ScriptedInterviewer,
         if visits > len(given):
             gone.append(Exhausted(node_id, len(given) + 1))
     return gone
+
+
+def _folder_runs(run_dir: Path) -> Counter[str]:
+    """How often each folder's run of a foreach node started (`implement@web`), from the
+    run's `folder_started` events."""
+    runs: Counter[str] = Counter()
+    events = run_dir / "events.jsonl"
+    if not events.is_file():
+        return runs
+    with events.open(encoding="utf-8", errors="replace") as log:
+        for line in log:
+            if '"folder_started"' not in line:
+                continue
+            event = json.loads(line)
+            if event.get("type") == "folder_started":
+                runs[stage_key(str(event.get("node")), str(event.get("folder")))] += 1
+    return runs
 
 
 def _explain(mismatch: Mismatch, run_dir: Path) -> str:

@@ -4,16 +4,20 @@ Scripts give an exit code and facts (the command is not run); probes give per-fo
 with neutral values for what they leave out and roll-ups computed by `probes.facts` — the
 same code a real probe uses; publish, merge, respond, wait and worktree stages succeed without
 effect unless scripted. A node visited more often than its script allows fails its stage,
-and the scenario reports the node as having run out of scripted visits.
+and the scenario reports the node as having run out of scripted visits. A foreach script
+(SPEC §8.1) plays each folder's own visits (`checks@api`) when the scenario gives them, else
+the node's, with a count per folder: every folder's first run plays the first visit.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from delivery.engine.context import Context
+from delivery.engine.foreach import stage_key
 from delivery.engine.handlers.base import Handler, StageEnv, StageResult
 from delivery.lang.model import Node, NodeType
 from delivery.lang.outcomes import StageOutcome, standard_outcome
@@ -25,7 +29,7 @@ V = TypeVar("V")
 
 @dataclass
 class Exhausted:
-    node_id: str
+    node_id: str  # `<node>@<folder>` for one folder's run of a foreach node
     visit: int  # 1-based number of the visit that had no script
 
 
@@ -36,14 +40,21 @@ class ScenarioPlayer:
     scenario: Scenario
     visits: dict[str, int] = field(default_factory=dict)
     exhausted: list[Exhausted] = field(default_factory=list)
+    # a foreach stage's folders run on worker threads
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def next_visit(self, node_id: str, script: Mapping[str, Sequence[V]]) -> V | None:
-        count = self.visits.get(node_id, 0) + 1
-        self.visits[node_id] = count
-        given = script.get(node_id)
-        if given is None or count > len(given):
-            self.exhausted.append(Exhausted(node_id, count))
-            return None
+    def next_visit(self, node_id: str, script: Mapping[str, Sequence[V]],
+                   folder: str = "") -> V | None:
+        """The next scripted visit of `node_id` (of its run for `folder`: the folder's own
+        script if the scenario has one, else the node's, counted per folder)."""
+        key = stage_key(node_id, folder) if folder else node_id
+        with self.lock:
+            count = self.visits.get(key, 0) + 1
+            self.visits[key] = count
+            given = script.get(key) if key in script else script.get(node_id)
+            if given is None or count > len(given):
+                self.exhausted.append(Exhausted(key, count))
+                return None
         return given[count - 1]
 
     def handlers(self) -> dict[NodeType, Handler]:
@@ -56,15 +67,17 @@ class ScenarioPlayer:
             table[kind] = self.run_effect
         return table
 
-    def _ran_out(self, node: Node) -> StageResult:
-        return StageResult.fail(f"scenario: node '{node.id}' ran out of scripted visits "
-                                f"(visit {self.visits[node.id]})")
+    def _ran_out(self, node: Node, key: str = "") -> StageResult:
+        key = key or node.id
+        return StageResult.fail(f"scenario: node '{key}' ran out of scripted visits "
+                                f"(visit {self.visits[key]})")
 
     def run_script(self, node: Node, attempt: int, context: Context,
                    env: StageEnv) -> StageResult:
-        visit: ScriptVisit | None = self.next_visit(node.id, self.scenario.scripts)
+        folder = env.folder if node.foreach else ""
+        visit: ScriptVisit | None = self.next_visit(node.id, self.scenario.scripts, folder)
         if visit is None:
-            return self._ran_out(node)
+            return self._ran_out(node, stage_key(node.id, folder) if folder else node.id)
         updates: dict[str, Any] = {name: _fact_text(value) for name, value in visit.facts.items()}
         updates[f"{node.id}.failed"] = visit.exit != 0
         if visit.exit != 0:

@@ -27,10 +27,11 @@ class RunStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     PAUSED = "paused"
+    CANCELLED = "cancelled"  # `delivery close`: its open PRs closed, never resumed
 
 
 # a run in one of these is over: nothing more runs in it
-ENDED: Final = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED})
+ENDED: Final = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
 
 
 class GateMode(StrEnum):

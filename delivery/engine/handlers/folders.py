@@ -16,6 +16,7 @@ from typing import Any
 from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.engine.handlers.change_set import sync_change_set
+from delivery.engine.handlers.drafts import ready_drafts
 from delivery.errors import DeliveryError
 from delivery.errors import StageProblem as StageProblem
 from delivery.forges.base import Forge
@@ -96,15 +97,17 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
     forge = need_forge(env, "probing pull requests")
     queries = [PrQuery(folder, folder_repository(env, folder), head_branch=env.branch or None)
                for folder in folders]
-    answers = forge.pull_requests(queries)
+    # the run's drafts whose checks pass are marked ready first, and observed so
+    answers, marked, side = ready_drafts(env, context, forge.pull_requests(queries))
+    events += marked
     observed = forge_pr_facts(answers, folders)
     if observed.failures:
         raise StageProblem("; ".join(f"folder '{failure.folder}': {failure.reason}"
                                       for failure in observed.failures))
-    side: dict[str, Any] = {}
     if len(folders) == len(env.folders):  # the set's status needs every PR's state
-        written, side = sync_change_set(env, context, answers)
+        written, comments = sync_change_set(env, context, answers)
         events += written
+        side |= comments
     facts: dict[str, Any] = {key: _visible(value) if key.endswith("pr.raw") else value
                              for key, value in observed.facts.items()}
     if len(folders) < len(env.folders):

@@ -18,6 +18,7 @@ from delivery.engine.handlers.change_set import (
     observe_set,
     sync_change_set,
 )
+from delivery.engine.handlers.drafts import opened_drafts
 from delivery.engine.handlers.folders import (
     StageProblem,
     base_branch,
@@ -101,6 +102,7 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
     message = f"{title}\n\nTicket: {ticket}\n" if ticket else f"{title}\n"
     published: dict[str, PullRequestRef] = {}
     unchanged: list[str] = []
+    draft = node.attr("draft").strip() == "true"  # new PRs open as drafts (drafts.py)
     try:
         forge = need_forge(env, "publishing")
         if not env.branch:
@@ -116,7 +118,8 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
                                       base_branch(env, folder), title, message,
                                       sibling_block(run_id, ticket, published),
                                       timeout=node.timeout, holds_secret=env.holds_secret,
-                                      had_pr=bool(context.get(f"{folder}.pr.number")))
+                                      had_pr=bool(context.get(f"{folder}.pr.number")),
+                                      draft=draft)
             except DeliveryError as err:
                 raise StageProblem(f"folder '{folder}': {err}") from None
             if ref is None:
@@ -140,7 +143,9 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
         return StageResult.fail(str(problem))
     except DeliveryError as err:
         return StageResult.fail(f"reading the pull requests after publishing: {err}")
-    updates: dict[str, Any] = {}
+    updates: dict[str, Any] = opened_drafts(published, {
+        folder: bool(context.get(f"{folder}.pr.number")) for folder in published}) \
+        if draft else {}
     for folder, ref in published.items():
         updates[f"{folder}.pr.number"] = ref.number
         updates[f"{folder}.pr.url"] = ref.url
@@ -159,11 +164,11 @@ PUSH_ROUNDS = 3  # a person pushing during our push: fetch, replay and push agai
 def _publish_folder(forge: Forge, repository: str, path: Path, branch: str, base: str,
                     title: str, message: str, body: str, *,
                     timeout: float | None, holds_secret: Callable[[str], bool],
-                    had_pr: bool = False) -> PullRequestRef | None:
+                    had_pr: bool = False, draft: bool = False) -> PullRequestRef | None:
     """One folder of a publish, against its PR branch as people left it (SPEC §7.1): the
     folder's PR, or None when the branch never differed from the base (no PR). Its git
     fetches and pushes end within the stage's `timeout`. `had_pr`: the run found or opened
-    the folder's PR before (its branch was pushed)."""
+    the folder's PR before (its branch was pushed). `draft`: a new PR opens as a draft."""
     remote = forge.git_remote(repository).within(timeout)
     known = remote_head(path, branch)  # what the run knew of the branch before this fetch
     fetch_remote(path, remote)
@@ -214,7 +219,10 @@ def _publish_folder(forge: Forge, repository: str, path: Path, branch: str, base
     if found is not None and found.state == "open":
         return found
     ref = forge.find_or_create_pull_request(repository, head=branch, base=base,
-                                            title=title, body=body)
+                                            title=title, body=body,
+                                            # asked only for drafts: a forge of its own
+                                            # (an embedder's) may not know the argument
+                                            **({"draft": True} if draft else {}))
     if ref.state == "closed":  # closed between the look-up and the push
         raise StageProblem(_closed(ref))
     return ref

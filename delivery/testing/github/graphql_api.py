@@ -2,8 +2,9 @@
 GitHub's published schema (bundled as `schema.graphql.gz`), so a query GitHub would reject
 — an unknown field, a wrong argument type, a connection without `first`/`last` or over 100
 — is rejected here too. Resolvers read the in-memory state (`state.State`); `node(id:)`
-answers review threads, and the two thread mutations a delivery sends
-(`addPullRequestReviewThreadReply`, `resolveReviewThread`) change it."""
+answers review threads, and the mutations a delivery sends change it: the two thread ones
+(`addPullRequestReviewThreadReply`, `resolveReviewThread`), `revertPullRequest` and
+`markPullRequestReadyForReview`."""
 
 from __future__ import annotations
 
@@ -165,6 +166,7 @@ class Resolvers:
             "addPullRequestReviewThreadReply": self._add_reply,
             "resolveReviewThread": self._resolve_thread,
             "revertPullRequest": self._revert_pull_request,
+            "markPullRequestReadyForReview": self._mark_ready,
             "viewer": _actor(self.login),
             "rateLimit": lambda info, **_: {
                 "cost": 1, "limit": 5000, "remaining": 4999, "used": 1, "nodeCount": 0,
@@ -223,6 +225,17 @@ class Resolvers:
                 return {"clientMutationId": input.get("clientMutationId"),
                         "pullRequest": self.pr_obj(repo, pr),
                         "revertPullRequest": self.pr_obj(repo, revert)}
+        raise NotFound(f"Could not resolve to a node with the global id of '{wanted}'")
+
+    def _mark_ready(self, info: Any, input: dict[str, Any]) -> dict[str, Any]:
+        """As GitHub: the draft becomes ready for review (a ready PR stays ready)."""
+        wanted = str(input["pullRequestId"])
+        for repo in self.state.repos.values():
+            for pr in repo.pulls.values():
+                if _node_id("PullRequest", repo.id, pr.number) == wanted:
+                    pr.draft = False
+                    return {"clientMutationId": input.get("clientMutationId"),
+                            "pullRequest": self.pr_obj(repo, pr)}
         raise NotFound(f"Could not resolve to a node with the global id of '{wanted}'")
 
     def _repository(self, info: Any, owner: str, name: str, **_: Any) -> dict[str, Any]:
