@@ -13,7 +13,7 @@ from delivery.testing.fleet import CHANGED, Fleet, calls
 from delivery.testing.flows import flow
 from delivery.validation.loader import check_source
 
-SECONDS = 0.1
+SECONDS = 0.25
 
 
 def run_check(command: str, cwd: Path) -> int:
