@@ -27,6 +27,7 @@ def test_a_plain_stage_of_a_run_over_fifty_folders_is_still_told_the_ticket(
         tmp_path: Path) -> None:
     fleet = Fleet.of(50)
     repos = fleet.local_remotes(tmp_path)
+    (tmp_path / "ws").mkdir()
     (tmp_path / "flow.dot").write_text(FLOW, encoding="utf-8")
     agent = ReplayBackend({"scope": ['{"context_updates": {"scope": "one change"}}']})
     outcome = start_run(RunRequest(
