@@ -14,6 +14,9 @@ Import what you need from the submodules (nothing is imported eagerly here, so i
                               127.0.0.1, for the real Claude Code and Codex CLIs offline
     delivery.testing.actions  a simulated GitHub Actions world over it (workflow files,
                               events, runners) that runs the Action's step
+    delivery.testing.fleet    N repositories (local or fake GitHub) with CI failing once
+                              in some, and an agent taking a time per folder it edits
+                              (the campaign benchmark and chaos suite)
     ScriptedAgent             a scripted editing agent (`delivery demo` uses it)
     flow                      delivery.testing.flows.flow (cheap: text only)
 """

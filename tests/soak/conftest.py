@@ -9,6 +9,8 @@ import pytest
 
 SEEDS = {"short": 2, "long": 30}
 PEOPLE_SEEDS = {"short": 20, "long": 100}  # the people soak (tests/soak/test_people_soak.py)
+# the campaign chaos suite (tests/soak/test_campaign_chaos.py): ~30 s a killed campaign
+CAMPAIGN_SEEDS = {"short": 2, "long": 12}
 
 
 def is_long(config: pytest.Config) -> bool:
@@ -22,6 +24,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "people_seed" in metafunc.fixturenames:
         count = PEOPLE_SEEDS["long" if is_long(metafunc.config) else "short"]
         metafunc.parametrize("people_seed", range(count))
+    if "campaign_seed" in metafunc.fixturenames:
+        count = CAMPAIGN_SEEDS["long" if is_long(metafunc.config) else "short"]
+        metafunc.parametrize("campaign_seed", range(count))
     if "chaos_point" in metafunc.fixturenames:
         # Points 0 and 1 are the PR create and the first merge, the rest drawn at random:
         # short keeps both and one drawn point (each drawn point measured 11-23 s on the
