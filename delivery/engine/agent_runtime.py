@@ -198,8 +198,8 @@ class AgentRuntime:
         return RunFacts(goal=str(context.get("goal") or ""), run_id=self.run_id,
                         stages=stages, context=context.stored(), files=files,
                         usage=dict(self.usage_by_node), memo=self.preamble_memo,
-                        shown_keys=lambda: context.newest_shown_keys(MAX_VALUES,
-                                                                     MAX_VALUES * SCAN_FACTOR))
+                        shown_keys=lambda: _with_inputs(context, context.newest_shown_keys(
+                            MAX_VALUES, MAX_VALUES * SCAN_FACTOR)))
 
     def _git_markers(self) -> list[tuple[str, Path, str]]:
         """(folder name, folder, its `.git` as a string) of the workspace ("") and each
@@ -224,6 +224,14 @@ class AgentRuntime:
                 if len(files) >= MAX_FILES:
                     return [*files, "… (more)"]
         return files
+
+
+def _with_inputs(context: Context, newest: list[str]) -> list[str]:
+    """The preamble's keys: the newest ones and, whatever came after them, the run's inputs
+    (the ticket): in a run over 200 folders the folders' own keys are the newest 40."""
+    inputs = [name for name in context.child_names("inputs")
+              if name not in newest and name in context]
+    return sorted([*newest, *inputs]) if inputs else newest
 
 
 def _git_status(where: Path) -> list[str]:

@@ -140,6 +140,11 @@ class Context:
     def keys(self) -> list[str]:
         return list(self._values)
 
+    def child_names(self, prefix: str) -> list[str]:
+        """The names right under `prefix` (`inputs` -> the run's input names), from the
+        prefix index: no pass over the keys."""
+        return list(self._children.get(prefix, {}))
+
     def newest_shown_keys(self, limit: int, scan: int) -> list[str]:
         """The `limit` newest keys (first written last) that are not the engine's own,
         among the `scan` newest keys, sorted: `preamble.visible_keys` of `stored()`,

@@ -1,13 +1,12 @@
 """Found by the campaign benchmark (benchmarks/campaign.py, issue 36): a plain stage of a
 run over many folders is told about the run in a preamble of the 40 newest context values
 (delivery/engine/preamble.py); the per-folder check commands written at the run's start
-(`<f>.check_command`) fill it, and the run's own inputs (the ticket) are left out."""
+(`<f>.check_command`) filled it, and the run's own inputs (the ticket) were left out:
+the inputs are always listed now."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunRequest, World, start_run
@@ -21,8 +20,6 @@ FLOW = flow("""
 """)
 
 
-@pytest.mark.xfail(strict=True, reason="reported: per-folder keys crowd the run's inputs "
-                                       "out of a plain stage's preamble (see docstring)")
 def test_a_plain_stage_of_a_run_over_fifty_folders_is_still_told_the_ticket(
         tmp_path: Path) -> None:
     fleet = Fleet.of(50)
