@@ -535,7 +535,7 @@ class GitHubForge:
     def _set(self, operation: str, repository: str, call: Callable[[], T]) -> T:
         """An idempotent write (it sets a value): paced, and retried as it is."""
         return self._attempts(operation, repository,
-                              lambda: call_with_retries(lambda: self._paced(call),
+                              lambda: call_with_retries(lambda: self._paced(repository, call),
                                                         self.budget, self._sleep))
 
     def _write(self, operation: str, repository: str, call: Callable[[], T],
@@ -543,7 +543,7 @@ class GitHubForge:
         """A write that must not happen twice: before each retry, `find_effect()` looks
         for what an earlier attempt (whose answer was lost) may have done."""
         return self._attempts(operation, repository, lambda: write_with_retries(
-            lambda: self._paced(call), lambda: self._classify(find_effect),
+            lambda: self._paced(repository, call), lambda: self._classify(find_effect),
             self.budget, self._sleep))
 
     def _attempts(self, operation: str, repository: str, retried: Callable[[], T],
@@ -551,6 +551,11 @@ class GitHubForge:
         """`retried()`, its GitHub errors said as the forge's: what failed, and the fix."""
         try:
             return retried()
+        except RateLimited as error:
+            # GitHub asks for a wait longer than the stage's patience (or again after the
+            # retries): the run pauses until then; a resumed stage finds what was written
+            raise self.pacer.pause_for(error.wait, f"{error.reason} while trying to "
+                                       f"{operation} in {repository}") from None
         except Transient as error:
             raise ForgeError("github", repository, operation,
                              f"{error.reason}; gave up after {self.budget.attempts} attempts",
@@ -568,9 +573,24 @@ class GitHubForge:
                 "check that the token may write to the repository's PRs"
                 if error.status == 200 else "")) from None
 
-    def _paced(self, call: Callable[[], T]) -> T:
-        with self.pacer.write():
-            return self._classify(call)
+    def _paced(self, repository: str, call: Callable[[], T]) -> T:
+        """A write within the token's budget: waited for up to the retry budget's time,
+        else the run pauses (RateLimitPause) before anything is sent."""
+        key = self._auth.key(repository)
+        with self.pacer.write(key, patience=self.budget.wait_seconds):
+            try:
+                return self._classify(call)
+            finally:
+                self._note_rest_limit(repository, key)
+
+    def _note_rest_limit(self, repository: str, key: str) -> None:
+        """PyGithub's view of the primary limit after a request (REST's headers)."""
+        requester = self._sessions.of(repository).github.requester
+        remaining, _ = requester.rate_limiting
+        if remaining >= 0:
+            self.pacer.note_answer(key, {
+                "x-ratelimit-remaining": str(remaining),
+                "x-ratelimit-reset": str(int(requester.rate_limiting_resettime))})
 
     def _classify(self, call: Callable[[], T]) -> T:
         """`call()`, PyGithub's errors classified as the client's answers are."""
