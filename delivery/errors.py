@@ -357,6 +357,14 @@ class PauseReason(StrEnum):
 PAUSED_KEY = "internal.paused"
 
 
+def paused_why(context: Mapping[str, object]) -> tuple[str, str]:
+    """(reason, until) of a paused run, from what the engine saved when it paused."""
+    paused = context.get(PAUSED_KEY)
+    if not isinstance(paused, Mapping):
+        return "", ""
+    return str(paused.get("reason") or ""), str(paused.get("until") or "")
+
+
 class PauseRequested(BaseException):
     """A human gate has no answer yet and the run should stop here, to be resumed with one.
 

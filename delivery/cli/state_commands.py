@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from delivery.engine.runner import World
-from delivery.errors import DeliveryError, NotOwner, RunRefused, Superseded
+from delivery.errors import DeliveryError, NotOwner, RunRefused, Superseded, paused_why
 from delivery.git import cache_root
 from delivery.git.runref import is_run_id
 from delivery.state.claims import parse_status
@@ -126,7 +126,9 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for run in listed:
         waiting = f" (next: {run.next_node})" if run.next_node else ""
         held = f" claimed by {run.claimed_by}" if run.claimed_by else ""
-        print(f"{run.run_id}  {run.status}{waiting}{held}", file=out)
+        why = f": {run.reason}" + (f" until {run.until}" if run.until else "") \
+            if run.reason else ""
+        print(f"{run.run_id}  {run.status}{why}{waiting}{held}", file=out)
     return EXIT_OK
 
 
@@ -144,6 +146,8 @@ def local_runs(workspace: Path) -> list[RunSummary]:
         if loaded is None:
             listed.append(RunSummary(path.name, "unknown", "", ""))
         else:
+            reason, until = paused_why(loaded.state.context)
             listed.append(RunSummary(path.name, loaded.state.status,
-                                     loaded.state.next_node or "", ""))
+                                     loaded.state.next_node or "", "", reason=reason,
+                                     until=until))
     return listed

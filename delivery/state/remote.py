@@ -105,6 +105,8 @@ class RunSummary:
     sha: str
     claimed_by: str = ""
     ticket: str = ""
+    reason: str = ""  # why a paused run paused (SPEC §12 `reason`)
+    until: str = ""  # when a run paused by GitHub's limits may go on (UTC)
 
 
 @dataclass
