@@ -37,7 +37,8 @@ HOUR: Final = 3600.0
 
 
 def utc_text(moment: float) -> str:
-    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """To the second, rounded up: a resume at the time said is never a second early."""
+    return datetime.fromtimestamp(math.ceil(moment), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class RateLimitPause(PauseRequested):
