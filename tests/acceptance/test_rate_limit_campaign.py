@@ -69,7 +69,8 @@ def _agent(folders: list[str]) -> ScriptedAgent:
             "type": "goal", "goal": "print a new number everywhere"}}}))],
         "plan": [ScriptedTurn(json.dumps({"context_updates": {"plan": "one line each"}}))],
         "implement": [ScriptedTurn(_reply("changed every folder"), files=changed)],
-        "repair": [ScriptedTurn(_reply("no BUG", answers={}), files={f"{folders[0]}/app.py": "print(0)\n"})],
+        "repair": [ScriptedTurn(_reply("no BUG", answers={}),
+                                files={f"{folders[0]}/app.py": "print(0)\n"})],
     })
 
 
