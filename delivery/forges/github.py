@@ -551,9 +551,8 @@ class GitHubForge:
         """`retried()`, its GitHub errors said as the forge's: what failed, and the fix."""
         try:
             return retried()
-        except RateLimited as error:
-            # GitHub asks for a wait longer than the stage's patience (or again after the
-            # retries): the run pauses until then; a resumed stage finds what was written
+        except RateLimited as error:  # a wait past the patience, or the retries spent:
+            # the run pauses until then; the stage run again finds what was written
             raise self.pacer.pause_for(error.wait, f"{error.reason} while trying to "
                                        f"{operation} in {repository}") from None
         except Transient as error:
@@ -580,17 +579,12 @@ class GitHubForge:
         with self.pacer.write(key, patience=self.budget.wait_seconds):
             try:
                 return self._classify(call)
-            finally:
-                self._note_rest_limit(repository, key)
-
-    def _note_rest_limit(self, repository: str, key: str) -> None:
-        """PyGithub's view of the primary limit after a request (REST's headers)."""
-        requester = self._sessions.of(repository).github.requester
-        remaining, _ = requester.rate_limiting
-        if remaining >= 0:
-            self.pacer.note_answer(key, {
-                "x-ratelimit-remaining": str(remaining),
-                "x-ratelimit-reset": str(int(requester.rate_limiting_resettime))})
+            finally:  # the primary limit as PyGithub last read it (REST's headers)
+                requester = self._sessions.of(repository).github.requester
+                if requester.rate_limiting[0] >= 0:
+                    self.pacer.note_answer(key, {
+                        "x-ratelimit-remaining": str(requester.rate_limiting[0]),
+                        "x-ratelimit-reset": str(int(requester.rate_limiting_resettime))})
 
     def _classify(self, call: Callable[[], T]) -> T:
         """`call()`, PyGithub's errors classified as the client's answers are."""
