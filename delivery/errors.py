@@ -350,6 +350,19 @@ class PauseReason(StrEnum):
     BUDGET = "budget"  # the next agent stage would pass the run's budget
     STOP_LABEL = "stop_label"  # a person set the stop label
     DRY_RUN = "dry_run"  # `run --dry-run` reached the first stage that writes to a forge
+    RATE_LIMIT = "rate_limit"  # GitHub's limits leave no room within the stage's patience
+
+
+# the context key saying why a paused run paused (`runs`, `inspect`); gone once it goes on
+PAUSED_KEY = "internal.paused"
+
+
+def paused_why(context: Mapping[str, object]) -> tuple[str, str]:
+    """(reason, until) of a paused run, from what the engine saved when it paused."""
+    paused = context.get(PAUSED_KEY)
+    if not isinstance(paused, Mapping):
+        return "", ""
+    return str(paused.get("reason") or ""), str(paused.get("until") or "")
 
 
 class PauseRequested(BaseException):

@@ -46,6 +46,7 @@ from delivery.errors import (
     WorkflowError,
     WorkflowInvalid,
     WorkflowSyntaxError,
+    paused_why,
 )
 from delivery.lang.diagnostics import Diagnostic, has_errors
 from delivery.lang.model import NodeType, Workflow
@@ -327,6 +328,8 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     report: dict[str, Any] = {
         "run_id": info.run_id, "status": status, "reason": why,
         "failure_reason": state.failure_reason if state else "",
+        **dict(zip(("reason", "until"), paused_why(state.context if state else {}),
+                   strict=True)),
         "path": path, "next_node": state.next_node if state else None,
         "outcomes": state.outcomes if state else {}, "stages": stages,
         "context": values, "artifacts": artifacts, "run_dir": str(run.path),

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from delivery.cli.run_status import shown_status
 from delivery.engine.runner import World
-from delivery.errors import DeliveryError, NotOwner, RunRefused, Superseded
+from delivery.errors import DeliveryError, NotOwner, RunRefused, Superseded, paused_why
 from delivery.git import cache_root
 from delivery.git.runref import is_run_id
 from delivery.state.claims import parse_status
@@ -127,7 +127,8 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for run in listed:
         waiting = f" (next: {run.next_node})" if run.next_node else ""
         held = f" claimed by {run.claimed_by}" if run.claimed_by else ""
-        why = f" — {run.reason}" if run.reason else ""
+        why = f" — {run.reason}" + (f" until {run.until}" if run.until else "") \
+            if run.reason else ""
         print(f"{run.run_id}  {run.status}{waiting}{held}{why}", file=out)
     return EXIT_OK
 
@@ -148,8 +149,9 @@ def local_runs(workspace: Path) -> list[RunSummary]:
         if loaded is None:
             listed.append(RunSummary(path.name, "unknown", "", ""))
         else:
-            _, reason = shown_status(path, info, loaded.state.status.value)
-            listed.append(RunSummary(path.name, "interrupted" if reason else
+            _, gone = shown_status(path, info, loaded.state.status.value)
+            reason, until = paused_why(loaded.state.context)
+            listed.append(RunSummary(path.name, "interrupted" if gone else
                                      loaded.state.status, loaded.state.next_node or "", "",
-                                     reason=reason))
+                                     reason=gone or reason, until=until))
     return listed

@@ -33,7 +33,7 @@ from delivery.engine.folder_pool import parallelism
 from delivery.engine.handlers.base import Handler, StageEnv, StageResult
 from delivery.engine.retries import with_retries
 from delivery.engine.stage_status import status_text
-from delivery.errors import PauseRequested, RunError, RunStoreError
+from delivery.errors import PauseReason, PauseRequested, RunError, RunStoreError
 from delivery.lang.model import Node, NodeType
 from delivery.lang.outcomes import StageOutcome
 
@@ -314,7 +314,9 @@ def _call(handler: Handler, node: Node, attempt: int, context: Context,
         return handler(node, attempt, context, env)
     except RunStoreError:
         raise
-    except PauseRequested:
+    except PauseRequested as pause:
+        if pause.reason is PauseReason.RATE_LIMIT:
+            raise  # GitHub's limits hold the whole run, not one folder: the run pauses
         return StageResult.fail("a stage run per folder cannot pause on its own")
     except RunError as err:
         return StageResult.fail(str(err))

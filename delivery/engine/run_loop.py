@@ -40,6 +40,7 @@ from delivery.engine.routing import facts_read, route_rule, select_edge
 from delivery.engine.stage_status import status_text
 from delivery.engine.stop_switch import StopSwitch
 from delivery.errors import (
+    PAUSED_KEY,
     ArtifactError,
     PauseReason,
     PauseRequested,
@@ -47,6 +48,7 @@ from delivery.errors import (
     RunStateChanged,
     RunStoreError,
 )
+from delivery.forges.write_budget import CONTEXT_KEY as WRITES_KEY
 from delivery.lang.model import LLM_TYPES, Node, NodeType, Workflow
 from delivery.lang.outcomes import (
     GATE_UNMET,
@@ -156,6 +158,8 @@ class Engine:
         self._path_length_before_step = 0  # where a paused run's path is cut back to
         self.budget = budget  # checked before each agent stage (delivery.engine.budget)
         self.stop_switch = stop_switch  # the delivery:stop label, read at stage boundaries
+        # the forge's write windows when they changed (set by the runner), saved each stage
+        self.write_budget: Callable[[], dict[str, Any] | None] | None = None
         self.dry_run = DryRun(env) if self.options.dry_run else None
         self.pause_reason: PauseReason | None = None  # why the run paused, once it has
         # foreach nodes (SPEC §8.1) run through it; saved mid-stage on the main walk only
@@ -168,6 +172,8 @@ class Engine:
         self._main_thread = threading.get_ident()
         if state.status is not RunStatus.RUNNING or state.next_node is None:
             return state
+        if context.get(PAUSED_KEY) is not None:
+            context.delete(PAUSED_KEY)
         try:
             return self._run(state, context)
         except (RunStoreError, ArtifactError) as fault:
@@ -223,6 +229,8 @@ class Engine:
         state.status, state.failure_reason = RunStatus.PAUSED, str(pause)
         state.next_node = waiting
         self.pause_reason = pause.reason
+        # why, for `runs` and `inspect` (cleared when the run goes on)
+        context.set(PAUSED_KEY, {"reason": pause.reason.value, **pause.event_fields})
         self._event("run_paused", node=pause.node_id, next_node=waiting,
                     reason=pause.reason.value, **pause.event_fields)
         self._save(state, context)
@@ -342,6 +350,9 @@ class Engine:
         spent = self.budget.changes() if self.budget is not None else None
         if spent is not None:
             context.set(BUDGET_KEY, spent)
+        writes = self.write_budget() if self.write_budget is not None else None
+        if writes is not None:  # GitHub's windows travel with the run (forges.write_budget)
+            context.set(WRITES_KEY, writes)
         changed, deleted = context.take_changes()
         if self._incremental:
             patch, whole = cast(IncrementalState, self._state_source).state_changes(), None
@@ -406,7 +417,8 @@ class Engine:
         processes_before = processes.started()
         try:
             result = handler(node, attempt, context, self.env)
-        except PauseRequested:
+        except PauseRequested as pause:
+            pause.node_id = pause.node_id or node.id  # a pause from the forge names none
             self._check_untouched(node, processes_before)
             self._event("stage_paused", node=node.id, attempt=attempt)
             raise

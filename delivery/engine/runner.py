@@ -60,9 +60,10 @@ from delivery.engine.world import SystemClock as SystemClock
 from delivery.engine.world import World as World
 from delivery.errors import ResumeStopped, RunInterrupted, Terminated
 from delivery.forges.base import Forge
-from delivery.forges.pacing import Pacer
+from delivery.forges.pacing import Pacer, carry_writes
 from delivery.forges.select import open_forge
 from delivery.forges.steering import trust_workflow_bots
+from delivery.forges.write_budget import CONTEXT_KEY as WRITES_KEY
 from delivery.git import cache_root
 from delivery.lang.diagnostics import Diagnostic
 from delivery.lang.outcomes import StageOutcome
@@ -158,7 +159,8 @@ class _Run:
             world = self.world
             # writes are paced on the run's clock (a test's is fake)
             pacer = Pacer.from_environment(world.environ, clock=world.clock.monotonic,
-                                           sleep=world.clock.sleep)
+                                           sleep=world.clock.sleep,
+                                           wall=lambda: world.clock.now().timestamp())
             self.forge = opened = open_forge(
                 self._own_forge, checks=self.info.checks, environ=world.environ,
                 required_approvals=self.info.required_approvals, redactor=self.redactor,
@@ -242,6 +244,8 @@ class _Run:
                         observer=observer, options=self.options,
                         agent_states=self.agents.save_state, on_saved=on_saved,
                         budget=budget)
+        # GitHub's write windows: restored from the run, saved with each stage
+        engine.write_budget = carry_writes(self.forge, context.get(WRITES_KEY))
         engine.stop_switch = StopSwitch.for_run(self.world.stop_labels or self.forge,
                                                 env.repos, env.branch, context,
                                                 self.store.append_event)

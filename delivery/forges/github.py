@@ -536,7 +536,7 @@ class GitHubForge:
     def _set(self, operation: str, repository: str, call: Callable[[], T]) -> T:
         """An idempotent write (it sets a value): paced, and retried as it is."""
         return self._attempts(operation, repository,
-                              lambda: call_with_retries(lambda: self._paced(call),
+                              lambda: call_with_retries(lambda: self._paced(repository, call),
                                                         self.budget, self._sleep,
                                                         f"{operation} ({repository})"))
 
@@ -545,7 +545,7 @@ class GitHubForge:
         """A write that must not happen twice: before each retry, `find_effect()` looks
         for what an earlier attempt (whose answer was lost) may have done."""
         return self._attempts(operation, repository, lambda: write_with_retries(
-            lambda: self._paced(call), lambda: self._classify(find_effect),
+            lambda: self._paced(repository, call), lambda: self._classify(find_effect),
             self.budget, self._sleep, f"{operation} ({repository})"))
 
     def _attempts(self, operation: str, repository: str, retried: Callable[[], T],
@@ -553,6 +553,10 @@ class GitHubForge:
         """`retried()`, its GitHub errors said as the forge's: what failed, and the fix."""
         try:
             return retried()
+        except RateLimited as error:  # a wait past the patience, or the retries spent:
+            # the run pauses until then; the stage run again finds what was written
+            raise self.pacer.pause_for(error.wait, f"{error.reason} while trying to "
+                                       f"{operation} in {repository}") from None
         except Transient as error:
             raise ForgeError("github", repository, operation,
                              f"{error.reason}; gave up after {self.budget.attempts} attempts",
@@ -570,9 +574,19 @@ class GitHubForge:
                 "check that the token may write to the repository's PRs"
                 if error.status == 200 else "")) from None
 
-    def _paced(self, call: Callable[[], T]) -> T:
-        with self.pacer.write():
-            return self._classify(call)
+    def _paced(self, repository: str, call: Callable[[], T]) -> T:
+        """A write within the token's budget: waited for up to the retry budget's time,
+        else the run pauses (RateLimitPause) before anything is sent."""
+        key = self._auth.key(repository)
+        with self.pacer.write(key, patience=self.budget.wait_seconds):
+            try:
+                return self._classify(call)
+            finally:  # the primary limit as PyGithub last read it (REST's headers)
+                requester = self._sessions.of(repository).github.requester
+                if requester.rate_limiting[0] >= 0:
+                    self.pacer.note_answer(key, {
+                        "x-ratelimit-remaining": str(requester.rate_limiting[0]),
+                        "x-ratelimit-reset": str(int(requester.rate_limiting_resettime))})
 
     def _classify(self, call: Callable[[], T]) -> T:
         """`call()`, PyGithub's errors classified as the client's answers are."""

@@ -19,12 +19,18 @@ one stage at a time anyway.
 An answer naming a rate limit doubles the spacing for the rest of the run (up to 16 s):
 GitHub asks clients that hit a secondary limit to slow down, not only to wait once.
 
+Beyond the spacing, each write is counted per token in GitHub's windows (80 a minute, 500
+an hour; `write_budget.WriteBudget`, on the wall clock `wall`, saved with the run): a write
+that would pass them waits for room when that is within the caller's `patience`, else the
+run pauses (`RateLimitPause`) until the time the write fits.
+
 Clock and sleep are injected (`ManualClock` in tests): nothing here waits in real time
 unless the real clock is given. `DELIVERY_WRITE_SPACING` sets the spacing (0: off).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -33,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from delivery.errors import RunRefused
+from delivery.forges.write_budget import RateLimitPause, WriteBudget
 
 WRITE_SPACING = 1.0  # GitHub: at least one second between content-creating requests
 PUSH_BURST = 5
@@ -51,21 +58,59 @@ class Pacer:
     writes: int = 0  # content-creating requests sent (tests and benchmarks count them)
     first_pushes: int = 0
     waited: float = 0.0  # seconds slept by the pacer in all
+    # GitHub's windows per token, on the wall clock (epoch seconds: saved with the run)
+    budget: WriteBudget = field(default_factory=WriteBudget)
+    wall: Callable[[], float] | None = None  # None: `clock` is the wall clock
     _last_write_end: float | None = None
     _last_first_push: float | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     @contextmanager
-    def write(self) -> Iterator[None]:
-        """Around one content-creating request: one at a time, spaced."""
+    def write(self, key: str = "", *, patience: float = math.inf) -> Iterator[None]:
+        """Around one content-creating request on token `key`: one at a time, spaced,
+        within GitHub's windows — waiting for room up to `patience` seconds, else
+        RateLimitPause (nothing is sent)."""
         with self._lock:
             if self._last_write_end is not None:
                 self._wait_until(self._last_write_end + self.write_spacing)
+            wait, why = self.budget.wait(key, self.now())
+            if wait > patience:
+                raise RateLimitPause(self.now() + wait, why)
+            if wait > 0:
+                self.waited += wait
+                self.sleep(wait)
+            self.budget.spend(key, self.now())  # counted when sent, as GitHub counts
             try:
                 yield
             finally:
                 self.writes += 1
                 self._last_write_end = self.clock()
+
+    def now(self) -> float:
+        """Wall-clock epoch seconds (the windows' and the pause's time)."""
+        return (self.wall or self.clock)()
+
+    def pause_for(self, wait: float | None, why: str) -> RateLimitPause:
+        """The pause for a rate-limit answer the caller will not wait out in-process."""
+        return RateLimitPause(self.now() + (wait if wait is not None else 60.0), why)
+
+    def note_answer(self, key: str, headers: Mapping[str, str]) -> None:
+        """An answer's primary-limit headers: a spent limit holds the next writes."""
+        with self._lock:
+            self.budget.note_primary(key, headers)
+
+    def saved(self) -> dict[str, object] | None:
+        """The windows to save with the run when they changed since the last call."""
+        with self._lock:
+            if not self.budget.changed:
+                return None
+            self.budget.changed = False
+            return self.budget.to_json(self.now())
+
+    def restore(self, value: object) -> None:
+        """The windows a resumed run saved (`saved`)."""
+        with self._lock:
+            self.budget.restore(value)
 
     def first_push(self) -> None:
         """Before a folder's first push: wait for its turn under the spreading rule."""
@@ -78,7 +123,8 @@ class Pacer:
     @classmethod
     def from_environment(cls, environ: Mapping[str, str], *,
                          clock: Callable[[], float] = time.time,
-                         sleep: Callable[[float], None] = time.sleep) -> Pacer:
+                         sleep: Callable[[float], None] = time.sleep,
+                         wall: Callable[[], float] | None = None) -> Pacer:
         """`DELIVERY_WRITE_SPACING` (seconds, default 1) sets the spacing of writes and,
         doubled, of first pushes; 0 turns pacing off (a GitHub Enterprise Server without
         secondary limits; the test suite, whose fake answers in milliseconds)."""
@@ -93,7 +139,7 @@ class Pacer:
             raise RunRefused(SPACING_VARIABLE, f"is {spacing}, outside 0 to 60 seconds",
                              f"set it to 0 (no pacing) or a number like {WRITE_SPACING}")
         return cls(clock=clock, sleep=sleep, write_spacing=spacing,
-                   push_spacing=spacing * PUSH_SPACING / WRITE_SPACING)
+                   push_spacing=spacing * PUSH_SPACING / WRITE_SPACING, wall=wall)
 
     def slow_down(self) -> None:
         """A rate-limit answer came: double the spacing of the writes that follow (the
@@ -120,3 +166,14 @@ def before_first_push(forge: object) -> None:
     """The publish stage's hook: spread first pushes when the forge is paced."""
     if isinstance(forge, PacedForge):
         forge.pacer.first_push()
+
+
+def carry_writes(forge: object, saved: object) -> Callable[[], dict[str, object] | None] | None:
+    """A paced forge's windows restored from what the run saved (`write_budget.CONTEXT_KEY`);
+    the callable the engine asks at each save for the windows that changed. None: the
+    forge is not paced (the local forge)."""
+    if not isinstance(forge, PacedForge):
+        return None
+    if saved is not None:
+        forge.pacer.restore(saved)
+    return forge.pacer.saved

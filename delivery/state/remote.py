@@ -105,7 +105,10 @@ class RunSummary:
     sha: str
     claimed_by: str = ""
     ticket: str = ""
-    reason: str = ""  # why the status is what it is (`interrupted`: the process is gone)
+    # why the status is what it is: a paused run's reason (SPEC §12), or why it is
+    # `interrupted` (its process is gone)
+    reason: str = ""
+    until: str = ""  # when a run paused by GitHub's limits may go on (UTC)
 
 
 @dataclass

@@ -19,3 +19,7 @@ class ManualClock:
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.now += seconds
+
+    def advance(self, seconds: float) -> None:
+        """Fast-forward (a test lets time pass without anyone sleeping)."""
+        self.now += seconds

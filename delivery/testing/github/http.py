@@ -146,7 +146,8 @@ class Handler(BaseHTTPRequestHandler):
                                   "text/plain")
             return self._json(403, {}, {"message": "Resource not accessible by integration"})
         refusal = (limits.permission_refusal(fake.state, fake.login, method, path, query)
-                   or limits.secondary_refusal(fake.secondary_limits, method, path, body))
+                   or limits.secondary_refusal(fake.secondary_limits, method, path, body,
+                                               limits.token_of(self.headers.get("Authorization"))))
         if refusal is not None:
             if refusal.payload is None:
                 return self._send(refusal.status, refusal.headers, refusal.text.encode(),

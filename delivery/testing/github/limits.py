@@ -3,10 +3,13 @@ not make (its permission on the repository) and, when switched on, GitHub's docu
 secondary rate limits on content-creating requests.
 
 GitHub (docs: "Rate limits for the REST API", "Best practices for using the REST API"):
-no more than 80 content-generating requests a minute and 500 an hour; a request over the
-limit is answered 403 with `Retry-After` and a message naming the secondary rate limit.
-Content-creating means POST, PATCH, PUT and DELETE on the REST API and a GraphQL mutation;
-git pushes are not counted (GitHub documents no such limit for them).
+no more than 80 content-generating requests a minute and 500 an hour, per token; a request
+over the limit is answered 403 or 429 with `Retry-After` and a message naming the secondary
+rate limit (for content creation, the text GitHub sends: "You have exceeded a secondary
+rate limit and have been temporarily blocked from content creation…"). Content-creating
+means POST, PATCH, PUT and DELETE on the REST API and a GraphQL mutation; git pushes are
+not counted (GitHub documents no such limit for them). The windows slide on the fake's
+clock, which a test fast-forwards (`ManualClock.advance`).
 
 A token below `write` on a repository is refused a push (the receive-pack advertisement,
 which `git push --dry-run` reads too, answers 403 as GitHub's does) and every REST write on
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,8 +31,8 @@ from delivery.testing.github.state import State
 
 WRITE_METHODS = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 PUSH_PERMISSIONS = frozenset({"admin", "maintain", "write"})
-SECONDARY_MESSAGE = ("You have exceeded a secondary rate limit. Please wait a few minutes "
-                     "before you try again.")
+SECONDARY_MESSAGE = ("You have exceeded a secondary rate limit and have been temporarily "
+                     "blocked from content creation. Please retry your request again later.")
 _GIT_REPO = re.compile(r"/(?P<owner>[^/]+)/(?P<name>[^/]+?)\.git(?P<rest>/.*)?")
 _REST_REPO = re.compile(r"/api/v3/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)(?:/|$)")
 
@@ -43,29 +47,34 @@ class Refusal:
 
 @dataclass
 class SecondaryLimits:
-    """Sliding windows over the fake's clock: `per_minute` content-creating requests in
-    any 60 seconds, `per_hour` in any 3600. `refused` counts the requests turned away."""
+    """Sliding windows over the fake's clock, per token: `per_minute` content-creating
+    requests in any 60 seconds, `per_hour` in any 3600. A request past them is answered
+    `status` (GitHub sends 403 or 429). `refused` counts the requests turned away."""
 
     clock: Callable[[], float]
     per_minute: int = 80
     per_hour: int = 500
-    admitted: deque[float] = field(default_factory=deque)
+    status: int = 403
+    admitted_by_token: dict[str, deque[float]] = field(default_factory=dict)
     refused: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def admit(self) -> int | None:
+    def admit(self, token: str = "") -> int | None:
         """None when the request may go ahead (it is counted); else the seconds to wait."""
-        now = self.clock()
-        while self.admitted and self.admitted[0] <= now - 3600:
-            self.admitted.popleft()
-        last_minute = [t for t in self.admitted if t > now - 60]
-        if len(last_minute) >= self.per_minute:
-            self.refused += 1
-            return max(int(last_minute[0] + 60 - now) + 1, 1)
-        if len(self.admitted) >= self.per_hour:
-            self.refused += 1
-            return max(int(self.admitted[0] + 3600 - now) + 1, 1)
-        self.admitted.append(now)
-        return None
+        with self._lock:
+            now = self.clock()
+            admitted = self.admitted_by_token.setdefault(token, deque())
+            while admitted and admitted[0] <= now - 3600:
+                admitted.popleft()
+            last_minute = [t for t in admitted if t > now - 60]
+            if len(last_minute) >= self.per_minute:
+                self.refused += 1
+                return max(int(last_minute[0] + 60 - now) + 1, 1)
+            if len(admitted) >= self.per_hour:
+                self.refused += 1
+                return max(int(admitted[0] + 3600 - now) + 1, 1)
+            admitted.append(now)
+            return None
 
 
 def content_creating(method: str, path: str, body: bytes) -> bool:
@@ -107,14 +116,19 @@ def permission_refusal(state: State, login: str, method: str, path: str,
     return None
 
 
+def token_of(header: str | None) -> str:
+    """The token in an `Authorization` header ("token X", "bearer X", "Basic …" for git)."""
+    return (header or "").strip().rsplit(" ", 1)[-1]
+
+
 def secondary_refusal(limits: SecondaryLimits | None, method: str, path: str,
-                      body: bytes) -> Refusal | None:
+                      body: bytes, token: str = "") -> Refusal | None:
     if limits is None or not content_creating(method, path, body):
         return None
-    wait = limits.admit()
+    wait = limits.admit(token)
     if wait is None:
         return None
-    return Refusal(403, {"Retry-After": str(wait)}, {
+    return Refusal(limits.status, {"Retry-After": str(wait)}, {
         "message": SECONDARY_MESSAGE,
         "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
                              "#about-secondary-rate-limits"})

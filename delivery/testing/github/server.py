@@ -360,11 +360,13 @@ class FakeGitHub:
         with self.state.lock:
             self.repository(full_name).merge_methods = tuple(methods)
 
-    def enforce_secondary_limits(self, *, per_minute: int = 80,
-                                 per_hour: int = 500) -> limits.SecondaryLimits:
-        """Switch on GitHub's secondary limits (on the fake's clock): content-creating
-        requests past them answer 403 with `Retry-After`."""
-        self.secondary_limits = limits.SecondaryLimits(self.clock, per_minute, per_hour)
+    def enforce_secondary_limits(self, *, per_minute: int = 80, per_hour: int = 500,
+                                 status: int = 403) -> limits.SecondaryLimits:
+        """Switch on GitHub's secondary limits (on the fake's clock, per token):
+        content-creating requests past them answer `status` (403 or 429, as GitHub may)
+        with `Retry-After` and GitHub's message."""
+        self.secondary_limits = limits.SecondaryLimits(self.clock, per_minute, per_hour,
+                                                       status)
         return self.secondary_limits
 
     def write_requests(self) -> list[RecordedRequest]:
