@@ -127,9 +127,13 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for run in listed:
         waiting = f" (next: {run.next_node})" if run.next_node else ""
         held = f" claimed by {run.claimed_by}" if run.claimed_by else ""
-        why = f" — {run.reason}" + (f" until {run.until}" if run.until else "") \
-            if run.reason else ""
-        print(f"{run.run_id}  {run.status}{waiting}{held}{why}", file=out)
+        # a paused run's reason beside its status (`paused: rate_limit until …`); why a
+        # run is interrupted after it (how to resume it)
+        paused = run.status == "paused" and run.reason
+        why = f": {run.reason}" + (f" until {run.until}" if run.until else "") \
+            if paused else ""
+        after = f" — {run.reason}" if run.reason and not paused else ""
+        print(f"{run.run_id}  {run.status}{why}{waiting}{held}{after}", file=out)
     return EXIT_OK
 
 
