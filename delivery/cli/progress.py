@@ -52,6 +52,13 @@ class StderrProgress(Progress):
         reason = f" — {result.failure_reason}" if result.failure_reason else ""
         self._print(f"  {mark} {node.id} {result.outcome} in {seconds:.1f}s{reason}")
 
+    def folder_finished(self, node: Node, folder: str, result: StageResult,
+                        seconds: float) -> None:
+        # a foreach stage's folders as they end (SPEC §8.1): a long stage is never silent
+        mark = "✗" if result.outcome == StageOutcome.FAILED else "✓"
+        reason = f" — {result.failure_reason}" if result.failure_reason else ""
+        self._print(f"    {mark} {node.id}@{folder} {result.outcome} in {seconds:.1f}s{reason}")
+
     def stage_retry(self, node: Node, attempt: int, delay: float) -> None:
         retries = node.max_retries if node.max_retries is not None else self.default_retries
         self._print(f"  ↻ {node.id}: retrying (attempt {attempt + 1} of {retries + 1}) "
