@@ -5,6 +5,7 @@ changed (a PR, an issue), so that a test can say how many objects one change tou
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterable
@@ -14,11 +15,13 @@ from pathlib import Path
 from engine_helpers import FakeClock, write_flow
 
 from delivery.agents.replay import ReplayBackend
+from delivery.agents.scripted import ScriptedAgent, ScriptedTurn
 from delivery.engine.handlers.base import StageResult
 from delivery.engine.run_loop import Progress
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
 from delivery.lang.model import Node
 from delivery.testing.github import CheckRule, FakeGitHub, RecordedRequest, Tree
+from delivery.testing.two_repos import bundled_workflow
 
 BRANCH = "delivery/T-9"
 MARKER = "<!-- delivery:change-set"
@@ -139,3 +142,64 @@ def sticky(github: FakeGitHub, repository: str, number: int) -> list[str]:
     """The bodies of the change set's sticky comments on issue or PR `number`."""
     return [c.body for c in github.repository(repository).comments.values()
             if c.number == number and MARKER in c.body]
+
+
+# -- the bundled deliver.dot over N repositories, CI finishing at different times --------
+@dataclass
+class Measure:
+    """What a whole delivery wrote: content-creating requests and their bytes."""
+
+    status: str
+    reason: str
+    writes: int
+    bytes: int
+    repairs: int
+
+
+@dataclass
+class StaggeredCi(Progress):
+    """CI held everywhere; after each probe a third of the repositories' CI finishes."""
+
+    github: FakeGitHub
+    repos: list[str]
+    released: int = 0
+
+    def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
+        if node.id != "observe" or self.released >= len(self.repos):
+            return
+        step = -(-len(self.repos) // 3)
+        for repository in self.repos[self.released:self.released + step]:
+            self.github.hold_checks(repository, False)
+        self.released += step
+
+
+def _reply(**updates: object) -> str:
+    return "Done.\n\n" + json.dumps({"context_updates": {"summary": "done", **updates}})
+
+
+def deliver_n(github: FakeGitHub, root: Path, n: int, *, broken: str = "f1") -> Measure:
+    """The bundled deliver.dot over `n` repositories: `broken`'s change fails its CI and
+    is repaired once; every PR merges. Writes are the fake's content-creating requests."""
+    repos = make_repos(github, n, held=True)
+    scope = {"type": "goal", "goal": "Change every folder"}
+    change = {f"{f}/app.py": ("BUG\n" if f == broken else f"print({i + 1})\n")
+              for i, f in enumerate(folders(n))}
+    agent = ScriptedAgent({
+        "scope": [ScriptedTurn(json.dumps({"context_updates": {"scope": scope}}))],
+        "plan": [ScriptedTurn(json.dumps({"context_updates": {"plan": "every folder"}}))],
+        "implement": [ScriptedTurn(_reply(), files=change)],
+        "repair": [ScriptedTurn(_reply(answers={}), files={f"{broken}/app.py": "print(9)\n"})],
+    })
+    workspace = root / "ws"
+    workspace.mkdir()
+    since = len(github.requests)
+    request = RunRequest(workflow=bundled_workflow(), goal="Change every folder",
+                         inputs={"ticket": "T-9"}, workspace=workspace, run_dir=root / "run",
+                         repos=repos, branch=BRANCH)
+    world = World(agent=agent, clock=FakeClock(), git_cache=root / "cache",
+                  environ={**os.environ, **github.env()})
+    outcome = start_run(request, world, observer=StaggeredCi(github, list(repos.values())))
+    writes = api_writes(github, since)
+    repairs = sum(1 for node, _ in agent.prompts if node == "repair")
+    return Measure(outcome.status, outcome.failure_reason, len(writes),
+                   sum(len(r.body) for r in writes), repairs)

@@ -137,9 +137,17 @@ def sync_comments(env: StageEnv, context: Context, observed: Mapping[str, PrObse
     if table is None:
         return {}
     updates = _write_dashboard(env, context, table)
-    link = str(updates.get(DASHBOARD + "url") or context.get(DASHBOARD + "url"))
+    link = dashboard_link(env, context, updates)
     return updates | _write_comments(
         env, context, observed, lambda folder, pr: own_row_body(env.branch, folder, pr, link))
+
+
+def dashboard_link(env: StageEnv, context: Context, updates: Mapping[str, Any]) -> str:
+    """The dashboard's address for a set past SMALL_SET folders ("" otherwise, or before
+    one was written)."""
+    if len(env.folders) <= SMALL_SET:
+        return ""
+    return str(updates.get(DASHBOARD + "url") or context.get(DASHBOARD + "url") or "")
 
 
 def _digest(text: str) -> str:
