@@ -14,6 +14,7 @@ from pathlib import Path
 
 from engine_helpers import FakeClock, write_flow
 
+from delivery.agents.base import AgentBackend
 from delivery.agents.replay import ReplayBackend
 from delivery.agents.scripted import ScriptedAgent, ScriptedTurn
 from delivery.engine.handlers.base import StageResult
@@ -47,19 +48,20 @@ def make_repos(github: FakeGitHub, n: int, *, held: bool = False) -> dict[str, s
     return repos
 
 
-def change_flow(n: int, *, bug: str = "", graph: str = "") -> str:
-    """Worktrees, a change in every folder (`bug`: the folder whose change fails CI),
-    publish, a probe."""
+def change_flow(n: int, *, bug: str = "", graph: str = "", change: str = "") -> str:
+    """Worktrees, a change in every folder (`bug`: the folder whose change fails CI;
+    `change`: the change stage's attributes instead of the script), publish, a probe."""
     names = folders(n)
-    change = "; ".join(f"printf '{'BUG' if f == bug else f'print({i + 1})'}\\\\n' > {f}/app.py"
+    script = "; ".join(f"printf '{'BUG' if f == bug else f'print({i + 1})'}\\\\n' > {f}/app.py"
                        for i, f in enumerate(names))
+    change = change or f'shape=parallelogram, script="{script}"'
     return f"""
 digraph D {{
   graph [goal="Change every folder", inputs="ticket", folders="{','.join(names)}"{graph}]
   start [shape=Mdiamond]
   exit [shape=Msquare]
   add [type=worktree_add]
-  change [shape=parallelogram, script="{change}"]
+  change [{change}]
   ship [type=publish]
   look [type=probe, probe="pr,threads"]
   start -> add -> change -> ship -> look -> exit
@@ -93,15 +95,16 @@ class After(Progress):
 
 
 def run_on(github: FakeGitHub, root: Path, dot: str, name: str, repos: dict[str, str], *,
-           ticket: str = "T-9", progress: Progress | None = None) -> RunOutcome:
+           ticket: str = "T-9", progress: Progress | None = None,
+           agent: AgentBackend | None = None) -> RunOutcome:
     """A fresh run of `dot` (its own run directory) on the run's branch."""
     workspace = root / "ws"
     workspace.mkdir(exist_ok=True)
     request = RunRequest(workflow=write_flow(root, dot, f"{name}.dot"),
                          inputs={"ticket": ticket}, workspace=workspace,
                          run_dir=root / name, repos=dict(repos), branch=BRANCH)
-    world = World(agent=ReplayBackend({}), clock=FakeClock(), git_cache=root / "cache",
-                  environ={**os.environ, **github.env()})
+    world = World(agent=agent or ReplayBackend({}), clock=FakeClock(),
+                  git_cache=root / "cache", environ={**os.environ, **github.env()})
     return start_run(request, world, observer=progress)
 
 

@@ -22,7 +22,10 @@ from dashboard_helpers import (
     sticky,
     written_objects,
 )
+from engine_helpers import cli, reply
 
+from delivery.agents.base import Usage
+from delivery.agents.scripted import ScriptedAgent, ScriptedTurn
 from delivery.testing.github import FakeGitHub
 
 pytestmark = pytest.mark.slow  # eleven repositories, pushed and probed
@@ -87,3 +90,42 @@ def test_one_folders_ci_result_writes_to_its_pr_and_the_dashboard_only(
         assert "octo/r4#1" in touched
         assert len(touched) <= 3, sorted(touched)
         assert github.pull("octo/r4", 1).head == BRANCH
+
+
+def test_with_a_state_repository_the_tracking_issue_is_opened_there(
+        fake_github_env: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    github = fake_github_env
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    repos = make_repos(github, N)
+    github.create_repo("octo/state", files={"README.md": "runs\n"})
+    flow = tmp_path / "flow.dot"
+    flow.write_text(change_flow(N), encoding="utf-8")
+    args = ["run", str(flow), "--input", "ticket=T-9", "--branch", BRANCH, "--state",
+            "git:octo/state", *(part for folder, repository in repos.items()
+                                for part in ("--repo", f"{folder}={repository}"))]
+    code, _, err = cli(*args)
+    assert code == 0, err
+    [tracking] = [issue for issue in github.repository("octo/state").issues.values()
+                  if MARKER in issue.body]
+    assert all(f"| {folder} | [#1](" in tracking.body for folder in folders(N))
+    assert not github.repository("octo/r0").issues
+
+
+def test_past_ten_folders_the_budget_warning_is_on_the_dashboard(tmp_path: Path) -> None:
+    with FakeGitHub() as github:
+        repos = make_repos(github, N)
+        turn = ScriptedTurn(reply({}), files={f"{f}/app.py": "print(1)\n" for f in folders(N)},
+                            usage=Usage(750, 100))
+        dot = change_flow(N, graph=", budget_tokens=1000",
+                          change='shape=box, prompt="change every folder"')
+        ran = run_on(github, tmp_path, dot, "ship", repos,
+                     agent=ScriptedAgent({"change": [turn]}))
+        assert ran.status == "succeeded", ran.failure_reason
+        [tracking] = [i for i in github.repository("octo/r0").issues.values()
+                      if MARKER in i.body]
+        [warning] = [line for line in tracking.body.splitlines() if "Warning" in line]
+        assert "80% or more of its budget" in warning and "850 of 1,000" in warning
+        for repository in repos.values():
+            [own] = sticky(github, repository, 1)
+            assert "Warning" not in own and "tokens" not in own
