@@ -1,7 +1,7 @@
 """Acceptance (issue 37 item 1): over a whole bundled deliver.dot run on the fake GitHub —
 CI finishing a third of the set at a time, one folder's CI failing and repaired, every PR
 merged — the content-creating requests per folder stay about 10 (plus 3 per repair) and do
-not grow with the set: writes and bytes per folder at 40 folders are within 1.1× and 1.3×
+not grow with the set: writes and bytes per folder at 40 folders are within 1.1 and 1.3 times
 of those at 12 (the PR bodies and sticky comments no longer list the whole set)."""
 
 from __future__ import annotations

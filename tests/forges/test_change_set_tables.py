@@ -4,10 +4,9 @@ a link (GitHub refuses a comment or an issue body over 65,536)."""
 
 from __future__ import annotations
 
+from delivery.forges.change_set import TABLE_CHARS, dashboard_body, own_row_body
 from probes.evidence import PullRequestSnapshot
 from probes.pr_state import PrEvidence
-
-from delivery.forges.change_set import TABLE_CHARS, dashboard_body, own_row_body
 
 
 def _pr(number: int, checks: str = "SUCCESS") -> PullRequestSnapshot:
