@@ -129,3 +129,19 @@ def test_past_ten_folders_the_budget_warning_is_on_the_dashboard(tmp_path: Path)
         for repository in repos.values():
             [own] = sticky(github, repository, 1)
             assert "Warning" not in own and "tokens" not in own
+
+
+def test_a_ticket_the_token_may_not_comment_on_gets_no_dashboard_a_tracking_issue_does(
+        tmp_path: Path) -> None:
+    with FakeGitHub() as github:
+        repos = make_repos(github, N)
+        github.create_repo("octo/tracker")
+        ticket = github.create_issue("octo/tracker", "Change every folder")
+        github.set_token_permission("octo/tracker", "read")
+        ran = run_on(github, tmp_path, change_flow(N), "ship", repos,
+                     ticket=f"octo/tracker#{ticket}")
+        assert ran.status == "succeeded", ran.failure_reason
+        assert sticky(github, "octo/tracker", ticket) == []
+        [tracking] = [issue for issue in github.repository("octo/r0").issues.values()
+                      if MARKER in issue.body]
+        assert f"/octo/r0/issues/{tracking.number})" in sticky(github, "octo/r3", 1)[0]
