@@ -24,6 +24,7 @@ from delivery.engine.child_runs import run_child
 from delivery.engine.context import Context
 from delivery.engine.folder_pool import DEFAULT_FOLDER_PARALLELISM
 from delivery.engine.handlers.base import StageEnv
+from delivery.engine.handlers.change_set import actions_run_page, state_repository
 from delivery.engine.handlers.human import refuse_unknown_answers
 from delivery.engine.interviewer import (
     ConsoleInterviewer,
@@ -222,6 +223,8 @@ class _Run:
                                                 self.info, start_run, resume_run),
             budget_used=budget_used,
             max_parallel=self.info.max_parallel or DEFAULT_FOLDER_PARALLELISM,
+            state_repository=state_repository(self.world.stores.remote_target()),
+            run_page=actions_run_page(self.world.environ),
         )
         can = self.store.capabilities
         if StoreCapability.PAUSE_ON_WAIT in can:  # event mode (SPEC §13)

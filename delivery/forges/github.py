@@ -31,6 +31,7 @@ from delivery.errors import ForgeError
 from delivery.forges import github_threads as gt
 from delivery.forges.base import GitRemote, MergeResult, PullRequestRef, ThreadReply
 from delivery.forges.github_auth import StaticToken, TokenSource, git_remote_for, token_source
+from delivery.forges.github_issues import upsert_tracking_issue
 from delivery.forges.github_pulls import READY_MUTATION as READY_MUTATION
 from delivery.forges.github_pulls import REVERT_MUTATION as REVERT_MUTATION
 from delivery.forges.github_pulls import loaded as _loaded
@@ -316,6 +317,12 @@ class GitHubForge:
         created = self._write(f"comment on PR #{number}", repository,
                               lambda: issue.create_comment(body), find_effect=find)
         return int(created.id)
+
+    def upsert_tracking_issue(self, repository: str, marker: str, title: str, body: str,
+                              *, known: int = 0) -> int:
+        """The token's issue holding `marker` (the change set's dashboard), found (issue
+        `known` first) or opened, with `body`; its number (`github_issues`)."""
+        return upsert_tracking_issue(self, repository, marker, title, body, known=known)
 
     def viewer_login(self, repository: str) -> str:
         """The login the token acts as (`name[bot]` for an App), asked once: GraphQL's

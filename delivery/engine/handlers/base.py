@@ -128,6 +128,11 @@ class StageEnv:
     max_parallel: int = 8
     # the folder a foreach stage's run works for (SPEC §8.1; "": the stage is run-wide)
     folder: str = ""
+    # where a change set past 10 folders keeps its dashboard when the ticket is no GitHub
+    # issue (`--state git:O/N`'s repository; "": the first folder's), and the page of the
+    # run a cut table points at (the Actions run; "": none)
+    state_repository: str = ""
+    run_page: str = ""
 
 
 class Handler(Protocol):
