@@ -420,16 +420,8 @@ class GitHubForge:
 
     def _find_reply(self, repository: str, number: int, thread_id: str,
                     marker: str) -> ThreadReply | None:
-        before: str | None = None
-        for _ in range(gt.MAX_COMMENT_PAGES):
-            page = self._thread_page(repository, number, thread_id, before)
-            for comment_id, text in reversed(page.comments):
-                if marker in text:
-                    return ThreadReply(thread_id, comment_id, created=False)
-            if page.before is None:
-                return None
-            before = page.before
-        return None
+        return gt.find_reply(lambda before: self._thread_page(repository, number, thread_id,
+                                                              before), thread_id, marker)
 
     def _thread_page(self, repository: str, number: int, thread_id: str,
                      before: str | None) -> gt.ThreadPage:
@@ -438,14 +430,8 @@ class GitHubForge:
                            lambda: self._graphql(operation, repository,
                                                  gt.THREAD_COMMENTS_QUERY,
                                                  {"thread": thread_id, "before": before}))
-        page = gt.thread_page(data)
-        owner, name = _split(repository)
-        if page is None or page.number != number or \
-                page.repository.lower() != f"{owner}/{name}".lower():
-            raise ForgeError("github", repository, operation,
-                             f"{thread_id} is not a review thread of PR #{number}",
-                             "answer only the threads the probe listed in <folder>.threads.ids")
-        return page
+        return gt.checked_page(data, "/".join(_split(repository)), number, thread_id,
+                               operation)
 
     # -- the stop switch (SPEC §7.1): one query over the set's PRs and the ticket --------
     def stop_label(self, targets: Sequence[StopTarget]) -> Stop | None:
