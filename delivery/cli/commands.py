@@ -183,7 +183,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         repos=repos, gates=args.gates,
         forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
         branch=args.branch, cli=True, logs=args.logs, budget=args.budget,
-        max_parallel=args.max_parallel,
+        max_parallel=args.max_parallel, max_runners=args.max_runners,
     )
     world = World(git_cache=args.cache)
     if args.state:

@@ -1,0 +1,101 @@
+"""A foreach stage in event mode with more folders than it runs at once and `--max-runners`
+above 1 stops for worker jobs (SPEC §13 "Fan-out across runners"): the run pauses, reason
+`fan_out`, its folders split into chunks kept with the run; elsewhere nothing changes."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from state_helpers import bare, git
+
+from delivery.cli.main import main
+
+FOLDERS = [f"f{index:02}" for index in range(1, 13)]
+
+# each folder's run appends its name to a log outside the workspace
+FLOW = """digraph t {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [type=script, foreach="folders", max_parallel=2, script="cat NAME >> LOG"]
+  start -> work -> exit
+}
+"""
+
+
+def _workspace(tmp_path: Path) -> tuple[Path, list[str]]:
+    work = tmp_path / "ws"
+    work.mkdir()
+    (work / "flow.dot").write_text(FLOW.replace("LOG", str(tmp_path / "ran.log")),
+                                   encoding="utf-8")
+    args = []
+    for name in FOLDERS:
+        folder = tmp_path / "repos" / name
+        folder.mkdir(parents=True)
+        (folder / "NAME").write_text(f"{name}\n", encoding="utf-8")
+        args += ["--repo", f"{name}={folder}"]
+    return work, args
+
+
+def _run(work: Path, *argv: str) -> tuple[int, dict[str, object]]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["run", str(work / "flow.dot"), "--workspace", str(work), "--json", "--quiet",
+                 *argv], out, err)
+    return code, json.loads(out.getvalue()) if out.getvalue().strip() else {"err": err.getvalue()}
+
+
+def _ran(tmp_path: Path) -> list[str]:
+    log = tmp_path / "ran.log"
+    return log.read_text().split() if log.exists() else []
+
+
+def test_a_stage_over_more_folders_than_it_runs_at_once_pauses_for_three_workers(
+        tmp_path: Path) -> None:
+    work, repos = _workspace(tmp_path)
+    state_repo = bare(tmp_path / "state.git")
+    code, shown = _run(work, *repos, "--state", str(state_repo), "--max-runners", "3")
+    assert code == 3, shown
+    assert shown["status"] == "paused" and shown["reason"] == "fan_out"
+    assert shown["chunks"] == [1, 2, 3]
+    assert _ran(tmp_path) == []  # no folder ran in the job that fanned out
+    saved = json.loads(git(state_repo, "show",
+                           f"refs/delivery/runs/{shown['run_id']}:checkpoint.json"))
+    assert saved["context"]["internal.foreach.work.chunks"] == [
+        FOLDERS[0:4], FOLDERS[4:8], FOLDERS[8:12]]
+    info = json.loads(git(state_repo, "show", f"refs/delivery/runs/{shown['run_id']}:run.json"))
+    assert info["max_runners"] == 3  # kept for the resumes
+
+
+def test_chunks_are_balanced_and_never_more_than_the_folders(tmp_path: Path) -> None:
+    from delivery.engine.fan_out_chunks import split
+
+    assert [len(chunk) for chunk in split(FOLDERS, 5)] == [3, 3, 2, 2, 2]
+    assert split(FOLDERS[:3], 20) == [[FOLDERS[0]], [FOLDERS[1]], [FOLDERS[2]]]
+    assert sum(split([str(n) for n in range(600)], 1000), []) == [str(n) for n in range(600)]
+    assert len(split([str(n) for n in range(600)], 1000)) == 256  # GitHub's matrix limit
+
+
+def test_with_one_runner_the_stage_runs_every_folder_in_the_job(tmp_path: Path) -> None:
+    work, repos = _workspace(tmp_path)
+    state_repo = bare(tmp_path / "state.git")
+    code, shown = _run(work, *repos, "--state", str(state_repo))
+    assert (code, shown["status"]) == (0, "succeeded"), shown
+    assert sorted(_ran(tmp_path)) == FOLDERS
+    assert "chunks" not in shown
+
+
+def test_without_a_state_repository_max_runners_changes_nothing(tmp_path: Path) -> None:
+    work, repos = _workspace(tmp_path)
+    code, shown = _run(work, *repos, "--max-runners", "3")
+    assert (code, shown["status"]) == (0, "succeeded"), shown
+    assert sorted(_ran(tmp_path)) == FOLDERS
+
+
+def test_a_max_runners_that_is_not_a_number_is_refused_before_the_run(tmp_path: Path) -> None:
+    work, repos = _workspace(tmp_path)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["run", str(work / "flow.dot"), "--workspace", str(work), *repos,
+                 "--max-runners", "many"], out, err)
+    assert code == 2
+    assert "--max-runners" in err.getvalue() and "whole number" in err.getvalue()
+    assert "Traceback" not in err.getvalue()
