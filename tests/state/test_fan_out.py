@@ -8,9 +8,11 @@ import io
 import json
 from pathlib import Path
 
-from state_helpers import bare, git
+from state_helpers import bare, git, state_at
 
 from delivery.cli.main import main
+from delivery.engine.fan_out_chunks import split
+from delivery.state.chunks import ChunkSession
 
 FOLDERS = [f"f{index:02}" for index in range(1, 13)]
 
@@ -66,12 +68,11 @@ def test_a_stage_over_more_folders_than_it_runs_at_once_pauses_for_three_workers
     assert info["max_runners"] == 3  # kept for the resumes
 
 
-def test_chunks_are_balanced_and_never_more_than_the_folders(tmp_path: Path) -> None:
-    from delivery.engine.fan_out_chunks import split
-
+def test_chunks_are_balanced_and_never_more_than_the_folders() -> None:
     assert [len(chunk) for chunk in split(FOLDERS, 5)] == [3, 3, 2, 2, 2]
     assert split(FOLDERS[:3], 20) == [[FOLDERS[0]], [FOLDERS[1]], [FOLDERS[2]]]
-    assert sum(split([str(n) for n in range(600)], 1000), []) == [str(n) for n in range(600)]
+    numbers = [str(n) for n in range(600)]
+    assert [f for chunk in split(numbers, 1000) for f in chunk] == numbers
     assert len(split([str(n) for n in range(600)], 1000)) == 256  # GitHub's matrix limit
 
 
@@ -99,3 +100,58 @@ def test_a_max_runners_that_is_not_a_number_is_refused_before_the_run(tmp_path: 
     assert code == 2
     assert "--max-runners" in err.getvalue() and "whole number" in err.getvalue()
     assert "Traceback" not in err.getvalue()
+
+
+def _work(tmp_path: Path, state_repo: Path, run_id: str, chunk: int, runner: str,
+          *extra: str) -> tuple[int, dict[str, object]]:
+    """`delivery work` as a fresh runner would run it: its own workspace and clone cache."""
+    home = tmp_path / runner
+    home.mkdir(exist_ok=True)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["work", run_id, "--chunk", str(chunk), "--state", str(state_repo),
+                 "--workspace", str(home), "--cache", str(home / "cache"), "--json",
+                 "--quiet", *extra], out, err)
+    return code, json.loads(out.getvalue()) if out.getvalue().strip() else {"err": err.getvalue()}
+
+
+def _fanned_out(tmp_path: Path) -> tuple[Path, str]:
+    work, repos = _workspace(tmp_path)
+    state_repo = bare(tmp_path / "state.git")
+    code, shown = _run(work, *repos, "--state", str(state_repo), "--max-runners", "3")
+    assert (code, shown.get("reason")) == (3, "fan_out"), shown
+    return state_repo, str(shown["run_id"])
+
+
+def test_three_workers_run_their_chunks_and_the_last_continues_the_run(
+        tmp_path: Path) -> None:
+    state_repo, run_id = _fanned_out(tmp_path)
+    first = _work(tmp_path, state_repo, run_id, 1, "runner-1")
+    second = _work(tmp_path, state_repo, run_id, 3, "runner-3")
+    assert [first[0], first[1]["status"], second[1]["status"]] == [0, "chunk_done",
+                                                                   "chunk_done"], first
+    assert sorted(_ran(tmp_path)) == sorted(FOLDERS[0:4] + FOLDERS[8:12])
+    code, last = _work(tmp_path, state_repo, run_id, 2, "runner-2")
+    assert (code, last["status"]) == (0, "succeeded"), last
+    assert sorted(_ran(tmp_path)) == FOLDERS  # each folder ran once, in its chunk's job
+    context = last["context"]
+    assert isinstance(context, dict)
+    assert all(context[f"{name}.outcome"] == "succeeded" for name in FOLDERS)
+    assert context["work.failed_folders"] == "[]"
+
+
+def test_a_second_worker_for_a_chunk_being_run_is_superseded_before_running_anything(
+        tmp_path: Path) -> None:
+    state_repo, run_id = _fanned_out(tmp_path)
+    remote = state_at(state_repo, tmp_path / "elsewhere")
+    ChunkSession(remote, run_id, 2, "a-live-job").fetch().claim(stale_after=3600.0)
+    code, shown = _work(tmp_path, state_repo, run_id, 2, "runner-2")
+    assert (code, shown["status"]) == (0, "superseded"), shown
+    assert "chunk 2" in str(shown["failure_reason"])
+    assert _ran(tmp_path) == []
+
+
+def test_a_chunk_the_run_does_not_have_is_refused(tmp_path: Path) -> None:
+    state_repo, run_id = _fanned_out(tmp_path)
+    code, shown = _work(tmp_path, state_repo, run_id, 4, "runner-4")
+    assert code == 2
+    assert "chunks 1 to 3" in str(shown["err"])
