@@ -71,14 +71,12 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from delivery.cli.forge_commands import cmd_probe, cmd_review
     from delivery.cli.preflight import cmd_preflight
     from delivery.cli.state_commands import cmd_runs, superseded
-    from delivery.cli.work_command import cmd_work
 
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
                "verify": cmd_verify, "handlers": cmd_handlers, "graph": cmd_graph_run,
                "probe": cmd_probe, "review": cmd_review, "demo": cmd_demo,
                "runs": cmd_runs, "preflight": cmd_preflight, "close": cmd_close,
-               "work": lambda a, o, e: cmd_work(a, o, _report, _options(e)),
-               }[args.command]
+               "work": _work}[args.command]
     # one progress for the command: its stages and GitHub's retries (never silent), ended
     # before anything else is printed (a Ctrl-C's line stays the last)
     args.progress = None if getattr(args, "quiet", False) else \
@@ -165,6 +163,12 @@ def _report(outcome: RunOutcome, as_json: bool, out: TextIO, full: bool = False)
                   "once the cause is fixed, the same delivery run again goes on from the "
                   "run's branch, worktrees and pull requests", file=out)
     return STATUS_EXIT.get(outcome.status, EXIT_FAILED)
+
+
+def _work(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from delivery.cli.work_command import cmd_work
+
+    return cmd_work(args, out, _report, _options(err))
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from state_helpers import bare, git, state_at
@@ -155,3 +158,66 @@ def test_a_chunk_the_run_does_not_have_is_refused(tmp_path: Path) -> None:
     code, shown = _work(tmp_path, state_repo, run_id, 4, "runner-4")
     assert code == 2
     assert "chunks 1 to 3" in str(shown["err"])
+
+
+def test_two_workers_at_once_and_the_last_continues_the_run(tmp_path: Path) -> None:
+    state_repo, run_id = _fanned_out(tmp_path)
+    assert _work(tmp_path, state_repo, run_id, 1, "runner-1")[1]["status"] == "chunk_done"
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        ends = list(pool.map(lambda k: _work(tmp_path, state_repo, run_id, k, f"runner-{k}"),
+                             [2, 3]))
+    statuses = sorted(str(shown["status"]) for _, shown in ends)
+    # one continued the run; the other saw the other chunk unfinished (chunk_done), or
+    # saw every chunk done too and lost the run's claim (superseded, having changed
+    # nothing) — or both saw the other's chunk unfinished
+    assert statuses in (["chunk_done", "succeeded"], ["succeeded", "superseded"],
+                        ["chunk_done", "chunk_done"]), ends
+    if statuses == ["chunk_done", "chunk_done"]:  # a resume ends it, running nothing again
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["resume", run_id, "--state", str(state_repo), "--workspace",
+                     str(tmp_path / "runner-1"), "--json", "--quiet"], out, err)
+        assert code == 0, err.getvalue()
+    assert sorted(_ran(tmp_path)) == FOLDERS
+
+
+KILLING = """digraph t {
+  start [shape=Mdiamond]; exit [shape=Msquare]
+  work [type=script, foreach="folders", max_parallel=1,
+        script="cat NAME >> LOG; grep -q f06 NAME || exit 0
+test -e KILLED && exit 0; touch KILLED; kill -9 $PPID; sleep 5"]
+  start -> work -> exit
+}
+"""
+
+
+def test_a_worker_killed_mid_chunk_leaves_only_its_unfinished_folders_to_the_resume(
+        tmp_path: Path) -> None:
+    work, repos = _workspace(tmp_path)
+    (work / "flow.dot").write_text(KILLING.replace("LOG", str(tmp_path / "ran.log")).replace(
+        "KILLED", str(tmp_path / "killed")), encoding="utf-8")
+    state_repo = bare(tmp_path / "state.git")
+    code, shown = _run(work, *repos, "--state", str(state_repo), "--max-runners", "3",
+                       "--max-parallel", "1")
+    assert (code, shown.get("reason")) == (3, "fan_out"), shown
+    run_id = str(shown["run_id"])
+    for chunk in (1, 3):
+        assert _work(tmp_path, state_repo, run_id, chunk, f"runner-{chunk}")[0] == 0
+    runner = tmp_path / "runner-2"
+    runner.mkdir()
+    killed = subprocess.run(
+        [sys.executable, "-c", "from delivery.cli.main import entry; entry()", "work", run_id,
+         "--chunk", "2", "--state", str(state_repo), "--workspace", str(runner), "--cache",
+         str(runner / "cache"), "--quiet"], capture_output=True, text=True, timeout=120,
+        check=False)
+    assert killed.returncode == -9, killed.stderr
+    assert _ran(tmp_path)[-2:] == ["f05", "f06"]  # f05 ended, f06 was running at the kill
+    # the dead worker's chunk claim is taken over by a plain resume on another machine
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["resume", run_id, "--state", str(state_repo), "--take-over", "--workspace",
+                 str(tmp_path / "resumer"), "--cache", str(tmp_path / "resumer" / "cache"),
+                 "--json", "--quiet"], out, err)
+    assert code == 0, err.getvalue()
+    assert json.loads(out.getvalue())["status"] == "succeeded"
+    ran = _ran(tmp_path)
+    assert sorted(ran) == sorted([*FOLDERS, "f06"])  # only f06 ran twice
+    assert ran[-3:] == ["f06", "f07", "f08"]  # the resume ran chunk 2's unfinished folders
