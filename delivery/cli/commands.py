@@ -75,7 +75,8 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
                "verify": cmd_verify, "handlers": cmd_handlers, "graph": cmd_graph_run,
                "probe": cmd_probe, "review": cmd_review, "demo": cmd_demo,
-               "runs": cmd_runs, "preflight": cmd_preflight, "close": cmd_close}[args.command]
+               "runs": cmd_runs, "preflight": cmd_preflight, "close": cmd_close,
+               "work": _work}[args.command]
     # one progress for the command: its stages and GitHub's retries (never silent), ended
     # before anything else is printed (a Ctrl-C's line stays the last)
     args.progress = None if getattr(args, "quiet", False) else \
@@ -164,6 +165,12 @@ def _report(outcome: RunOutcome, as_json: bool, out: TextIO, full: bool = False)
     return STATUS_EXIT.get(outcome.status, EXIT_FAILED)
 
 
+def _work(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from delivery.cli.work_command import cmd_work
+
+    return cmd_work(args, out, _report, _options(err))
+
+
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problem = file_problem(args.workflow)
     if problem:
@@ -183,7 +190,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         repos=repos, gates=args.gates,
         forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
         branch=args.branch, cli=True, logs=args.logs, budget=args.budget,
-        max_parallel=args.max_parallel,
+        max_parallel=args.max_parallel, max_runners=args.max_runners,
     )
     world = World(git_cache=args.cache)
     if args.state:

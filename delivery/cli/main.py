@@ -25,6 +25,7 @@ from delivery.cli import (
     run_args,
     scenarios,
     validate,
+    work_command,
 )
 from delivery.cli.state_args import add_runs_parser
 from delivery.cli.workflow_commands import ActionOutput, Neutralising, in_action
@@ -122,6 +123,7 @@ COMMANDS: dict[str, tuple[Callable[[Subcommands], None], Handler]] = {
     "resume": (run_args.add_resume_parser, _engine_command),
     "close": (close_args.add_close_parser, _engine_command),
     "runs": (add_runs_parser, _engine_command),
+    "work": (work_command.add_work_parser, _engine_command),
     "inspect": (run_args.add_inspect_parser, _engine_command),
     "verify": (run_args.add_verify_parser, _engine_command),
     "parse": (validate.add_parse_parser, validate.cmd_parse),

@@ -79,6 +79,11 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
                      help="how many folders a folder stage (worktree_add, publish, probe, "
                      "worktree_remove, a foreach stage) works on at once when neither the "
                      "node nor the graph says max_parallel (default 8); kept for resumes")
+    run.add_argument("--max-runners", default=None, metavar="N",
+                     help="with --state: a foreach stage with more folders than it runs at "
+                     "once is split into at most N chunks (<= 256) for worker jobs "
+                     "(delivery work) and the run pauses, reason fan_out (default 1: no "
+                     "fan-out); kept for resumes")
     run.add_argument("--json", action="store_true",
                      help="print one JSON object: run_id, status, failure_reason, path, "
                      "context, run_dir (and diffs after a --dry-run)")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from delivery.cli.run_status import shown_status
+from delivery.engine.fan_out_chunks import StateFanOut
 from delivery.engine.runner import World
 from delivery.errors import DeliveryError, NotOwner, RunRefused, Superseded, paused_why
 from delivery.git import cache_root
@@ -47,6 +48,7 @@ def state_world(world: World, spec: str | None, cache: Path | None,
         env = dict(environ if environ is not None else os.environ)
         session = open_state(spec, cache, env).session(run_id, job_id(env))
         world.stores = StateRunStores(session, take_over=take_over, workspace=workspace)
+        world.fan_out = StateFanOut(session.state, session.job, take_over)
     return world
 
 

@@ -28,7 +28,7 @@ from delivery.engine.context import Context
 from delivery.engine.dry_run import DryRun
 from delivery.engine.failures import failure_class, failure_signature
 from delivery.engine.fan_out import run_section
-from delivery.engine.foreach import ForeachStage
+from delivery.engine.foreach import FanOut, ForeachStage
 from delivery.engine.handlers.base import (
     Clock,
     Handler,
@@ -162,6 +162,7 @@ class Engine:
         self.write_budget: Callable[[], dict[str, Any] | None] | None = None
         self.dry_run = DryRun(env) if self.options.dry_run else None
         self.pause_reason: PauseReason | None = None  # why the run paused, once it has
+        self.fan_out: FanOut | None = None  # event mode's worker jobs (set by the runner)
         # foreach nodes (SPEC §8.1) run through it; saved mid-stage on the main walk only
         self._foreach = ForeachStage(handlers, self, durable=lambda: threading.get_ident()
                                      == self._main_thread)
