@@ -187,7 +187,7 @@ def load_profile_file(directory: Path) -> tuple[ProfileFile, Path | None]:
             return ProfileFile.model_validate(data), path
         except ValidationError as err:
             raise RunRefused(f"profile file {path}", _problems(err),
-                             "see the README's agent profiles section for the fields of "
+                             "see docs/agents.md \"The profile file\" for the fields of "
                              "command, openai and replay profiles") from None
     return ProfileFile(), None
 
