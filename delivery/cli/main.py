@@ -63,8 +63,12 @@ EXAMPLES = {
             "    --repo api=../api.git --repo web=../web.git --agent command:claude",
             "delivery run workflows/deliver.dot --input ticket=T-1 --org octo --topic payments",
             "delivery run workflows/deliver.dot --input ticket=T-1 --repos-from repos.txt "
-            "--dry-run"],
-    "resume": ["delivery resume .delivery/runs/RUN_ID", "delivery resume --last"],
+            "--dry-run",
+            "delivery run workflows/campaign.dot --input ticket=T-1 --repos-from repos.txt \\",
+            "    --agent scripted:examples/offline/campaign.toml --quiet   # offline agent"],
+    "resume": ["delivery resume .delivery/runs/RUN_ID",
+               "delivery resume --last 2> progress.log   # progress lines into a file",
+               "delivery resume --last --quiet"],
     "close": ["delivery close RUN_ID --delete-branches --comment 'Superseded by T-12'"],
     "runs": ["delivery runs", "delivery runs --state git:octo/delivery-state --json"],
     "inspect": ["delivery inspect --last", "delivery inspect RUN_ID --routes"],
@@ -142,6 +146,9 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="delivery",
         description="Run DOT-graph workflows that carry a ticket through pull requests.",
         epilog="examples:\n  delivery demo\n  delivery validate workflows/\n"
+               "  delivery run workflows/campaign.dot --input ticket=T-1 --repos-from "
+               "repos.txt --agent scripted:examples/offline/campaign.toml --dry-run\n"
+               "  delivery close --last --delete-branches\n"
                "  delivery COMMAND --help",
         formatter_class=_Formatter,
     )
