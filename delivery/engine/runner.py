@@ -222,7 +222,10 @@ class _Run:
                                                 self.info, start_run, resume_run),
             budget_used=budget_used,
             max_parallel=self.info.max_parallel or DEFAULT_FOLDER_PARALLELISM,
+            resumed_at=len(state.path) if state.resumed else -1,
         )
+        if self.observer is not None:
+            env.announce = self.observer.stage_note
         can = self.store.capabilities
         if StoreCapability.PAUSE_ON_WAIT in can:  # event mode (SPEC §13)
             env.event_mode = True

@@ -128,6 +128,11 @@ class StageEnv:
     max_parallel: int = 8
     # the folder a foreach stage's run works for (SPEC §8.1; "": the stage is run-wide)
     folder: str = ""
+    # how long the run's path was when this process resumed it (-1: not a resume): a wait
+    # that is the first stage after a resume does not sleep again (SPEC §7.1 `wait`)
+    resumed_at: int = -1
+    # a progress line about the running stage (what a wait waits for); the runner sets it
+    announce: Callable[[Node, str], None] = field(default=lambda node, line: None)
 
 
 class Handler(Protocol):
