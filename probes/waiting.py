@@ -11,10 +11,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 CHECK_NAMES = 3  # pending checks named per folder, then "+N"
 SUMMARY_FOLDERS = 5  # folders named in a summary, then "and N more"
+
+
+class Facts(Protocol):
+    """A run's context, or a mapping of its flat keys."""
+
+    def get(self, key: str, /) -> Any: ...
 
 
 def folder_waits(raw: Mapping[str, Any]) -> str:
@@ -41,7 +47,7 @@ def folder_waits(raw: Mapping[str, Any]) -> str:
     return "; ".join(parts) or "to be ready"
 
 
-def waiting_for(context: Mapping[str, Any], folders: Sequence[str]) -> dict[str, str]:
+def waiting_for(context: Facts, folders: Sequence[str]) -> dict[str, str]:
     """Folder → what its PR waits for, for the folders whose PR the last probe saw
     WAITING and not ready (in folder order); empty when nothing is awaited."""
     found: dict[str, str] = {}
@@ -58,6 +64,22 @@ def waiting_summary(waits: Mapping[str, str], limit: int = SUMMARY_FOLDERS) -> s
     named = [f"{folder} ({what})" for folder, what in list(waits.items())[:limit]]
     more = len(waits) - limit
     return ", ".join(named) + (f" and {more} more" if more > 0 else "")
+
+
+def context_folders(context: Mapping[str, Any]) -> list[str]:
+    """The folders a probe wrote facts for (`<f>.pr.state`), in the context's order."""
+    return [key[:-len(".pr.state")] for key in context
+            if key.endswith(".pr.state") and key != "pr.state"
+            and not key.startswith("internal.")]
+
+
+def run_waiting_for(context: Mapping[str, Any], status: str,
+                    folders: Sequence[str] = ()) -> dict[str, str]:
+    """What a run that has not ended waits for (`waiting_for`), its `folders` in order
+    (else those the context has facts for, sorted); {} once it has ended."""
+    if status in ("succeeded", "failed", "cancelled"):
+        return {}
+    return waiting_for(context, list(folders) or sorted(context_folders(context)))
 
 
 def _raw(value: Any) -> Mapping[str, Any]:

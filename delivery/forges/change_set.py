@@ -20,6 +20,7 @@ from typing import Literal, Protocol, runtime_checkable
 from probes.evidence import PrObservation, PullRequestSnapshot
 from probes.github_query import CHANGE_SET_CONTEXT as CHANGE_SET_CONTEXT
 from probes.pr_state import PrState
+from probes.waiting import folder_waits, waiting_summary
 
 StatusState = Literal["pending", "success", "failure"]
 DESCRIPTION_CHARS = 140  # GitHub's limit for a commit status description
@@ -163,5 +164,15 @@ def comment_body(run_id: str, branch: str, observed: Mapping[str, PrObservation]
                   f"{wanted.state}: {wanted.description}")
     lines = [comment_marker(branch), "**delivery: the change set of this run**", "",
              *rows, "", f"Run `{_cell(run_id)}` — {_cell(run_status)}"]
+    waits = wait_line(observed, order)
+    lines += [waits] if waits else []
     lines += [f"- {_cell(note)}" for note in notes]
     return "\n".join(lines) + "\n"
+
+
+def wait_line(observed: Mapping[str, PrObservation], order: Sequence[str]) -> str:
+    """What the set's PRs wait for, one line ("" when none waits; SPEC §7.1 `wait`)."""
+    waits = {folder: folder_waits(pr.raw()) for folder in order
+             if isinstance(pr := observed.get(folder), PullRequestSnapshot)
+             and pr.state is PrState.WAITING and not pr.ready}
+    return f"Waiting for: {_cell(waiting_summary(waits))}" if waits else ""

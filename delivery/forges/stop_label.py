@@ -25,11 +25,11 @@ from probes.github_query import split_repository
 from probes.labels import (
     EVENTS_PAGE,
     LABELS_PAGE,
-    STOP_LABEL,
     StopMark,
     TicketLabels,
     stop_setter,
 )
+from probes.labels import STOP_LABEL as STOP_LABEL
 
 # the probe's read of the labels (SPEC §7.1), for the stop switch at the next boundary:
 # {} when no label stops the run, else a `Stop`'s fields; written only by a probe that read
