@@ -54,6 +54,7 @@ from delivery.store.files import read_file
 from delivery.store.records import RunStatus
 from delivery.store.runstore import LocalRunStore, verify_run
 from delivery.validation.loader import check_file
+from probes.waiting import run_waiting_for, waiting_summary
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED, EXIT_PAUSED = 0, 1, 2, 3
 STATUS_EXIT = {RunStatus.SUCCEEDED: EXIT_SUCCEEDED, RunStatus.FAILED: EXIT_FAILED,
@@ -342,6 +343,8 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "context": values, "artifacts": artifacts, "run_dir": str(run.path),
         "usage": _total_usage(stages),
         "cost_usd": round(sum(stage.get("cost_usd", 0.0) for stage in stages), 9),
+        # per folder, what the PRs the last probe saw waiting wait for (SPEC §7.1 `wait`)
+        "waiting_for": run_waiting_for(values, status, list(info.folders)),
     }
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True, default=str), file=out)
@@ -352,6 +355,8 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if report["failure_reason"]:
         print(f"  failure: {_one_line(str(report['failure_reason']))}", file=out)
     print(f"  path: {path_line(path)}", file=out)
+    if report["waiting_for"]:
+        print(f"  waiting for: {waiting_summary(report['waiting_for'])}", file=out)
     print("  stages:", file=out)
     for stage in stages:
         reason = f" — {stage['failure_reason']}" if stage.get("failure_reason") else ""

@@ -1,6 +1,7 @@
 """Progress on stderr (SPEC §12), whether or not it is a terminal: one line per stage as it
 ends, and a line for every retry — a stage's, or a GitHub request's (`probes.retry`) —
-saying what is tried again, which attempt of how many, and when. A CI log, the Action's
+saying what is tried again, which attempt of how many, and when, and what a wait waits
+for as it begins (SPEC §7.1 `wait`). A CI log, the Action's
 log or a file gets the same lines as a terminal, which also shows each stage as it starts.
 `--quiet` makes none of it (errors are printed all the same)."""
 
@@ -63,6 +64,10 @@ class StderrProgress(Progress):
         retries = node.max_retries if node.max_retries is not None else self.default_retries
         self._print(f"  ↻ {node.id}: retrying (attempt {attempt + 1} of {retries + 1}) "
                     f"in {delay:.1f}s")
+
+    def stage_note(self, node: Node, line: str) -> None:
+        # said as it happens, a log or a terminal: a wait's sleep may last hours
+        self._print(f"  … {node.id}: {line}")
 
     def github_retry(self, notice: RetryNotice) -> None:
         self._print(f"  ↻ {notice.line()}")

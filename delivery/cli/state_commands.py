@@ -26,6 +26,7 @@ from delivery.git.runref import is_run_id
 from delivery.state.claims import parse_status
 from delivery.state.remote import RemoteState, RunSummary, StateRunStores, job_id
 from delivery.store.runstore import LocalRunStore
+from probes.waiting import run_waiting_for, waiting_summary
 
 EXIT_OK = 0
 # the run id is checked apart (is_run_id): a marker whose id is malformed is ignored and
@@ -135,7 +136,8 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         why = f": {run.reason}" + (f" until {run.until}" if run.until else "") \
             if paused else ""
         after = f" — {run.reason}" if run.reason and not paused else ""
-        print(f"{run.run_id}  {run.status}{why}{waiting}{held}{after}", file=out)
+        awaited = f" — waiting: {run.waiting}" if run.waiting else ""
+        print(f"{run.run_id}  {run.status}{why}{waiting}{held}{after}{awaited}", file=out)
     return EXIT_OK
 
 
@@ -159,5 +161,8 @@ def local_runs(workspace: Path) -> list[RunSummary]:
             reason, until = paused_why(loaded.state.context)
             listed.append(RunSummary(path.name, "interrupted" if gone else
                                      loaded.state.status, loaded.state.next_node or "", "",
-                                     reason=gone or reason, until=until))
+                                     reason=gone or reason, until=until,
+                                     waiting=waiting_summary(run_waiting_for(
+                                         loaded.state.context, loaded.state.status.value,
+                                         list(info.folders)))))
     return listed

@@ -24,6 +24,9 @@ class Progress:
     def stage_retry(self, node: Node, attempt: int, delay: float) -> None:
         pass
 
+    def stage_note(self, node: Node, line: str) -> None:
+        pass  # what a running stage says of itself (what a wait waits for)
+
     def folder_finished(self, node: Node, folder: str, result: StageResult,
                         seconds: float) -> None:
         pass  # one folder's run of a foreach stage ended (SPEC §8.1)

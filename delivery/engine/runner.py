@@ -226,7 +226,10 @@ class _Run:
             max_parallel=self.info.max_parallel or DEFAULT_FOLDER_PARALLELISM,
             state_repository=state_repository(self.world.stores.remote_target()),
             run_page=actions_run_page(self.world.environ),
+            resumed_at=len(state.path) if state.resumed else -1,
         )
+        if self.observer is not None:
+            env.announce = self.observer.stage_note
         can = self.store.capabilities
         if StoreCapability.PAUSE_ON_WAIT in can:  # event mode (SPEC §13)
             env.event_mode = True

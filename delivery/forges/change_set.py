@@ -24,6 +24,7 @@ from typing import Literal, Protocol, runtime_checkable
 from probes.evidence import PrObservation, PullRequestSnapshot
 from probes.github_query import CHANGE_SET_CONTEXT as CHANGE_SET_CONTEXT
 from probes.pr_state import PrState
+from probes.waiting import folder_waits, waiting_summary
 
 StatusState = Literal["pending", "success", "failure"]
 DESCRIPTION_CHARS = 140  # GitHub's limit for a commit status description
@@ -221,6 +222,8 @@ def comment_body(run_id: str, branch: str, observed: Mapping[str, PrObservation]
             *(_row(folder, pr, budget) for folder, pr in _prs(observed, order))]
     lines = [comment_marker(branch), "**delivery: the change set of this run**", "",
              *rows, "", _run_line(run_id, observed, order, summary)]
+    waits = wait_line(observed, order)
+    lines += [waits] if waits else []
     lines += [f"- {_cell(note)}" for note in notes]
     return "\n".join(lines) + "\n"
 
@@ -244,6 +247,8 @@ def dashboard_body(run_id: str, branch: str, observed: Mapping[str, PrObservatio
         return None
     lines = [dashboard_marker(branch), "**delivery: the change set of this run**", "",
              _run_line(run_id, observed, order, summary)]
+    waits = wait_line(observed, order)
+    lines += [waits] if waits else []
     if budget:
         lines.append(f"Agent budget used: {_cell(budget)}")
     lines += [f"- {_cell(note)}" for note in notes]
@@ -261,3 +266,11 @@ def dashboard_body(run_id: str, branch: str, observed: Mapping[str, PrObservatio
     else:
         lines += rows
     return "\n".join(lines) + "\n"
+
+
+def wait_line(observed: Mapping[str, PrObservation], order: Sequence[str]) -> str:
+    """What the set's PRs wait for, one line ("" when none waits; SPEC §7.1 `wait`)."""
+    waits = {folder: folder_waits(pr.raw()) for folder in order
+             if isinstance(pr := observed.get(folder), PullRequestSnapshot)
+             and pr.state is PrState.WAITING and not pr.ready}
+    return f"Waiting for: {_cell(waiting_summary(waits))}" if waits else ""

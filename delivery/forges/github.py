@@ -56,6 +56,7 @@ from probes.github_errors import (
     classify_answer,
     graphql_error_text,
 )
+from probes.labels import TicketLabels
 from probes.retry import RetryBudget, call_with_retries, write_with_retries
 
 DEFAULT_SERVER_URL = "https://github.com"
@@ -130,12 +131,12 @@ class GitHubForge:
 
     # -- reads ----------------------------------------------------------------------------
     def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:
-        """One probe per token (an App's installation token reads its owner's only)."""
-        found: dict[str, PrObservation] = {}
-        for positions in self._sessions.groups(q.repository for q in queries).values():
-            group = [queries[i] for i in positions]
-            found.update(self._sessions.of(group[0].repository).probe.pull_requests(group))
-        return found
+        return self._sessions.observe(queries, None)[0]
+
+    def observe(self, queries: Sequence[PrQuery], ticket: tuple[str, int] | None
+                ) -> tuple[Mapping[str, PrObservation], TicketLabels | None]:
+        """The probe with the ticket issue's labels (`stop_label.LabelledProbe`)."""
+        return self._sessions.observe(queries, ticket)
 
     def git_remote(self, repository: str) -> GitRemote:
         owner, name = _split(repository)
