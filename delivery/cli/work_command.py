@@ -33,7 +33,7 @@ def add_work_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser
         "chunk's ref. The worker that saves the last missing result continues the run as "
         "resume --state does; the others exit 0 with status chunk_done, and one whose chunk "
         "another live job holds exits 0 with status superseded.",
-        epilog="example:\n  " + "\n  ".join(EXAMPLES),
+        epilog="examples:\n  " + "\n  ".join(EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     work.add_argument("run", metavar="RUN_ID", help="the run id (printed by run and runs)")
     work.add_argument("--chunk", required=True, type=int, metavar="K",
