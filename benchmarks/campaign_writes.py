@@ -45,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from delivery.agents.scripted import ScriptedAgent  # noqa: E402
 from delivery.engine.handlers.base import StageResult  # noqa: E402
 from delivery.engine.run_loop import Progress  # noqa: E402
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run  # noqa: E402
@@ -132,8 +133,8 @@ class Figures:
     wall_s: float
 
 
-def _world(github: FakeGitHub, clock: ManualClock, fleet: Fleet, workflow: Path,
-           root: Path, agent: object | None = None) -> World:
+def _world(github: FakeGitHub, clock: ManualClock, agent: ScriptedAgent, root: Path,
+           limits: tuple[int, int]) -> World:
     """A new process's world: a forge whose windows start empty (the run restores them),
     pacing as a user gets it (a second between writes) under GitHub's limits."""
     environ = {k: v for k, v in {**os.environ, **github.env()}.items()
@@ -142,8 +143,8 @@ def _world(github: FakeGitHub, clock: ManualClock, fleet: Fleet, workflow: Path,
         environ, sleep=clock.sleep, clock=clock,
         budget=RetryBudget(attempts=6, wait_seconds=PATIENCE),
         pacer=Pacer(clock=clock, sleep=clock.sleep,
-                    budget=WriteBudget(per_minute=PER_MINUTE, per_hour=PER_HOUR)))
-    return World(agent=agent or fleet.agent(load_workflow(workflow)), clock=SharedClock(clock),
+                    budget=WriteBudget(per_minute=limits[0], per_hour=limits[1])))
+    return World(agent=agent, clock=SharedClock(clock),
                  environ=environ, forge=forge, git_cache=root / "cache")
 
 
@@ -172,7 +173,10 @@ def _api_writes(github: FakeGitHub, start: int = 0, end: int | None = None,
             if id(r) in chosen and r.path.startswith("/api/")]
 
 
-def measure(workflow: str, folders: int, base: Path, *, failing: float) -> Figures:
+def measure(workflow: str, folders: int, base: Path, *, failing: float,
+            limits: tuple[int, int] = (PER_MINUTE, PER_HOUR)) -> Figures:
+    """One run of `workflow` over a fresh fleet of `folders`, on the fake enforcing
+    `limits` (a minute's, an hour's), resumed after each pause for them until it ends."""
     path = WORKFLOWS[workflow]
     root = Path(tempfile.mkdtemp(dir=base, prefix=f"{workflow}-{folders}-"))
     (root / "workspace").mkdir()
@@ -182,7 +186,7 @@ def measure(workflow: str, folders: int, base: Path, *, failing: float) -> Figur
         repos = fleet.github_repos(github)
         for repository in repos.values():
             github.hold_checks(repository)
-        limits = github.enforce_secondary_limits(per_minute=PER_MINUTE, per_hour=PER_HOUR)
+        enforced = github.enforce_secondary_limits(per_minute=limits[0], per_hour=limits[1])
         github.clear_requests()
         single = next(repos[f] for f in fleet.folders if f not in fleet.failing)
         ci = StaggeredCi(github, list(repos.values()), single)
@@ -191,7 +195,7 @@ def measure(workflow: str, folders: int, base: Path, *, failing: float) -> Figur
                              workspace=root / "workspace", run_dir=root / "run", repos=repos,
                              branch=BRANCH)
         started_sim, started_wall = clock(), time.perf_counter()
-        outcome: RunOutcome = start_run(request, _world(github, clock, fleet, path, root, agent),
+        outcome: RunOutcome = start_run(request, _world(github, clock, agent, root, limits),
                                         observer=ci)
         pauses, paused = 0, 0.0
         while outcome.status == "paused" and outcome.pause_reason is PauseReason.RATE_LIMIT:
@@ -200,7 +204,7 @@ def measure(workflow: str, folders: int, base: Path, *, failing: float) -> Figur
             pauses += 1
             paused += max(resume_at - clock(), 0.0)
             clock.now = max(clock.now, resume_at)  # the fake's clock fast-forwarded
-            outcome = resume_run(root / "run", _world(github, clock, fleet, path, root, agent),
+            outcome = resume_run(root / "run", _world(github, clock, agent, root, limits),
                                  observer=ci)
         writes = _api_writes(github)
         window = ci.window + [None] * (2 - len(ci.window))
@@ -214,12 +218,17 @@ def measure(workflow: str, folders: int, base: Path, *, failing: float) -> Figur
             workflow, folders, outcome.status, outcome.failure_reason, merged,
             sum(1 for node, _ in agent.prompts if node.split("@", 1)[0] == "repair"),
             len(writes), sum(len(r.body) for r in writes), touched,
-            sum(1 for r in github.requests if r.status >= 400), limits.refused, pauses,
+            sum(1 for r in github.requests if r.status >= 400), enforced.refused, pauses,
             paused, clock() - started_sim, time.perf_counter() - started_wall)
 
 
-def report(rows: list[Figures], failing: float) -> None:
-    print(f"GitHub's secondary limits enforced ({PER_MINUTE}/min, {PER_HOUR}/h); CI staggered; "
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "no"
+
+
+def report(rows: list[Figures], failing: float,
+           limits: tuple[int, int] = (PER_MINUTE, PER_HOUR)) -> None:
+    print(f"secondary limits enforced: {limits[0]}/min, {limits[1]}/h; CI staggered; "
           f"{failing:.0%} of folders (at least one) fail CI once and are repaired")
     print(f"{'workflow':<9} {'N':>4} {'status':<9} {'merged':>7} {'repairs':>7} "
           f"{'writes':>6} {'bound':>5} {'writes/folder':>13} {'bytes/folder':>12} "
@@ -234,30 +243,32 @@ def report(rows: list[Figures], failing: float) -> None:
               f"{r.wall_s:>6.1f}")
         if r.reason:
             print(f"    {r.status}: {r.reason}")
+    print()
     for r in rows:
-        bound = PER_FOLDER * r.folders + PER_REPAIR * r.repairs
-        print(f"{r.workflow} N={r.folders}: content-creating requests per folder: "
-              f"{r.writes / r.folders:.2f} ({r.writes} <= {bound}: "
-              f"{'yes' if r.writes <= bound else 'no'}); bytes written per folder: "
-              f"{r.bytes / r.folders:.0f}")
-        print(f"{r.workflow} N={r.folders}: objects written after one folder's change: "
-              f"{len(r.one_change_objects)} (<= {OBJECTS}: "
-              f"{'yes' if len(r.one_change_objects) <= OBJECTS else 'no'}): "
+        share = (PER_FOLDER * r.folders + PER_REPAIR * r.repairs) / r.folders
+        name = f"{r.workflow} N={r.folders}"
+        print(f"{name}: content-creating requests per folder: {r.writes / r.folders:.2f} "
+              f"(bound, {PER_FOLDER} a folder + {PER_REPAIR} a repair: {share:.2f}; "
+              f"{_yes(r.writes / r.folders <= share)})")
+        print(f"{name}: bytes written per folder: {r.bytes / r.folders:.0f}")
+        touched = len(r.one_change_objects)
+        print(f"{name}: objects written after one folder's change: {touched} "
+              f"(<= {OBJECTS}: {_yes(0 < touched <= OBJECTS)}): "
               f"{' '.join(r.one_change_objects)}")
-        print(f"{r.workflow} N={r.folders}: failed requests: {r.failed}, refused by the "
-              f"limits: {r.refused}; failed runs: {0 if r.status == 'succeeded' else 1}; "
-              f"pauses for the limits: {r.pauses}, paused {r.paused_s:.0f} s")
+        print(f"{name}: failed runs: {0 if r.status == 'succeeded' else 1}; failed requests: "
+              f"{r.failed}; refused by the limits: {r.refused}; pauses for the limits: "
+              f"{r.pauses}, paused {r.paused_s:.0f} s")
     for workflow in dict.fromkeys(r.workflow for r in rows):
         mine = [r for r in rows if r.workflow == workflow]
-        if len(mine) < 2:
+        if len(mine) < 2 or not mine[0].writes:
             continue
         low, high = mine[0], mine[-1]
         writes = (high.writes / high.folders) / (low.writes / low.folders)
         size = (high.bytes / high.folders) / (low.bytes / low.folders)
         print(f"{workflow}: writes per folder N={high.folders} / N={low.folders}: "
-              f"{writes:.2f} (<= {WRITES_GROWTH}: {'yes' if writes <= WRITES_GROWTH else 'no'})")
+              f"{writes:.2f} (<= {WRITES_GROWTH}: {_yes(writes <= WRITES_GROWTH)})")
         print(f"{workflow}: bytes per folder N={high.folders} / N={low.folders}: "
-              f"{size:.2f} (<= {BYTES_GROWTH}: {'yes' if size <= BYTES_GROWTH else 'no'})")
+              f"{size:.2f} (<= {BYTES_GROWTH}: {_yes(size <= BYTES_GROWTH)})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -268,7 +279,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workflows", default="campaign,deliver")
     parser.add_argument("--failing", type=float, default=0.1,
                         help="share of folders failing CI once (at least one if above 0)")
+    parser.add_argument("--per-minute", type=int, default=PER_MINUTE,
+                        help="the fake's limit of content-creating requests a minute")
+    parser.add_argument("--per-hour", type=int, default=PER_HOUR,
+                        help="the fake's limit of content-creating requests an hour")
     args = parser.parse_args(argv)
+    limits = (args.per_minute, args.per_hour)
     sizes = [50, 200] if args.long else [int(n) for n in args.folders.split(",")]
     workflows = args.workflows.split(",")
     unknown = [w for w in workflows if w not in WORKFLOWS]
@@ -279,9 +295,9 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for workflow in workflows:
         for size in sizes:
-            rows.append(measure(workflow, size, base, failing=args.failing))
+            rows.append(measure(workflow, size, base, failing=args.failing, limits=limits))
             print(f"  ran {workflow} over {size} folders", file=sys.stderr, flush=True)
-    report(rows, args.failing)
+    report(rows, args.failing, limits)
 
 
 if __name__ == "__main__":
