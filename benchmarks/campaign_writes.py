@@ -290,13 +290,16 @@ def main(argv: list[str] | None = None) -> None:
     unknown = [w for w in workflows if w not in WORKFLOWS]
     if unknown:
         parser.error(f"unknown workflow {', '.join(unknown)}; known: {', '.join(WORKFLOWS)}")
-    base = Path(os.environ.get(SCRATCH) or tempfile.mkdtemp(prefix="campaign-writes-"))
-    base.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for workflow in workflows:
-        for size in sizes:
-            rows.append(measure(workflow, size, base, failing=args.failing, limits=limits))
-            print(f"  ran {workflow} over {size} folders", file=sys.stderr, flush=True)
+    # `python -m benchmarks` removes its scratch folder at the very end (see its docstring);
+    # on its own the script removes its own
+    with tempfile.TemporaryDirectory(prefix="campaign-writes-") as own:
+        base = Path(os.environ.get(SCRATCH) or own)
+        base.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for workflow in workflows:
+            for size in sizes:
+                rows.append(measure(workflow, size, base, failing=args.failing, limits=limits))
+                print(f"  ran {workflow} over {size} folders", file=sys.stderr, flush=True)
     report(rows, args.failing, limits)
 
 
