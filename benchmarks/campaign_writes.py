@@ -13,7 +13,9 @@ time it may go on); the benchmark fast-forwards the clock to that time and resum
 a new forge, as a new process would. Reported per workflow and N:
 
 - content-creating requests (REST writes, GraphQL mutations; git pushes not counted) per
-  folder, against the acceptance bound of 10 per folder plus 3 per repair;
+  folder, against the acceptance bound of 10 per folder plus 3 per repair (a repair: a
+  push of a folder's branch after its first — deliver.dot's one repair session may push to
+  many folders; the agent's repair sessions are shown beside);
 - writes after one folder's change: the objects (PRs, issues) written from the moment that
   folder's CI finishes to the next release of CI (its status, row, merge in campaign.dot);
   the acceptance bound is that folder's PR and at most two other objects (3);
@@ -38,6 +40,7 @@ import re
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -121,7 +124,8 @@ class Figures:
     status: str
     reason: str
     merged: int
-    repairs: int
+    repairs: int  # folders' repair pushes: a branch's pushes after its first
+    sessions: int  # repair sessions of the agent
     writes: int  # content-creating API requests
     bytes: int  # their bodies
     one_change_objects: list[str]  # written after one folder's CI finished
@@ -173,6 +177,14 @@ def _api_writes(github: FakeGitHub, start: int = 0, end: int | None = None,
             if id(r) in chosen and r.path.startswith("/api/")]
 
 
+def repair_pushes(github: FakeGitHub) -> int:
+    """Pushes of a folder's branch after its first, from the fake's records: the repairs
+    the bound counts (deliver.dot's one repair session may push to many folders)."""
+    pushes = Counter(r.path.removesuffix("/git-receive-pack") for r in github.requests
+                     if r.method == "POST" and r.path.endswith("/git-receive-pack"))
+    return sum(count - 1 for count in pushes.values())
+
+
 def measure(workflow: str, folders: int, base: Path, *, failing: float,
             limits: tuple[int, int] = (PER_MINUTE, PER_HOUR)) -> Figures:
     """One run of `workflow` over a fresh fleet of `folders`, on the fake enforcing
@@ -216,6 +228,7 @@ def measure(workflow: str, folders: int, base: Path, *, failing: float,
                      if pr.head == BRANCH and pr.merged)
         return Figures(
             workflow, folders, outcome.status, outcome.failure_reason, merged,
+            repair_pushes(github),
             sum(1 for node, _ in agent.prompts if node.split("@", 1)[0] == "repair"),
             len(writes), sum(len(r.body) for r in writes), touched,
             sum(1 for r in github.requests if r.status >= 400), enforced.refused, pauses,
@@ -230,14 +243,15 @@ def report(rows: list[Figures], failing: float,
            limits: tuple[int, int] = (PER_MINUTE, PER_HOUR)) -> None:
     print(f"secondary limits enforced: {limits[0]}/min, {limits[1]}/h; CI staggered; "
           f"{failing:.0%} of folders (at least one) fail CI once and are repaired")
-    print(f"{'workflow':<9} {'N':>4} {'status':<9} {'merged':>7} {'repairs':>7} "
+    print(f"{'workflow':<9} {'N':>4} {'status':<9} {'merged':>7} {'repairs':>7} {'sessions':>8} "
           f"{'writes':>6} {'bound':>5} {'writes/folder':>13} {'bytes/folder':>12} "
           f"{'one change':>10} {'failed':>6} {'refused':>7} {'pauses':>6} {'paused s':>8} "
           f"{'simulated s':>11} {'wall s':>6}")
     for r in rows:
         bound = PER_FOLDER * r.folders + PER_REPAIR * r.repairs
         print(f"{r.workflow:<9} {r.folders:>4} {r.status:<9} {r.merged:>3}/{r.folders:<3} "
-              f"{r.repairs:>7} {r.writes:>6} {bound:>5} {r.writes / r.folders:>13.2f} "
+              f"{r.repairs:>7} {r.sessions:>8} {r.writes:>6} {bound:>5} "
+              f"{r.writes / r.folders:>13.2f} "
               f"{r.bytes / r.folders:>12.0f} {len(r.one_change_objects):>10} {r.failed:>6} "
               f"{r.refused:>7} {r.pauses:>6} {r.paused_s:>8.0f} {r.simulated_s:>11.0f} "
               f"{r.wall_s:>6.1f}")

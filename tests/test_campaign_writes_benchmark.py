@@ -69,7 +69,7 @@ def test_a_campaign_past_the_limits_pauses_merges_all_and_reports_its_writes_per
 def test_the_summary_compares_writes_and_bytes_per_folder_of_the_largest_set_to_the_smallest(
         bench: ModuleType, main: ModuleType) -> None:
     def figures(folders: int, writes: int, size: int) -> object:
-        return bench.Figures("campaign", folders, "succeeded", "", folders, 1, writes, size,
+        return bench.Figures("campaign", folders, "succeeded", "", folders, 1, 1, writes, size,
                              ["o/r#1"], 0, 0, 0, 0.0, 0.0, 0.0)
 
     printed = io.StringIO()
