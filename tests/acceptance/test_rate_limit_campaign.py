@@ -16,8 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -28,28 +27,11 @@ from delivery.errors import PauseReason, paused_why
 from delivery.forges.github import GitHubForge
 from delivery.forges.pacing import Pacer
 from delivery.forges.write_budget import WriteBudget
-from delivery.testing.github import CheckRule, FakeGitHub, ManualClock, Tree
+from delivery.testing.github import CheckRule, EngineClock, FakeGitHub, ManualClock, Tree
 from delivery.testing.two_repos import bundled_workflow
 from probes.github import RetryBudget
 
 BRANCH = "delivery/limits-1"
-
-
-@dataclass
-class SharedClock:
-    """The engine's clock on the fake's ManualClock: one time for the fake, the forge's
-    windows and the run (its waits included)."""
-
-    manual: ManualClock
-
-    def monotonic(self) -> float:
-        return self.manual()
-
-    def sleep(self, seconds: float) -> None:
-        self.manual.sleep(seconds)
-
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.manual(), UTC)
 
 
 def _ci(tree: Tree) -> bool:
@@ -83,7 +65,7 @@ def _world(fake: FakeGitHub, clock: ManualClock, agent: ScriptedAgent, root: Pat
         budget=RetryBudget(attempts=6, wait_seconds=300),
         pacer=Pacer(clock=clock, sleep=clock.sleep, write_spacing=0,
                     budget=WriteBudget(per_minute=per_minute, per_hour=per_hour)))
-    return World(agent=agent, clock=SharedClock(clock), environ=environ, forge=forge,
+    return World(agent=agent, clock=EngineClock(clock), environ=environ, forge=forge,
                  git_cache=root / "cache")
 
 
