@@ -9,7 +9,7 @@ from long_runs import is_long
 SEEDS = {"short": 2, "long": 30}
 PEOPLE_SEEDS = {"short": 20, "long": 100}  # the people soak (tests/soak/test_people_soak.py)
 # the campaign chaos suite (tests/soak/test_campaign_chaos.py): ~30 s a killed campaign
-CAMPAIGN_SEEDS = {"short": 2, "long": 12}
+CAMPAIGN_SEEDS = {"short": 1, "long": 12}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
