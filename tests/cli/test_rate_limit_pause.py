@@ -115,3 +115,17 @@ def test_a_probe_answered_with_the_spent_primary_limit_pauses_until_the_reset(
         resumed = json.loads(out)
         assert resumed["status"] == "succeeded"
         assert resumed["context"]["web.pr.state"] == "WAITING"
+
+
+def test_delivery_probe_on_a_spent_limit_says_when_to_try_again_in_one_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeGitHub() as github:
+        for name, value in github.env().items():
+            monkeypatch.setenv(name, value)
+        github.create_repo("octo/web")
+        github.enforce_primary_limits(graphql_per_hour=0)
+        code, out, err = cli("probe", "--repo", "web=octo/web#1")
+        assert code == 1 and out == ""
+        [line] = err.splitlines()
+        assert line.startswith("delivery probe: GitHub's rate limit: ")
+        assert re.search(r"try again at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", line), line

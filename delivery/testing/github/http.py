@@ -1,6 +1,6 @@
 """The fake GitHub's HTTP side (`delivery.testing.github.server` starts it): each request
-recorded, refused (token, permissions, secondary and primary limits) or faulted as the fake says, then
-answered by its REST or GraphQL handlers or by `git http-backend` as a CGI.
+recorded, refused (token, permissions, secondary and primary limits) or faulted as the fake
+says, then answered by its REST or GraphQL handlers or by `git http-backend` as a CGI.
 """
 
 from __future__ import annotations
