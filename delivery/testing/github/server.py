@@ -310,6 +310,12 @@ class FakeGitHub:
             if required_approvals is not None:
                 repo.required_approvals = required_approvals
 
+    def hide_branch_protection(self, full_name: str) -> None:
+        """The token cannot read the repository's branch protection: GraphQL answers
+        `branchProtectionRule` and `refUpdateRule` null (it still applies to merges)."""
+        with self.state.lock:
+            self.repository(full_name).protection_readable = False
+
     def status_of(self, full_name: str, sha: str, context: str) -> tuple[str, str] | None:
         """(state, description) of `context` on commit `sha`, None when it has none."""
         with self.state.lock:
