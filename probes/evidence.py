@@ -114,6 +114,10 @@ class PullRequestSnapshot:
                 for r in self.reviews
             ],
             "pending_checks": list(self.extra.get("pending_checks") or []),
+            # approvals given (by people who steer) of those the base branch requires,
+            # when the forge could read the requirement
+            **{key: self.extra[key] for key in ("approvals", "approvals_required")
+               if key in self.extra},
             "checks_truncated": self.checks_truncated,
             "conflict": self.conflict,
             "unresolved_threads": self.unresolved_threads,

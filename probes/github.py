@@ -9,7 +9,9 @@ A folder whose repository or PR cannot be read gets a `ProbeFailure`; the others
 their evidence. The requests go through the one GitHub client (`probes.github_client`):
 rate limits, 5xx answers, dropped connections and GraphQL timeouts are retried within a
 budget of attempts and waiting time — blindly, since a query only reads — and the answer
-comes back whole, partial `data` beside the errors that name single PRs. The token travels
+comes back whole, partial `data` beside the errors that name single PRs. A rate limit
+that outlasts the budget is no folder's failure: `ProbeRateLimited` says how long it
+lasts, for the caller to pause the run. The token travels
 in the `Authorization` header and is never logged, put in an error or kept in a repr.
 """
 
@@ -28,7 +30,7 @@ from probes.github_client import (
     GitHubClient,
     graphql_url_from_environment,
 )
-from probes.github_errors import GitHubError, TokenRefused, Transient
+from probes.github_errors import GitHubError, RateLimited, TokenRefused, Transient
 from probes.labels import STOP_LABEL, TicketLabels, stop_mark, stop_setter
 from probes.retry import RetryBudget
 from probes.steering import (
@@ -41,7 +43,8 @@ from probes.steering import (
 )
 
 __all__ = ["DEFAULT_API_URL", "DEFAULT_GRAPHQL_URL", "GitHubPullRequestSource",
-           "GitHubUnavailable", "RetryBudget", "graphql_url_from_environment"]
+           "GitHubUnavailable", "ProbeRateLimited", "RetryBudget",
+           "graphql_url_from_environment"]
 
 MAX_THREAD_PAGES = 100  # 10,000 review threads per PR
 MAX_CONTEXT_PAGES = 10  # checks: 1,100 status contexts per PR, then `checks_truncated`
@@ -49,6 +52,18 @@ MAX_CONTEXT_PAGES = 10  # checks: 1,100 status contexts per PR, then `checks_tru
 
 class GitHubUnavailable(Exception):
     """A probe round could not be answered (after retries, or refused outright)."""
+
+
+class ProbeRateLimited(Exception):
+    """GitHub's rate limit answered a probe's read past the retry budget (a wait longer
+    than its patience, or still limited once the attempts are spent). Not a folder's
+    failure: the caller pauses the run until `wait` seconds from now (None: unknown).
+    Apart from GitHubUnavailable, so no follow-up read swallows it."""
+
+    def __init__(self, reason: str, wait: float | None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.wait = wait
 
 
 class GitHubPullRequestSource:
@@ -370,6 +385,9 @@ class GitHubPullRequestSource:
         budget = self.budget
         try:
             return client.graphql(text, variables, partial=True)
+        except RateLimited as error:
+            raise ProbeRateLimited(f"GitHub GraphQL at {self.graphql_url}: {error.reason}",
+                                   error.wait) from None
         except Transient as error:
             raise GitHubUnavailable(
                 f"GitHub GraphQL at {self.graphql_url}: {error.reason}; gave up within the"

@@ -67,6 +67,15 @@ fragment ProbePullRequest on PullRequest {
   mergeable
   mergeStateStatus
   reviewDecision
+  baseRef {
+    refUpdateRule { requiredApprovingReviewCount }
+    branchProtectionRule { requiresApprovingReviews requiredApprovingReviewCount }
+    rules(first: 20) {
+      nodes {
+        parameters { __typename ... on PullRequestParameters { requiredApprovingReviewCount } }
+      }
+    }
+  }
   commits(last: 1) {
     nodes {
       commit {
@@ -333,6 +342,26 @@ def _review(node: Mapping[str, Any], reviews: Sequence[ReviewNote],
     return "NONE"
 
 
+def required_approvals(node: Mapping[str, Any]) -> int | None:
+    """How many approvals the PR's base branch requires, from what the token may read of
+    its protection: the rule as a non-admin sees it (`refUpdateRule`), the rule itself
+    (admins), the rulesets' pull-request rule — the most any of them asks; None when none
+    says (unreadable, or 0 for a token that may bypass it)."""
+    base = node.get("baseRef") if isinstance(node.get("baseRef"), Mapping) else {}
+    counts: list[int] = []
+    update = (base or {}).get("refUpdateRule") or {}
+    counts.append(update.get("requiredApprovingReviewCount") or 0)
+    rule = (base or {}).get("branchProtectionRule") or {}
+    if rule.get("requiresApprovingReviews"):
+        counts.append(rule.get("requiredApprovingReviewCount") or 0)
+    for item in ((base or {}).get("rules") or {}).get("nodes") or []:
+        parameters = (item or {}).get("parameters") or {}
+        if parameters.get("__typename") == "PullRequestParameters":
+            counts.append(parameters.get("requiredApprovingReviewCount") or 0)
+    most = max((c for c in counts if isinstance(c, int)), default=0)
+    return most or None
+
+
 def _reviews(node: Mapping[str, Any], repository: str, steer: Steer
              ) -> tuple[list[ReviewNote], list[ReviewNote], list[str]]:
     """The latest opinions of the people who steer, those ignored (without their text),
@@ -434,6 +463,10 @@ def snapshot(node: Mapping[str, Any], *, threads: Sequence[ThreadNote],
         extra["pending_checks"] = pending
     if own is not None:
         extra["change_set_status"] = own
+    required = required_approvals(node)
+    if required is not None:  # what a wait for reviews still needs (probes.waiting)
+        extra["approvals_required"] = required
+        extra["approvals"] = sum(1 for r in reviews if r.state == "APPROVED")
     return PullRequestSnapshot(
         number=int(node.get("number") or 0), url=str(node.get("url") or ""),
         head_ref=head, head_sha=str(node.get("headRefOid") or commit.get("oid") or ""),

@@ -24,7 +24,8 @@ class Facts(Protocol):
 
 
 def folder_waits(raw: Mapping[str, Any]) -> str:
-    """What one WAITING PR waits for ("checks: ci/test; approval"), from its `pr.raw`."""
+    """What one WAITING PR waits for ("checks: ci/test; approval: 1 of 2"), from its
+    `pr.raw` (`approval` alone when the approvals required could not be read)."""
     parts: list[str] = []
     pending = [str(name) for name in raw.get("pending_checks") or [] if name]
     if pending:
@@ -34,9 +35,10 @@ def folder_waits(raw: Mapping[str, Any]) -> str:
     elif raw.get("checks") == "PENDING":
         parts.append("checks")
     if raw.get("review") == "REVIEW_REQUIRED":
-        needed = raw.get("approvals_required")
-        parts.append(f"{needed} approval{'s' if needed != 1 else ''}"
-                     if isinstance(needed, int) and needed > 0 else "approval")
+        needed, given = raw.get("approvals_required"), raw.get("approvals")
+        # "1 of 2" given; enough given yet still required (a code owner's): "approval"
+        counted = isinstance(needed, int) and isinstance(given, int) and 0 <= given < needed
+        parts.append(f"approval: {given} of {needed}" if counted else "approval")
     if raw.get("mergeable") == "UNKNOWN":
         parts.append("mergeability being computed")
     threads = raw.get("unresolved_threads")

@@ -29,6 +29,7 @@ from delivery.cli import (
 )
 from delivery.cli.state_args import add_runs_parser
 from delivery.cli.workflow_commands import ActionOutput, Neutralising, in_action
+from delivery.errors import PauseReason, PauseRequested
 from delivery.printable import PrintableFilter, PrintableStream
 from delivery.redact import RedactingFilter, RedactingStream, Redactor
 
@@ -198,6 +199,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return _command(args, out, err)
     except KeyboardInterrupt as stop:
         return _stopped(args.command, stop, err)
+    except PauseRequested as limited:  # GitHub's limits, outside a run (a run pauses)
+        if limited.reason is not PauseReason.RATE_LIMIT:
+            raise
+        print(f"delivery {args.command}: GitHub's rate limit: {limited.event_fields['why']}; "
+              f"try again at {limited.event_fields['until']}", file=err)
+        return EXIT_FAILED
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

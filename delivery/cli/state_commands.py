@@ -24,7 +24,8 @@ from delivery.errors import DeliveryError, NotOwner, RunRefused, Superseded, pau
 from delivery.git import cache_root
 from delivery.git.runref import is_run_id
 from delivery.state.claims import parse_status
-from delivery.state.remote import RemoteState, RunSummary, StateRunStores, job_id
+from delivery.state.remote import RemoteState, StateRunStores, job_id
+from delivery.state.status_note import RunSummary
 from delivery.store.runstore import LocalRunStore
 from probes.waiting import run_waiting_for, waiting_summary
 

@@ -166,6 +166,7 @@ class Engine:
             state.failure_reason = f"waiting at '{end.failure_reason}' for an event"
             state.next_node = end.node
             self.pause_reason = PauseReason.WAIT
+            context.set(PAUSED_KEY, {"reason": self.pause_reason.value})  # for `runs`
             self._event("run_paused", node=end.failure_reason, next_node=end.node,
                         reason=self.pause_reason.value)
             self._save(state, context)

@@ -42,7 +42,7 @@ from delivery.forges.github_sessions import Sessions
 from delivery.forges.pacing import Pacer
 from delivery.forges.stop_label import Stop, StopTarget, first_stop, stop_query
 from probes.evidence import PrObservation, PrQuery
-from probes.github import GitHubUnavailable
+from probes.github import GitHubUnavailable, ProbeRateLimited
 from probes.github_client import DEFAULT_API_URL, graphql_url_from_environment
 from probes.github_errors import (
     ConnectionFailed,
@@ -131,12 +131,17 @@ class GitHubForge:
 
     # -- reads ----------------------------------------------------------------------------
     def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:
-        return self._sessions.observe(queries, None)[0]
+        return self.observe(queries, None)[0]
 
     def observe(self, queries: Sequence[PrQuery], ticket: tuple[str, int] | None
                 ) -> tuple[Mapping[str, PrObservation], TicketLabels | None]:
-        """The probe with the ticket issue's labels (`stop_label.LabelledProbe`)."""
-        return self._sessions.observe(queries, ticket)
+        """The probe with the ticket issue's labels (`stop_label.LabelledProbe`); a rate
+        limit past the retry budget pauses the run (RateLimitPause), as a write's does."""
+        try:
+            return self._sessions.observe(queries, ticket)
+        except ProbeRateLimited as error:
+            raise self.pacer.pause_for(error.wait, f"{error.reason} while reading the PRs"
+                                       ) from None
 
     def git_remote(self, repository: str) -> GitRemote:
         owner, name = _split(repository)
@@ -472,6 +477,9 @@ class GitHubForge:
     def _steers(self, repository: str, login: str) -> str | None:
         try:
             return self._sessions.of(repository).probe.why_ignored(repository, login)
+        except ProbeRateLimited as error:
+            raise self.pacer.pause_for(error.wait, f"{error.reason} while reading who set "
+                                       "the stop label") from None
         except GitHubUnavailable as error:
             raise ForgeError("github", repository, "read who set the stop label", str(error),
                              "give the token push access to the repository") from None

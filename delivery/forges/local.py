@@ -477,6 +477,7 @@ class LocalForge:
                                      author=t["author"], body=t["body"], id=str(t["id"]))
                           for t in open_threads),
             thread_ids=tuple(str(t["id"]) for t in open_threads),
+            extra=_approvals(pull["reviews"], self.required_approvals),
         )
 
     # -- checks -----------------------------------------------------------------------
@@ -547,13 +548,21 @@ def _thread(pull: Mapping[str, Any], thread_id: str, repository: str,
                  "name a thread listed in <folder>.threads.ids (delivery probe --json)")
 
 
+def _latest(reviews: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Each reviewer's latest approving or blocking review (comments do not count)."""
+    return {r["author"]: r["state"] for r in reviews
+            if r["state"] in ("APPROVED", "CHANGES_REQUESTED")}
+
+
+def _approvals(reviews: Sequence[Mapping[str, Any]], required: int) -> dict[str, int]:
+    """Approvals given of those `required` (`pr.raw`, what a wait names); none without."""
+    given = sum(1 for state in _latest(reviews).values() if state == "APPROVED")
+    return {"approvals": given, "approvals_required": required} if required > 0 else {}
+
+
 def _review_state(reviews: Sequence[Mapping[str, Any]], required: int = 0) -> Review:
-    """Each reviewer's latest approving or blocking review counts (comments do not); with
-    `required` approvals, fewer is REVIEW_REQUIRED."""
-    latest: dict[str, str] = {}
-    for review in reviews:
-        if review["state"] in ("APPROVED", "CHANGES_REQUESTED"):
-            latest[review["author"]] = review["state"]
+    """With `required` approvals, fewer is REVIEW_REQUIRED."""
+    latest = _latest(reviews)
     if "CHANGES_REQUESTED" in latest.values():
         return "CHANGES_REQUESTED"
     approvals = sum(1 for state in latest.values() if state == "APPROVED")

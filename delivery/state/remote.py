@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from delivery.errors import (
     GitError,
@@ -53,13 +53,13 @@ from delivery.state.claims import (
     parse_status,
 )
 from delivery.state.claims import ended as claim_ended
+from delivery.state.status_note import RunSummary, StatusNote, listed, summary_status
 from delivery.store.artifacts import ArtifactStore
 from delivery.store.base import Loaded, RemoteTarget, StoreCapability
 from delivery.store.files import StageText
 from delivery.store.records import ENDED, RunInfo, RunState, RunStatus, StageRecord
 from delivery.store.runstore import WORKFLOW_COPY, LocalRunStore
 from delivery.validation.loader import load_workflow
-from probes.waiting import run_waiting_for, waiting_summary
 
 CLAIM_FILE = "claim.json"
 # the run's status at each save, beside the run directory on the ref: `delivery runs`
@@ -94,26 +94,6 @@ def state_remote(spec: str, environ: Mapping[str, str]) -> tuple[str, tuple[str,
     return str(path.resolve()), ()
 
 
-# what `delivery runs` lists: a run's status, or why it has none
-SummaryStatus = RunStatus | Literal["unknown", "unreadable", "interrupted"]
-
-
-@dataclass
-class RunSummary:
-    run_id: str
-    status: SummaryStatus
-    next_node: str
-    sha: str
-    claimed_by: str = ""
-    ticket: str = ""
-    # why the status is what it is: a paused run's reason (SPEC §12), or why it is
-    # `interrupted` (its process is gone)
-    reason: str = ""
-    until: str = ""  # when a run paused by GitHub's limits may go on (UTC)
-    # what it waits for, from its last probe: "web (checks: ci/test), api (approval)"
-    waiting: str = ""
-
-
 @dataclass
 class RemoteState:
     ref: RunRef
@@ -141,7 +121,7 @@ class RemoteState:
     def runs(self) -> list[RunSummary]:
         """Every run on the state remote with the status of its last save."""
         heads = self.ref.fetch_all()
-        listed = []
+        found = []
         for run_id, sha in sorted(heads.items()):
             checkpoint = (parse_status(self._small(sha, STATUS_FILE))
                           or parse_status(self._small(sha, "checkpoint.json"),
@@ -149,12 +129,12 @@ class RemoteState:
             claim = parse_status(self._small(sha, CLAIM_FILE))
             context = checkpoint.get("context")
             ticket = context.get("ticket") if isinstance(context, dict) else ""
-            listed.append(RunSummary(run_id, _summary_status(checkpoint.get("status")),
-                                     _text(checkpoint.get("next_node")), sha,
-                                     _text(claim.get("job")),
-                                     ticket if isinstance(ticket, str) else "",
-                                     waiting=_waiting(context, checkpoint.get("status"))))
-        return listed
+            found.append(RunSummary(run_id, summary_status(checkpoint.get("status")),
+                                    _text(checkpoint.get("next_node")), sha,
+                                    _text(claim.get("job")),
+                                    ticket if isinstance(ticket, str) else "",
+                                    **listed(checkpoint)))
+        return found
 
     def _small(self, sha: str, name: str) -> bytes | None:
         """A small file of a saved run, or None when it is missing or too large: one
@@ -168,11 +148,6 @@ class RemoteState:
 def _text(value: Any, limit: int = 200) -> str:
     """A label read from the ref: a short string, else nothing."""
     return value[:limit] if isinstance(value, str) else ""
-
-
-def _summary_status(value: Any) -> SummaryStatus:
-    """A run's status read from the ref; `unknown` when it is not one."""
-    return RunStatus(value) if value in RunStatus.__members__.values() else "unknown"
 
 
 @dataclass
@@ -247,7 +222,7 @@ class StateSession:
         self.status = {"status": _text(saved.get("status")),
                        "next_node": _text(saved.get("next_node")),
                        "steps": steps if isinstance(steps, int) else 0,
-                       "context": {"ticket": _text(ticket)}}
+                       "context": {"ticket": _text(ticket)}, **listed(saved)}
         # a claim that is not a claim is refused, unless this job takes the run over
         self._held = None if take_over else parse_claim(held, run_id=self.run_id,
                                                         now=self.state.now())
@@ -406,6 +381,9 @@ class StateRunStore:
         self._redactor = Redactor.from_environment(os.environ)
         # (next node, monotonic time) of the last save pushed to the ref
         self._last_push: tuple[str | None, float] = (None, 0.0)
+        # why it paused and what it waits for, for `delivery runs` (status_note)
+        self._note = StatusNote()
+        self._note_folders: list[str] | None = None
 
     # -- delegated ----------------------------------------------------------------------
     @property
@@ -442,7 +420,10 @@ class StateRunStore:
         return self.local.append_event(event_type, defer=defer, **fields)
 
     def load(self) -> Loaded | None:
-        return self.local.load()
+        loaded = self.local.load()
+        if loaded is not None:
+            self._note.seed(loaded.state.context)
+        return loaded
 
     def check_untouched(self, node_id: str) -> None:
         self.local.check_untouched(node_id)
@@ -471,6 +452,7 @@ class StateRunStore:
     # -- saves: local first, then the ref ------------------------------------------------
     def save_whole(self, state: RunState) -> None:
         self.local.save_whole(state)
+        self._note.seed(state.context)
         ticket = state.context.get("ticket")
         self._ticket = ticket if isinstance(ticket, str) else self._ticket
         if self.session.head is None:  # a new run: its first save creates the ref
@@ -484,6 +466,7 @@ class StateRunStore:
 
     def save_stage(self, record: StageRecord, state: Callable[[], RunState]) -> None:
         self.local.save_stage(record, state)
+        self._note.update(record.context_set, record.context_deleted)
         now = time.monotonic()
         pushed_next, pushed_at = self._last_push
         if record.status is RunStatus.RUNNING and record.next_node == pushed_next:
@@ -548,8 +531,12 @@ class StateRunStore:
                           lambda: self.session.release(self.path, f"{status.value}: released"))
 
     def _remember(self, status: RunStatus, next_node: str | None, steps: int) -> None:
+        if self._note_folders is None:
+            self._note_folders = list(self.local.read_run_info().folders)
+        folders = self._note_folders
         self.session.status = {"status": status.value, "next_node": next_node or "",
-                               "steps": steps, "context": {"ticket": self._ticket}}
+                               "steps": steps, "context": {"ticket": self._ticket},
+                               **self._note.fields(status.value, folders)}
 
     def _push(self, run_id: str, status: RunStatus, next_node: str | None, steps: int,
               failure_reason: str, *, settle_now: bool = True) -> None:
@@ -599,7 +586,3 @@ class StateRunStores:
         return StateRunStore(local, self.session, self.take_over)
 
 
-def _waiting(context: object, status: object) -> str:
-    if not isinstance(context, dict):
-        return ""
-    return waiting_summary(run_waiting_for(context, str(status or "")))

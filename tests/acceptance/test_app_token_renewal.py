@@ -1,7 +1,8 @@
 """Acceptance (issue 37 item 3): a run with GitHub App credentials whose installation
 tokens the fake GitHub expires after three seconds — a run of several of their lifetimes
-(publish, probe, merge, with pauses between) — succeeds over several renewals, and not one
-request (REST, GraphQL or git) is sent with an expired token."""
+(publish, a second publish after a pause, probe, merge) — succeeds over several renewals,
+and not one request (REST, GraphQL or git, pushes included: before and after a renewal)
+is sent with an expired token."""
 
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ from delivery.testing.cli import invoke
 from delivery.testing.github import FakeGitHub
 
 LIFETIME = 3.0  # seconds; renewed when half of it is left
-NAP = '  nap{n} [shape=parallelogram, script="sleep 2"]\n'
+NAP = '  nap{n} [shape=parallelogram, script="sleep 1.6"]\n'
+# a second change pushed after a nap: git, too, is given a token minted after the first
+AGAIN = ("  again [shape=parallelogram, script=\"printf 'print(3)\\\\n' > web/app.py\"]\n"
+         "  reship [type=publish]\n")
 FLOW = TWO_REPO_FLOW.replace(
     "  remove [type=worktree_remove]\n",
-    "  remove [type=worktree_remove]\n" + NAP.format(n=1) + NAP.format(n=2)).replace(
-    "ship -> look -> land", "ship -> nap1 -> look -> nap2 -> land")
+    "  remove [type=worktree_remove]\n" + NAP.format(n=1) + NAP.format(n=2) + AGAIN).replace(
+    "ship -> look -> land", "ship -> nap1 -> again -> reship -> nap2 -> look -> land")
 
 
 def test_a_run_outlives_its_tokens_with_no_request_sent_late(
@@ -42,6 +46,9 @@ def test_a_run_outlives_its_tokens_with_no_request_sent_late(
         assert len(app.issued) >= 3  # renewed again and again
         with_tokens = [r for r in github.requests if r.token_expires_at is not None]
         assert {r.path.split("/")[1] for r in with_tokens} >= {"api", "octo"}  # API and git
+        pushes = [r for r in github.requests if r.path.endswith("/git-receive-pack")]
+        # pushes before and after a renewal, each with a token still valid
+        assert len({r.token_expires_at for r in pushes}) >= 2
         late = [(r.method, r.path) for r in github.requests if r.expired]
         assert late == []
         assert all(r.authorized for r in github.requests)

@@ -16,7 +16,8 @@ from engine_helpers import FakeClock, write_flow
 
 from delivery.agents.replay import ReplayBackend
 from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
-from delivery.forges.stop_label import STOP_LABEL
+from delivery.forges.github import GitHubForge
+from delivery.forges.stop_label import STOP_LABEL, probed_stop
 from delivery.testing.github import FakeGitHub
 from delivery.testing.github.graphql_api import validate_query
 from delivery.testing.person import PERSON, GitHubPeople, LabelsAfter
@@ -101,3 +102,32 @@ def test_a_stop_label_on_the_ticket_issue_is_read_by_the_probe_too(tmp_path: Pat
         assert outcome.path[-2:] == ["pause", "look"] and clock.sleeps == [60]
         assert f"ticket octo/tickets#{number} by {PERSON}" in outcome.failure_reason
         assert graphql_operations(github) == ["Probe", "anonymous", "Probe", "Stewards"]
+
+
+def test_the_probes_label_read_of_51_folders_and_the_ticket_is_two_requests(
+        tmp_path: Path) -> None:
+    """The 'one GraphQL request per 50 folders' half of the line, at 51 folders (PRs
+    shared to keep the test fast): the stop label on the last folder's PR and the
+    ticket's labels are read by the probe's two requests, nothing more but the one
+    look-up of who set it."""
+    with FakeGitHub() as github:
+        github.create_repo("octo/web", files={"app.py": "print(0)\n"})
+        github.create_repo("octo/api", files={"app.py": "print(0)\n"})
+        github.push_files("octo/web", BRANCH, {"app.py": "print(1)\n"})
+        github.push_files("octo/api", BRANCH, {"app.py": "print(1)\n"})
+        github.open_pull("octo/web", BRANCH)
+        labelled = github.open_pull("octo/api", BRANCH)
+        GitHubPeople(github).label("octo/api", labelled, STOP_LABEL)
+        ticket = ("octo/web", github.create_issue("octo/web", "Say hello"))
+        queries = [PrQuery(f"f{i}", "octo/web", head_branch=BRANCH) for i in range(50)]
+        queries.append(PrQuery("f50", "octo/api", head_branch=BRANCH))
+        github.clear_requests()
+        forge = GitHubForge.from_environment(github.env())
+        try:
+            seen, read = forge.observe(queries, ticket)
+        finally:
+            forge.close()
+        stop = probed_stop(seen, ticket, read)
+        assert stop is not None and stop["where"] == f"f50 #{labelled}"
+        assert (stop["by"], stop["ignored"]) == (PERSON, "")
+        assert graphql_operations(github) == ["Probe", "Probe", "Stewards"]

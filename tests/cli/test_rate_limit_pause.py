@@ -77,3 +77,55 @@ def test_a_long_retry_after_pauses_the_run_which_resumes_without_opening_a_pr_tw
         assert [created_pulls(github, name) for name in FOLDERS] == [1, 1, 1]
         code, out, _ = cli("runs", "--workspace", workspace, "--json")
         assert [(r["status"], r["reason"]) for r in json.loads(out)] == [("succeeded", "")]
+
+
+def test_a_probe_answered_with_the_spent_primary_limit_pauses_until_the_reset(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe's GraphQL read, not only a write: GitHub's `RATE_LIMITED` with the pool's
+    reset an hour away pauses the run (it does not fail the probe's folders); once the
+    hour is over, `delivery resume` probes again and the run goes on."""
+    branch = "delivery/t-9"
+    with FakeGitHub() as github:
+        for name, value in github.env().items():
+            monkeypatch.setenv(name, value)
+        for name in FOLDERS:
+            github.create_repo(f"octo/{name}", files={"app.py": "print(0)\n"})
+            github.push_files(f"octo/{name}", branch, {"app.py": "print(1)\n"})
+            github.open_pull(f"octo/{name}", branch)
+        limits = github.enforce_primary_limits(graphql_per_hour=0)
+        (tmp_path / "flow.dot").write_text(flow(
+            'look [type=probe, probe="pr"]\nstart -> look -> exit', goal="Watch",
+            graph=f'inputs="ticket", folders="{",".join(FOLDERS)}"', name="P"))
+        code, out, err = cli("run", tmp_path / "flow.dot", "--input", "ticket=T-9",
+                             "--branch", branch, "--workspace", tmp_path, "--json",
+                             *[arg for name in FOLDERS
+                               for arg in ("--repo", f"{name}=octo/{name}")])
+        assert code == 3, err
+        report = json.loads(out)
+        assert (report["status"], report["reason"]) == ("paused", "rate_limit")
+        assert "RATE_LIMITED" in report["failure_reason"]
+        when = UTC_TIME.search(report["failure_reason"])
+        assert when is not None and limits.refused == 1
+        code, out, _ = cli("runs", "--workspace", tmp_path)
+        assert f"paused: rate_limit until {when.group(1)}" in out
+
+        github.primary_limits = None  # the hour is over
+        code, out, err = cli("resume", report["run_dir"], "--json")
+        assert code == 0, err
+        resumed = json.loads(out)
+        assert resumed["status"] == "succeeded"
+        assert resumed["context"]["web.pr.state"] == "WAITING"
+
+
+def test_delivery_probe_on_a_spent_limit_says_when_to_try_again_in_one_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeGitHub() as github:
+        for name, value in github.env().items():
+            monkeypatch.setenv(name, value)
+        github.create_repo("octo/web")
+        github.enforce_primary_limits(graphql_per_hour=0)
+        code, out, err = cli("probe", "--repo", "web=octo/web#1")
+        assert code == 1 and out == ""
+        [line] = err.splitlines()
+        assert line.startswith("delivery probe: GitHub's rate limit: ")
+        assert re.search(r"try again at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", line), line

@@ -75,7 +75,11 @@ def waiting_run(tmp_path: Path) -> tuple[Path, str]:
 def test_one_folders_line_names_pending_checks_approvals_mergeability_and_threads() -> None:
     assert folder_waits(API_RAW) == "checks: ci/test, lint; approval"
     assert folder_waits({**API_RAW, "pending_checks": ["a", "b", "c", "d", "e"],
-                         "approvals_required": 2}) == "checks: a, b, c +2; 2 approvals"
+                         "approvals": 1, "approvals_required": 2}) == (
+        "checks: a, b, c +2; approval: 1 of 2")
+    # enough approvals counted, still required (a code owner's): no count to show
+    assert folder_waits({**API_RAW, "pending_checks": [], "checks": "SUCCESS",
+                         "approvals": 2, "approvals_required": 2}) == "approval"
     assert folder_waits(WEB_RAW) == "mergeability being computed; 2 unresolved threads"
 
 

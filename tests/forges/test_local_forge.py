@@ -100,6 +100,16 @@ def test_with_required_approvals_a_pr_waits_for_them(remote: Path) -> None:
     assert observe(forge, remote).ready
 
 
+def test_a_pr_waiting_for_approvals_says_how_many_are_given_of_those_required(
+        remote: Path) -> None:
+    forge = LocalForge(required_approvals=2)
+    number = open_pr(forge, remote, "feature", {"app.txt": "changed\n"})
+    forge.review(str(remote), number, "APPROVED", author="ann")
+    raw = observe(forge, remote).raw()
+    assert (raw["review"], raw["approvals"], raw["approvals_required"]) == (
+        "REVIEW_REQUIRED", 1, 2)
+
+
 def test_a_conflicting_base_change_is_conflicts_naming_the_file(forge: LocalForge,
                                                                remote: Path) -> None:
     open_pr(forge, remote, "feature", {"app.txt": "ONE\ntwo\n", "broken.txt": "x"})

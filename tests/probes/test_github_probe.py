@@ -137,6 +137,26 @@ def test_required_review_missing_is_waiting_then_approval_makes_ready(
     assert one(fake, clock, "octo/web", number).ready
 
 
+def test_a_required_review_says_how_many_approvals_are_given_of_how_many_required(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    fake.create_repo("octo/web", required_approvals=2)
+    number = open_pr(fake, "octo/web")
+    fake.add_review("octo/web", number, "alice", "APPROVED", "lgtm")
+    fake.clear_requests()
+    raw = one(fake, clock, "octo/web", number).raw()
+    assert (raw["review"], raw["approvals"], raw["approvals_required"]) == (
+        "REVIEW_REQUIRED", 1, 2)
+    assert fake.count("POST", "/api/graphql") == 1  # read by the probe's one request
+
+
+def test_approvals_required_are_left_out_when_the_token_cannot_read_the_protection(
+        fake: FakeGitHub, clock: ManualClock) -> None:
+    fake.create_repo("octo/web", required_approvals=2)
+    fake.hide_branch_protection("octo/web")
+    raw = one(fake, clock, "octo/web", open_pr(fake, "octo/web")).raw()
+    assert raw["review"] == "REVIEW_REQUIRED" and "approvals_required" not in raw
+
+
 def test_mergeability_unknown_is_waiting_never_conflicts(
         fake: FakeGitHub, clock: ManualClock) -> None:
     fake.create_repo("octo/web", files={"app.py": "v1\n"})

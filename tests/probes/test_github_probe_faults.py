@@ -10,7 +10,12 @@ from github_helpers import ManualClock, open_pr, probe_for
 
 from delivery.testing.github import FakeGitHub, faults
 from probes.evidence import ProbeFailure, PrQuery, PullRequestSnapshot
-from probes.github import GitHubPullRequestSource, RetryBudget, graphql_url_from_environment
+from probes.github import (
+    GitHubPullRequestSource,
+    ProbeRateLimited,
+    RetryBudget,
+    graphql_url_from_environment,
+)
 
 
 @pytest.fixture
@@ -94,11 +99,14 @@ def test_retries_stop_at_the_budget_and_fail_the_folders(
     assert fake.count("POST", "/api/graphql") == 3
 
 
-def test_a_wait_longer_than_the_budget_is_not_slept(fake: FakeGitHub, clock: ManualClock,
-                                                    number: int) -> None:
+def test_a_wait_longer_than_the_budget_is_not_slept_and_fails_no_folder(
+        fake: FakeGitHub, clock: ManualClock, number: int) -> None:
+    # the limit is the run's to wait out (a pause, SPEC §7.1), not a folder's failure
     fake.inject(faults.primary_rate_limit(reset_in=3600))
-    seen = probe_once(fake, clock, number, budget=RetryBudget(wait_seconds=600))
-    assert isinstance(seen, ProbeFailure) and "rate limited" in seen.reason
+    with pytest.raises(ProbeRateLimited) as limited:
+        probe_once(fake, clock, number, budget=RetryBudget(wait_seconds=600))
+    assert "rate limited" in limited.value.reason
+    assert limited.value.wait == pytest.approx(3601, abs=1)
     assert clock.sleeps == []
 
 

@@ -305,10 +305,7 @@ class Resolvers:
             "nameWithOwner": repo.full_name,
             "owner": _actor(repo.owner),
             "url": f"{self.state.base_url}/{repo.full_name}",
-            "defaultBranchRef": {"__typename": "Ref", "name": repo.default_branch,
-                                 "prefix": "refs/heads/",
-                                 "branchProtectionRule": _protection_rule(repo),
-                                 "rules": lambda info, **_: {"nodes": [], "totalCount": 0}},
+            "defaultBranchRef": _ref_obj(repo, repo.default_branch),
             "viewerPermission": repo.token_permission.upper(),
             "isArchived": False,
             "mergeCommitAllowed": "merge" in repo.merge_methods,
@@ -377,6 +374,7 @@ class Resolvers:
             "headRepository": {"__typename": "Repository",
                                "nameWithOwner": pr.fork or repo.full_name},
             "baseRefName": pr.base,
+            "baseRef": lambda info: _ref_obj(repo, pr.base),
             "headRefOid": lambda info: state.head_sha(repo, pr),
             "baseRefOid": lambda info: state.base_sha(repo, pr),
             "mergeable": lambda info: state.mergeable(repo, pr),
@@ -482,16 +480,28 @@ class Resolvers:
                 "body": comment.body, "path": thread.path}
 
 
-def _protection_rule(repo: Repository) -> dict[str, Any] | None:
-    """The default branch's protection as GitHub's `BranchProtectionRule` (None: the
-    branch is unprotected); rulesets are answered empty (`Ref.rules`)."""
-    if not repo.required_contexts and not repo.required_approvals:
-        return None
-    return {"__typename": "BranchProtectionRule", "pattern": repo.default_branch,
+def _ref_obj(repo: Repository, branch: str) -> dict[str, Any]:
+    """A branch as GitHub's `Ref`, with the protection the fake keeps for the default
+    branch: `branchProtectionRule` (GitHub shows it to admins), `refUpdateRule` (its view
+    for anyone), both null where the token cannot read them; rulesets answered empty."""
+    protected = branch == repo.default_branch and repo.protection_readable and bool(
+        repo.required_contexts or repo.required_approvals)
+    rule = {"__typename": "BranchProtectionRule", "pattern": repo.default_branch,
             "requiresStatusChecks": bool(repo.required_contexts),
             "requiredStatusCheckContexts": list(repo.required_contexts),
             "requiresApprovingReviews": repo.required_approvals > 0,
             "requiredApprovingReviewCount": repo.required_approvals}
+    update = {"__typename": "RefUpdateRule", "pattern": repo.default_branch,
+              "requiredApprovingReviewCount": repo.required_approvals,
+              "requiredStatusCheckContexts": list(repo.required_contexts),
+              "requiresCodeOwnerReviews": False, "requiresConversationResolution": False,
+              "requiresLinearHistory": False, "requiresSignatures": False,
+              "allowsDeletions": False, "allowsForcePushes": False, "blocksCreations": False,
+              "viewerAllowedToDismissReviews": True, "viewerCanPush": True}
+    return {"__typename": "Ref", "id": _node_id("Ref", repo.id, branch), "name": branch,
+            "prefix": "refs/heads/", "branchProtectionRule": rule if protected else None,
+            "refUpdateRule": update if protected else None,
+            "rules": lambda info, **_: {"nodes": [], "totalCount": 0}}
 
 
 def _pr_state(pr: Pull) -> str:

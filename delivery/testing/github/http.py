@@ -1,6 +1,6 @@
 """The fake GitHub's HTTP side (`delivery.testing.github.server` starts it): each request
-recorded, refused (token, permissions, secondary limits) or faulted as the fake says, then
-answered by its REST or GraphQL handlers or by `git http-backend` as a CGI.
+recorded, refused (token, permissions, secondary and primary limits) or faulted as the fake
+says, then answered by its REST or GraphQL handlers or by `git http-backend` as a CGI.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     _pending: RecordedRequest | None = None
     _races_after: list[Fault] = []  # noqa: RUF012 (replaced per request, never mutated)
+    # the primary limit's `x-ratelimit-*` for this request's answer (when switched on)
+    _rate_headers: dict[str, str] = {}  # noqa: RUF012 (replaced per request, never mutated)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # quiet: tests read `FakeGitHub.requests` instead
@@ -118,6 +120,7 @@ class Handler(BaseHTTPRequestHandler):
             expired=credential is not None and credential.expired)
         fake.requests.append(self._pending)
         self._races_after = []
+        self._rate_headers = {}
         self._answer(fake, method, path, query, body, authorized, credential, is_git)
 
     def _record(self, status: int) -> None:
@@ -148,9 +151,14 @@ class Handler(BaseHTTPRequestHandler):
                 return self._send(403, {}, b"Repository not accessible by integration\n",
                                   "text/plain")
             return self._json(403, {}, {"message": "Resource not accessible by integration"})
+        token_text = limits.token_of(self.headers.get("Authorization"))
         refusal = (limits.permission_refusal(fake.state, fake.login, method, path, query)
                    or limits.secondary_refusal(fake.secondary_limits, method, path, body,
-                                               limits.token_of(self.headers.get("Authorization"))))
+                                               token_text))
+        if refusal is None and (credential is None or credential.app is None):
+            # an App's own JWT requests are not a token's: no primary limit of its own
+            self._rate_headers, refusal = limits.primary_refusal(fake.primary_limits, path,
+                                                                 token_text)
         if refusal is not None:
             if refusal.payload is None:
                 return self._send(refusal.status, refusal.headers, refusal.text.encode(),
@@ -219,7 +227,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         defaults = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4999"}
-        for key, value in (defaults | headers).items():
+        for key, value in (defaults | self._rate_headers | headers).items():
             self.send_header(key, value)
         self.end_headers()
         if data:

@@ -1,6 +1,7 @@
 """What the fake GitHub refuses before a request reaches its handler: writes the token may
 not make (its permission on the repository) and, when switched on, GitHub's documented
-secondary rate limits on content-creating requests.
+secondary rate limits on content-creating requests and its primary limit on every API
+request (`PrimaryLimits`: REST and GraphQL pools per token and hour).
 
 GitHub (docs: "Rate limits for the REST API", "Best practices for using the REST API"):
 no more than 80 content-generating requests a minute and 500 an hour, per token; a request
@@ -24,6 +25,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from graphql import GraphQLError, OperationType, parse
 
@@ -41,7 +43,7 @@ _REST_REPO = re.compile(r"/api/v3/repos/(?P<owner>[^/]+)/(?P<name>[^/]+)(?:/|$)"
 class Refusal:
     status: int
     headers: dict[str, str]
-    payload: dict[str, str] | None  # None: a git answer (plain text)
+    payload: dict[str, Any] | None  # None: a git answer (plain text)
     text: str = ""
 
 
@@ -132,3 +134,61 @@ def secondary_refusal(limits: SecondaryLimits | None, method: str, path: str,
         "message": SECONDARY_MESSAGE,
         "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
                              "#about-secondary-rate-limits"})
+
+
+PRIMARY_MESSAGE = "API rate limit exceeded for user ID 1."
+PRIMARY_DOCS = ("https://docs.github.com/rest/overview/rate-limits-for-the-rest-api"
+                "#about-primary-rate-limits")
+
+
+@dataclass
+class PrimaryLimits:
+    """GitHub's primary limit, per token and pool (`core`: the REST API; `graphql`):
+    `per_hour` (`graphql_per_hour`) requests in a window that opens with the pool's first
+    request and resets an hour later. Every API answer carries `x-ratelimit-*` (limit,
+    remaining, used, reset as epoch seconds, resource); a request past the limit is not
+    counted and is answered as GitHub does — REST 403 with `x-ratelimit-remaining: 0`,
+    GraphQL HTTP 200 with a `RATE_LIMITED` error — on the fake's clock. `refused` counts
+    them."""
+
+    clock: Callable[[], float]
+    per_hour: int = 5000
+    graphql_per_hour: int = 5000
+    windows: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict)
+    refused: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def spend(self, token: str, resource: str) -> tuple[dict[str, str], bool]:
+        """The answer's `x-ratelimit-*` headers, and whether the request is over the limit."""
+        limit = self.graphql_per_hour if resource == "graphql" else self.per_hour
+        with self._lock:
+            now = self.clock()
+            reset, used = self.windows.get((token, resource), (0.0, 0))
+            if now >= reset:
+                reset, used = now + 3600, 0
+            over = used >= limit
+            if over:
+                self.refused += 1
+            else:
+                used += 1
+            self.windows[(token, resource)] = (reset, used)
+        return {"x-ratelimit-limit": str(limit), "x-ratelimit-remaining": str(limit - used),
+                "x-ratelimit-used": str(used), "x-ratelimit-reset": str(int(reset)),
+                "x-ratelimit-resource": resource}, over
+
+
+def primary_refusal(limits: PrimaryLimits | None, path: str, token: str
+                    ) -> tuple[dict[str, str], Refusal | None]:
+    """An API request's `x-ratelimit-*` headers (none with the limit off) and, past the
+    limit, GitHub's answer: GraphQL's `RATE_LIMITED` error (HTTP 200), else REST's 403."""
+    if limits is None or not path.startswith("/api/"):
+        return {}, None
+    graphql = path == "/api/graphql"
+    headers, over = limits.spend(token, "graphql" if graphql else "core")
+    if not over:
+        return headers, None
+    if graphql:
+        return headers, Refusal(200, headers, {
+            "errors": [{"type": "RATE_LIMITED", "message": PRIMARY_MESSAGE}]})
+    return headers, Refusal(403, headers, {"message": PRIMARY_MESSAGE,
+                                           "documentation_url": PRIMARY_DOCS})

@@ -61,6 +61,8 @@ class FakeGitHub:
         self._rest: rest.Rest | None = None
         # GitHub's secondary limits on content-creating requests: off unless switched on
         self.secondary_limits: limits.SecondaryLimits | None = None
+        # GitHub's primary limit on every API request (REST and GraphQL pools): off too
+        self.primary_limits: limits.PrimaryLimits | None = None
         # GitHub Apps, their installations and the tokens they mint (`register_app`)
         self.apps = apps.Apps(clock)
 
@@ -308,6 +310,12 @@ class FakeGitHub:
             if required_approvals is not None:
                 repo.required_approvals = required_approvals
 
+    def hide_branch_protection(self, full_name: str) -> None:
+        """The token cannot read the repository's branch protection: GraphQL answers
+        `branchProtectionRule` and `refUpdateRule` null (it still applies to merges)."""
+        with self.state.lock:
+            self.repository(full_name).protection_readable = False
+
     def status_of(self, full_name: str, sha: str, context: str) -> tuple[str, str] | None:
         """(state, description) of `context` on commit `sha`, None when it has none."""
         with self.state.lock:
@@ -369,6 +377,15 @@ class FakeGitHub:
         self.secondary_limits = limits.SecondaryLimits(self.clock, per_minute, per_hour,
                                                        status)
         return self.secondary_limits
+
+    def enforce_primary_limits(self, *, per_hour: int = 5000,
+                               graphql_per_hour: int = 5000) -> limits.PrimaryLimits:
+        """Switch on GitHub's primary limit (on the fake's clock, per token and pool):
+        every API answer says what is left (`x-ratelimit-*`); past it REST answers 403
+        and GraphQL a `RATE_LIMITED` error, both with `x-ratelimit-reset`. `None` on
+        `primary_limits` switches it off."""
+        self.primary_limits = limits.PrimaryLimits(self.clock, per_hour, graphql_per_hour)
+        return self.primary_limits
 
     def write_requests(self) -> list[RecordedRequest]:
         """Every request that could have changed something: REST writes, GraphQL

@@ -180,6 +180,8 @@ class Repository:
     # branch protection of the default branch: status contexts (or check names) that must
     # be SUCCESS on a PR's head before GitHub lets anyone merge it
     required_contexts: list[str] = field(default_factory=list)
+    # False: the token cannot read the protection (GraphQL answers its rules null)
+    protection_readable: bool = True
     hold_checks: bool = False  # check runs stay IN_PROGRESS until released
     mergeability_delay: int = 0  # reads answering UNKNOWN after each head/base change
     # people's permissions here (admin, maintain, write, triage, read, none), by login;
