@@ -199,6 +199,8 @@ class Repository:
     # issue or PR number -> its labels, and their timeline of (un)labelings
     labels: dict[int, list[str]] = field(default_factory=dict)
     label_events: dict[int, list[LabelEvent]] = field(default_factory=dict)
+    # the repository's labels (`GET/POST /repos/{o}/{r}/labels`): name -> color, description
+    label_set: dict[str, tuple[str, str]] = field(default_factory=dict)
     actions_runs: dict[int, ActionsRun] = field(default_factory=dict)
     # False: the token lacks `actions: read` here, the runs endpoint answers 403
     actions_readable: bool = True
