@@ -23,14 +23,18 @@ its own machine (`DELIVERY_HOST`), so a claim outlives a killed job unless GitHu
 Of a job's steps, `actions/checkout` clones from the fake GitHub, `actions/create-github-app-
 token` hands out the App's token (its scope is recorded in `Job.steps`), and this
 repository's action (`uses: <owner>/delivery@<ref>`) runs action.yml's `deliver` step as
-the runner would (`python -m delivery.action`, its inputs through `INPUT_*`); other `run:`
-steps (installing a CLI, a report) are recorded, not run. A reusable workflow
+the runner would (`python -m delivery.action`, its inputs through `INPUT_*`); a `run:` step
+with an `id` (whose outputs a later step reads) runs in bash, other `run:` steps (installing
+a CLI, a report) are recorded, not run. Jobs with `needs:` are queued once the jobs they
+need have ended, a `strategy.matrix` is one job per combination, and `uses: ./.github/
+workflows/<file>` is the repository's own reusable workflow (delivery.testing.actions.graph). A reusable workflow
 (`uses: <owner>/delivery/.github/workflows/<file>@<ref>`) is read from this repository.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import itertools
 import json
 import os
@@ -45,6 +49,7 @@ from typing import Any, Final
 
 import yaml
 
+from delivery.testing.actions import graph
 from delivery.testing.actions.expressions import evaluate_if, substitute
 from delivery.testing.github import CheckRule, FakeGitHub
 
@@ -78,6 +83,7 @@ class Job:
     waited_for: int | None = None  # the job of the same group it had to wait for
     caused_by: int | None = None  # the job whose change raised its event
     token: str = ""  # "app" or "default": the token the delivery step was given
+    run: int = 0  # the workflow run it belongs to: jobs with `needs:` wait for its others
     runner: dict[str, Path] = field(default_factory=dict)  # home, workspace, cache
     contexts: dict[str, Any] = field(default_factory=dict, repr=False)
     definition: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -178,9 +184,12 @@ class ActionsWorld:
         for name, workflow in self.repos[repository].workflows.items():
             if _is_ci(workflow) or not _triggered(workflow, event, payload):
                 continue
+            run = next(self._numbers)  # the workflow run its jobs share (`needs:`)
             for job_id, definition in (workflow.get("jobs") or {}).items():
+                if definition.get("needs"):
+                    continue  # queued once what it needs has ended (_release)
                 self._queue_job(repository, name, workflow, job_id, definition, event,
-                                payload, cause, immediate)
+                                payload, cause, immediate, run=run)
 
     # -- running --------------------------------------------------------------------------
     def settle(self, max_jobs: int = 40) -> list[Job]:
@@ -193,6 +202,7 @@ class ActionsWorld:
             job = self.queue.pop(0)
             self._run(job)
             ran.append(job)
+            self._release(job)
             self._observe(job)
             for person in self.people:
                 person(self)
@@ -217,17 +227,23 @@ class ActionsWorld:
 
     def _queue_job(self, repository: str, name: str, workflow: dict[str, Any], job_id: str,
                    definition: dict[str, Any], event: str, payload: dict[str, Any],
-                   cause: Job | None, immediate: bool) -> None:
+                   cause: Job | None, immediate: bool, *, run: int,
+                   needs: dict[str, Any] | None = None) -> None:
         number = next(self._numbers)
         contexts = self._contexts(repository, str(workflow.get("name") or name), event,
                                   payload, number)
+        contexts["needs"] = dict(needs or {})
         job = Job(number, repository, name, job_id, event, payload, contexts=contexts,
-                  caused_by=cause.number if cause else None)
+                  caused_by=cause.number if cause else None, run=run)
         self.jobs.append(job)
         concurrency = workflow.get("concurrency")
         if "uses" in definition:  # a reusable workflow: its jobs run in the caller's event
-            called = self._reusable(str(definition["uses"]))
-            contexts["inputs"] = _call_inputs(called, definition.get("with") or {}, contexts)
+            called = self._reusable(str(definition["uses"]), repository)
+            try:
+                contexts["inputs"] = graph.call_inputs(called, definition.get("with") or {},
+                                                       contexts)
+            except graph.GraphError as error:
+                raise WorldError(str(error)) from None
             contexts["secrets"] = {key: substitute(str(value), contexts) for key, value in
                                    (definition.get("secrets") or {}).items()}
             if not evaluate_if(definition.get("if"), contexts):
@@ -243,6 +259,25 @@ class ActionsWorld:
         if not evaluate_if(definition.get("if"), contexts):
             job.state = "skipped"
             return
+        try:
+            combinations = graph.matrix_combinations(definition, contexts)
+        except graph.GraphError as error:
+            raise WorldError(f"{repository} {name} {job_id}: {error}") from None
+        if combinations is not None:
+            if not combinations:  # an empty matrix runs no job
+                job.state = "skipped"
+                return
+            contexts["matrix"] = combinations[0]
+            for combination in combinations[1:]:  # each its own job, on its own runner
+                other_number = next(self._numbers)
+                other_contexts = copy.deepcopy(contexts)
+                other_contexts["matrix"] = combination
+                other_contexts["github"]["run_id"] = str(10_000 + other_number)
+                other = Job(other_number, repository, name, job.job, event, payload,
+                            contexts=other_contexts, caused_by=job.caused_by, run=run,
+                            definition=definition)
+                self.jobs.append(other)
+                self.queue.append(other)
         group = concurrency.get("group") if isinstance(concurrency, dict) else concurrency
         job.group = substitute(str(group), contexts) if group else ""
         if job.group:
@@ -254,7 +289,12 @@ class ActionsWorld:
                 job.waited_for = cause.number
         self.queue.append(job)
 
-    def _reusable(self, uses: str) -> dict[str, Any]:
+    def _reusable(self, uses: str, repository: str) -> dict[str, Any]:
+        local = graph.local_workflow(uses)
+        if local is not None:
+            if local not in self.repos[repository].workflows:
+                raise WorldError(f"{uses!r}: {repository} has no such workflow")
+            return self.repos[repository].workflows[local]
         match = _REUSABLE.match(uses)
         if match is None:
             raise WorldError(f"reusable workflow {uses!r} is not one of this repository's")
@@ -263,6 +303,37 @@ class ActionsWorld:
         if "workflow_call" not in _triggers(called):
             raise WorldError(f"{path} is not reusable: it has no `on: workflow_call`")
         return called
+
+    def _release(self, ended: Job) -> None:
+        """The jobs of `ended`'s workflow run that need it, queued once every job they need
+        has ended; skipped when one of those did not succeed (GitHub's default)."""
+        workflow = self.repos[ended.repository].workflows[ended.workflow]
+        siblings = [job for job in self.jobs if job.run == ended.run
+                    and job.repository == ended.repository]
+        for job_id, definition in (workflow.get("jobs") or {}).items():
+            wanted = graph.needed(definition)
+            if ended.job.split(" / ")[0] not in wanted or any(
+                    job.job.split(" / ")[0] == job_id for job in siblings):
+                continue
+            done = {job.job.split(" / ")[0]: job for job in siblings
+                    if job.state in ("completed", "failed", "skipped", "cancelled")}
+            if not set(wanted) <= set(done) or any(
+                    job.state == "queued" for job in siblings
+                    if job.job.split(" / ")[0] in wanted):
+                continue
+            needs = {need: {"result": "success" if done[need].state == "completed" else
+                            "failure", "outputs": graph.job_outputs(done[need].definition,
+                                                                      done[need].contexts)}
+                     for need in wanted}
+            self._queue_job(ended.repository, ended.workflow, workflow, job_id, definition,
+                            ended.event, ended.payload, ended, False, run=ended.run,
+                            needs=needs)
+            queued = [job for job in self.jobs if job.run == ended.run and
+                      job.job.split(" / ")[0] == job_id]
+            if any(needs[need]["result"] != "success" for need in wanted):
+                for job in queued:  # a needed job failed: this one is skipped
+                    job.state = "skipped"
+                self.queue = [job for job in self.queue if job not in queued]
 
     # -- one job on a runner ------------------------------------------------------------------
     def _runner(self, job: Job) -> tuple[Path, Path, Path]:
@@ -318,9 +389,24 @@ class ActionsWorld:
                 if job.code not in (0, None):
                     job.state = "failed"
                     return
+            elif "run" in step and "id" in step:  # a step whose outputs a later one reads
+                outputs = self._shell_step(job, step, workspace)
             else:
                 job.steps.append(f"recorded: {step.get('name') or uses or step.get('run')}")
             contexts["steps"][step_id] = {"outputs": outputs}
+
+    def _shell_step(self, job: Job, step: Mapping[str, Any], workspace: Path
+                    ) -> dict[str, str]:
+        output = workspace.parent / f"output-{job.number}-{step['id']}"
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GITHUB_OUTPUT": str(output),
+               "GITHUB_REPOSITORY": job.repository,
+               **{key: substitute(str(value), job.contexts)
+                  for key, value in (step.get("env") or {}).items()}}
+        subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                        str(step["run"])], env=env, cwd=workspace, check=True,
+                       capture_output=True, timeout=60)
+        job.steps.append(f"ran: {step.get('name') or step['id']}")
+        return read_outputs(output)
 
     def _checkout(self, job: Job, given: Mapping[str, str], workspace: Path) -> None:
         repository = given.get("repository") or job.repository
@@ -490,29 +576,13 @@ def _is_ci(workflow: Mapping[str, Any]) -> bool:
     """A workflow that runs neither this repository's action nor its reusable workflow: CI,
     whose outcome the fake's CheckRules decide."""
     for definition in (workflow.get("jobs") or {}).values():
-        if _REUSABLE.match(str(definition.get("uses") or "")):
+        uses = str(definition.get("uses") or "")
+        if _REUSABLE.match(uses) or graph.local_workflow(uses):
             return False
         if any(_ACTION.match(str(step.get("uses") or ""))
                for step in definition.get("steps") or []):
             return False
     return True
-
-
-def _call_inputs(called: Mapping[str, Any], given: Mapping[str, Any],
-                 contexts: Mapping[str, Any]) -> dict[str, Any]:
-    declared = (_triggers(called).get("workflow_call") or {}).get("inputs") or {}
-    unknown = set(given) - set(declared)
-    if unknown:
-        raise WorldError(f"inputs {sorted(unknown)} are not declared by the reusable workflow")
-    values: dict[str, Any] = {}
-    for name, spec in declared.items():
-        if name in given:
-            values[name] = substitute(str(given[name]), contexts)
-        elif spec.get("required"):
-            raise WorldError(f"the reusable workflow's input {name!r} is required")
-        else:
-            values[name] = spec.get("default", "")
-    return values
 
 
 def read_outputs(path: Path) -> dict[str, str]:

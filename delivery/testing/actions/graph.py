@@ -1,0 +1,80 @@
+"""The job graph of one workflow run, as GitHub runs it: `needs:` (a job starts once the
+jobs it needs have ended, their `outputs:` in its `needs` context), `strategy.matrix` (one
+job per combination, each on its own runner, `matrix.<key>` in its contexts) and a reusable
+workflow of the repository itself (`uses: ./.github/workflows/<file>`)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from delivery.testing.actions.expressions import substitute
+
+_LOCAL = re.compile(r"^\./\.github/workflows/([\w.-]+\.ya?ml)$")
+MATRIX_LIMIT = 256  # GitHub's limit on the jobs of one matrix
+
+
+class GraphError(ValueError):
+    """A workflow's job graph GitHub would refuse (the world's files are wrong)."""
+
+
+def needed(definition: Mapping[str, Any]) -> list[str]:
+    needs = definition.get("needs") or []
+    return [needs] if isinstance(needs, str) else [str(need) for need in needs]
+
+
+def local_workflow(uses: str) -> str | None:
+    """The file name of the repository's own reusable workflow `uses` names, or None."""
+    match = _LOCAL.match(uses)
+    return match.group(1) if match else None
+
+
+def job_outputs(definition: Mapping[str, Any], contexts: Mapping[str, Any]
+                ) -> dict[str, str]:
+    """A job's `outputs:`, read from its steps' outputs once it has ended."""
+    declared = definition.get("outputs") or {}
+    return {name: substitute(str(value), contexts) for name, value in declared.items()}
+
+
+def matrix_combinations(definition: Mapping[str, Any], contexts: Mapping[str, Any]
+                        ) -> list[dict[str, Any]] | None:
+    """One `matrix` context per job of the job's matrix; None without a matrix."""
+    matrix = (definition.get("strategy") or {}).get("matrix")
+    if not isinstance(matrix, dict) or not matrix:
+        return None
+    axes: dict[str, list[Any]] = {}
+    for key, value in matrix.items():
+        values = json.loads(substitute(value, contexts)) if isinstance(value, str) else value
+        if not isinstance(values, list):
+            raise GraphError(f"matrix {key!r} is not a list: {values!r}")
+        axes[str(key)] = values
+    combinations = [dict(zip(axes, combo, strict=True))
+                    for combo in itertools.product(*axes.values())]
+    if len(combinations) > MATRIX_LIMIT:
+        raise GraphError(f"a matrix of {len(combinations)} jobs: GitHub runs at most 256")
+    return combinations
+
+
+def _triggers(workflow: Mapping[Any, Any]) -> dict[str, Any]:
+    on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    return dict(on) if isinstance(on, dict) else {}
+
+
+def call_inputs(called: Mapping[str, Any], given: Mapping[str, Any],
+                 contexts: Mapping[str, Any]) -> dict[str, Any]:
+    declared = (_triggers(called).get("workflow_call") or {}).get("inputs") or {}
+    unknown = set(given) - set(declared)
+    if unknown:
+        raise GraphError(f"inputs {sorted(unknown)} are not declared by the reusable workflow")
+    values: dict[str, Any] = {}
+    for name, spec in declared.items():
+        if name in given:
+            values[name] = substitute(str(given[name]), contexts)
+        elif spec.get("required"):
+            raise GraphError(f"the reusable workflow's input {name!r} is required")
+        else:
+            values[name] = spec.get("default", "")
+    return values
