@@ -27,8 +27,9 @@ the runner would (`python -m delivery.action`, its inputs through `INPUT_*`); a 
 with an `id` (whose outputs a later step reads) runs in bash, other `run:` steps (installing
 a CLI, a report) are recorded, not run. Jobs with `needs:` are queued once the jobs they
 need have ended, a `strategy.matrix` is one job per combination, and `uses: ./.github/
-workflows/<file>` is the repository's own reusable workflow (delivery.testing.actions.graph). A reusable workflow
-(`uses: <owner>/delivery/.github/workflows/<file>@<ref>`) is read from this repository.
+workflows/<file>` is the repository's own reusable workflow (delivery.testing.actions.graph).
+A reusable workflow of delivery (`uses: <owner>/delivery/.github/workflows/<file>@<ref>`) is
+read from this repository.
 """
 
 from __future__ import annotations
