@@ -75,7 +75,8 @@ class GitHubForge:
         if isinstance(self._auth, StaticToken) and not self._auth.value:
             raise ForgeError("github", "-", "authenticate", "no token was given",
                              "set GITHUB_TOKEN to a token that can write to the repositories "
-                             "(or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY for a GitHub App)")
+                             "(in an Action: a GitHub App installation token, not the "
+                             "default one), or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY")
         self.token_source = self._auth  # GITHUB_TOKEN's, or the App's (preflight asks it)
         self.api_url = api_url.rstrip("/")
         self.server_url = server_url.rstrip("/")
