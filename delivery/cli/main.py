@@ -80,6 +80,9 @@ EXAMPLES = {
     "graph": ["delivery graph workflows/deliver.dot -o deliver.svg"],
     "test": ["delivery test workflows/deliver.test.toml"],
     "demo": ["delivery demo", "delivery demo --dir /tmp/demo   # again after Ctrl-C: continues"],
+    "action": ["delivery action init --repos repos.txt --state-repo octo/control",
+               "delivery action init --org octo --topic payments --state-repo octo/control "
+               "--create-labels"],
 }
 
 
