@@ -321,6 +321,41 @@ def campaign_rows(out: str, _peak: float) -> Headline:
     return rows
 
 
+def _at_most(bound: float) -> Callable[[float], bool]:
+    return lambda value: value <= bound
+
+
+def campaign_writes_rows(out: str, _peak: float) -> Headline:
+    """Per workflow and N: writes and bytes per folder, one change's objects, failed runs
+    and pauses; then the growth of writes and bytes per folder, each beside its goal."""
+    rows: Headline = []
+    for m in re.finditer(r"^(\w+) N=(\d+): content-creating requests per folder: ([\d.]+) "
+                         r"\(bound, .*: ([\d.]+);", out, re.MULTILINE):
+        name, bound = f"{m.group(1)}.dot N={m.group(2)}", float(m.group(4))
+        rows += goal_row(f"{name}: content-creating requests per folder", m.group(3),
+                         f"<= {m.group(4)}", _at_most(bound))
+        rows += _rows((f"{name}: bytes written per folder",
+                       _find(rf"^{m.group(1)} N={m.group(2)}: bytes written per folder: (\d+)",
+                             out)))
+        rows += goal_row(f"{name}: objects written after one folder's change",
+                         _find(rf"^{m.group(1)} N={m.group(2)}: objects written after one "
+                               r"folder's change: (\d+)", out), "<= 3",
+                         lambda r: 0 < r <= 3)
+        line = _find(rf"^{m.group(1)} N={m.group(2)}: (failed runs: .*)$", out) or ""
+        rows += goal_row(f"{name}: failed runs (limits enforced)",
+                         _find(r"failed runs: (\d+)", line), "0", lambda r: r == 0)
+        rows += _rows((f"{name}: pauses for the limits, s paused",
+                       " / ".join(re.findall(r"pauses for the limits: (\d+), paused (\d+)",
+                                             line)[0]) if "pauses" in line else None))
+    for m in re.finditer(r"^(\w+): (writes|bytes) per folder N=(\d+) / N=(\d+): ([\d.]+) "
+                         r"\(<= ([\d.]+)", out, re.MULTILINE):
+        limit = float(m.group(6))
+        rows += goal_row(f"{m.group(1)}.dot: {m.group(2)} per folder N={m.group(3)} / "
+                         f"N={m.group(4)}", m.group(5), f"<= {m.group(6)}x",
+                         _at_most(limit), f"{m.group(5)}x")
+    return rows
+
+
 def _tmpfs() -> bool:
     return Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK)
 
@@ -379,6 +414,9 @@ BENCHMARKS = [
               ["--folders", "2,3", "--forges", "local", "--seconds-per-folder", "0.05"],
               campaign_rows, "campaign.dot beside deliver.dot over N folders: time to all "
               "merged, agent calls, largest prompt, peak memory"),
+    Benchmark("campaign-writes", "campaign_writes.py", ["--long"], ["--folders", "12,40"],
+              campaign_writes_rows, "A campaign's writes on the fake GitHub with GitHub's "
+              "secondary limits enforced: per folder, after one folder's change, growth"),
     Benchmark("stages", "run_footprint.py", ["stages", "--stages", "1000"],
               ["stages", "--stages", "100"], stages_rows, "Peak memory of a long run"),
 ]

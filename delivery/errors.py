@@ -351,6 +351,7 @@ class PauseReason(StrEnum):
     STOP_LABEL = "stop_label"  # a person set the stop label
     DRY_RUN = "dry_run"  # `run --dry-run` reached the first stage that writes to a forge
     RATE_LIMIT = "rate_limit"  # GitHub's limits leave no room within the stage's patience
+    FAN_OUT = "fan_out"  # a foreach stage's folders were split into chunks for worker jobs
 
 
 # the context key saying why a paused run paused (`runs`, `inspect`); gone once it goes on

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from probes.labels import StopMark
 from probes.pr_state import PrEvidence, PrState, classify, is_ready
 
 
@@ -79,6 +80,8 @@ class PullRequestSnapshot:
     # the reviews and threads of authors who do not steer the run (SPEC §14), by login and
     # why, never their text: "review by @x (no write permission)"
     ignored: tuple[str, ...] = ()
+    # the label `delivery:stop` on the open PR, and who set it (the stop switch's read)
+    stop: StopMark | None = None
 
     @property
     def state(self) -> PrState:
@@ -110,6 +113,7 @@ class PullRequestSnapshot:
                 {"id": r.id, "author": r.author, "state": r.state, "body": r.body}
                 for r in self.reviews
             ],
+            "pending_checks": list(self.extra.get("pending_checks") or []),
             "checks_truncated": self.checks_truncated,
             "conflict": self.conflict,
             "unresolved_threads": self.unresolved_threads,

@@ -29,6 +29,7 @@ from probes.github_client import (
     graphql_url_from_environment,
 )
 from probes.github_errors import GitHubError, TokenRefused, Transient
+from probes.labels import STOP_LABEL, TicketLabels, stop_mark, stop_setter
 from probes.retry import RetryBudget
 from probes.steering import (
     MAX_LOOKUPS_PER_QUERY,
@@ -87,6 +88,13 @@ class GitHubPullRequestSource:
 
     # -- the probe ------------------------------------------------------------------------
     def pull_requests(self, queries: Sequence[PrQuery]) -> dict[str, PrObservation]:
+        return self.observe(queries)[0]
+
+    def observe(self, queries: Sequence[PrQuery], ticket: tuple[str, int] | None = None
+                ) -> tuple[dict[str, PrObservation], TicketLabels | None]:
+        """The folders' PRs, and the labels of the `ticket` issue (`owner/name`, number)
+        read in the same request (the first round's); None for the ticket when it was not
+        asked for or could not be read (a ticket that is gone reads as unlabelled)."""
         result: dict[str, PrObservation] = {}
         valid: list[PrQuery] = []
         for query in queries:
@@ -95,21 +103,28 @@ class GitHubPullRequestSource:
                 result[query.folder] = ProbeFailure(query.folder, problem)
             else:
                 valid.append(query)
+        read: list[TicketLabels | None] = [None]
         with self._session() as client:
-            for start in range(0, len(valid), gq.MAX_FOLDERS_PER_QUERY):
+            for start in range(0, max(len(valid), 1), gq.MAX_FOLDERS_PER_QUERY):
                 chunk = valid[start:start + gq.MAX_FOLDERS_PER_QUERY]
+                if not chunk and ticket is None:
+                    break
                 try:
-                    result.update(self._round(client, chunk))
+                    result.update(self._round(client, chunk, ticket if start == 0 else None,
+                                              read))
                 except GitHubUnavailable as error:
                     result.update({q.folder: ProbeFailure(q.folder, str(error)) for q in chunk})
-        return result
+        return result, read[0]
 
-    def _round(self, client: GitHubClient, queries: Sequence[PrQuery]
-               ) -> dict[str, PrObservation]:
-        text, variables = gq.probe_query(queries)
+    def _round(self, client: GitHubClient, queries: Sequence[PrQuery],
+               ticket: tuple[str, int] | None = None,
+               read: list[TicketLabels | None] | None = None) -> dict[str, PrObservation]:
+        text, variables = gq.probe_query(queries, ticket)
         body = self._post(client, text, variables)
         data = body.get("data") or {}
         errors = _errors_by_alias(body.get("errors"))
+        if ticket is not None and read is not None:
+            read[0] = self._ticket(client, ticket, data.get("ticket"), body.get("errors"))
         nodes: dict[str, dict[str, Any]] = {}
         result: dict[str, PrObservation] = {}
         shadowed: dict[str, int] = {}  # folder -> its own PR, behind a fork's of its branch
@@ -145,6 +160,25 @@ class GitHubPullRequestSource:
                                          steer=self.stewards.why_ignored)
         return result
 
+    def _ticket(self, client: GitHubClient, ticket: tuple[str, int], answer: Any,
+                errors: Any) -> TicketLabels | None:
+        """The ticket's labels from its alias; one that is gone is unlabelled, one that
+        could not be read is None (a flaky read is no person's decision either way)."""
+        problems = [e for e in errors or [] if isinstance(e, dict)
+                    and (e.get("path") or [""])[0] == "ticket"]
+        if any(e.get("type") != "NOT_FOUND" for e in problems):
+            return None
+        issue = (answer or {}).get("issue") if isinstance(answer, dict) else None
+        if not isinstance(issue, dict):
+            return TicketLabels(ticket[1], "")
+        repository = ticket[0]
+        by = stop_setter(issue)[0]
+        if by and self.stewards.unknown(repository, [by]) and \
+                self._look_up(client, {(repository, by): ["ticket"]}):
+            return None  # who set it could not be looked up
+        return TicketLabels(int(issue.get("number") or ticket[1]), str(issue.get("url") or ""),
+                            stop_mark(issue, repository, self.stewards.why_ignored))
+
     # -- who steers (SPEC §14) ------------------------------------------------------------
     def why_ignored(self, repository: str, login: str) -> str | None:
         """None when `login` may steer runs on `repository`, else why not; a user not
@@ -167,8 +201,11 @@ class GitHubPullRequestSource:
         for folder, node in nodes.items():
             repository = by_folder[folder].repository
             self._learn_reviewers(repository, node)
+            # the stop label's setter too: whether the label stops the run (SPEC §14)
+            setter = stop_setter(node)[0] if STOP_LABEL in _label_names(node) else ""
             for login in self.stewards.unknown(repository,
-                                               [t.author for t in threads[folder][1]]):
+                                               [t.author for t in threads[folder][1]]
+                                               + [setter]):
                 wanted.setdefault((repository, login), []).append(folder)
         return self._look_up(client, wanted) if wanted else {}
 
@@ -387,3 +424,8 @@ def _failure_reason(query: PrQuery, error: str | None, seen: object) -> str:
     which = f"{query.repository}#{query.number}" if query.number is not None else (
         f"{query.repository}@{query.head_branch}")
     return f"{which}: {error}" if error else f"{which}: could not be read"
+
+
+def _label_names(node: Mapping[str, Any]) -> list[str]:
+    return [str((label or {}).get("name") or "")
+            for label in (node.get("labels") or {}).get("nodes") or []]

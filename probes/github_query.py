@@ -20,6 +20,7 @@ from probes.evidence import (
     ReviewNote,
     ThreadNote,
 )
+from probes.labels import LABEL_SELECTION, StopMark, stop_mark
 from probes.pr_state import Checks, Mergeable, PrEvidence, Review
 from probes.steering import NO_PERMISSION, actor_login, is_bot
 
@@ -86,8 +87,7 @@ fragment ProbePullRequest on PullRequest {
     pageInfo { hasNextPage endCursor }
     nodes { ...ProbeThread }
   }
-}
-"""
+""" + f"  {LABEL_SELECTION}\n}}\n"
 
 ENDED_PR_FIELDS = """
 fragment ProbeEndedPullRequest on PullRequest {
@@ -108,8 +108,10 @@ def _variables_decl(decls: Sequence[str]) -> str:
     return f"({', '.join(decls)})" if decls else ""
 
 
-def probe_query(queries: Sequence[PrQuery]) -> tuple[str, dict[str, Any]]:
-    """The text and variables of one probe round over `queries` (at most 50)."""
+def probe_query(queries: Sequence[PrQuery], ticket: tuple[str, int] | None = None
+                ) -> tuple[str, dict[str, Any]]:
+    """The text and variables of one probe round over `queries` (at most 50), and the
+    labels of the `ticket` issue (`owner/name`, number; alias `ticket`) when given."""
     if len(queries) > MAX_FOLDERS_PER_QUERY:
         raise ValueError(f"at most {MAX_FOLDERS_PER_QUERY} folders per query")
     decls: list[str] = []
@@ -141,8 +143,15 @@ def probe_query(queries: Sequence[PrQuery]) -> tuple[str, dict[str, Any]]:
                 "{ pageInfo { hasNextPage } nodes { number state isCrossRepository } }"
             )
         fields.append(f"  f{i}: repository(owner: $o{i}, name: $n{i}) {{ {inner} }}")
+    if ticket is not None:
+        owner, name = split_repository(ticket[0])
+        decls += ["$to: String!", "$tn: String!", "$ti: Int!"]
+        variables.update({"to": owner, "tn": name, "ti": ticket[1]})
+        fields.append("  ticket: repository(owner: $to, name: $tn) "
+                      f"{{ issue(number: $ti) {{ number url {LABEL_SELECTION} }} }}")
+    fragments = (PR_FIELDS + CONTEXT_FIELDS + THREAD_FIELDS) if queries else ""
     text = (f"query Probe{_variables_decl(decls)} {{\n" + "\n".join(fields) + "\n}\n"
-            + PR_FIELDS + CONTEXT_FIELDS + THREAD_FIELDS + (ENDED_PR_FIELDS if ended else ""))
+            + fragments + (ENDED_PR_FIELDS if ended else ""))
     return text, variables
 
 
@@ -415,6 +424,9 @@ def snapshot(node: Mapping[str, Any], *, threads: Sequence[ThreadNote],
                     " into the branch and resolve the conflicting files")
     evidence = PrEvidence(merged=merged, closed=closed, mergeable=mergeable, checks=checks,
                           review=_review(node, reviews, dropped), draft=bool(node.get("isDraft")))
+    stop: StopMark | None = None
+    if not merged and not closed:  # a stop label counts on the run's open PRs only
+        stop = stop_mark(node, repository, steer)
     extra: dict[str, Any] = {}
     if node.get("mergeStateStatus"):
         extra["merge_state_status"] = node["mergeStateStatus"]
@@ -430,5 +442,5 @@ def snapshot(node: Mapping[str, Any], *, threads: Sequence[ThreadNote],
         extra=extra, threads=tuple(kept_threads[:THREAD_NOTES]),
         checks_truncated=checks_truncated,
         thread_ids=tuple(t.id for t in kept_threads if t.id),
-        ignored=ignored_notes(why + ignored),
+        ignored=ignored_notes(why + ignored), stop=stop,
     )

@@ -27,7 +27,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type
 
 from probes.github_errors import SECONDARY_DEFAULT, Transient
 
-__all__ = ["RetryBudget", "RetryNotice", "Transient", "announcing", "call_with_retries",
+__all__ = ["RetryBudget", "RetryNotice", "Transient", "announce", "announcing", "call_with_retries",
            "write_with_retries"]
 
 T = TypeVar("T")
@@ -57,6 +57,8 @@ class RetryNotice:
 
     def line(self) -> str:
         subject = self.what or "a GitHub request"
+        if not self.attempts:  # a wait for room under GitHub's limits, not a retry
+            return f"GitHub: {subject}: {self.reason}; waiting {self.wait:.0f}s"
         return (f"GitHub: {subject}: {self.reason}; retrying (attempt {self.attempt + 1} of "
                 f"{self.attempts}), next try in {self.wait:.0f}s")
 
@@ -75,6 +77,12 @@ def announcing(listener: Callable[[RetryNotice], None]) -> Iterator[None]:
     finally:
         with _listeners_lock:
             _listeners.remove(listener)
+
+
+def announce(notice: RetryNotice) -> None:
+    """Tell the listeners of a wait that is not a retry (`attempts` 0): the write pacer's
+    wait for room under GitHub's limits."""
+    _announce(notice)
 
 
 def _announce(notice: RetryNotice) -> None:

@@ -65,6 +65,19 @@ digraph D {{
 """
 
 
+def probe_flow() -> str:
+    """One probe of both folders' PRs, nothing else."""
+    return """
+digraph D {
+  graph [goal="Look", inputs="ticket", folders="api,web"]
+  start [shape=Mdiamond]
+  exit [shape=Msquare]
+  look [type=probe, probe="pr,threads"]
+  start -> look -> exit
+}
+"""
+
+
 def run_on(github: FakeGitHub, root: Path, dot: str, name: str) -> RunOutcome:
     """A fresh run of `dot` on the run's branch in both repositories."""
     workspace = root / "ws"

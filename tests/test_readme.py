@@ -1,5 +1,7 @@
-"""The README's code blocks work as written: its library example runs (from a copy of the
-repository's shipped examples), read out of the README with a Markdown parser."""
+"""The documented code works as written, read out of the pages with a Markdown parser: the
+library example of docs/library.md runs (from a copy of the repository's shipped examples),
+and docs/workflows.md's campaign command runs on four local repositories. The README's walk
+on one's own repositories is tests/cli/test_newcomer_campaign.py."""
 
 from __future__ import annotations
 
@@ -23,13 +25,13 @@ from delivery.testing.cli import invoke
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def code_blocks(language: str) -> list[str]:
-    tokens = MarkdownIt().parse((ROOT / "README.md").read_text(encoding="utf-8"))
+def code_blocks(language: str, page: str) -> list[str]:
+    tokens = MarkdownIt().parse((ROOT / page).read_text(encoding="utf-8"))
     return [t.content for t in tokens if t.type == "fence" and t.info.strip() == language]
 
 
 def library_example() -> str:
-    (block,) = [b for b in code_blocks("python") if "start_run(" in b]
+    (block,) = [b for b in code_blocks("python", "docs/library.md") if "start_run(" in b]
     return block
 
 
@@ -40,7 +42,7 @@ def test_the_library_example_runs_as_written(tmp_path: Path) -> None:
     os.chdir(tmp_path)
     try:
         with contextlib.redirect_stdout(printed):
-            exec(compile(library_example(), "README.md", "exec"), {})
+            exec(compile(library_example(), "docs/library.md", "exec"), {})
     finally:
         os.chdir(before)
     status, _, path = printed.getvalue().strip().partition(" ")
@@ -77,11 +79,12 @@ else:  # implement, in the folder's worktree (its current directory)
 
 
 def campaign_command() -> list[str]:
-    (block,) = [b for b in code_blocks("sh") if "workflows/campaign.dot" in b]
+    (block,) = [b for b in code_blocks("sh", "docs/workflows.md")
+                if "workflows/campaign.dot" in b]
     return shlex.split(block.replace("\\\n", " "))
 
 
-def test_the_campaign_command_runs_as_written_on_four_local_repositories(
+def test_the_documented_campaign_command_runs_as_written_on_four_local_repositories(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     argv = campaign_command()
     assert argv[:3] == ["delivery", "run", "workflows/campaign.dot"]

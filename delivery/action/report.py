@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 from delivery.errors import WorkflowInvalid, WorkflowSyntaxError
 from delivery.lang.drawing import to_mermaid
 from delivery.validation.loader import load_workflow
+from probes.waiting import run_waiting_for, waiting_summary
 
 if TYPE_CHECKING:
     from delivery.action.main import Result
@@ -65,6 +66,9 @@ def summary_markdown(results: Sequence[Result]) -> str:
         if outcome is None:
             continue
         parts.append("**Path:** " + " → ".join(f"`{node}`" for node in outcome.path) + "\n")
+        waits = run_waiting_for(outcome.context, result.status, list(result.repos))
+        if waits:  # what the run waits for, per folder (SPEC §7.1 `wait`)
+            parts.append(f"**Waiting for:** {_cell(waiting_summary(waits))}\n")
         if outcome.budget:  # the run's agent budget (SPEC §7.1), and its 80% warning
             parts.append(f"**Budget used:** {_cell(str(outcome.budget.get('text', '')))}\n")
             if outcome.budget.get("warned"):

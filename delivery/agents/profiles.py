@@ -17,7 +17,8 @@
 
 A profile may also be written inline wherever a name is accepted (`--agent`, a node's
 `agent=`): `command:<cmd>` (`command+json:<cmd>` etc. to say how its output is read),
-`openai:<model>` or `replay:<file.json>`. The built-in presets (`claude`, `codex`:
+`openai:<model>`, `replay:<file.json>` or `scripted:<file.toml>` (files relative to the
+workspace). The built-in presets (`claude`, `codex`:
 delivery/agents/presets.py) are names too; a profile file's profile of the same name wins.
 """
 
@@ -34,11 +35,11 @@ from delivery.errors import RunRefused
 from delivery.lang.model import parse_duration
 
 PROFILE_FILE = "delivery.toml"
-INLINE_KINDS = ("command", "openai", "replay")
+INLINE_KINDS = ("command", "openai", "replay", "scripted")
 # `command+FORMAT:<cmd>` says how to read the command's stdout (the profile's `output`)
 COMMAND_FORMATS = ("text", "json", "jsonl", "claude", "codex")
 INLINE_FORMS = ("command:<cmd> (or command+json:, +jsonl:, +claude:, +codex:), "
-                "openai:<model> or replay:<file.json>")
+                "openai:<model>, replay:<file.json> or scripted:<file.toml>")
 
 
 def _seconds(value: Any) -> Any:
@@ -116,7 +117,14 @@ class ReplayProfile(_Profile):
     file: str
 
 
-Profile = Annotated[CommandProfile | OpenAIProfile | ReplayProfile,
+class ScriptedProfile(_Profile):
+    """The scripted editing agent, its turns in a TOML or JSON file (scripted_file.py)."""
+
+    backend: Literal["scripted"] = "scripted"
+    file: str
+
+
+Profile = Annotated[CommandProfile | OpenAIProfile | ReplayProfile | ScriptedProfile,
                     Field(discriminator="backend")]
 
 
@@ -129,7 +137,8 @@ class ProfileFile(BaseModel):
 
 
 def inline_profile(spec: str) -> Profile | None:
-    """The profile `command:…`, `openai:…` or `replay:…` stands for; None for a bare name."""
+    """The profile `command:…`, `openai:…`, `replay:…` or `scripted:…` stands for; None for
+    a bare name."""
     kind, sep, arg = spec.partition(":")
     kind, arg = kind.strip(), arg.strip()
     kind, plus, output = kind.partition("+")
@@ -149,6 +158,8 @@ def inline_profile(spec: str) -> Profile | None:
             return CommandProfile.model_validate({"command": arg, "output": output or "text"})
         if kind == "openai":
             return OpenAIProfile(model=arg)
+        if kind == "scripted":
+            return ScriptedProfile(file=arg)
         return ReplayProfile(file=arg)
     except ValidationError as err:
         raise RunRefused(f"agent profile '{spec}'", _problems(err),
@@ -176,7 +187,7 @@ def load_profile_file(directory: Path) -> tuple[ProfileFile, Path | None]:
             return ProfileFile.model_validate(data), path
         except ValidationError as err:
             raise RunRefused(f"profile file {path}", _problems(err),
-                             "see the README's agent profiles section for the fields of "
+                             "see docs/agents.md \"The profile file\" for the fields of "
                              "command, openai and replay profiles") from None
     return ProfileFile(), None
 

@@ -25,10 +25,13 @@ from delivery.agents.profiles import (
     Profile,
     ProfileFile,
     ReplayProfile,
+    ScriptedProfile,
     inline_profile,
     load_profile_file,
 )
 from delivery.agents.replay import ReplayBackend
+from delivery.agents.scripted import ScriptedAgent
+from delivery.agents.scripted_file import check_scripted_nodes, load_scripted_agent
 from delivery.errors import RunRefused
 
 ACCEPTED_FORMS = (INLINE_FORMS + ", a preset (" + ", ".join(PRESETS) + ")"
@@ -42,6 +45,8 @@ def build_backend(profile: Profile, *, label: str, base_dir: Path,
                   clock: Callable[[], float] = time.monotonic) -> AgentBackend:
     if isinstance(profile, ReplayProfile):
         return ReplayBackend.from_file(base_dir / profile.file)
+    if isinstance(profile, ScriptedProfile):
+        return load_scripted_agent(label, base_dir / profile.file)
     if isinstance(profile, CommandProfile):
         return CommandBackend(profile, environ=environ, label=label)
     assert isinstance(profile, OpenAIProfile)
@@ -101,6 +106,7 @@ def resolve_agents(needs: Iterable[tuple[str, str]], *, default_spec: str,
     used before the profile file. RunRefused names the profile and the node."""
     profile_file, path = load_profile_file(workspace)
     default_spec = default_spec or profile_file.default
+    needs = list(needs)
     agents = Agents(given)
     built: dict[str, AgentBackend] = dict(given_named or {})
 
@@ -112,6 +118,8 @@ def resolve_agents(needs: Iterable[tuple[str, str]], *, default_spec: str,
                              sleep=sleep, clock=clock)
         if check:
             _check(made, spec, node)
+        if isinstance(made, ScriptedAgent):
+            check_scripted_nodes(made, spec, (need for need, _ in needs))
         built[spec] = made
         return made
 

@@ -107,6 +107,10 @@ class ScriptedAgent:
             self.on_turn(node_id, used + 1, prompt)
         return script[used]
 
+    def scripted_nodes(self) -> list[str]:
+        """The keys the script has turns for (node ids, or `node@folder`)."""
+        return list(self._turns)
+
     def turns_used(self, node_id: str) -> int:
         return self._used.get(node_id, 0)
 

@@ -54,6 +54,7 @@ from delivery.store.files import read_file
 from delivery.store.records import RunStatus
 from delivery.store.runstore import LocalRunStore, verify_run
 from delivery.validation.loader import check_file
+from probes.waiting import run_waiting_for, waiting_summary
 
 EXIT_SUCCEEDED, EXIT_FAILED, EXIT_REFUSED, EXIT_PAUSED = 0, 1, 2, 3
 STATUS_EXIT = {RunStatus.SUCCEEDED: EXIT_SUCCEEDED, RunStatus.FAILED: EXIT_FAILED,
@@ -75,7 +76,8 @@ def dispatch(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     handler = {"run": cmd_run, "resume": cmd_resume, "inspect": cmd_inspect,
                "verify": cmd_verify, "handlers": cmd_handlers, "graph": cmd_graph_run,
                "probe": cmd_probe, "review": cmd_review, "demo": cmd_demo,
-               "runs": cmd_runs, "preflight": cmd_preflight, "close": cmd_close}[args.command]
+               "runs": cmd_runs, "preflight": cmd_preflight, "close": cmd_close,
+               "work": _work}[args.command]
     # one progress for the command: its stages and GitHub's retries (never silent), ended
     # before anything else is printed (a Ctrl-C's line stays the last)
     args.progress = None if getattr(args, "quiet", False) else \
@@ -164,6 +166,12 @@ def _report(outcome: RunOutcome, as_json: bool, out: TextIO, full: bool = False)
     return STATUS_EXIT.get(outcome.status, EXIT_FAILED)
 
 
+def _work(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from delivery.cli.work_command import cmd_work
+
+    return cmd_work(args, out, _report, _options(err))
+
+
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problem = file_problem(args.workflow)
     if problem:
@@ -183,7 +191,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         repos=repos, gates=args.gates,
         forge=args.forge or "", checks=parse_assignments(args.check, "--check"),
         branch=args.branch, cli=True, logs=args.logs, budget=args.budget,
-        max_parallel=args.max_parallel,
+        max_parallel=args.max_parallel, max_runners=args.max_runners,
     )
     world = World(git_cache=args.cache)
     if args.state:
@@ -335,6 +343,8 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "context": values, "artifacts": artifacts, "run_dir": str(run.path),
         "usage": _total_usage(stages),
         "cost_usd": round(sum(stage.get("cost_usd", 0.0) for stage in stages), 9),
+        # per folder, what the PRs the last probe saw waiting wait for (SPEC §7.1 `wait`)
+        "waiting_for": run_waiting_for(values, status, list(info.folders)),
     }
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True, default=str), file=out)
@@ -345,6 +355,8 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if report["failure_reason"]:
         print(f"  failure: {_one_line(str(report['failure_reason']))}", file=out)
     print(f"  path: {path_line(path)}", file=out)
+    if report["waiting_for"]:
+        print(f"  waiting for: {waiting_summary(report['waiting_for'])}", file=out)
     print("  stages:", file=out)
     for stage in stages:
         reason = f" — {stage['failure_reason']}" if stage.get("failure_reason") else ""

@@ -26,6 +26,7 @@ from delivery.cli import (
     run_args,
     scenarios,
     validate,
+    work_command,
 )
 from delivery.cli.state_args import add_runs_parser
 from delivery.cli.workflow_commands import ActionOutput, Neutralising, in_action
@@ -63,8 +64,12 @@ EXAMPLES = {
             "    --repo api=../api.git --repo web=../web.git --agent command:claude",
             "delivery run workflows/deliver.dot --input ticket=T-1 --org octo --topic payments",
             "delivery run workflows/deliver.dot --input ticket=T-1 --repos-from repos.txt "
-            "--dry-run"],
-    "resume": ["delivery resume .delivery/runs/RUN_ID", "delivery resume --last"],
+            "--dry-run",
+            "delivery run workflows/campaign.dot --input ticket=T-1 --repos-from repos.txt \\",
+            "    --agent scripted:examples/offline/campaign.toml --quiet   # offline agent"],
+    "resume": ["delivery resume .delivery/runs/RUN_ID",
+               "delivery resume --last 2> progress.log   # progress lines into a file",
+               "delivery resume --last --quiet"],
     "close": ["delivery close RUN_ID --delete-branches --comment 'Superseded by T-12'"],
     "runs": ["delivery runs", "delivery runs --state git:octo/delivery-state --json"],
     "inspect": ["delivery inspect --last", "delivery inspect RUN_ID --routes"],
@@ -132,6 +137,7 @@ COMMANDS: dict[str, tuple[Callable[[Subcommands], None], Handler]] = {
     "resume": (run_args.add_resume_parser, _engine_command),
     "close": (close_args.add_close_parser, _engine_command),
     "runs": (add_runs_parser, _engine_command),
+    "work": (work_command.add_work_parser, _engine_command),
     "inspect": (run_args.add_inspect_parser, _engine_command),
     "verify": (run_args.add_verify_parser, _engine_command),
     "parse": (validate.add_parse_parser, validate.cmd_parse),
@@ -151,6 +157,9 @@ def _build_parser() -> argparse.ArgumentParser:
         prog="delivery",
         description="Run DOT-graph workflows that carry a ticket through pull requests.",
         epilog="examples:\n  delivery demo\n  delivery validate workflows/\n"
+               "  delivery run workflows/campaign.dot --input ticket=T-1 --repos-from "
+               "repos.txt --agent scripted:examples/offline/campaign.toml --dry-run\n"
+               "  delivery close --last --delete-branches\n"
                "  delivery COMMAND --help",
         formatter_class=_Formatter,
     )

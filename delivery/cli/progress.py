@@ -1,6 +1,7 @@
 """Progress on stderr (SPEC §12), whether or not it is a terminal: one line per stage as it
 ends, and a line for every retry — a stage's, or a GitHub request's (`probes.retry`) —
-saying what is tried again, which attempt of how many, and when. A CI log, the Action's
+saying what is tried again, which attempt of how many, and when, and what a wait waits
+for as it begins (SPEC §7.1 `wait`). A CI log, the Action's
 log or a file gets the same lines as a terminal, which also shows each stage as it starts.
 `--quiet` makes none of it (errors are printed all the same)."""
 
@@ -52,10 +53,21 @@ class StderrProgress(Progress):
         reason = f" — {result.failure_reason}" if result.failure_reason else ""
         self._print(f"  {mark} {node.id} {result.outcome} in {seconds:.1f}s{reason}")
 
+    def folder_finished(self, node: Node, folder: str, result: StageResult,
+                        seconds: float) -> None:
+        # a foreach stage's folders as they end (SPEC §8.1): a long stage is never silent
+        mark = "✗" if result.outcome == StageOutcome.FAILED else "✓"
+        reason = f" — {result.failure_reason}" if result.failure_reason else ""
+        self._print(f"    {mark} {node.id}@{folder} {result.outcome} in {seconds:.1f}s{reason}")
+
     def stage_retry(self, node: Node, attempt: int, delay: float) -> None:
         retries = node.max_retries if node.max_retries is not None else self.default_retries
         self._print(f"  ↻ {node.id}: retrying (attempt {attempt + 1} of {retries + 1}) "
                     f"in {delay:.1f}s")
+
+    def stage_note(self, node: Node, line: str) -> None:
+        # said as it happens, a log or a terminal: a wait's sleep may last hours
+        self._print(f"  … {node.id}: {line}")
 
     def github_retry(self, notice: RetryNotice) -> None:
         self._print(f"  ↻ {notice.line()}")

@@ -17,6 +17,15 @@ def absolute_path(text: str) -> Path:
     return Path(text).absolute()
 
 
+def agent_option(text: str) -> str:
+    """`--agent`, with a `scripted:FILE` path made absolute: a person names the file from
+    where they stand, and run.json keeps the path for resumes run from anywhere."""
+    kind, sep, file = text.partition(":")
+    if sep and kind.strip() == "scripted" and file.strip():
+        return f"scripted:{Path(file.strip()).absolute()}"
+    return text
+
+
 def add_quiet_option(command: argparse.ArgumentParser) -> None:
     command.add_argument("--quiet", action="store_true",
                          help="no progress on stderr (a line per stage as it ends, and "
@@ -36,11 +45,13 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
                      help="folder F of the run lives at LOC: a local repository path (local "
                      "forge) or owner/name (GitHub); repeat per folder")
     add_repo_selection(run)
-    run.add_argument("--agent", default="", metavar="PROFILE",
+    run.add_argument("--agent", default="", metavar="PROFILE", type=agent_option,
                      help="the default agent profile: claude or codex (built in), a name "
                      "from delivery.toml (or [tool.delivery] in pyproject.toml), "
-                     "command:<cmd> (command+json:<cmd> etc.), openai:<model> or "
-                     "replay:<file.json>; a node's agent= picks another")
+                     "command:<cmd> (command+json:<cmd> etc.), openai:<model>, "
+                     "replay:<file.json>, or scripted:<file.toml> (an offline agent that "
+                     "writes the files its TOML or JSON file gives, docs/agents.md); a "
+                     "node's agent= picks another")
     run.add_argument("--forge", choices=("github", "local"), default=None,
                      help="where the repositories and PRs live (default: local when every "
                      "LOC is a path, github when one is owner/name)")
@@ -79,6 +90,11 @@ def add_run_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
                      help="how many folders a folder stage (worktree_add, publish, probe, "
                      "worktree_remove, a foreach stage) works on at once when neither the "
                      "node nor the graph says max_parallel (default 8); kept for resumes")
+    run.add_argument("--max-runners", default=None, metavar="N",
+                     help="with --state: a foreach stage with more folders than it runs at "
+                     "once is split into at most N chunks (<= 256) for worker jobs "
+                     "(delivery work) and the run pauses, reason fan_out (default 1: no "
+                     "fan-out); kept for resumes")
     run.add_argument("--json", action="store_true",
                      help="print one JSON object: run_id, status, failure_reason, path, "
                      "context, run_dir (and diffs after a --dry-run)")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from delivery.cli.run_status import shown_status
+from delivery.engine.fan_out_chunks import StateFanOut
 from delivery.engine.runner import World
 from delivery.errors import DeliveryError, NotOwner, RunRefused, Superseded, paused_why
 from delivery.git import cache_root
@@ -25,6 +26,7 @@ from delivery.git.runref import is_run_id
 from delivery.state.claims import parse_status
 from delivery.state.remote import RemoteState, RunSummary, StateRunStores, job_id
 from delivery.store.runstore import LocalRunStore
+from probes.waiting import run_waiting_for, waiting_summary
 
 EXIT_OK = 0
 # the run id is checked apart (is_run_id): a marker whose id is malformed is ignored and
@@ -47,6 +49,7 @@ def state_world(world: World, spec: str | None, cache: Path | None,
         env = dict(environ if environ is not None else os.environ)
         session = open_state(spec, cache, env).session(run_id, job_id(env))
         world.stores = StateRunStores(session, take_over=take_over, workspace=workspace)
+        world.fan_out = StateFanOut(session.state, session.job, take_over)
     return world
 
 
@@ -133,7 +136,8 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         why = f": {run.reason}" + (f" until {run.until}" if run.until else "") \
             if paused else ""
         after = f" — {run.reason}" if run.reason and not paused else ""
-        print(f"{run.run_id}  {run.status}{why}{waiting}{held}{after}", file=out)
+        awaited = f" — waiting: {run.waiting}" if run.waiting else ""
+        print(f"{run.run_id}  {run.status}{why}{waiting}{held}{after}{awaited}", file=out)
     return EXIT_OK
 
 
@@ -157,5 +161,8 @@ def local_runs(workspace: Path) -> list[RunSummary]:
             reason, until = paused_why(loaded.state.context)
             listed.append(RunSummary(path.name, "interrupted" if gone else
                                      loaded.state.status, loaded.state.next_node or "", "",
-                                     reason=gone or reason, until=until))
+                                     reason=gone or reason, until=until,
+                                     waiting=waiting_summary(run_waiting_for(
+                                         loaded.state.context, loaded.state.status.value,
+                                         list(info.folders)))))
     return listed

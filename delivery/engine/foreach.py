@@ -36,6 +36,7 @@ from delivery.engine.stage_status import status_text
 from delivery.errors import PauseReason, PauseRequested, RunError, RunStoreError
 from delivery.lang.model import Node, NodeType
 from delivery.lang.outcomes import StageOutcome
+from delivery.store.records import RunInfo
 
 FOLDER: Final = "folder"  # the namespace a folder's run reads its own keys under
 # markers of an unfinished foreach stage: which folders it selected, which are done
@@ -86,8 +87,35 @@ class FolderResult:
     seconds: float
 
 
+class FanOut(Protocol):
+    """Event mode's fan-out of a stage across worker jobs (SPEC §13,
+    `delivery.engine.fan_out_chunks`), asked on the run's main walk only."""
+
+    def plan(self, node: Node, todo: list[str], limit: int, context: Context,
+             env: StageEnv) -> list[str]:
+        """The folders this job runs now (results saved elsewhere applied to `context`
+        first); PauseRequested when the stage is fanned out instead."""
+        ...
+
+    def recorded(self, node: Node, folder: str, context: Context) -> None:
+        """A folder's result is in `context`: keep it where the other jobs see it."""
+        ...
+
+    def finished(self, node: Node, context: Context) -> None:
+        """This job's folders ended: PauseRequested when the stage cannot end here."""
+        ...
+
+
+class FanOutSource(Protocol):
+    """Makes a run's `FanOut` once the run is open (`World.fan_out`)."""
+
+    def open(self, info: RunInfo) -> FanOut: ...
+
+
 class ForeachHost(Protocol):
     """What a foreach stage needs of the engine running it."""
+
+    fan_out: FanOut | None  # event mode (SPEC §13); None: every folder runs in this job
 
     def folder_attempt(self, key: str) -> int:
         """The next attempt number of a folder's run (saved with the run's attempts)."""
@@ -143,19 +171,24 @@ class ForeachStage:
         done = markers.done(context, selected)
         todo = [f for f in selected if f not in done]
         limit = parallelism(node, env.workflow, env.max_parallel)
+        fan_out = self.host.fan_out if durable else None
+        if fan_out is not None:  # may pause the run for worker jobs, or apply their results
+            todo = fan_out.plan(node, todo, limit, context, env)
 
         def one(folder: str) -> FolderResult:
             view = folder_context(context, folder, wide, own[folder])
             return self._folder(node, folder, view, folder_env(env, folder), handler)
 
-        pause = self._run(node, todo, limit, one, context, markers, durable)
+        pause = self._run(node, todo, limit, one, context, markers, durable, fan_out)
         if pause is not None:
             raise pause
+        if fan_out is not None:
+            fan_out.finished(node, context)
         return self._node_result(node, selected, context, markers)
 
     def _run(self, node: Node, todo: list[str], limit: int,
              one: Callable[[str], FolderResult], context: Context, markers: Markers,
-             durable: bool) -> PauseRequested | None:
+             durable: bool, fan_out: FanOut | None = None) -> PauseRequested | None:
         """Run `todo`'s folders, `limit` at once, recording each as it ends; a pause asked
         for before a folder starts lets the running ones end and starts no other."""
         pause: PauseRequested | None = None
@@ -185,7 +218,7 @@ class ForeachStage:
                         except BaseException as err:  # the store failed: raised below
                             failure = failure or err
                             continue
-                        self._record(node, ended, context, markers, durable)
+                        self._record(node, ended, context, markers, durable, fan_out)
             except BaseException:
                 self.stopping.set()  # Ctrl-C: the processes were ended; start nothing
                 raise
@@ -230,7 +263,7 @@ class ForeachStage:
         return FolderResult(folder, result, env.clock.monotonic() - started)
 
     def _record(self, node: Node, ended: FolderResult, context: Context, markers: Markers,
-                durable: bool) -> None:
+                durable: bool, fan_out: FanOut | None) -> None:
         """A folder's result into the run's context (and saved, on the main walk)."""
         folder, result = ended.folder, ended.result
         failed = result.outcome == StageOutcome.FAILED
@@ -241,6 +274,8 @@ class ForeachStage:
         context.set(f"{folder}.failure_reason", result.failure_reason if failed else "")
         markers.finish(context, folder)
         self.host.folder_finished(node, folder, result, ended.seconds)
+        if fan_out is not None:
+            fan_out.recorded(node, folder, context)
         if durable:
             self.host.save_mid_stage(context)
 
@@ -289,6 +324,7 @@ class Markers:
 
     def clear(self, context: Context, selected: Sequence[str]) -> None:
         context.delete(f"{self.base}.selected")
+        context.delete(f"{self.base}.chunks")  # a fan-out's (delivery.engine.fan_out_chunks)
         for folder in selected:
             context.delete(f"{self.base}.done.{folder}")
 

@@ -67,6 +67,8 @@ class RunOutcome:
     offloaded: dict[str, tuple[str, int]] = field(default_factory=dict)
     # a dry run's pause: per folder what would be published (delivery.engine.dry_run)
     previews: dict[str, Preview] = field(default_factory=dict)
+    # a fan-out's pause (SPEC §13): the chunk numbers its worker jobs run
+    chunks: list[int] = field(default_factory=list)
 
     def to_json(self, *, full: bool = True) -> dict[str, Any]:
         """`full=False` shows an offloaded value as {"artifact": pointer, "bytes": n}."""
@@ -81,4 +83,6 @@ class RunOutcome:
                    if self.pause_reason else {}),
                 **({"budget": self.budget} if self.budget else {}),
                 **({"diffs": {folder: shown.diff for folder, shown in self.previews.items()}}
-                   if self.pause_reason is PauseReason.DRY_RUN else {})}
+                   if self.pause_reason is PauseReason.DRY_RUN else {}),
+                **({"chunks": self.chunks} if self.pause_reason is PauseReason.FAN_OUT
+                   else {})}

@@ -28,13 +28,15 @@ from delivery.engine.context import Context
 from delivery.engine.dry_run import DryRun
 from delivery.engine.failures import failure_class, failure_signature
 from delivery.engine.fan_out import run_section
-from delivery.engine.foreach import ForeachStage
+from delivery.engine.foreach import FanOut, ForeachStage
 from delivery.engine.handlers.base import (
     Clock,
     Handler,
     StageEnv,
     StageResult,
 )
+from delivery.engine.options import EngineOptions as EngineOptions
+from delivery.engine.options import Progress as Progress
 from delivery.engine.retries import with_retries
 from delivery.engine.routing import facts_read, route_rule, select_edge
 from delivery.engine.stage_status import status_text
@@ -61,43 +63,6 @@ from delivery.lang.topology import parallel_sections
 from delivery.store.base import RunStore
 from delivery.store.records import RunState as RunState
 from delivery.store.records import RunStatus
-
-
-class Progress:
-    """Receives stage notifications; the default shows nothing."""
-
-    def run_opened(self, workflow: Workflow) -> None:
-        """Before the first stage of a start or a resume: the workflow that runs."""
-
-    def stage_started(self, node: Node, attempt: int) -> None:
-        pass
-
-    def stage_finished(self, node: Node, result: StageResult, seconds: float) -> None:
-        pass
-
-    def stage_retry(self, node: Node, attempt: int, delay: float) -> None:
-        pass
-
-    def folder_finished(self, node: Node, folder: str, result: StageResult,
-                        seconds: float) -> None:
-        pass  # one folder's run of a foreach stage ended (SPEC §8.1)
-
-
-@dataclass
-class EngineOptions:
-    """Settings of a run (not the outside world: that is `World`)."""
-
-    max_steps: int = 10_000  # a loop that never ends stops here instead of filling the disk
-    # agent stages (implement, repairs) run at most this often in a run (0: no cap); the
-    # Action caps repair iterations with it (SPEC §14)
-    max_agent_runs: int = 0
-    backoff_initial: float = 0.5
-    backoff_max: float = 30.0
-    # Ask unanswered human gates on the console (the CLI sets this on a terminal).
-    interactive: bool = False
-    # `run --dry-run`: pause before the first stage that writes to a forge (a resume is
-    # given options without it, and publishes)
-    dry_run: bool = False
 
 
 class _End(Enum):
@@ -162,6 +127,7 @@ class Engine:
         self.write_budget: Callable[[], dict[str, Any] | None] | None = None
         self.dry_run = DryRun(env) if self.options.dry_run else None
         self.pause_reason: PauseReason | None = None  # why the run paused, once it has
+        self.fan_out: FanOut | None = None  # event mode's worker jobs (set by the runner)
         # foreach nodes (SPEC §8.1) run through it; saved mid-stage on the main walk only
         self._foreach = ForeachStage(handlers, self, durable=lambda: threading.get_ident()
                                      == self._main_thread)

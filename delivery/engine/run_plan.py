@@ -44,6 +44,7 @@ from delivery.engine.run_setup import (
     Spelling,
     gate_mode,
     max_parallel_option,
+    max_runners_option,
     refuse_folder_problems,
 )
 from delivery.engine.world import SystemClock, World
@@ -117,6 +118,7 @@ def check_request(workflow: Workflow, request: RunRequest, workspace: Path, worl
     check_children(workflow, workspace)
     gates = gate_mode(request.gates, spelling.option("--gates", "gates"))
     max_parallel_option(request.max_parallel, spelling.option("--max-parallel", "max_parallel"))
+    max_runners_option(request.max_runners, spelling.option("--max-runners", "max_runners"))
     if request.cli:  # a child run is handed its parent's answers, for both workflows' gates
         refuse_unknown_answers(workflow, answer_lists(request.answers))
     return budget, gates
@@ -170,6 +172,7 @@ def create_run(request: RunRequest, world: World, workflow_path: Path, workflow:
         logs=str(request.logs.resolve()) if request.logs is not None else "",
         budget_tokens=budget.tokens or 0, budget_usd=budget.usd or 0.0,
         max_parallel=max_parallel_option(request.max_parallel, "max_parallel") or 0,
+        max_runners=max_runners_option(request.max_runners, "max_runners") or 0,
         pid=runner.pid, host=runner.host, pid_started=runner.started)
     store.create_run(redacted_info(info, redactor), source.encode())
     cache_sha256 = ""

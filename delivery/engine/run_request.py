@@ -47,3 +47,6 @@ class RunRequest:
     # `--max-parallel`: how many folders a stage works on at once when neither the node nor
     # the graph says `max_parallel` (a number of 1 or more, or its text); None: 8
     max_parallel: int | str | None = None
+    # `--max-runners`: in event mode, the worker jobs a foreach stage with more folders than
+    # its parallelism is split across (SPEC §13); None or 1: no fan-out
+    max_runners: int | str | None = None

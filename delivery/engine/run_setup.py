@@ -72,6 +72,26 @@ def max_parallel_option(value: object, subject: str) -> int | None:
                      "(the default is 8)")
 
 
+# GitHub's matrix limit: a fan-out never makes more chunks than one matrix may hold
+MAX_CHUNKS = 256
+
+
+def max_runners_option(value: object, subject: str) -> int | None:
+    """`--max-runners` (the Action's `max-runners`): how many worker jobs a foreach stage
+    may be fanned out to in event mode, a whole number of 1 or more (above 256 it is
+    256, GitHub's matrix limit); None when not given."""
+    if value is None or value == "":
+        return None
+    number: object = value
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        number = int(value.strip())
+    if isinstance(number, int) and not isinstance(number, bool) and number >= 1:
+        return min(number, MAX_CHUNKS)
+    raise RunRefused(subject, f"{value!r} is not a whole number of 1 or more",
+                     "give how many worker jobs a foreach stage may spread over, e.g. 20 "
+                     "(1, the default, runs it on this job alone)")
+
+
 def initial_context(workflow: Workflow, goal: str | None, inputs: Mapping[str, str],
                     spelling: Spelling = Spelling()) -> dict[str, Any]:
     """The context a run starts with, or RunRefused naming the input that is wrong."""

@@ -22,8 +22,10 @@ from delivery.engine.budget import CONTEXT_KEY as BUDGET_KEY
 from delivery.engine.budget import Budget, budget_option
 from delivery.engine.child_runs import run_child
 from delivery.engine.context import Context
+from delivery.engine.fan_out_chunks import RunFanOut, chunk_numbers
 from delivery.engine.folder_pool import DEFAULT_FOLDER_PARALLELISM
 from delivery.engine.handlers.base import StageEnv
+from delivery.engine.handlers.change_set import actions_run_page, state_repository
 from delivery.engine.handlers.human import refuse_unknown_answers
 from delivery.engine.interviewer import (
     ConsoleInterviewer,
@@ -222,7 +224,12 @@ class _Run:
                                                 self.info, start_run, resume_run),
             budget_used=budget_used,
             max_parallel=self.info.max_parallel or DEFAULT_FOLDER_PARALLELISM,
+            state_repository=state_repository(self.world.stores.remote_target()),
+            run_page=actions_run_page(self.world.environ),
+            resumed_at=len(state.path) if state.resumed else -1,
         )
+        if self.observer is not None:
+            env.announce = self.observer.stage_note
         can = self.store.capabilities
         if StoreCapability.PAUSE_ON_WAIT in can:  # event mode (SPEC §13)
             env.event_mode = True
@@ -244,6 +251,10 @@ class _Run:
                         observer=observer, options=self.options,
                         agent_states=self.agents.save_state, on_saved=on_saved,
                         budget=budget)
+        if self.world.fan_out is not None:  # event mode's worker jobs (SPEC §13)
+            engine.fan_out = self.world.fan_out.open(self.info)
+        elif env.event_mode:
+            engine.fan_out = RunFanOut(self.info.max_runners or 1)
         # GitHub's write windows: restored from the run, saved with each stage
         engine.write_budget = carry_writes(self.forge, context.get(WRITES_KEY))
         engine.stop_switch = StopSwitch.for_run(self.world.stop_labels or self.forge,
@@ -273,7 +284,8 @@ class _Run:
                           budget=budget.summary(final.usage.get("total_tokens", 0))
                           if budget.limits else {},
                           offloaded=offloaded(context.stored(), self.store.artifacts),
-                          previews=engine.dry_run.previews if engine.dry_run else {})
+                          previews=engine.dry_run.previews if engine.dry_run else {},
+                          chunks=chunk_numbers(context.stored()))
 
 
     def _recreate_worktrees(self, state: RunState, env: StageEnv) -> None:

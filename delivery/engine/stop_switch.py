@@ -4,10 +4,12 @@ the ticket when it is a GitHub issue, pauses the run at the next stage boundary 
 
 Read at the boundary before each stage that spends (agents), writes to the PRs (publish,
 merge, respond) or asks people (human gates), and before parallel sections and manager
-loops, which hold such stages — one GraphQL request over the whole set. Not before probes,
-waits, conditionals, scripts or worktree stages, which spend nothing and leave the PRs
-alone: a probe round stays one request, a run waiting for CI is stopped before the merge
-or repair that would follow, and local checks run before a publish are stopped at it.
+loops, which hold such stages — one GraphQL request over the whole set. A probe reads the
+labels too, in its one request (the GitHub forge's `observe`): the boundary right after it
+uses that read, whatever the next stage, so a run looping probe → route → wait stops
+within one interval at no extra request, and a stage that spends right after a probe
+needs no read of its own. Other boundaries (scripts, worktree stages, waits not after a
+probe) spend nothing and leave the PRs alone, and are not read at.
 A read that fails does not stop the run (it is recorded, and the next boundary reads
 again): a flaky read must not be mistaken for a person's decision.
 """
@@ -20,6 +22,7 @@ from typing import Final
 from delivery.engine.context import Context
 from delivery.errors import DeliveryError, PauseReason, PauseRequested
 from delivery.forges.stop_label import (
+    PROBED_KEY,
     STOP_LABEL,
     Stop,
     StopLabelForge,
@@ -58,6 +61,21 @@ class StopSwitch:
         self.targets = targets  # read at each boundary: the ticket is in the context
         self.event = event
         self.reported: set[tuple[str, str, str]] = set()  # ignored labels already said
+        self.context: Context | None = None  # where a probe leaves its read (PROBED_KEY)
+
+    def _probed(self) -> Stop | None:
+        """The read of the probe that ran last, if it read everything (consumed: a
+        later boundary reads afresh); an empty `Stop` when it found no label."""
+        seen = self.context.get(PROBED_KEY) if self.context is not None else None
+        if not isinstance(seen, dict):
+            return None
+        assert self.context is not None
+        self.context.delete(PROBED_KEY)
+        if not seen:
+            return Stop("", "", "", "")
+        return Stop(str(seen.get("where") or ""), str(seen.get("by") or ""),
+                    str(seen.get("at") or ""), str(seen.get("url") or ""),
+                    ignored=str(seen.get("ignored") or ""))
 
     @classmethod
     def for_run(cls, forge: object, repos: Mapping[str, str], branch: str, context: Context,
@@ -78,16 +96,22 @@ class StopSwitch:
                 found.append(StopTarget("ticket", ticket[0], issue=ticket[1]))
             return found
 
-        return cls(forge, targets, event)
+        switch = cls(forge, targets, event)
+        switch.context = context
+        return switch
 
     def check(self, node: Node) -> None:
-        if node.type not in CHECKED:
-            return
-        try:
-            stop = self.forge.stop_label(self.targets())
-        except DeliveryError as error:
-            self.event("stop_switch_unread", node=node.id, problem=str(error))
-            return
+        stop = self._probed()
+        if stop is None:
+            if node.type not in CHECKED:
+                return
+            try:
+                stop = self.forge.stop_label(self.targets())
+            except DeliveryError as error:
+                self.event("stop_switch_unread", node=node.id, problem=str(error))
+                return
+        elif not stop.where:
+            return  # the probe read every PR and the ticket: no label
         if stop is not None and stop.ignored:
             # set by someone who may not steer the run (SPEC §14): said once, not obeyed
             if (stop.where, stop.by, stop.at) not in self.reported:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from delivery.agents.base import AgentBackend
+from delivery.engine.foreach import FanOutSource
 from delivery.engine.handlers.base import Clock, Handler
 from delivery.engine.interviewer import Interviewer
 from delivery.forges.base import Forge
@@ -58,3 +59,6 @@ class World:
     # Who reads the stop label (route scenarios script it); None: the forge, if it has
     # labels (GitHub)
     stop_labels: StopLabelForge | None = None
+    # Event mode's fan-out of foreach stages across worker jobs (SPEC §13); None: a run
+    # kept on a state ref fans out by `--max-runners` but gathers no worker's results
+    fan_out: FanOutSource | None = None

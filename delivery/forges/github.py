@@ -31,6 +31,7 @@ from delivery.errors import ForgeError
 from delivery.forges import github_threads as gt
 from delivery.forges.base import GitRemote, MergeResult, PullRequestRef, ThreadReply
 from delivery.forges.github_auth import StaticToken, TokenSource, git_remote_for, token_source
+from delivery.forges.github_issues import upsert_tracking_issue
 from delivery.forges.github_pulls import READY_MUTATION as READY_MUTATION
 from delivery.forges.github_pulls import REVERT_MUTATION as REVERT_MUTATION
 from delivery.forges.github_pulls import loaded as _loaded
@@ -55,6 +56,7 @@ from probes.github_errors import (
     classify_answer,
     graphql_error_text,
 )
+from probes.labels import TicketLabels
 from probes.retry import RetryBudget, call_with_retries, write_with_retries
 
 DEFAULT_SERVER_URL = "https://github.com"
@@ -130,12 +132,12 @@ class GitHubForge:
 
     # -- reads ----------------------------------------------------------------------------
     def pull_requests(self, queries: Sequence[PrQuery]) -> Mapping[str, PrObservation]:
-        """One probe per token (an App's installation token reads its owner's only)."""
-        found: dict[str, PrObservation] = {}
-        for positions in self._sessions.groups(q.repository for q in queries).values():
-            group = [queries[i] for i in positions]
-            found.update(self._sessions.of(group[0].repository).probe.pull_requests(group))
-        return found
+        return self._sessions.observe(queries, None)[0]
+
+    def observe(self, queries: Sequence[PrQuery], ticket: tuple[str, int] | None
+                ) -> tuple[Mapping[str, PrObservation], TicketLabels | None]:
+        """The probe with the ticket issue's labels (`stop_label.LabelledProbe`)."""
+        return self._sessions.observe(queries, ticket)
 
     def git_remote(self, repository: str) -> GitRemote:
         owner, name = _split(repository)
@@ -318,6 +320,12 @@ class GitHubForge:
                               lambda: issue.create_comment(body), find_effect=find)
         return int(created.id)
 
+    def upsert_tracking_issue(self, repository: str, marker: str, title: str, body: str,
+                              *, known: int = 0) -> int:
+        """The token's issue holding `marker` (the change set's dashboard), found (issue
+        `known` first) or opened, with `body`; its number (`github_issues`)."""
+        return upsert_tracking_issue(self, repository, marker, title, body, known=known)
+
     def viewer_login(self, repository: str) -> str:
         """The login the token acts as (`name[bot]` for an App), asked once: GraphQL's
         `viewer` answers installation tokens too, where REST's `GET /user` does not."""
@@ -414,16 +422,8 @@ class GitHubForge:
 
     def _find_reply(self, repository: str, number: int, thread_id: str,
                     marker: str) -> ThreadReply | None:
-        before: str | None = None
-        for _ in range(gt.MAX_COMMENT_PAGES):
-            page = self._thread_page(repository, number, thread_id, before)
-            for comment_id, text in reversed(page.comments):
-                if marker in text:
-                    return ThreadReply(thread_id, comment_id, created=False)
-            if page.before is None:
-                return None
-            before = page.before
-        return None
+        return gt.find_reply(lambda before: self._thread_page(repository, number, thread_id,
+                                                              before), thread_id, marker)
 
     def _thread_page(self, repository: str, number: int, thread_id: str,
                      before: str | None) -> gt.ThreadPage:
@@ -432,14 +432,8 @@ class GitHubForge:
                            lambda: self._graphql(operation, repository,
                                                  gt.THREAD_COMMENTS_QUERY,
                                                  {"thread": thread_id, "before": before}))
-        page = gt.thread_page(data)
-        owner, name = _split(repository)
-        if page is None or page.number != number or \
-                page.repository.lower() != f"{owner}/{name}".lower():
-            raise ForgeError("github", repository, operation,
-                             f"{thread_id} is not a review thread of PR #{number}",
-                             "answer only the threads the probe listed in <folder>.threads.ids")
-        return page
+        return gt.checked_page(data, "/".join(_split(repository)), number, thread_id,
+                               operation)
 
     # -- the stop switch (SPEC §7.1): one query over the set's PRs and the ticket --------
     def stop_label(self, targets: Sequence[StopTarget]) -> Stop | None:

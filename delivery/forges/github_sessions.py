@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from github import Auth, Github
 
 from delivery.forges.github_auth import TokenSource
+from probes.evidence import PrObservation, PrQuery
 from probes.github import GitHubPullRequestSource
 from probes.github_client import GitHubClient
+from probes.labels import TicketLabels
 from probes.retry import RetryBudget
 from probes.steering import Stewards
 
@@ -80,6 +82,22 @@ class Sessions:
         for i, repository in enumerate(repositories):
             found.setdefault(self.source.key(repository), []).append(i)
         return found
+
+    def observe(self, queries: Sequence[PrQuery], ticket: tuple[str, int] | None
+                ) -> tuple[dict[str, PrObservation], TicketLabels | None]:
+        """One probe per token (an App's installation token reads its owner's only); the
+        ticket issue's labels are read in the round of the token that reaches it."""
+        found: dict[str, PrObservation] = {}
+        read: TicketLabels | None = None
+        repositories = [q.repository for q in queries] + ([ticket[0]] if ticket else [])
+        for positions in self.groups(repositories).values():
+            group = [queries[i] for i in positions if i < len(queries)]
+            mine = ticket if len(queries) in positions else None
+            probe = self.of(group[0].repository if group else repositories[-1]).probe
+            prs, seen = probe.observe(group, mine)
+            found.update(prs)
+            read = seen if mine is not None else read
+        return found, read
 
     def close(self) -> None:
         with self._lock:

@@ -12,9 +12,12 @@ was lost, so a resumed or retried stage never posts twice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from delivery.errors import ForgeError
+from delivery.forges.base import ThreadReply
 
 COMMENTS_PAGE = 100
 MAX_COMMENT_PAGES = 20  # 2,000 comments in one thread: further back is not searched
@@ -86,3 +89,31 @@ def thread_page(data: Mapping[str, Any]) -> ThreadPage | None:
 def reply_id(data: Mapping[str, Any]) -> str:
     payload = (data.get("data") or {}).get("addPullRequestReviewThreadReply") or {}
     return str((payload.get("comment") or {}).get("id") or "")
+
+
+def find_reply(page_of: Callable[[str | None], ThreadPage], thread_id: str,
+               marker: str) -> ThreadReply | None:
+    """The reply carrying `marker` in a thread, searched back page by page (bounded)."""
+    before: str | None = None
+    for _ in range(MAX_COMMENT_PAGES):
+        page = page_of(before)
+        for comment_id, text in reversed(page.comments):
+            if marker in text:
+                return ThreadReply(thread_id, comment_id, created=False)
+        if page.before is None:
+            return None
+        before = page.before
+    return None
+
+
+def checked_page(data: Mapping[str, Any], repository: str, number: int, thread_id: str,
+                 operation: str) -> ThreadPage:
+    """A thread's page, refused unless the thread is one of PR `number`'s in `repository`
+    (never another PR's)."""
+    page = thread_page(data)
+    if page is None or page.number != number or \
+            page.repository.lower() != repository.lower():
+        raise ForgeError("github", repository, operation,
+                         f"{thread_id} is not a review thread of PR #{number}",
+                         "answer only the threads the probe listed in <folder>.threads.ids")
+    return page

@@ -40,6 +40,7 @@ from typing import Protocol, runtime_checkable
 
 from delivery.errors import RunRefused
 from delivery.forges.write_budget import RateLimitPause, WriteBudget
+from probes.retry import RetryNotice, announce
 
 WRITE_SPACING = 1.0  # GitHub: at least one second between content-creating requests
 PUSH_BURST = 5
@@ -78,6 +79,8 @@ class Pacer:
                 raise RateLimitPause(self.now() + wait, why)
             if wait > 0:
                 self.waited += wait
+                # never a silent wait (SPEC §12): the progress says what it waits for
+                announce(RetryNotice("the next write", why, 0, 0, wait))
                 self.sleep(wait)
             self.budget.spend(key, self.now())  # counted when sent, as GitHub counts
             try:

@@ -20,12 +20,21 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from probes.evidence import PrObservation, PrQuery, PullRequestSnapshot
 from probes.github_query import split_repository
-from probes.steering import actor_login
+from probes.labels import (
+    EVENTS_PAGE,
+    LABELS_PAGE,
+    StopMark,
+    TicketLabels,
+    stop_setter,
+)
+from probes.labels import STOP_LABEL as STOP_LABEL
 
-STOP_LABEL = "delivery:stop"
-LABELS_PAGE = 50
-EVENTS_PAGE = 100  # labelings read back to find who set the stop label
+# the probe's read of the labels (SPEC §7.1), for the stop switch at the next boundary:
+# {} when no label stops the run, else a `Stop`'s fields; written only by a probe that read
+# every PR of the run and the ticket, and consumed by the switch
+PROBED_KEY = "internal.stop_label.probed"
 # open PRs of a head branch read: those carrying the label; anyone may open PRs from a
 # fork's branch of the same name, which are passed over (only a triage user could label
 # them, and it would take this many to hide the run's own)
@@ -66,6 +75,40 @@ class StopLabelForge(Protocol):
     """A forge with labels (GitHub); the local forge has none, so no stop switch."""
 
     def stop_label(self, targets: Sequence[StopTarget]) -> Stop | None: ...
+
+
+@runtime_checkable
+class LabelledProbe(Protocol):
+    """A forge whose probe reads the labels too, and the ticket issue's (GitHub)."""
+
+    server_url: str
+
+    def observe(self, queries: Sequence[PrQuery], ticket: tuple[str, int] | None
+                ) -> tuple[Mapping[str, PrObservation], TicketLabels | None]: ...
+
+
+def probed_stop(answers: Mapping[str, PrObservation], ticket: tuple[str, int] | None,
+                read: TicketLabels | None) -> dict[str, str] | None:
+    """What the probe's read says to the stop switch (`PROBED_KEY`): the first stop label
+    set by someone who steers (folders in order, then the ticket), else the first one
+    ignored, as a `Stop`'s fields; {} when there is none; None when the read is not whole
+    (a PR or the ticket unread): the switch then reads for itself where it must."""
+    if ticket is not None and read is None:
+        return None
+    marks: list[tuple[str, str, StopMark]] = []
+    for folder, seen in answers.items():
+        if not isinstance(seen, PullRequestSnapshot) and seen is not None:
+            return None
+        if isinstance(seen, PullRequestSnapshot) and seen.stop is not None:
+            marks.append((f"{folder} #{seen.number}", seen.url, seen.stop))
+    if ticket is not None and read is not None and read.stop is not None:
+        marks.append((f"ticket {ticket[0]}#{read.number}", read.url, read.stop))
+    found = [Stop(where, mark.by, mark.at, url, mark.ignored)
+             for where, url, mark in marks]
+    chosen = next((s for s in found if not s.ignored), found[0] if found else None)
+    return {} if chosen is None else {"where": chosen.where, "by": chosen.by,
+                                      "at": chosen.at, "url": chosen.url,
+                                      "ignored": chosen.ignored}
 
 
 def ticket_issue(ticket: str, server_url: str = "") -> tuple[str, int] | None:
@@ -135,7 +178,7 @@ def first_stop(targets: Sequence[StopTarget], data: Mapping[str, Any],
                  for label in (node.get("labels") or {}).get("nodes") or []]
         if STOP_LABEL not in names:
             continue
-        by, at = _labelled_by(node)
+        by, at = stop_setter(node)
         where = (f"ticket {target.repository}#{node.get('number')}" if target.issue
                  else f"{target.where} #{node.get('number')}")
         reason = steer(target.repository, by) if steer is not None else None
@@ -144,12 +187,3 @@ def first_stop(targets: Sequence[StopTarget], data: Mapping[str, Any],
             return stop
         ignored = ignored or stop
     return ignored
-
-
-def _labelled_by(node: Mapping[str, Any]) -> tuple[str, str]:
-    events = (node.get("timelineItems") or {}).get("nodes") or []
-    for event in reversed(events):
-        if isinstance(event, Mapping) and \
-                (event.get("label") or {}).get("name") == STOP_LABEL:
-            return actor_login(event.get("actor")), str(event.get("createdAt") or "")
-    return "", ""

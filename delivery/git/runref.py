@@ -277,7 +277,28 @@ class RunRef:
     def push(self, run_id: str, sha: str, expected: str | None) -> bool:
         """Move the run's ref to `sha` if it still points at `expected` (None: it must not
         exist); False when it does not (another job moved it): nothing changed."""
-        ref = run_ref(run_id)
+        return self.push_ref(run_ref(run_id), sha, expected)
+
+    def fetch_ref(self, ref: str) -> str | None:
+        """Fetch one ref of the state remote (a fan-out's chunk) into the scratch
+        repository; its sha, None when the remote has none."""
+        done = self._git("fetch", "fetch", "--quiet", "--no-tags", self.remote,
+                         f"+{ref}:{ref}", network=True, check=False)
+        if done.returncode != 0:
+            if b"couldn't find remote ref" in done.stderr.lower():
+                self._git("update-ref", "update-ref", "-d", ref, check=False)
+                return None
+            raise GitError("fetch", self.location, self._problem(done.stderr),
+                           "check that the state repository exists and can be read")
+        return self._git("rev-parse", "rev-parse", ref).stdout.decode().strip()
+
+    def file_names(self, sha: str) -> list[str]:
+        """The paths of the files of commit `sha` (a chunk's results)."""
+        out = self._git("ls-tree", "ls-tree", "-r", "--name-only", "-z", sha).stdout
+        return [name.decode(errors="replace") for name in out.split(b"\0") if name]
+
+    def push_ref(self, ref: str, sha: str, expected: str | None) -> bool:
+        """`push` for any ref of the state remote."""
         lease = f"--force-with-lease={ref}:{expected or ''}"
         # sparse reachability: pack-objects walks only the paths this save changed, not
         # every tree of the run behind the remote's tip (that walk grew with the run:

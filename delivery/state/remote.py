@@ -59,6 +59,7 @@ from delivery.store.files import StageText
 from delivery.store.records import ENDED, RunInfo, RunState, RunStatus, StageRecord
 from delivery.store.runstore import WORKFLOW_COPY, LocalRunStore
 from delivery.validation.loader import load_workflow
+from probes.waiting import run_waiting_for, waiting_summary
 
 CLAIM_FILE = "claim.json"
 # the run's status at each save, beside the run directory on the ref: `delivery runs`
@@ -109,6 +110,8 @@ class RunSummary:
     # `interrupted` (its process is gone)
     reason: str = ""
     until: str = ""  # when a run paused by GitHub's limits may go on (UTC)
+    # what it waits for, from its last probe: "web (checks: ci/test), api (approval)"
+    waiting: str = ""
 
 
 @dataclass
@@ -149,7 +152,8 @@ class RemoteState:
             listed.append(RunSummary(run_id, _summary_status(checkpoint.get("status")),
                                      _text(checkpoint.get("next_node")), sha,
                                      _text(claim.get("job")),
-                                     ticket if isinstance(ticket, str) else ""))
+                                     ticket if isinstance(ticket, str) else "",
+                                     waiting=_waiting(context, checkpoint.get("status"))))
         return listed
 
     def _small(self, sha: str, name: str) -> bytes | None:
@@ -593,3 +597,9 @@ class StateRunStores:
         if self.workspace is not None:
             local.write_run_info(rebased(local.read_run_info(), self.workspace.resolve()))
         return StateRunStore(local, self.session, self.take_over)
+
+
+def _waiting(context: object, status: object) -> str:
+    if not isinstance(context, dict):
+        return ""
+    return waiting_summary(run_waiting_for(context, str(status or "")))

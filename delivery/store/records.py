@@ -161,6 +161,9 @@ class RunInfo:
     budget_usd: float = 0.0  # 0: not given
     # `--max-parallel`: folders a stage works on at once, kept for resumes (0: not given)
     max_parallel: int = 0
+    # `--max-runners`: worker jobs a foreach stage may fan out to in event mode (0: not
+    # given, 1: no fan-out; SPEC §13)
+    max_runners: int = 0
     # the process running the run, recorded by the start and every resume: a run whose
     # process is gone is shown `interrupted` (delivery.store.liveness); 0/"": not known
     pid: int = 0
@@ -179,6 +182,7 @@ class RunInfo:
                 **({"budget_tokens": self.budget_tokens} if self.budget_tokens else {}),
                 **({"budget_usd": self.budget_usd} if self.budget_usd else {}),
                 **({"max_parallel": self.max_parallel} if self.max_parallel else {}),
+                **({"max_runners": self.max_runners} if self.max_runners else {}),
                 **({"pid": self.pid, "host": self.host, "pid_started": self.pid_started}
                    if self.pid else {})}
 
@@ -205,6 +209,7 @@ class RunInfo:
                    logs=read.text("logs", ""),
                    budget_tokens=read.count("budget_tokens", 0), budget_usd=float(usd),
                    max_parallel=read.count("max_parallel", 0),
+                   max_runners=read.count("max_runners", 0),
                    pid=read.count("pid", 0), host=read.text("host", ""),
                    pid_started=read.count("pid_started", 0))
 

@@ -12,6 +12,7 @@ from change_set_helpers import (
     BRANCH,
     REPOS,
     land_flow,
+    probe_flow,
     protected_repos,
     publish_flow,
     run_on,
@@ -23,6 +24,7 @@ from delivery.testing.github import FakeGitHub
 from delivery.testing.github.state import MergeRefused
 
 PUBLISH = publish_flow(api="BUG")
+WAITING = "waiting for the rest of the change set"  # the same whichever PR blocks
 
 
 def test_a_person_cannot_merge_one_pr_while_the_other_fails_and_both_merge_once_ready(
@@ -32,10 +34,10 @@ def test_a_person_cannot_merge_one_pr_while_the_other_fails_and_both_merge_once_
         published = run_on(github, tmp_path, PUBLISH, "publish")
         assert published.status == "succeeded", published.failure_reason
         assert published.context["api.pr.state"] == "CI_FAILED"
-        # web's own checks pass; the set's status names api as what it waits for
+        # web's own checks pass; the set's status waits (the sticky comment names api)
         assert published.context["web.pr.ready"] is True
-        assert status(github, "octo/web") == ("PENDING", "waiting for api #1: ci failed")
-        assert status(github, "octo/api") == ("PENDING", "waiting for api #1: ci failed")
+        assert status(github, "octo/web") == ("PENDING", WAITING)
+        assert status(github, "octo/api") == ("PENDING", WAITING)
         with pytest.raises(MergeRefused, match="delivery/change-set"):
             github.merge("octo/web", 1)  # a person merging web alone is refused
         assert not github.pull("octo/web", 1).merged
@@ -48,7 +50,7 @@ def test_a_person_cannot_merge_one_pr_while_the_other_fails_and_both_merge_once_
         api, web = github.pull("octo/api", 1), github.pull("octo/web", 1)
         assert api.merged and web.merged and (api.merged_at or "") <= (web.merged_at or "")
         assert status(github, "octo/web") == (
-            "SUCCESS", "all 2 pull requests of the set are ready")
+            "SUCCESS", "every pull request of the change set is ready")
 
 
 def test_a_probe_round_where_nothing_changed_writes_no_status(tmp_path: Path) -> None:
@@ -61,6 +63,23 @@ def test_a_probe_round_where_nothing_changed_writes_no_status(tmp_path: Path) ->
         assert sorted(writes) == sorted(
             f"/api/v3/repos/{repo}/statuses/{github.pull(repo, 1).last_head_sha}"
             for repo in REPOS.values())
+
+
+def test_a_status_is_not_rewritten_when_another_pr_changed_and_the_set_still_waits(
+        tmp_path: Path) -> None:
+    with FakeGitHub() as github:
+        protected_repos(github)
+        for repository in REPOS.values():
+            github.hold_checks(repository)  # both CIs still running after the publish
+        assert run_on(github, tmp_path, publish_flow(), "publish").status == "succeeded"
+        github.hold_checks("octo/api", False)  # api's CI passes; web's still runs
+        since = len(github.requests)
+        looked = run_on(github, tmp_path, probe_flow(), "look")
+        assert looked.status == "succeeded", looked.failure_reason
+        assert looked.context["api.pr.ready"] is True
+        assert looked.context["web.pr.ready"] is False
+        assert [r.path for r in github.requests[since:] if "/statuses/" in r.path] == []
+        assert status(github, "octo/web") == ("PENDING", WAITING)
 
 
 def test_a_closed_pr_fails_the_status_of_the_others(tmp_path: Path) -> None:

@@ -122,3 +122,23 @@ def test_a_refused_token_is_not_retried_and_fails_at_once(github: FakeGitHub,
     assert log.count("\n") == 1 and "HTTP 401" in log and "check GITHUB_TOKEN" in log
     assert "retrying" not in log
     assert len([r for r in github.requests if r.status == 401]) == 1
+
+
+FOREACH = flow("""
+check [type=script, foreach="folders", script="test $(basename $(pwd)) != api"]
+start -> check -> exit
+""", goal="Check each folder", name="Folders")
+
+
+def test_a_foreach_stage_logs_each_folder_as_it_ends(tmp_path: Path) -> None:
+    (tmp_path / "flow.dot").write_text(FOREACH, encoding="utf-8")
+    repos: list[str] = []
+    for name in ("web", "api"):
+        (tmp_path / name).mkdir()
+        repos += ["--repo", f"{name}={tmp_path / name}"]
+    code, _, log = delivery(tmp_path, "run", "flow.dot", *repos, "--run-dir",
+                            str(tmp_path / "run"))
+    assert code == 0, log
+    assert re.search(r"    ✓ check@web succeeded in \d+\.\ds\n", log), log
+    assert re.search(r"    ✗ check@api failed in \d+\.\ds — script exited with code 1", log)
+    assert re.search(r"  ✓ check partial_success in \d+\.\ds — 1 of 2 folders failed", log)

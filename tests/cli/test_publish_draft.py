@@ -113,7 +113,7 @@ def test_on_github_drafts_open_as_drafts_and_are_marked_ready_despite_the_pendin
         web = github.pull("octo/web", 1)
         assert not web.draft
         assert github.status_of("octo/web", web.last_head_sha, CHANGE_SET_CONTEXT) == (
-            "PENDING", "waiting for api #1: ci failed")
+            "PENDING", "waiting for the rest of the change set")
         assert github.pull("octo/api", 1).draft
 
 

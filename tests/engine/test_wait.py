@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from engine_helpers import FakeClock, write_flow
 
 from delivery.agents.replay import ReplayBackend
-from delivery.engine.runner import RunOutcome, RunRequest, World, start_run
+from delivery.engine.runner import (
+    RunInterrupted,
+    RunOutcome,
+    RunRequest,
+    World,
+    resume_run,
+    start_run,
+)
 from delivery.lang.model import NodeType
 from delivery.scenarios.model import Scenario
 from delivery.scenarios.stages import ScenarioPlayer
@@ -69,3 +77,39 @@ def test_timeout_fails_the_wait_since_its_first_visit(tmp_path: Path) -> None:
 def test_without_backoff_the_interval_stays_the_same(tmp_path: Path) -> None:
     _, clock = run_wait(tmp_path, 'interval="30s"', ["WAITING"] * 3 + ["MERGED"])
     assert clock.sleeps == [30, 30, 30]
+
+
+class _StoppedInSleep(FakeClock):
+    """A clock whose `n`-th sleep is cut short by Ctrl-C, as a person stops the run."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+
+    def sleep(self, seconds: float) -> None:
+        if len(self.sleeps) + 1 == self.n:
+            self.sleeps.append(seconds)
+            raise KeyboardInterrupt
+        super().sleep(seconds)
+
+
+def test_a_resume_in_a_wait_keeps_its_timeout_clock_across_processes(tmp_path: Path) -> None:
+    scenario = Scenario(name="wait", folders=["api"],
+                        probes={"observe": [{"api.pr.state": "WAITING"}] * 5},
+                        scripts={"work": [{"exit": 0}], "gave_up": [{"exit": 0}]})
+    player = ScenarioPlayer(scenario)
+    handlers = {kind: run for kind, run in player.handlers().items() if kind is not NodeType.WAIT}
+    workflow = write_flow(tmp_path, FLOW % 'interval="60s", timeout="3m"')
+    stopped = _StoppedInSleep(2)
+    with pytest.raises(RunInterrupted):
+        start_run(RunRequest(workflow=workflow, workspace=tmp_path),
+                  World(agent=ReplayBackend({}), clock=stopped, handlers=handlers))
+    [run_dir] = (tmp_path / ".delivery" / "runs").iterdir()
+    # another process, 200 s later: its monotonic clock starts elsewhere, the wall's goes on
+    later = FakeClock(start=5.0, elapsed=260.0)
+    outcome = resume_run(run_dir, World(agent=ReplayBackend({}), clock=later,
+                                        handlers=handlers))
+    assert later.sleeps == []  # neither the interrupted sleep nor another
+    assert outcome.path[-2:] == ["gave_up", "exit"]
+    assert "timed out: 260s since its first visit" in (
+        run_dir / "pause" / "2" / "status.json").read_text(encoding="utf-8")

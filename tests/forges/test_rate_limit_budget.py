@@ -16,6 +16,7 @@ from delivery.forges.pacing import Pacer
 from delivery.forges.write_budget import RateLimitPause, WriteBudget, utc_text
 from delivery.testing.github import FakeGitHub, faults
 from probes.github import RetryBudget
+from probes.retry import RetryNotice, announcing
 
 BRANCH = "delivery/T-1"
 MARKER = "<!-- m -->"
@@ -129,3 +130,16 @@ def test_an_answer_saying_the_primary_limit_is_spent_holds_the_next_write() -> N
     with pacer.write("", patience=300):  # the reset has come: the write goes
         pass
     assert pacer.writes == 1
+
+
+def test_a_wait_for_room_under_the_limits_is_said_before_it_starts(
+        fake: FakeGitHub, clock: ManualClock, number: int) -> None:
+    forge = forge_on(fake, clock)
+    told: list[RetryNotice] = []
+    with announcing(told.append):
+        statuses(forge, fake, number, 81)
+    [notice] = told
+    assert notice.wait == pytest.approx(60.0)
+    assert notice.line().startswith("GitHub: the next write: 80 content-creating requests "
+                                    "in the last minute")
+    assert notice.line().endswith("; waiting 60s")

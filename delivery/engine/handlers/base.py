@@ -128,6 +128,16 @@ class StageEnv:
     max_parallel: int = 8
     # the folder a foreach stage's run works for (SPEC §8.1; "": the stage is run-wide)
     folder: str = ""
+    # where a change set past 10 folders keeps its dashboard when the ticket is no GitHub
+    # issue (`--state git:O/N`'s repository; "": the first folder's), and the page of the
+    # run a cut table points at (the Actions run; "": none)
+    state_repository: str = ""
+    run_page: str = ""
+    # how long the run's path was when this process resumed it (-1: not a resume): a wait
+    # that is the first stage after a resume does not sleep again (SPEC §7.1 `wait`)
+    resumed_at: int = -1
+    # a progress line about the running stage (what a wait waits for); the runner sets it
+    announce: Callable[[Node, str], None] = field(default=lambda node, line: None)
 
 
 class Handler(Protocol):

@@ -30,6 +30,7 @@ from delivery.engine.handlers.drafts import ready_drafts
 from delivery.errors import DeliveryError
 from delivery.errors import StageProblem as StageProblem
 from delivery.forges.base import Forge
+from delivery.forges.stop_label import PROBED_KEY, LabelledProbe, probed_stop, ticket_issue
 from delivery.git import (
     RemovalResult,
     add_worktree,
@@ -42,7 +43,7 @@ from delivery.hidden_text import strip_hidden
 from delivery.lang.declarations import PROBE_KINDS
 from delivery.lang.model import Node
 from delivery.lang.outcomes import StageOutcome
-from probes.evidence import PrQuery
+from probes.evidence import PrObservation, PrQuery
 from probes.facts import pr_facts as forge_pr_facts
 from probes.facts import roll_up_facts
 from probes.worktree import diff_facts, worktree_facts, worktree_state
@@ -148,8 +149,11 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
     forge = need_forge(env, "probing pull requests")
     queries = [PrQuery(folder, folder_repository(env, folder), head_branch=env.branch or None)
                for folder in folders]
+    seen, probed = _observe(forge, queries, context, whole=len(folders) == len(env.folders))
     # the run's drafts whose checks pass are marked ready first, and observed so
-    answers, marked, side = ready_drafts(env, context, forge.pull_requests(queries))
+    answers, marked, side = ready_drafts(env, context, seen)
+    if probed is not None:  # the stop switch's read, taken by the next boundary
+        side = {**side, PROBED_KEY: probed}
     events += marked
     observed = forge_pr_facts(answers, folders)
     if observed.failures:
@@ -171,6 +175,17 @@ def _pr_facts(env: StageEnv, folders: list[str], kinds: tuple[str, ...],
         facts.update(roll_up_facts({**everyone, **facts}, list(env.folders)))
     return {key: value for key, value in facts.items()
             if key in wanted or key.split(".", 1)[1] in wanted} | side
+
+
+def _observe(forge: Forge, queries: list[PrQuery], context: Context, *, whole: bool
+             ) -> tuple[Mapping[str, PrObservation], dict[str, str] | None]:
+    """The PRs, and — where the forge's probe reads labels and every PR of the run is
+    read — what its read says to the stop switch (`stop_label.probed_stop`)."""
+    if not whole or not isinstance(forge, LabelledProbe):
+        return forge.pull_requests(queries), None
+    ticket = ticket_issue(str(context.get("ticket") or ""), str(forge.server_url or ""))
+    seen, read = forge.observe(queries, ticket)
+    return seen, probed_stop(seen, ticket, read)
 
 
 def _add_conflicting_files(node: Node, env: StageEnv, folders: list[str],

@@ -15,6 +15,7 @@ from delivery.engine.context import Context
 from delivery.engine.handlers.base import StageEnv, StageResult
 from delivery.engine.handlers.change_set import (
     change_set_enabled,
+    dashboard_link,
     observe_set,
     sync_change_set,
 )
@@ -54,11 +55,17 @@ def block_begin(run_id: str) -> str:
     return f"<!-- delivery:begin run={run_id} -->"
 
 
-def sibling_block(run_id: str, ticket: str, prs: Mapping[str, PullRequestRef]) -> str:
-    """The marked block every PR of the run carries: the ticket and every sibling PR."""
+def sibling_block(run_id: str, ticket: str, prs: Mapping[str, PullRequestRef],
+                  dashboard: str = "") -> str:
+    """The marked block every PR of the run carries: the ticket and every sibling PR — or,
+    for a set past 10 folders, the dashboard that lists them (`dashboard`), so that the
+    bodies do not grow with the square of the set and no body changes with the others."""
     lines = [block_begin(run_id)]
     if ticket:
         lines.append(f"Ticket: {ticket}")
+    if dashboard:
+        lines.append(f"Pull requests of this delivery: listed in its dashboard, {dashboard}")
+        return "\n".join([*lines, BLOCK_END])
     lines.append("Pull requests of this delivery:")
     lines += [f"- {folder}: {ref.url}" for folder, ref in prs.items()]
     lines.append(BLOCK_END)
@@ -135,7 +142,19 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
     published = {each.folder: each.value for each in done
                  if not each.problem and each.value is not None}
     unchanged = [each.folder for each in done if not each.problem and each.value is None]
-    block = sibling_block(run_id, ticket, published)
+    # the new heads carry no change-set status yet: observe the set once and set it; first,
+    # since the bodies of a set past 10 folders link the dashboard this writes
+    events: list[tuple[str, dict[str, Any]]] = []
+    side: dict[str, Any] = {}
+    unsynced = ""
+    try:
+        if published and change_set_enabled(env):
+            events, side = sync_change_set(env, context, observe_set(env))
+    except StageProblem as problem:
+        unsynced = str(problem)
+    except DeliveryError as err:
+        unsynced = f"reading the pull requests after publishing: {err}"
+    block = sibling_block(run_id, ticket, published, dashboard_link(env, context, side))
 
     def link(folder: str) -> None:
         ref = published[folder]
@@ -160,19 +179,11 @@ def run_publish(node: Node, attempt: int, context: Context, env: StageEnv) -> St
         for fact in ("pr.number", "pr.url"):
             if context.get(f"{folder}.{fact}") is None:
                 updates[f"{folder}.{fact}"] = ""
-    failed = problems([*done, *linked])
+    failed = problems([*done, *linked]) or unsynced
     if failed:
-        return StageResult.fail(failed, updates)
-    # the new heads carry no change-set status yet: observe the set once and set it
-    events: list[tuple[str, dict[str, Any]]] = []
-    side: dict[str, Any] = {}
-    try:
-        if published and change_set_enabled(env):
-            events, side = sync_change_set(env, context, observe_set(env))
-    except StageProblem as problem:
-        return StageResult.fail(str(problem))
-    except DeliveryError as err:
-        return StageResult.fail(f"reading the pull requests after publishing: {err}")
+        result = StageResult.fail(failed, updates | side)
+        result.events = events
+        return result
     return StageResult(StageOutcome.SUCCEEDED, updates=updates | side, events=events)
 
 

@@ -390,7 +390,7 @@ def add_thread(state: State, pr: Pull, author: str, path: str, line: int,
 @route("GET", REPO + r"/issues/(?P<number>\d+)/comments")
 def list_comments(rest: Rest, repo: Repository, number: str, params: dict[str, str],
                   **_: Any) -> Answer:
-    if int(number) not in repo.pulls:
+    if int(number) not in repo.pulls and int(number) not in repo.issues:
         return not_found()
     chosen = [c for c in repo.comments.values() if c.number == int(number)]
     return _page(rest, f"/repos/{repo.full_name}/issues/{number}/comments", params,
@@ -399,7 +399,7 @@ def list_comments(rest: Rest, repo: Repository, number: str, params: dict[str, s
 
 @route("POST", REPO + r"/issues/(?P<number>\d+)/comments")
 def create_comment(rest: Rest, repo: Repository, number: str, body: Any, **_: Any) -> Answer:
-    if int(number) not in repo.pulls:
+    if int(number) not in repo.pulls and int(number) not in repo.issues:
         return not_found()
     if not isinstance(body, dict) or not body.get("body"):
         return invalid("body is required", resource="IssueComment", field="body",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from delivery.testing.github import apps, graphql_api, limits, rest
+from delivery.testing.github import issues_rest as _issues  # noqa: F401 - its routes
 from delivery.testing.github.faults import Fault
 from delivery.testing.github.http import FakeServer, RecordedRequest
 from delivery.testing.github.state import (

@@ -125,6 +125,8 @@ class Issue:
     title: str
     author: str
     created_at: str
+    body: str = ""
+    state: str = "open"
 
 
 @dataclass
