@@ -304,7 +304,8 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
     request = RunRequest(workflow=workflow, goal=decided.goal or None, inputs=run_inputs,
                          agent=inputs["agent"], workspace=workspace, repos=repos,
                          gates=GateMode.PAUSE, budget=inputs["budget"],
-                         max_parallel=inputs["max-parallel"] or None)
+                         max_parallel=inputs["max-parallel"] or None,
+                         max_runners=inputs["max-runners"] or None)
     world = _world(env, state, "", cache)
     try:
         outcome = start_run(request, world, options=_options(inputs))
