@@ -157,3 +157,38 @@ def test_a_job_that_needs_another_runs_after_it_as_a_matrix_over_its_output(
     assert sorted(job.contexts["steps"]["mine"]["outputs"]["chunk"] for job in ran[1:]) == \
         ["1", "2", "3"]
     assert len({job.runner["workspace"] for job in ran}) == 4  # each on its own runner
+
+
+SLOW_WORKER = """name: worker
+on:
+  workflow_call:
+    inputs:
+      chunks:
+        required: true
+        type: string
+jobs:
+  chunk:
+    runs-on: ubuntu-latest
+    strategy:
+      matrix:
+        chunk: ${{ fromJSON(inputs.chunks) }}
+    steps:
+      - id: mine
+        run: |
+          echo "start=$(date +%s.%N)" >> "$GITHUB_OUTPUT"
+          sleep 1
+          echo "end=$(date +%s.%N)" >> "$GITHUB_OUTPUT"
+"""
+
+
+def test_the_jobs_of_a_matrix_run_at_once_each_on_its_own_runner(
+        github: FakeGitHub, tmp_path: Path) -> None:
+    world = ActionsWorld(github, tmp_path, action_root=ROOT)
+    world.add_repository("octo/graph", workflows={"graph.yml": FAN_OUT_GRAPH,
+                                                  "worker.yml": SLOW_WORKER})
+    world.emit("octo/graph", "workflow_dispatch", {})
+    ran = world.settle()
+    times = [job.contexts["steps"]["mine"]["outputs"] for job in ran[1:]]
+    assert len(times) == 3
+    # as on GitHub: every leg started before any ended (one after another would take 3 s)
+    assert max(float(t["start"]) for t in times) < min(float(t["end"]) for t in times)

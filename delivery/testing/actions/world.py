@@ -12,9 +12,11 @@ Delivery rules, as GitHub applies them (SPEC §13 "Where events arrive"):
   that a job of the same group made while it ran had to wait for it (`Job.waited_for`);
 - `schedule` fires only on `tick()`.
 
-Jobs run one at a time. CI finishes after the job whose push started it (the checks of the
-head are computed by the fake's CheckRules then, and stay in progress before), which is how
-a runner would see it: CI takes minutes, a delivery job seconds.
+Jobs run one at a time, except the legs of one matrix, which start together on their own
+runners (threads, each running its steps' processes; `strategy.max-parallel` honoured) and
+whose events are raised once they have all ended. CI finishes after the job whose push
+started it (the checks of the head are computed by the fake's CheckRules then, and stay
+in progress before), which is how a runner would see it: CI takes minutes, a delivery job seconds.
 
 GitHub reports each job's workflow run (`GET /repos/{o}/{r}/actions/runs/{id}`): in progress
 while it runs, completed once it ends, a killed job included; a hosted job's claims name
@@ -43,6 +45,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -200,11 +203,18 @@ class ActionsWorld:
             if len(ran) >= max_jobs:
                 raise WorldError(f"the world did not settle within {max_jobs} jobs: "
                                  f"{[(j.repository, j.event) for j in self.queue]} still queued")
-            job = self.queue.pop(0)
-            self._run(job)
-            ran.append(job)
-            self._release(job)
-            self._observe(job)
+            first = self.queue.pop(0)
+            # the legs of one matrix start together, each on its own runner, as on GitHub
+            # (up to its `strategy.max-parallel`); any other job runs alone
+            batch = [first, *(job for job in self.queue if _same_matrix(job, first))]
+            self.queue = [job for job in self.queue if job not in batch]
+            limit = _matrix_parallel(first.definition) or len(batch)
+            with ThreadPoolExecutor(max_workers=max(1, min(limit, len(batch)))) as pool:
+                list(pool.map(self._run, batch))
+            for job in batch:
+                ran.append(job)
+                self._release(job)
+                self._observe(job)
             for person in self.people:
                 person(self)
         return ran
@@ -536,6 +546,18 @@ class ActionsWorld:
                     "head_branch": pr_payload["head"]["ref"],
                     "head_sha": pr_payload["head"]["sha"], "pull_requests": [pr_payload]},
                 "sender": sender}, cause=ci_job)
+
+
+def _same_matrix(job: Job, first: Job) -> bool:
+    """`job` is another leg of `first`'s matrix (one job of one workflow run)."""
+    return (job.run == first.run and job.repository == first.repository
+            and job.job == first.job and job.definition is first.definition
+            and "matrix" in first.contexts)
+
+
+def _matrix_parallel(definition: Mapping[str, Any]) -> int:
+    value = (definition.get("strategy") or {}).get("max-parallel")
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def _basic(token: str) -> str:
