@@ -82,14 +82,22 @@ def run_work(arguments: list[str], env: Mapping[str, str], workspace: Path,
     done = subprocess.run(command, env=dict(env),
                           cwd=workspace, capture_output=True, text=True, check=False)
     sys.stderr.write(done.stderr)
-    try:
-        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() \
-            else {}
-    except ValueError:
-        answer = {}
+    answer = _json_object(done.stdout)
     if not isinstance(answer, dict) or "status" not in answer:
         why = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else \
             f"delivery work exited {done.returncode}"
         return {"status": "refused" if done.returncode == 2 else "failed",
                 "failure_reason": why, "exit": done.returncode}
     return {**answer, "exit": done.returncode}
+
+
+def _json_object(text: str) -> Any:
+    """The object `--json` printed: indented over many lines, and between the CLI's own
+    `::stop-commands::` lines on a runner (GITHUB_ACTIONS=true), so never one line."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        return {}
+    try:
+        return json.loads(text[start:end + 1])
+    except ValueError:
+        return {}

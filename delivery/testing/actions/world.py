@@ -44,6 +44,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -89,6 +90,8 @@ class Job:
     token: str = ""  # "app" or "default": the token the delivery step was given
     run: int = 0  # the workflow run it belongs to: jobs with `needs:` wait for its others
     runner: dict[str, Path] = field(default_factory=dict)  # home, workspace, cache
+    started: float = 0.0  # when it started and ended on its runner (time.time())
+    ended: float = 0.0
     contexts: dict[str, Any] = field(default_factory=dict, repr=False)
     definition: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -151,6 +154,16 @@ class ActionsWorld:
         self.repos[full_name] = _Repo(full_name, {
             name: _load(text, f"{full_name}/.github/workflows/{name}")
             for name, text in workflows.items()})
+
+    def push(self, repository: str, files: Mapping[str, str], message: str = "push") -> None:
+        """A person pushes `files` to the repository's default branch; the workflow files
+        among them (directly in `.github/workflows/`, as GitHub reads them) take effect."""
+        branch = self.github.repository(repository).default_branch
+        self.github.push_files(repository, branch, dict(files), message)
+        for path, text in files.items():
+            folder, _, name = path.rpartition("/")
+            if folder == ".github/workflows":
+                self.repos[repository].workflows[name] = _load(text, f"{repository}/{path}")
 
     # -- people and time ------------------------------------------------------------------
     def label_issue(self, repository: str, number: int, *, title: str, body: str = "",
@@ -362,9 +375,11 @@ class ActionsWorld:
         and completed once it ends, killed or not (`GET …/actions/runs/{id}`)."""
         run_id = int(job.contexts["github"]["run_id"])
         self.github.record_actions_run(job.repository, run_id, "in_progress")
+        job.started = time.time()
         try:
             self._steps(job)
         finally:
+            job.ended = time.time()
             self.github.record_actions_run(
                 job.repository, run_id, "completed",
                 "success" if job.state == "completed" else "failure")
