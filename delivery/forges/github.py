@@ -41,6 +41,7 @@ from delivery.forges.github_pulls import split as _split
 from delivery.forges.github_sessions import Sessions
 from delivery.forges.pacing import Pacer
 from delivery.forges.stop_label import Stop, StopTarget, first_stop, stop_query
+from delivery.token_permissions import missing
 from probes.evidence import PrObservation, PrQuery
 from probes.github import GitHubUnavailable
 from probes.github_client import DEFAULT_API_URL, graphql_url_from_environment
@@ -565,6 +566,10 @@ class GitHubForge:
                              "check the repository name and that the token can see it"
                              ) from None
         except GitHubError as error:
+            if error.status == 403:  # a write the App's permissions do not cover: say which
+                problem, needs = missing(operation, repository)
+                raise ForgeError("github", repository, operation,
+                                 f"{problem} ({error.reason})", fix or needs) from None
             raise ForgeError("github", repository, operation, error.reason, fix or (
                 "check that the token may write to the repository's PRs"
                 if error.status == 200 else "")) from None

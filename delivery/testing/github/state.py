@@ -191,6 +191,9 @@ class Repository:
     # what the fake's token may do here (GitHub's viewerPermission, lower case): below
     # `write` its pushes and REST writes are refused with 403, as GitHub refuses them
     token_permission: str = "admin"
+    # an App's repository permissions left out of its token ("pull_requests", "contents",
+    # "issues", "statuses"): their writes answer 403, as GitHub answers an integration
+    token_denied: set[str] = field(default_factory=set)
     # the merge methods the repository's settings allow; a merge asking for another is
     # refused with 405, as GitHub refuses it
     merge_methods: tuple[str, ...] = ("merge", "squash", "rebase")
