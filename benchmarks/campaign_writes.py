@@ -42,7 +42,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +58,7 @@ from delivery.forges.pacing import SPACING_VARIABLE, Pacer  # noqa: E402
 from delivery.forges.write_budget import WriteBudget  # noqa: E402
 from delivery.lang.model import Node  # noqa: E402
 from delivery.testing.fleet import GOAL, TICKET, Fleet  # noqa: E402
-from delivery.testing.github import FakeGitHub, ManualClock, RecordedRequest  # noqa: E402
+from delivery.testing.github import EngineClock, FakeGitHub, ManualClock, RecordedRequest  # noqa: E402
 from delivery.validation.loader import load_workflow  # noqa: E402
 from probes.github import RetryBudget  # noqa: E402
 
@@ -70,23 +70,6 @@ PER_MINUTE, PER_HOUR = 80, 500  # GitHub's documented secondary limits
 PATIENCE = 300.0  # the forge's retry budget: a longer wait pauses the run
 # acceptance bounds (issue 37)
 PER_FOLDER, PER_REPAIR, OBJECTS, WRITES_GROWTH, BYTES_GROWTH = 10, 3, 3, 1.1, 1.3
-
-
-@dataclass
-class SharedClock:
-    """The engine's Clock on the fake's ManualClock: one time for the fake, the forge and
-    the run's waits."""
-
-    manual: ManualClock
-
-    def monotonic(self) -> float:
-        return self.manual()
-
-    def sleep(self, seconds: float) -> None:
-        self.manual.sleep(seconds)
-
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.manual(), UTC)
 
 
 @dataclass
@@ -148,7 +131,7 @@ def _world(github: FakeGitHub, clock: ManualClock, agent: ScriptedAgent, root: P
         budget=RetryBudget(attempts=6, wait_seconds=PATIENCE),
         pacer=Pacer(clock=clock, sleep=clock.sleep,
                     budget=WriteBudget(per_minute=limits[0], per_hour=limits[1])))
-    return World(agent=agent, clock=SharedClock(clock),
+    return World(agent=agent, clock=EngineClock(clock),
                  environ=environ, forge=forge, git_cache=root / "cache")
 
 

@@ -23,7 +23,6 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from delivery.agents.replay import ReplayBackend
@@ -33,28 +32,12 @@ from delivery.engine.runner import RunRequest, World, start_run
 from delivery.forges.github import GitHubForge
 from delivery.forges.pacing import Pacer
 from delivery.lang.model import Node
-from delivery.testing.github import CheckRule, FakeGitHub, ManualClock, Tree
+from delivery.testing.github import CheckRule, EngineClock, FakeGitHub, ManualClock, Tree
 from probes.github import RetryBudget
 
 
 def _passes(tree: Tree) -> bool:
     return "BUG" not in (tree.read("app.py") or "")
-
-
-@dataclass
-class RunClock:
-    """The engine's Clock on the benchmark's ManualClock: one simulated time for all."""
-
-    manual: ManualClock
-
-    def monotonic(self) -> float:
-        return self.manual()
-
-    def sleep(self, seconds: float) -> None:
-        self.manual.sleep(seconds)
-
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.manual(), UTC)
 
 
 @dataclass
@@ -115,7 +98,7 @@ def measure(folders: int) -> dict[str, float]:
             pacer=Pacer(clock=clock, sleep=clock.sleep))
         observer = StageRequests(fake)
         (root / "ws").mkdir()
-        world = World(agent=ReplayBackend({}), clock=RunClock(clock), environ=environ,
+        world = World(agent=ReplayBackend({}), clock=EngineClock(clock), environ=environ,
                       forge=forge, git_cache=root / "cache")
         started_sim, started_wall = clock(), time.perf_counter()
         outcome = start_run(RunRequest(workflow=root / "flow.dot", inputs={"ticket": "T-50"},

@@ -18,15 +18,16 @@ BRANCH = "delivery/T-7"
 REPOS = {"api": "octo/api", "web": "octo/web"}
 
 
-def shipping_flow(change: str, *, then: str = "", graph: str = "") -> str:
-    """Worktrees in both folders, the stage `change` (its attributes), publish, a probe
-    `look`, then the stages of `then` (node statements, run in their order); `graph`:
-    more graph attributes."""
+def shipping_flow(change: str, *, then: str = "", graph: str = "",
+                  folders: tuple[str, ...] = ("api", "web"), goal: str = "Say hello") -> str:
+    """Worktrees in the folders (both by default), the stage `change` (its attributes),
+    publish, a probe `look`, then the stages of `then` (node statements, run in their
+    order); `graph`: more graph attributes."""
     after = [line.split("[", 1)[0].strip() for line in then.strip().splitlines()]
     chain = " -> ".join(["start", "add", "change", "ship", "look", *after, "exit"])
     return f"""
 digraph D {{
-  graph [goal="Say hello", inputs="ticket", folders="api,web"{graph}]
+  graph [goal="{goal}", inputs="ticket", folders="{','.join(folders)}"{graph}]
   start [shape=Mdiamond]
   exit [shape=Msquare]
   add [type=worktree_add]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from long_runs import is_long
 
 from delivery.testing.clock import FakeClock
 from delivery.testing.github import FakeGitHub, ManualClock
@@ -63,4 +64,14 @@ def run(tmp_path: Path) -> Callable[..., Ran]:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--long", action="store_true", default=False,
-                     help="deeper soak and chaos runs (tests/soak; also DELIVERY_SOAK=long)")
+                     help="deeper soak and chaos runs and the tests marked long (campaigns "
+                     "of 50-200 repositories); also DELIVERY_SOAK=long")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if is_long(config):
+        return
+    skip = pytest.mark.skip(reason="a long run: give --long (or DELIVERY_SOAK=long)")
+    for item in items:
+        if "long" in item.keywords:
+            item.add_marker(skip)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from change_set_helpers import shipping_flow
 from engine_helpers import FakeClock, write_flow
 
 from delivery.agents.base import AgentBackend
@@ -54,19 +55,8 @@ def change_flow(n: int, *, bug: str = "", graph: str = "", change: str = "") -> 
     names = folders(n)
     script = "; ".join(f"printf '{'BUG' if f == bug else f'print({i + 1})'}\\\\n' > {f}/app.py"
                        for i, f in enumerate(names))
-    change = change or f'shape=parallelogram, script="{script}"'
-    return f"""
-digraph D {{
-  graph [goal="Change every folder", inputs="ticket", folders="{','.join(names)}"{graph}]
-  start [shape=Mdiamond]
-  exit [shape=Msquare]
-  add [type=worktree_add]
-  change [{change}]
-  ship [type=publish]
-  look [type=probe, probe="pr,threads"]
-  start -> add -> change -> ship -> look -> exit
-}}
-"""
+    return shipping_flow(change or f'shape=parallelogram, script="{script}"', graph=graph,
+                         folders=tuple(names), goal="Change every folder")
 
 
 def probe_flow(n: int) -> str:

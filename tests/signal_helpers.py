@@ -21,19 +21,27 @@ def start_delivery(*argv: str | Path, cwd: Path) -> subprocess.Popen[str]:
                             stdin=subprocess.DEVNULL, text=True)
 
 
+def poll(condition: Callable[[], bool], seconds: float, every: float = 0.05) -> bool:
+    """Whether `condition()` came true within `seconds` of real time, asked every `every`
+    seconds: for what another process does, which no injected clock can speed up."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(every)
+    return True
+
+
 def wait_until(ready: Callable[[], bool], process: subprocess.Popen[str], what: str) -> None:
     """Wait for `ready()`; fail (and end the process) if the process ends first or time
     runs out."""
-    deadline = time.monotonic() + STARTS_WITHIN
-    while not ready():
-        if process.poll() is not None:
-            out, err = process.communicate()
-            pytest.fail(f"delivery ended before {what}: {out}{err}")
-        if time.monotonic() > deadline:
-            process.kill()
-            process.communicate()
-            pytest.fail(f"{what} did not happen in time")
-        time.sleep(0.05)
+    if not poll(lambda: ready() or process.poll() is not None, STARTS_WITHIN):
+        process.kill()
+        process.communicate()
+        pytest.fail(f"{what} did not happen in time")
+    if not ready():
+        out, err = process.communicate()
+        pytest.fail(f"delivery ended before {what}: {out}{err}")
 
 
 def group_members(pgid: int) -> list[int]:

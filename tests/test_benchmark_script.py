@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from benchmark_helpers import load_benchmark
 
 from delivery.lang.model import NodeType
 from delivery.validation.loader import check_source
@@ -13,17 +13,12 @@ from delivery.validation.loader import check_source
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "validate_scaling.py"
 
 
-def load_benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("validate_scaling", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("validate_scaling", module)
-    spec.loader.exec_module(module)
-    return module
+def validate_scaling() -> ModuleType:
+    return load_benchmark("validate_scaling")
 
 
 def test_generated_workflow_validates_without_errors() -> None:
-    source = load_benchmark().generate_workflow(50)
+    source = validate_scaling().generate_workflow(50)
     workflow, diagnostics = check_source(source, "scaling.dot")
     assert workflow is not None
     assert [d.format_text() for d in diagnostics if d.severity == "error"] == []
@@ -37,15 +32,15 @@ def test_generated_workflow_validates_without_errors() -> None:
 def test_breaking_a_generated_read_is_caught() -> None:
     # v7 is declared by a later stage: reading it earlier is an error; v30 is declared by
     # none, and agents without outputs= run before the read: availability unproven
-    source = load_benchmark().generate_workflow(50).replace("{{ v3 }}", "{{ v7 }}", 1)
+    source = validate_scaling().generate_workflow(50).replace("{{ v3 }}", "{{ v7 }}", 1)
     _, diagnostics = check_source(source, "scaling.dot")
     assert [d.rule for d in diagnostics if d.severity == "error"] == ["availability"]
-    source = load_benchmark().generate_workflow(50).replace("{{ v3 }}", "{{ v30 }}", 1)
+    source = validate_scaling().generate_workflow(50).replace("{{ v3 }}", "{{ v30 }}", 1)
     _, diagnostics = check_source(source, "scaling.dot")
     assert [d.rule for d in diagnostics] == ["availability_unproven"]
 
 
 def test_measure_reports_sizes_and_times() -> None:
-    nodes, edges, parse, check, chars = load_benchmark().measure(30, repeat=1)
+    nodes, edges, parse, check, chars = validate_scaling().measure(30, repeat=1)
     assert nodes >= 25 and edges > nodes and chars > 0
     assert parse > 0 and check > 0

@@ -5,31 +5,20 @@ merged PRs, the agent's calls, the largest prompt.md, the event log's times — 
 
 from __future__ import annotations
 
-import importlib.util
 import io
-import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from benchmark_helpers import load_benchmark
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # two whole campaigns, each in a process of its own
-
-
-def load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    return load("campaign_benchmark", ROOT / "benchmarks" / "campaign.py")
+    return load_benchmark("campaign")
 
 
 def test_the_deliver_run_of_the_benchmark_gives_figures_read_from_the_run(
@@ -54,7 +43,7 @@ def test_the_summary_gives_campaigns_growth_with_its_goal(bench: ModuleType,
     printed = io.StringIO()
     with redirect_stdout(printed):
         bench.report(rows, 0.0, 0.1)
-    benchmarks = load("benchmarks_main", ROOT / "benchmarks" / "__main__.py")
+    benchmarks = load_benchmark("__main__")
     summary = {row[0]: row[1:] for row in benchmarks.campaign_rows(printed.getvalue(), 0.0)}
     growth = rows[1].largest_prompt / rows[0].largest_prompt
     assert summary["campaign.dot on local, largest prompt N=3 / N=2"] == (

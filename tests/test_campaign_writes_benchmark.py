@@ -6,36 +6,25 @@ clock and merges every PR; its per-folder figures are the fake's own records and
 
 from __future__ import annotations
 
-import importlib.util
 import io
-import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from benchmark_helpers import load_benchmark
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # a whole campaign over 11 repositories
-
-
-def load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(name, module)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    return load("campaign_writes_benchmark", ROOT / "benchmarks" / "campaign_writes.py")
+    return load_benchmark("campaign_writes")
 
 
 @pytest.fixture(scope="module")
 def main() -> ModuleType:
-    return load("benchmarks_main", ROOT / "benchmarks" / "__main__.py")
+    return load_benchmark("__main__")
 
 
 def summary(main: ModuleType, printed: str) -> dict[str, tuple[str, ...]]:

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
 
-BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "engine_overhead.py"
+from benchmark_helpers import load_benchmark
 
 
 def _load_benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("engine_overhead_benchmark", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("engine_overhead")
 
 
 def test_delivery_side_runs_a_20_stage_linear_workflow(tmp_path: Path) -> None:

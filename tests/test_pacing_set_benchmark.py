@@ -5,24 +5,17 @@ nothing (no status, no comment edit)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from types import ModuleType
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "pacing_set.py"
+from benchmark_helpers import load_benchmark
 
 
-def load() -> object:
-    spec = importlib.util.spec_from_file_location("pacing_set", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("pacing_set", module)
-    spec.loader.exec_module(module)
-    return module
+def load() -> ModuleType:
+    return load_benchmark("pacing_set")
 
 
 def test_a_set_on_secondary_limits_publishes_and_probes_without_a_failed_request() -> None:
-    measured = load().measure(3)  # type: ignore[attr-defined]
+    measured = load().measure(3)
     assert (measured["failed"], measured["refused_by_limits"]) == (0, 0)
     assert (measured["look_graphql"], measured["again_graphql"]) == (1, 1)
     assert measured["again_writes"] == 0

@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "probe_requests.py"
+from benchmark_helpers import load_benchmark
 
 
 def test_benchmark_reports_one_graphql_request_against_four_rest_requests_per_pr(
         capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location("probe_requests", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("probe_requests", module)
-    spec.loader.exec_module(module)
+    module = load_benchmark("probe_requests")
     module.main(["--folders", "1,3", "--latency", "0", "--repeats", "1"])
     lines = capsys.readouterr().out.splitlines()
     rows = [line.split("|") for line in lines if line.strip()[:1].isdigit() and "|" in line]

@@ -3,23 +3,17 @@ every template in it is one the light reader reads (else both modes would time J
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
+
+from benchmark_helpers import load_benchmark
 
 from delivery.lang.light_reads import light_reads
 from delivery.lang.template_reads import _simple_reads
 from delivery.validation.loader import check_source
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "template_reader.py"
-
 
 def _benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("template_reader", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("template_reader")
 
 
 def test_the_generated_workflow_is_valid_and_read_by_the_light_reader() -> None:

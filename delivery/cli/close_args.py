@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from delivery.cli.run_args import add_run_reference
 from delivery.cli.state_args import add_state_option
 
 
@@ -16,13 +17,7 @@ def add_close_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "with a comment saying why), leave merged ones alone, and mark the run cancelled "
         "(a resume refuses it). Running it again does nothing new. Exit 0 done, 1 when a "
         "pull request or branch could not be closed or deleted (close again), 2 refused.")
-    close.add_argument("run", metavar="RUN", nargs="?",
-                       help="run directory, or run id under WORKSPACE/.delivery/runs/ (with "
-                       "--state: the run id)")
-    close.add_argument("--last", action="store_true",
-                       help="the newest run under WORKSPACE/.delivery/runs/")
-    close.add_argument("--workspace", type=Path,
-                       help="where run ids are looked up (default: the current folder)")
+    add_run_reference(close, with_state=True)
     close.add_argument("--delete-branches", action="store_true",
                        help="also delete the run's branch where the run published the "
                        "closed PR (never a default branch, a merged PR's or a person's)")

@@ -112,14 +112,8 @@ def add_resume_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "interrupted stage runs again. The agent profile, folders, forge, branch and "
         "--max-parallel come "
         "from the run's run.json. Exit codes as for run.")
-    resume.add_argument("run", metavar="RUN", nargs="?",
-                        help="run directory, or run id under WORKSPACE/.delivery/runs/ "
-                        "(with --state: the run id)")
-    resume.add_argument("--last", action="store_true",
-                        help="the newest run under WORKSPACE/.delivery/runs/")
-    resume.add_argument("--workspace", type=Path,
-                        help="where run ids are looked up; with --state: the workspace on "
-                        "this machine (default: the current folder)")
+    add_run_reference(resume, with_state=True, workspace="where run ids are looked up; with "
+                      "--state: the workspace on this machine (default: the current folder)")
     resume.add_argument("--answer", action="append", default=[], metavar="NODE=LABEL",
                         help="answer the next visit of a human gate; repeatable")
     resume.add_argument("--budget", default="", metavar="N|$N",
@@ -140,14 +134,16 @@ def add_resume_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
                         help="clone cache (default: $XDG_CACHE_HOME/delivery)")
 
 
-def _run_reference(command: argparse.ArgumentParser) -> None:
-    """RUN, --last and --workspace: the run a command reads (inspect, verify)."""
+def add_run_reference(command: argparse.ArgumentParser, *, with_state: bool = False,
+                      workspace: str = "where run ids are looked up (default: the current "
+                      "folder)") -> None:
+    """RUN, --last and --workspace: the run a command reads or continues (run_lookup.py)."""
+    state = " (with --state: the run id)" if with_state else ""
     command.add_argument("run", metavar="RUN", nargs="?",
-                         help="run directory, or run id under WORKSPACE/.delivery/runs/")
+                         help=f"run directory, or run id under WORKSPACE/.delivery/runs/{state}")
     command.add_argument("--last", action="store_true",
                          help="the newest run under WORKSPACE/.delivery/runs/")
-    command.add_argument("--workspace", type=Path,
-                         help="where run ids are looked up (default: the current folder)")
+    command.add_argument("--workspace", type=Path, help=workspace)
 
 
 def add_inspect_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -155,7 +151,7 @@ def add_inspect_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "inspect", help="path taken, outcomes, context, artifacts",
         description="Show a run: its status, the path taken, each stage's outcome and "
         "tokens, the context and the artifacts. Reads only.")
-    _run_reference(inspect)
+    add_run_reference(inspect)
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.add_argument("--full", action="store_true",
                          help="print offloaded (over 100 KB) context values whole instead "
@@ -170,7 +166,7 @@ def add_verify_parser(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "verify", help="check a run's hash-chained event log",
         description="Check that a run's event log is intact: every line hash-chained to the "
         "one before. Exit 0 when intact, 1 otherwise.")
-    _run_reference(verify)
+    add_run_reference(verify)
 
 
 def add_handlers_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -201,6 +201,7 @@ class _ModelServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms ACK wait
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # tests read `requests`, not the console

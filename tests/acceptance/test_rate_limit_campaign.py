@@ -7,8 +7,8 @@ and each resume — a new forge, as a new process or Actions job would open, its
 restored from the run — goes on; the test fast-forwards the shared clock to that time.
 Nothing is written twice: one PR and one merge per repository, no request refused.
 
-Scaled down by default (30 folders, 20 a minute and 60 an hour); GitHub's own figures (200
-folders, 80 and 500) with DELIVERY_LONG_TESTS=1.
+Scaled down by default (12 folders, 20 a minute and 40 an hour); GitHub's own figures (200
+folders, 80 and 500) with `--long`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -28,28 +27,11 @@ from delivery.errors import PauseReason, paused_why
 from delivery.forges.github import GitHubForge
 from delivery.forges.pacing import Pacer
 from delivery.forges.write_budget import WriteBudget
-from delivery.testing.github import CheckRule, FakeGitHub, ManualClock, Tree
+from delivery.testing.github import CheckRule, EngineClock, FakeGitHub, ManualClock, Tree
 from delivery.testing.two_repos import bundled_workflow
 from probes.github import RetryBudget
 
 BRANCH = "delivery/limits-1"
-
-
-@dataclass
-class SharedClock:
-    """The engine's clock on the fake's ManualClock: one time for the fake, the forge's
-    windows and the run (its waits included)."""
-
-    manual: ManualClock
-
-    def monotonic(self) -> float:
-        return self.manual()
-
-    def sleep(self, seconds: float) -> None:
-        self.manual.sleep(seconds)
-
-    def now(self) -> datetime:
-        return datetime.fromtimestamp(self.manual(), UTC)
 
 
 def _ci(tree: Tree) -> bool:
@@ -83,7 +65,7 @@ def _world(fake: FakeGitHub, clock: ManualClock, agent: ScriptedAgent, root: Pat
         budget=RetryBudget(attempts=6, wait_seconds=300),
         pacer=Pacer(clock=clock, sleep=clock.sleep, write_spacing=0,
                     budget=WriteBudget(per_minute=per_minute, per_hour=per_hour)))
-    return World(agent=agent, clock=SharedClock(clock), environ=environ, forge=forge,
+    return World(agent=agent, clock=EngineClock(clock), environ=environ, forge=forge,
                  git_cache=root / "cache")
 
 
@@ -130,12 +112,10 @@ def _campaign(root: Path, folders: int, per_minute: int, per_hour: int) -> None:
 @pytest.mark.slow
 def test_a_campaign_past_the_hours_write_limit_pauses_and_resumes_until_every_pr_merged(
         tmp_path: Path) -> None:
-    _campaign(tmp_path, folders=30, per_minute=20, per_hour=60)
+    _campaign(tmp_path, folders=12, per_minute=20, per_hour=40)  # ~100 writes: two hours and more
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("DELIVERY_LONG_TESTS") != "1",
-                    reason="200 repositories: set DELIVERY_LONG_TESTS=1")
+@pytest.mark.long
 def test_a_200_folder_campaign_on_githubs_limits_finishes_with_no_failed_run(
         tmp_path: Path) -> None:
     _campaign(tmp_path, folders=200, per_minute=80, per_hour=500)

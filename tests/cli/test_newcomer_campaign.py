@@ -15,12 +15,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from git_helpers import IDENTITY, git
 from markdown_it import MarkdownIt
+from signal_helpers import poll
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,11 +86,8 @@ def pulls(remote: Path, branch_prefix: str) -> list[dict[str, object]]:
     return [p for p in listed if str(p["head"]).startswith(branch_prefix)]
 
 
-def wait_for(condition: object, what: str, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while not callable(condition) or not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.2)
+def wait_for(condition: Callable[[], bool], what: str, seconds: float = 120) -> None:
+    assert poll(condition, seconds, every=0.2), f"gave up waiting for {what}"
 
 
 def test_a_newcomer_runs_both_workflows_on_three_repositories_of_their_own(

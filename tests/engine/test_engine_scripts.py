@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 from engine_helpers import reply, run_flow, stage_file
+from signal_helpers import poll
 
 from delivery.testing import flow
 
@@ -130,11 +130,7 @@ def test_a_timeout_also_kills_the_script_children(tmp_path: Path) -> None:
     child = int((tmp_path / "child.pid").read_text())
     try:
         # SIGKILL is delivered when the child is next scheduled: give it a moment.
-        for _ in range(100):
-            if _gone(child):
-                break
-            time.sleep(0.05)
-        assert _gone(child), "the script's background child outlived the timeout"
+        assert poll(lambda: _gone(child), 5.0), "the script's background child outlived the timeout"
     finally:
         if not _gone(child):
             os.kill(child, signal.SIGKILL)

@@ -3,18 +3,13 @@ DELIVERY_SOAK=long. A test taking `soak_seed` runs once per seed."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from long_runs import is_long
 
 SEEDS = {"short": 2, "long": 30}
 PEOPLE_SEEDS = {"short": 20, "long": 100}  # the people soak (tests/soak/test_people_soak.py)
 # the campaign chaos suite (tests/soak/test_campaign_chaos.py): ~30 s a killed campaign
 CAMPAIGN_SEEDS = {"short": 2, "long": 12}
-
-
-def is_long(config: pytest.Config) -> bool:
-    return bool(config.getoption("--long")) or os.environ.get("DELIVERY_SOAK") == "long"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

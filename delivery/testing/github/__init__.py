@@ -11,11 +11,11 @@ pytest users get fixtures (`fake_github`, `fake_github_clock`, `fake_github_env`
 """
 
 from delivery.testing.github import faults
-from delivery.testing.github.clock import ManualClock
+from delivery.testing.github.clock import EngineClock, ManualClock
 from delivery.testing.github.faults import Fault
 from delivery.testing.github.http import RecordedRequest
 from delivery.testing.github.server import FakeGitHub, fake_github
 from delivery.testing.github.state import CheckRule, Tree
 
-__all__ = ["CheckRule", "FakeGitHub", "Fault", "ManualClock", "RecordedRequest", "Tree",
-           "fake_github", "faults"]
+__all__ = ["CheckRule", "EngineClock", "FakeGitHub", "Fault", "ManualClock", "RecordedRequest",
+           "Tree", "fake_github", "faults"]

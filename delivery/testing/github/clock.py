@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 
 @dataclass
@@ -23,3 +24,20 @@ class ManualClock:
     def advance(self, seconds: float) -> None:
         """Fast-forward (a test lets time pass without anyone sleeping)."""
         self.now += seconds
+
+
+@dataclass
+class EngineClock:
+    """The engine's Clock (`monotonic`, `sleep`, `now`) on a ManualClock: one simulated time
+    for the fake, the forge's rate windows and the run's waits."""
+
+    manual: ManualClock
+
+    def monotonic(self) -> float:
+        return self.manual()
+
+    def sleep(self, seconds: float) -> None:
+        self.manual.sleep(seconds)
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.manual(), UTC)

@@ -56,6 +56,9 @@ class Handler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     server_version = "FakeGitHub/1.0"
+    # headers and body go out in two writes: with Nagle's algorithm the body waited for
+    # the client's delayed ACK, 40 ms a request on a kept-alive connection
+    disable_nagle_algorithm = True
     _pending: RecordedRequest | None = None
     _races_after: list[Fault] = []  # noqa: RUF012 (replaced per request, never mutated)
 
