@@ -1,7 +1,9 @@
 """The chunks of a fanned-out foreach stage on the state remote (SPEC §13 "Fan-out across
-runners"): one ref per chunk, `refs/delivery/chunks/<run_id>/<K>` — beside the run's ref,
-never under it (a ref cannot also be a directory of refs) — so that K workers claim and
-save at once without contending on one ref.
+runners"): one ref per chunk, `refs/delivery/chunks/<run_id>/<fan_out>/<K>` — beside the
+run's ref, never under it (a ref cannot also be a directory of refs) — so that K workers
+claim and save at once without contending on one ref. `<fan_out>` names the fan-out
+(`<n>-<node>`, the run's n-th): a run that fans out twice (two foreach stages in a row, or
+one stage visited again) never reads the results of an earlier fan-out as its own.
 
 A chunk's ref holds its claim (`claim.json`, the rules of a run's claim: `delivery.state.
 claims`) and, as its folders end, each folder's result: `results/<folder>.json` (the keys
@@ -30,8 +32,8 @@ CHUNKS_PREFIX = "refs/delivery/chunks/"
 RESULTS_DIR = "results"
 
 
-def chunk_ref(run_id: str, number: int) -> str:
-    return f"{CHUNKS_PREFIX}{run_id}/{number}"
+def chunk_ref(run_id: str, fan_out: str, number: int) -> str:
+    return f"{CHUNKS_PREFIX}{run_id}/{fan_out}/{number}"
 
 
 @dataclass
@@ -41,6 +43,7 @@ class ChunkSession:
 
     state: RemoteState
     run_id: str
+    fan_out: str  # which of the run's fan-outs (`<n>-<node>`)
     number: int
     job: str
     head: str | None = None
@@ -51,7 +54,7 @@ class ChunkSession:
 
     @property
     def ref(self) -> str:
-        return chunk_ref(self.run_id, self.number)
+        return chunk_ref(self.run_id, self.fan_out, self.number)
 
     def fetch(self) -> ChunkSession:
         remote = self.state.ref
@@ -122,6 +125,6 @@ class ChunkSession:
 
 
 def chunk_sessions(state: RemoteState, run_id: str, job: str
-                   ) -> Callable[[int], ChunkSession]:
-    """Opens the session of chunk K of the run."""
-    return lambda number: ChunkSession(state, run_id, number, job)
+                   ) -> Callable[[str, int], ChunkSession]:
+    """Opens the session of chunk K of one of the run's fan-outs."""
+    return lambda fan_out, number: ChunkSession(state, run_id, fan_out, number, job)
