@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from delivery.errors import RunRefused
+from delivery.git.runref import is_run_id
 
 DEFAULT_MAX_RUNNERS = 20
 MATRIX_LIMIT = 256  # GitHub's limit on the jobs of one matrix
@@ -72,6 +73,14 @@ def work_arguments(state: str, run_id: str, chunk: str) -> list[str]:
         raise RunRefused(f"chunk {chunk!r}", "is not a chunk number",
                          "give chunk: ${{ matrix.chunk }}, over the chunks output")
     return ["work", "--state", state, run_id, "--chunk", chunk, "--json"]
+
+
+def join_run_id(run_id: str) -> str:
+    """Mode join's run: the one the round of workers ran for."""
+    if not is_run_id(run_id):
+        raise RunRefused(f"mode join run-id {run_id!r}", "is not a run id",
+                         "give the run the workers ran for: run-id: ${{ inputs.run-id }}")
+    return run_id
 
 
 def run_work(arguments: list[str], env: Mapping[str, str], workspace: Path,

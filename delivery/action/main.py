@@ -26,6 +26,7 @@ from typing import Any, Literal, TextIO, cast
 from delivery.action.events import MODES, Mode, Plan, plan
 from delivery.action.fanout import (
     chunks_of,
+    join_run_id,
     max_runners_option,
     repos_text,
     run_work,
@@ -35,6 +36,7 @@ from delivery.action.report import write_outputs, write_summary
 from delivery.cli.state_commands import open_state, run_for_pr
 from delivery.cli.workflow_commands import ActionOutput, format_command
 from delivery.engine.budget import budget_option
+from delivery.engine.chunk_work import chunks_to_run
 from delivery.engine.run_loop import EngineOptions
 from delivery.engine.run_setup import max_parallel_option
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
@@ -62,10 +64,11 @@ WRITERS = frozenset({"admin", "maintain", "write"})
 _UNFINISHED = frozenset({RunStatus.PAUSED, RunStatus.RUNNING})
 # a job's result: a run's status, or what the job did instead of running one
 ActionStatus = RunStatus | Literal["superseded", "ignored", "invalid", "refused",
-                                  "chunk_done"]
+                                  "chunk_done", "joined"]
 EXIT: dict[ActionStatus, int] = {
     RunStatus.SUCCEEDED: 0, RunStatus.FAILED: 1, RunStatus.PAUSED: 3, "superseded": 0,
-    "ignored": 0, "invalid": 1, "refused": 2, "chunk_done": 0}
+    "ignored": 0, "invalid": 1, "refused": 2, "chunk_done": 0,
+    "joined": 0}
 
 
 @dataclass
@@ -172,9 +175,9 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: ActionOutput) -> l
     repository = env.get("GITHUB_REPOSITORY", "")
     payload = _payload(env)
     mode = inputs["mode"] or "auto"
-    if mode not in (*MODES, "work"):
-        raise RunRefused(f"mode {mode!r}", "is not a mode", "use start, resume, auto or "
-                         "work")
+    if mode not in (*MODES, "work", "join"):
+        raise RunRefused(f"mode {mode!r}", "is not a mode", "use start, resume, auto, "
+                         "work or join")
     # the step's own inputs, refused before any event is looked at (a mistake in the
     # workflow file shows on its first job, not on the first that starts or resumes)
     _options(inputs)
@@ -183,6 +186,8 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: ActionOutput) -> l
     max_runners_option(inputs["max-runners"])
     if mode == "work":
         return [_work(env, inputs, repository)]
+    if mode == "join":
+        return [_join(env, inputs, repository)]
     decided = plan(env.get("GITHUB_EVENT_NAME", ""), payload, mode=cast(Mode, mode),
                    trigger_label=inputs["label"] or "delivery",
                    bot_login=inputs["bot-login"] or "delivery[bot]", inputs=inputs,
@@ -392,6 +397,23 @@ def _work(env: Mapping[str, str], inputs: Mapping[str, str], repository: str) ->
     reason = str(answer.get("failure_reason") or answer.get("reason") or "")
     return Result(str(answer.get("run_id") or inputs["run-id"]), known, reason,
                   chunks=chunks_of(answer), work={"chunk": inputs["chunk"], **answer})
+
+
+def _join(env: Mapping[str, str], inputs: Mapping[str, str], repository: str) -> Result:
+    """Mode join, after a round of workers (every leg of the matrix ended): the chunks of a
+    fan-out the run now waits at that no live worker holds, as `chunks` for the next
+    round's matrix. Read from the state ref alone (a matrix's job outputs are whichever
+    leg wrote last, so the continuing worker's own `chunks` cannot be relied on)."""
+    run_id = join_run_id(inputs["run-id"])
+    spec = inputs["state-repo"] or repository
+    state = open_state(spec if Path(spec).is_absolute() else "git:" + spec, cache_root(env),
+                       env)
+    status, chunks = chunks_to_run(state, run_id, job=job_id(env), workspace=_workspace(env))
+    listed = ",".join(str(number) for number in chunks)
+    told = f"the run is {status or 'unknown'}" + (
+        f"; chunks {listed} of its fan-out are left for the next round of workers"
+        if chunks else "")
+    return Result(run_id, "joined", told, chunks=chunks)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

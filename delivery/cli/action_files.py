@@ -18,7 +18,9 @@ CONTROL: Final = r'''# The control repository's workflow (`delivery action init`
 # The runs' state lives on this repository's refs/delivery/runs/*; its delivery.toml (agent
 # profiles, checks) is found in the checkout, its .github/delivery-repos names the
 # repositories. A stage that fans out ends the `deliver` job with the chunks to run: the
-# `work` job starts once it has ended (no job waits), a matrix of fresh runners.
+# `work` job starts once it has ended (no job waits), a matrix of fresh runners. When the
+# worker that continues the run reaches another stage that fans out, `work-2` runs that
+# one's chunks, and so on up to `work-4`; past it, the schedule resumes the run.
 name: delivery
 
 on:
@@ -101,13 +103,58 @@ jobs:
     secrets:
       app-private-key: ${{ secrets.DELIVERY_APP_PRIVATE_KEY }}
       anthropic-api-key: ${{ secrets.ANTHROPIC_API_KEY }}
+
+  # The next rounds, each over the chunks the round before left (its `join` job reads them
+  # from the run's state ref): a fan-out its continuing worker reached (the next foreach
+  # stage), or a chunk whose worker died. A round past work-4 is left to the schedule.
+  work-2:
+    needs: [deliver, work]
+    if: ${{ !cancelled() && needs.work.outputs.chunks != '' && needs.work.outputs.chunks != '[]' }}
+    permissions:
+      contents: read
+    uses: ./.github/workflows/delivery-work.yml
+    with:
+      run-id: ${{ needs.deliver.outputs.run-id }}
+      chunks: ${{ needs.work.outputs.chunks }}
+    secrets:
+      app-private-key: ${{ secrets.DELIVERY_APP_PRIVATE_KEY }}
+      anthropic-api-key: ${{ secrets.ANTHROPIC_API_KEY }}
+
+  work-3:
+    needs: [deliver, work-2]
+    if: ${{ !cancelled() && needs.work-2.outputs.chunks != '' && needs.work-2.outputs.chunks != '[]' }}
+    permissions:
+      contents: read
+    uses: ./.github/workflows/delivery-work.yml
+    with:
+      run-id: ${{ needs.deliver.outputs.run-id }}
+      chunks: ${{ needs.work-2.outputs.chunks }}
+    secrets:
+      app-private-key: ${{ secrets.DELIVERY_APP_PRIVATE_KEY }}
+      anthropic-api-key: ${{ secrets.ANTHROPIC_API_KEY }}
+
+  work-4:
+    needs: [deliver, work-3]
+    if: ${{ !cancelled() && needs.work-3.outputs.chunks != '' && needs.work-3.outputs.chunks != '[]' }}
+    permissions:
+      contents: read
+    uses: ./.github/workflows/delivery-work.yml
+    with:
+      run-id: ${{ needs.deliver.outputs.run-id }}
+      chunks: ${{ needs.work-3.outputs.chunks }}
+    secrets:
+      app-private-key: ${{ secrets.DELIVERY_APP_PRIVATE_KEY }}
+      anthropic-api-key: ${{ secrets.ANTHROPIC_API_KEY }}
 '''
 
 WORKER: Final = r'''# The control repository's worker workflow (`delivery action init` writes it to
 # .github/workflows/delivery-work.yml), called by the `work` job of delivery.yml once the
 # job that fanned out has ended: a matrix of jobs, one per chunk, each claiming its chunk,
 # running the stage for its folders and saving each result on the run's state ref. The job
-# that saves the last missing result continues the run.
+# that saves the last missing result continues the run. Then `join` reads the run's state
+# ref: the chunks of a fan-out the run waits at (the next foreach stage the continuing
+# worker reached, or a chunk whose worker died) are this workflow's `chunks` output, for
+# the caller's next round.
 name: delivery work
 
 on:
@@ -126,6 +173,10 @@ on:
         required: true
       anthropic-api-key:
         required: false
+    outputs:
+      chunks:
+        description: The chunks left for the next round of workers, a JSON list ([] for none)
+        value: ${{ jobs.join.outputs.chunks }}
 
 permissions: {}
 
@@ -175,6 +226,33 @@ jobs:
           mode: work
           run-id: ${{ inputs.run-id }}
           chunk: ${{ matrix.chunk }}
+
+  join:
+    # after every chunk's job (a matrix's job outputs are whichever leg wrote last, so the
+    # continuing worker's own `chunks` is not read): the fan-out the run waits at now
+    needs: chunk
+    if: ${{ !cancelled() }}
+    runs-on: ubuntu-latest
+    timeout-minutes: 10
+    permissions: {}
+    outputs:
+      chunks: ${{ steps.delivery.outputs.chunks }}
+    steps:
+      - name: App token, reading this repository (the runs' state refs)
+        id: app-token
+        uses: actions/create-github-app-token@67018539274d69449ef7c02e8e71183d1719ab42  # v2.1.4
+        with:
+          app-id: ${{ vars.DELIVERY_APP_ID }}
+          private-key: ${{ secrets.app-private-key }}
+          permission-contents: read
+          permission-actions: read  # is a chunk's claim held by a job still running?
+      - name: The chunks left for the next round
+        id: delivery
+        uses: your-org/delivery@0123456789abcdef0123456789abcdef01234567  # the release you vetted
+        with:
+          github-token: ${{ steps.app-token.outputs.token }}
+          mode: join
+          run-id: ${{ inputs.run-id }}
 '''
 
 RELAY: Final = r'''# Each target repository's relay (copy to .github/workflows/delivery.yml there): GitHub

@@ -148,3 +148,33 @@ def work_chunk(state: RemoteState, run_id: str, number: int, *, job: str, worksp
     last.fan_out = StateFanOut(state, job, take_over)
     return resume_run(workspace / ".delivery" / "runs" / run_id, last, options=options,
                       observer=observer)
+
+
+def chunks_to_run(state: RemoteState, run_id: str, *, job: str, workspace: Path
+                  ) -> tuple[str, list[int]]:
+    """The run's status and — when it waits at a fan-out — its chunks that still miss a
+    result and that no live job holds: what a next round of workers should run (after a
+    round whose continuing worker reached another fan-out, or in which a worker died).
+    Nothing is claimed or changed."""
+    scratch = workspace.resolve() / ".delivery" / "join" / run_id
+    shutil.rmtree(scratch, ignore_errors=True)
+    run = state.session(run_id, job)
+    try:
+        run.fetch(scratch)
+        loaded = LocalRunStore.open_dir(scratch).load()
+        status = str(run.status.get("status") or "")
+        node = loaded.state.next_node if loaded is not None else None
+        context = Context.restore(dict(loaded.state.context) if loaded is not None else {})
+        chunks = saved_chunks(context, node) if node else None
+        if run.ended or node is None or chunks is None:
+            return status, []
+        fan_out, stale_after = saved_fan_out(context, node), stage_timeout_limit(scratch)
+        left = []
+        for number, folders in enumerate(chunks, 1):
+            chunk = ChunkSession(state, run_id, fan_out, number, job).fetch()
+            if not set(folders) <= set(chunk.results()) and \
+                    not chunk.held_by_another(stale_after):
+                left.append(number)
+        return status, left
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

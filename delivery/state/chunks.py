@@ -89,17 +89,25 @@ class ChunkSession:
     def worktrees(self, folders: list[str]) -> dict[str, SavedWorktree]:
         return saved_worktrees(self.files, folders)
 
+    def held_by_another(self, stale_after: float) -> bool:
+        """Another job holds the chunk and may still be running it: its claim is younger
+        than `stale_after` and GitHub does not say its Actions run has ended."""
+        held = self.held
+        if held is None or held.job == self.job:
+            return False
+        return self.state.now() - held.at < stale_after and \
+            not ended(held, self.job, self.state.actions_runs)
+
     def claim(self, *, stale_after: float, take_over: bool = False) -> None:
         """Take the chunk by compare-and-swap; Superseded when a live job holds it (the
         rules of a run's claim) or another job claimed it first."""
         held = self.held
-        if held is not None and held.job != self.job and not take_over:
+        if held is not None and not take_over and self.held_by_another(stale_after):
             age = self.state.now() - held.at
-            if age < stale_after and not ended(held, self.job, self.state.actions_runs):
-                raise Superseded(self.run_id, f"chunk {self.number} was claimed by job "
-                                 f"{held.job} {max(age, 0):.0f}s ago and is still within "
-                                 "the longest stage timeout (pass --take-over if that job "
-                                 "is dead)")
+            raise Superseded(self.run_id, f"chunk {self.number} was claimed by job "
+                             f"{held.job} {max(age, 0):.0f}s ago and is still within "
+                             "the longest stage timeout (pass --take-over if that job "
+                             "is dead)")
         self._claim_at = self.state.now()
         taken = f" (taking over from {held.job})" if held and held.job != self.job else ""
         self._push(f"chunk {self.number} claimed by {self.job}{taken}",

@@ -58,7 +58,7 @@ def calls(log: Path) -> list[tuple[str, float, float]]:
     """(folder, start, end) of every agent call, from the agent's log."""
     found = []
     for line in log.read_text(encoding="utf-8").splitlines():
-        folder, start, end = line.split()
+        folder, start, end = line.split()[:3]
         found.append((folder, float(start), float(end)))
     return found
 

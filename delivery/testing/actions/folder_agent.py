@@ -1,15 +1,17 @@
 """A per-folder scripted agent as a command, for campaigns in the simulated Actions world:
 each turn takes `--delay` seconds (an agent's minutes, scaled down), writes one line into
 `CHANGES.md` of its working directory (the folder's worktree) and appends
-`<folder> <start> <end>` to `--log`, a file outside every runner, so a test counts the calls
-made per folder and measures a stage's wall time across worker jobs.
+`<folder> <start> <end> <stage> <cwd>` to `--log`, a file outside every runner, so a test
+counts the calls made per folder and stage, tells on which runner each ran (the worktree's
+path), and measures a stage's wall time across worker jobs.
 
     [profiles.claude]
     backend = "command"
     command = "/path/to/python -m delivery.testing.actions.folder_agent --delay 2 --log /tmp/calls"
 
 The folder is read from the prompt's `folder NAME.` (a workflow's prompt says
-`folder {{ folder.name }}.`), else it is the working directory's name.
+`folder {{ folder.name }}.`), else it is the working directory's name; the stage from its
+`stage NAME.`, else `-`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from pathlib import Path
 
 _FOLDER = re.compile(r"\bfolder ([\w.-]+)\.")
+_STAGE = re.compile(r"\bstage ([\w.-]+)\.")
 
 
 def folder_of(prompt: str, workspace: Path) -> str:
@@ -33,6 +36,7 @@ def folder_of(prompt: str, workspace: Path) -> str:
 def turn(prompt: str, workspace: Path, *, delay: float, log: Path | None) -> str:
     """Play one turn in `workspace`; the reply."""
     folder = folder_of(prompt, workspace)
+    stages = _STAGE.findall(prompt)
     started = time.time()
     time.sleep(delay)
     with (workspace / "CHANGES.md").open("a", encoding="utf-8") as changes:
@@ -42,7 +46,8 @@ def turn(prompt: str, workspace: Path, *, delay: float, log: Path | None) -> str
         # one short line per call in append mode: lines of concurrent workers never mix
         descriptor = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(descriptor, f"{folder} {started:.3f} {ended:.3f}\n".encode())
+            os.write(descriptor, f"{folder} {started:.3f} {ended:.3f} "
+                     f"{stages[-1] if stages else '-'} {workspace}\n".encode())
         finally:
             os.close(descriptor)
     text = f"{folder}: a line in CHANGES.md."

@@ -58,6 +58,46 @@ def matrix_combinations(definition: Mapping[str, Any], contexts: Mapping[str, An
     return combinations
 
 
+def needs_status(needs: Mapping[str, Any]) -> str:
+    """`success` when every job a job needs succeeded, else `failure` (what the status
+    functions of its `if:` see)."""
+    return "success" if all(need.get("result") == "success" for need in needs.values()) \
+        else "failure"
+
+
+def _result(jobs: list[Any]) -> str:
+    """A job's `result` (of every leg of its matrix): success, failure or skipped."""
+    if all(job.state == "skipped" for job in jobs):
+        return "skipped"
+    return "success" if all(job.state in ("completed", "skipped") for job in jobs) \
+        else "failure"
+
+
+def _outputs(job: Any) -> dict[str, str]:
+    return dict(job.outputs) if job.call else job_outputs(job.definition, job.contexts)
+
+
+def need_context(jobs: list[Any]) -> dict[str, Any]:
+    """`needs.<id>` of a job that ended (all the legs of a matrix: their outputs merged in
+    the order they ended — the last writer wins, as on GitHub)."""
+    outputs: dict[str, str] = {}
+    for job in sorted(jobs, key=lambda job: job.ended):
+        outputs.update({key: value for key, value in _outputs(job).items() if value})
+    return {"result": _result(jobs), "outputs": outputs}
+
+
+def call_result(called: Mapping[str, Any], jobs: Mapping[str, list[Any]]
+                ) -> tuple[str, dict[str, str]]:
+    """How a call of a reusable workflow ended — its state, and its `workflow_call`
+    outputs read from its jobs' (`jobs.<id>.outputs.<name>`)."""
+    contexts = {"jobs": {job_id: need_context(found) for job_id, found in jobs.items()}}
+    declared = (_triggers(called).get("workflow_call") or {}).get("outputs") or {}
+    outputs = {str(name): substitute(str((spec or {}).get("value", "")), contexts)
+               for name, spec in declared.items()}
+    failed = any(_result(found) == "failure" for found in jobs.values())
+    return ("failed" if failed else "completed"), outputs
+
+
 def _triggers(workflow: Mapping[Any, Any]) -> dict[str, Any]:
     on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
     return dict(on) if isinstance(on, dict) else {}

@@ -55,7 +55,7 @@ from typing import Any, Final
 import yaml
 
 from delivery.testing.actions import graph
-from delivery.testing.actions.expressions import evaluate_if, substitute
+from delivery.testing.actions.expressions import checks_status, evaluate_if, substitute
 from delivery.testing.github import CheckRule, FakeGitHub
 
 _ACTION = re.compile(r"^[\w.-]+/delivery@[\w.-]+$")
@@ -94,6 +94,21 @@ class Job:
     ended: float = 0.0
     contexts: dict[str, Any] = field(default_factory=dict, repr=False)
     definition: dict[str, Any] = field(default_factory=dict, repr=False)
+    scope: str = ""  # the job that called its reusable workflow (`work` of `work / chunk`)
+    call: bool = False  # the record of a call: it ends when the called jobs have ended
+
+
+@dataclass
+class _Call:
+    """A call of a reusable workflow in one workflow run."""
+
+    record: Job
+    called: dict[str, Any]
+    inputs: dict[str, Any]
+    secrets: dict[str, str]
+
+
+_ENDED = frozenset({"completed", "failed", "skipped", "cancelled"})
 
 
 @dataclass
@@ -134,6 +149,7 @@ class ActionsWorld:
         self._numbers = itertools.count(1)
         self._seen_pulls: dict[tuple[str, int], tuple[str, str, bool]] = {}
         self._seen_comments: set[tuple[str, int]] = set()
+        self._calls: dict[tuple[int, str], _Call] = {}  # (workflow run, caller job id)
 
     # -- the world, set up ----------------------------------------------------------------
     def add_repository(self, full_name: str, *, workflows: Mapping[str, str],
@@ -252,37 +268,34 @@ class ActionsWorld:
     def _queue_job(self, repository: str, name: str, workflow: dict[str, Any], job_id: str,
                    definition: dict[str, Any], event: str, payload: dict[str, Any],
                    cause: Job | None, immediate: bool, *, run: int,
-                   needs: dict[str, Any] | None = None) -> None:
+                   needs: dict[str, Any] | None = None, scope: str = "") -> None:
+        """Queues one job (each leg of its matrix), or skips it; a call of a reusable
+        workflow queues that workflow's first jobs, its own record standing for the call
+        until they have all ended. `scope`: the calling job's id, for a called job."""
         number = next(self._numbers)
         contexts = self._contexts(repository, str(workflow.get("name") or name), event,
                                   payload, number)
         contexts["needs"] = dict(needs or {})
-        job = Job(number, repository, name, job_id, event, payload, contexts=contexts,
-                  caused_by=cause.number if cause else None, run=run)
+        contexts["job"] = {"status": graph.needs_status(needs or {})}
+        call = self._calls.get((run, scope)) if scope else None
+        if call is not None:  # a called job sees the call's inputs and secrets
+            contexts["inputs"], contexts["secrets"] = call.inputs, call.secrets
+        job = Job(number, repository, name, f"{scope} / {job_id}" if scope else job_id,
+                  event, payload, contexts=contexts,
+                  caused_by=cause.number if cause else None, run=run, scope=scope,
+                  definition=definition)
         self.jobs.append(job)
+        condition = definition.get("if")
+        if (contexts["job"]["status"] != "success" and not checks_status(condition)) or \
+                not evaluate_if(condition, contexts):
+            job.state = "skipped"  # GitHub's implicit success() of the jobs it needs
+            self._release(job)
+            return
         concurrency = workflow.get("concurrency")
         if "uses" in definition:  # a reusable workflow: its jobs run in the caller's event
-            called = self._reusable(str(definition["uses"]), repository)
-            try:
-                contexts["inputs"] = graph.call_inputs(called, definition.get("with") or {},
-                                                       contexts)
-            except graph.GraphError as error:
-                raise WorldError(str(error)) from None
-            contexts["secrets"] = {key: substitute(str(value), contexts) for key, value in
-                                   (definition.get("secrets") or {}).items()}
-            if not evaluate_if(definition.get("if"), contexts):
-                job.state = "skipped"
-                return
-            inner_id, definition = next(iter((called.get("jobs") or {}).items()))
-            job.job = f"{job_id} / {inner_id}"
-            concurrency = definition.get("concurrency") or called.get("concurrency") \
-                or concurrency
-        else:
-            concurrency = definition.get("concurrency") or concurrency
-        job.definition = definition
-        if not evaluate_if(definition.get("if"), contexts):
-            job.state = "skipped"
+            self._call(job, definition, workflow, cause)
             return
+        concurrency = definition.get("concurrency") or concurrency
         try:
             combinations = graph.matrix_combinations(definition, contexts)
         except graph.GraphError as error:
@@ -290,6 +303,7 @@ class ActionsWorld:
         if combinations is not None:
             if not combinations:  # an empty matrix runs no job
                 job.state = "skipped"
+                self._release(job)
                 return
             contexts["matrix"] = combinations[0]
             for combination in combinations[1:]:  # each its own job, on its own runner
@@ -299,7 +313,7 @@ class ActionsWorld:
                 other_contexts["github"]["run_id"] = str(10_000 + other_number)
                 other = Job(other_number, repository, name, job.job, event, payload,
                             contexts=other_contexts, caused_by=job.caused_by, run=run,
-                            definition=definition)
+                            definition=definition, scope=scope)
                 self.jobs.append(other)
                 self.queue.append(other)
         group = concurrency.get("group") if isinstance(concurrency, dict) else concurrency
@@ -328,36 +342,56 @@ class ActionsWorld:
             raise WorldError(f"{path} is not reusable: it has no `on: workflow_call`")
         return called
 
+    def _call(self, job: Job, definition: dict[str, Any], workflow: dict[str, Any],
+              cause: Job | None) -> None:
+        """`job` calls a reusable workflow: its jobs without `needs:` are queued, in the
+        caller's event and workflow run, named `<caller> / <job>`."""
+        called = self._reusable(str(definition["uses"]), job.repository)
+        try:
+            inputs = graph.call_inputs(called, definition.get("with") or {}, job.contexts)
+        except graph.GraphError as error:
+            raise WorldError(str(error)) from None
+        secrets = {key: substitute(str(value), job.contexts)
+                   for key, value in (definition.get("secrets") or {}).items()}
+        job.state, job.call = "running", True
+        self._calls[(job.run, job.job)] = _Call(job, called, inputs, secrets)
+        for inner_id, inner in (called.get("jobs") or {}).items():
+            if not inner.get("needs"):
+                self._queue_job(job.repository, job.workflow, called, str(inner_id), inner,
+                                job.event, job.payload, cause, False, run=job.run,
+                                scope=job.job)
+
     def _release(self, ended: Job) -> None:
-        """The jobs of `ended`'s workflow run that need it, queued once every job they need
-        has ended; skipped when one of those did not succeed (GitHub's default)."""
-        workflow = self.repos[ended.repository].workflows[ended.workflow]
+        """The jobs of `ended`'s workflow (or called workflow) that need it, queued once
+        every job they need has ended; then, when `ended` was the last job of a call, the
+        call ends with the called workflow's outputs and releases what needs it."""
+        call = self._calls.get((ended.run, ended.scope)) if ended.scope else None
+        jobs = (call.called if call else
+                self.repos[ended.repository].workflows[ended.workflow]).get("jobs") or {}
         siblings = [job for job in self.jobs if job.run == ended.run
-                    and job.repository == ended.repository]
-        for job_id, definition in (workflow.get("jobs") or {}).items():
+                    and job.repository == ended.repository and job.scope == ended.scope]
+        by_id: dict[str, list[Job]] = {}
+        for job in siblings:
+            by_id.setdefault(job.job.rpartition(" / ")[2], []).append(job)
+        for job_id, definition in jobs.items():
             wanted = graph.needed(definition)
-            if ended.job.split(" / ")[0] not in wanted or any(
-                    job.job.split(" / ")[0] == job_id for job in siblings):
+            if ended.job.rpartition(" / ")[2] not in wanted or job_id in by_id:
                 continue
-            done = {job.job.split(" / ")[0]: job for job in siblings
-                    if job.state in ("completed", "failed", "skipped", "cancelled")}
-            if not set(wanted) <= set(done) or any(
-                    job.state == "queued" for job in siblings
-                    if job.job.split(" / ")[0] in wanted):
+            if not all(by_id.get(need) and all(job.state in _ENDED for job in by_id[need])
+                       for need in wanted):
                 continue
-            needs = {need: {"result": "success" if done[need].state == "completed" else
-                            "failure", "outputs": graph.job_outputs(done[need].definition,
-                                                                      done[need].contexts)}
-                     for need in wanted}
-            self._queue_job(ended.repository, ended.workflow, workflow, job_id, definition,
-                            ended.event, ended.payload, ended, False, run=ended.run,
-                            needs=needs)
-            queued = [job for job in self.jobs if job.run == ended.run and
-                      job.job.split(" / ")[0] == job_id]
-            if any(needs[need]["result"] != "success" for need in wanted):
-                for job in queued:  # a needed job failed: this one is skipped
-                    job.state = "skipped"
-                self.queue = [job for job in self.queue if job not in queued]
+            needs = {need: graph.need_context(by_id[need]) for need in wanted}
+            self._queue_job(ended.repository, ended.workflow, call.called if call else
+                            self.repos[ended.repository].workflows[ended.workflow],
+                            str(job_id), definition, ended.event, ended.payload, ended,
+                            False, run=ended.run, needs=needs, scope=ended.scope)
+            by_id[str(job_id)] = [job for job in self.jobs if job.run == ended.run and
+                                  job.scope == ended.scope and
+                                  job.job.rpartition(" / ")[2] == job_id]
+        if call is not None and call.record.state == "running" and set(jobs) <= set(by_id) \
+                and all(job.state in _ENDED for found in by_id.values() for job in found):
+            call.record.state, call.record.outputs = graph.call_result(call.called, by_id)
+            self._release(call.record)
 
     # -- one job on a runner ------------------------------------------------------------------
     def _runner(self, job: Job) -> tuple[Path, Path, Path]:
