@@ -4,6 +4,7 @@ build time): keys, step kinds, and every `${{ }}` reference resolving to somethi
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -151,10 +152,11 @@ def test_the_app_token_is_scoped_to_the_deliverys_repositories_and_needs() -> No
         assert granted == {"contents": "write", "pull-requests": "write",
                            "issues": "write", "checks": "read", "statuses": "read",
                            "actions": "read"}  # a claim's Actions run: has it ended?
-    for token in tokens:  # the relay's first token only reads the control repository
-        if token not in scoped:
+    for token in tokens:  # the relay's first token only reads the control repository,
+        if token not in scoped:  # the worker's join reads its state refs and claims' runs
             assert {k: v for k, v in token["with"].items() if k.startswith("permission-")
-                    } == {"permission-contents": "read"}
+                    } in ({"permission-contents": "read"},
+                          {"permission-contents": "read", "permission-actions": "read"})
 
 
 def test_the_examples_use_an_agent_that_edits_files_installed_by_the_action_once(
@@ -179,11 +181,32 @@ def test_the_control_workflow_fans_out_to_the_worker_matrix_once_its_job_has_end
     assert jobs["work"]["uses"] == "./.github/workflows/delivery-work.yml"
     assert jobs["work"]["with"]["chunks"] == "${{ needs.deliver.outputs.chunks }}"
     worker = load(WORKER)
-    [chunk] = worker["jobs"].values()
+    chunk, join = worker["jobs"]["chunk"], worker["jobs"]["join"]
     assert chunk["strategy"]["matrix"]["chunk"] == "${{ fromJSON(inputs.chunks) }}"
     assert chunk["strategy"]["fail-fast"] is False
     run = next(s for s in chunk["steps"] if s.get("id") == "delivery")["with"]
     assert run["mode"] == "work" and run["chunk"] == "${{ matrix.chunk }}"
+    # the next round's chunks come from the join, which runs after every leg, failed or not
+    assert join["needs"] == "chunk" and join["if"] == "${{ !cancelled() }}"
+    assert next(s for s in join["steps"] if s.get("id") == "delivery")["with"]["mode"] == \
+        "join"
+    assert triggers(worker)["workflow_call"]["outputs"]["chunks"]["value"] == \
+        "${{ jobs.join.outputs.chunks }}"
+
+
+def test_the_control_workflow_runs_a_fan_out_reached_by_a_worker_in_the_next_round(
+        ) -> None:
+    jobs = example_workflow()["jobs"]
+    rounds = ["work", "work-2", "work-3", "work-4"]
+    assert [name for name in jobs if name.startswith("work")] == rounds
+    for before, after in itertools.pairwise(rounds):
+        job = jobs[after]
+        assert job["needs"] == ["deliver", before]
+        assert job["uses"] == "./.github/workflows/delivery-work.yml"
+        assert job["with"] == {"run-id": "${{ needs.deliver.outputs.run-id }}",
+                               "chunks": f"${{{{ needs.{before}.outputs.chunks }}}}"}
+        # a round runs after a round with a failed leg too (its other chunks were saved)
+        assert job["if"].startswith("${{ !cancelled() && ")
     relay = load(REUSABLE)["jobs"]
     assert relay["work"]["needs"] == "resume"
     assert relay["work"]["strategy"]["matrix"]["chunk"] == \
