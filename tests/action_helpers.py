@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from delivery.testing.actions.world import RUNNER_ENV, read_outputs
+from delivery.testing.actions.graph import read_outputs
+from delivery.testing.actions.world import RUNNER_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTION = ROOT / "action.yml"

@@ -1,7 +1,8 @@
 """The job graph of one workflow run, as GitHub runs it: `needs:` (a job starts once the
 jobs it needs have ended, their `outputs:` in its `needs` context), `strategy.matrix` (one
 job per combination, each on its own runner, `matrix.<key>` in its contexts) and a reusable
-workflow of the repository itself (`uses: ./.github/workflows/<file>`)."""
+workflow of the repository itself (`uses: ./.github/workflows/<file>`), with its jobs and
+`workflow_call` outputs; and what a workflow file's `on:` and a step's GITHUB_OUTPUT say."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ import itertools
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from delivery.testing.actions.expressions import substitute
 
+ACTION = re.compile(r"^[\w.-]+/delivery@[\w.-]+$")  # this repository's action
+REUSABLE = re.compile(r"^[\w.-]+/delivery/(\.github/workflows/[\w.-]+\.ya?ml)@[\w.-]+$")
 _LOCAL = re.compile(r"^\./\.github/workflows/([\w.-]+\.ya?ml)$")
 MATRIX_LIMIT = 256  # GitHub's limit on the jobs of one matrix
+PULL_REQUEST_DEFAULT_TYPES = ("opened", "synchronize", "reopened")
 
 
 class GraphError(ValueError):
@@ -91,21 +96,43 @@ def call_result(called: Mapping[str, Any], jobs: Mapping[str, list[Any]]
     """How a call of a reusable workflow ended — its state, and its `workflow_call`
     outputs read from its jobs' (`jobs.<id>.outputs.<name>`)."""
     contexts = {"jobs": {job_id: need_context(found) for job_id, found in jobs.items()}}
-    declared = (_triggers(called).get("workflow_call") or {}).get("outputs") or {}
+    declared = (triggers(called).get("workflow_call") or {}).get("outputs") or {}
     outputs = {str(name): substitute(str((spec or {}).get("value", "")), contexts)
                for name, spec in declared.items()}
-    failed = any(_result(found) == "failure" for found in jobs.values())
-    return ("failed" if failed else "completed"), outputs
+    results = {_result(found) for found in jobs.values()}
+    state = "failed" if "failure" in results else "skipped" if results == {"skipped"} \
+        else "completed"
+    return state, outputs
 
 
-def _triggers(workflow: Mapping[Any, Any]) -> dict[str, Any]:
+def triggers(workflow: Mapping[Any, Any]) -> dict[str, Any]:
     on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
-    return dict(on) if isinstance(on, dict) else {}
+    if isinstance(on, str):
+        return {on: None}
+    if isinstance(on, list):
+        return {str(name): None for name in on}
+    return dict(on or {})
 
+
+def triggered(workflow: Mapping[str, Any], event: str, payload: Mapping[str, Any]) -> bool:
+    """Whether `event` (with its payload) starts `workflow`: its `on:` types and, for
+    workflow_run, the workflows named."""
+    on = triggers(workflow)
+    if event not in on:
+        return False
+    config = on[event] if isinstance(on[event], dict) else {}
+    types = config.get("types") or (PULL_REQUEST_DEFAULT_TYPES if event == "pull_request"
+                                    else None)
+    if types and payload.get("action") not in types:
+        return False
+    if event == "workflow_run":
+        run = payload.get("workflow_run") or {}
+        return str(run.get("name")) in [str(name) for name in config.get("workflows") or []]
+    return True
 
 def call_inputs(called: Mapping[str, Any], given: Mapping[str, Any],
                  contexts: Mapping[str, Any]) -> dict[str, Any]:
-    declared = (_triggers(called).get("workflow_call") or {}).get("inputs") or {}
+    declared = (triggers(called).get("workflow_call") or {}).get("inputs") or {}
     unknown = set(given) - set(declared)
     if unknown:
         raise GraphError(f"inputs {sorted(unknown)} are not declared by the reusable workflow")
@@ -118,3 +145,37 @@ def call_inputs(called: Mapping[str, Any], given: Mapping[str, Any],
         else:
             values[name] = spec.get("default", "")
     return values
+
+
+def read_outputs(path: Path) -> dict[str, str]:
+    """GITHUB_OUTPUT's `name=value` and `name<<DELIMITER … DELIMITER` entries."""
+    outputs: dict[str, str] = {}
+    if not path.exists():
+        return outputs
+    lines = iter(path.read_text(encoding="utf-8").splitlines())
+    for line in lines:
+        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
+            name, delimiter = line.split("<<", 1)
+            value = []
+            for more in lines:
+                if more == delimiter:
+                    break
+                value.append(more)
+            outputs[name] = "\n".join(value)
+        elif "=" in line:
+            name, text = line.split("=", 1)
+            outputs[name] = text
+    return outputs
+
+
+def is_ci(workflow: Mapping[str, Any]) -> bool:
+    """A workflow that runs neither this repository's action nor its reusable workflow: CI,
+    whose outcome the fake's CheckRules decide."""
+    for definition in (workflow.get("jobs") or {}).values():
+        uses = str(definition.get("uses") or "")
+        if REUSABLE.match(uses) or local_workflow(uses):
+            return False
+        if any(ACTION.match(str(step.get("uses") or ""))
+               for step in definition.get("steps") or []):
+            return False
+    return True

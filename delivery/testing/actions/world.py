@@ -29,7 +29,10 @@ the runner would (`python -m delivery.action`, its inputs through `INPUT_*`); a 
 with an `id` (whose outputs a later step reads) runs in bash, other `run:` steps (installing
 a CLI, a report) are recorded, not run. Jobs with `needs:` are queued once the jobs they
 need have ended, a `strategy.matrix` is one job per combination, and `uses: ./.github/
-workflows/<file>` is the repository's own reusable workflow (delivery.testing.actions.graph).
+workflows/<file>` is the repository's own reusable workflow, all its jobs run under the
+caller's name (`work / chunk`, `work / join`), its `workflow_call` outputs read from theirs
+once they have all ended (delivery.testing.actions.graph). A job whose needed job failed or
+was skipped is skipped unless its `if:` calls a status function (`!cancelled()`).
 A reusable workflow of delivery (`uses: <owner>/delivery/.github/workflows/<file>@<ref>`) is
 read from this repository.
 """
@@ -41,7 +44,6 @@ import copy
 import itertools
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -58,11 +60,10 @@ from delivery.testing.actions import graph
 from delivery.testing.actions.expressions import checks_status, evaluate_if, substitute
 from delivery.testing.github import CheckRule, FakeGitHub
 
-_ACTION = re.compile(r"^[\w.-]+/delivery@[\w.-]+$")
-_REUSABLE = re.compile(r"^[\w.-]+/delivery/(\.github/workflows/[\w.-]+\.ya?ml)@[\w.-]+$")
+_ACTION = graph.ACTION
+_REUSABLE = graph.REUSABLE
 _JOB_TIMEOUT = 300  # seconds one simulated job may take before the world gives up on it
 BOT = {"login": "delivery[bot]", "type": "Bot"}
-PULL_REQUEST_DEFAULT_TYPES = ("opened", "synchronize", "reopened")
 
 
 class WorldError(RuntimeError):
@@ -205,7 +206,7 @@ class ActionsWorld:
         """The schedule fires: every workflow with a `schedule` trigger gets its event."""
         for repository, repo in self.repos.items():
             for workflow in repo.workflows.values():
-                for entry in _triggers(workflow).get("schedule") or []:
+                for entry in graph.triggers(workflow).get("schedule") or []:
                     self.emit(repository, "schedule", {"schedule": entry.get("cron", "")})
                     break
 
@@ -215,7 +216,7 @@ class ActionsWorld:
         payload = {**payload, "repository": {"full_name": repository,
                                              "name": repository.split("/")[1]}}
         for name, workflow in self.repos[repository].workflows.items():
-            if _is_ci(workflow) or not _triggered(workflow, event, payload):
+            if graph.is_ci(workflow) or not graph.triggered(workflow, event, payload):
                 continue
             run = next(self._numbers)  # the workflow run its jobs share (`needs:`)
             for job_id, definition in (workflow.get("jobs") or {}).items():
@@ -338,7 +339,7 @@ class ActionsWorld:
             raise WorldError(f"reusable workflow {uses!r} is not one of this repository's")
         path = self.action_root / match.group(1)
         called = _load(path.read_text(encoding="utf-8"), str(path))
-        if "workflow_call" not in _triggers(called):
+        if "workflow_call" not in graph.triggers(called):
             raise WorldError(f"{path} is not reusable: it has no `on: workflow_call`")
         return called
 
@@ -466,7 +467,7 @@ class ActionsWorld:
                         str(step["run"])], env=env, cwd=workspace, check=True,
                        capture_output=True, timeout=60)
         job.steps.append(f"ran: {step.get('name') or step['id']}")
-        return read_outputs(output)
+        return graph.read_outputs(output)
 
     def _checkout(self, job: Job, given: Mapping[str, str], workspace: Path) -> None:
         repository = given.get("repository") or job.repository
@@ -516,7 +517,7 @@ class ActionsWorld:
                                deliver["run"]], env=env, cwd=workspace, capture_output=True,
                               text=True, timeout=_JOB_TIMEOUT, check=False)
         job.code, job.stdout, job.stderr = done.returncode, done.stdout, done.stderr
-        job.outputs = read_outputs(output)
+        job.outputs = graph.read_outputs(output)
         job.summary = summary.read_text(encoding="utf-8") if summary.exists() else ""
         job.steps.append(f"delivery: exit {done.returncode}, "
                          f"status {job.outputs.get('status', '-')}")
@@ -575,7 +576,8 @@ class ActionsWorld:
         repo = self.github.repository(repository)
         for name, workflow in self.repos[repository].workflows.items():
             payload = {"action": action, "pull_request": {"number": number}}
-            if not _is_ci(workflow) or not _triggered(workflow, "pull_request", payload):
+            if not graph.is_ci(workflow) or \
+                    not graph.triggered(workflow, "pull_request", payload):
                 continue
             pr_payload = self._pr_payload(repository, number)
             with self.github.state.lock:
@@ -618,61 +620,3 @@ def _load(text: str, where: str) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise WorldError(f"{where} is not a workflow (a YAML mapping)")
     return loaded
-
-
-def _triggers(workflow: Mapping[Any, Any]) -> dict[str, Any]:
-    on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
-    if isinstance(on, str):
-        return {on: None}
-    if isinstance(on, list):
-        return {str(name): None for name in on}
-    return dict(on or {})
-
-
-def _triggered(workflow: Mapping[str, Any], event: str, payload: Mapping[str, Any]) -> bool:
-    triggers = _triggers(workflow)
-    if event not in triggers:
-        return False
-    config = triggers[event] if isinstance(triggers[event], dict) else {}
-    types = config.get("types") or (PULL_REQUEST_DEFAULT_TYPES if event == "pull_request"
-                                    else None)
-    if types and payload.get("action") not in types:
-        return False
-    if event == "workflow_run":
-        run = payload.get("workflow_run") or {}
-        return str(run.get("name")) in [str(name) for name in config.get("workflows") or []]
-    return True
-
-
-def _is_ci(workflow: Mapping[str, Any]) -> bool:
-    """A workflow that runs neither this repository's action nor its reusable workflow: CI,
-    whose outcome the fake's CheckRules decide."""
-    for definition in (workflow.get("jobs") or {}).values():
-        uses = str(definition.get("uses") or "")
-        if _REUSABLE.match(uses) or graph.local_workflow(uses):
-            return False
-        if any(_ACTION.match(str(step.get("uses") or ""))
-               for step in definition.get("steps") or []):
-            return False
-    return True
-
-
-def read_outputs(path: Path) -> dict[str, str]:
-    """GITHUB_OUTPUT's `name=value` and `name<<DELIMITER … DELIMITER` entries."""
-    outputs: dict[str, str] = {}
-    if not path.exists():
-        return outputs
-    lines = iter(path.read_text(encoding="utf-8").splitlines())
-    for line in lines:
-        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
-            name, delimiter = line.split("<<", 1)
-            value = []
-            for more in lines:
-                if more == delimiter:
-                    break
-                value.append(more)
-            outputs[name] = "\n".join(value)
-        elif "=" in line:
-            name, text = line.split("=", 1)
-            outputs[name] = text
-    return outputs
