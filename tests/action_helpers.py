@@ -17,7 +17,8 @@ from typing import Any
 
 import yaml
 
-from delivery.testing.actions.world import RUNNER_ENV, read_outputs
+from delivery.testing.actions.graph import read_outputs
+from delivery.testing.actions.world import RUNNER_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 ACTION = ROOT / "action.yml"
@@ -114,3 +115,16 @@ def runner_commands(stdout: str) -> list[str]:
         elif "##[" in line:
             found.append(line)
     return found
+
+
+def zizmor_findings(path: Path) -> list[str]:
+    """zizmor's findings of medium or high severity in a workflow or action file (offline:
+    the audits that ask GitHub are left out), as `ident: description` lines."""
+    zizmor = Path(sys.executable).parent / "zizmor"
+    done = subprocess.run([str(zizmor), "--offline", "--no-progress", "--format", "json",
+                           "--min-severity", "medium", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    # 0: nothing found; 10-14: findings by their highest severity
+    assert done.returncode == 0 or done.returncode >= 10, done.stderr
+    findings = json.loads(done.stdout or "[]")
+    return [f"{finding['ident']}: {finding['desc']}" for finding in findings]

@@ -37,6 +37,8 @@ timeout = "2m"
 # the docs' control workflow checks with `make test`, run in each target repository's
 # worktree (SPEC §8.1): each has its own Makefile
 MAKEFILE = f"test:\n\t{sys.executable} -m compileall -q .\n"
+# what `delivery action init` writes for the two targets: the action reads the folders here
+DELIVERY_REPOS = "api=octo/api\nweb=octo/web\n"
 SECRETS = {"DELIVERY_APP_PRIVATE_KEY": "-----BEGIN PRIVATE KEY-----fake",
            "ANTHROPIC_API_KEY": "sk-ant-fake-key-0123456789"}
 VARIABLES = {"DELIVERY_APP_ID": "12345"}
@@ -52,8 +54,11 @@ def build_world(github: FakeGitHub, root: Path, *, relays: bool = True,
     repositories without the relay (only the control repository's schedule moves runs)."""
     world = ActionsWorld(github, root, action_root=ROOT, self_hosted=self_hosted,
                          secrets=SECRETS, variables=VARIABLES)
-    world.add_repository(CONTROL, workflows={"delivery.yml": doc_workflow("delivery.yml")},
-                         files={"README.md": "# control\n", "delivery.toml": DELIVERY_TOML},
+    world.add_repository(CONTROL, workflows={"delivery.yml": doc_workflow("delivery.yml"),
+                                             "delivery-work.yml": doc_workflow(
+                                                 "delivery-work.yml")},
+                         files={"README.md": "# control\n", "delivery.toml": DELIVERY_TOML,
+                                ".github/delivery-repos": DELIVERY_REPOS},
                          collaborators={"alice": "write", REVIEWER: "write"})
     for repository in TARGETS:
         workflows = {"ci.yml": CI_WORKFLOW}

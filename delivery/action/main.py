@@ -24,10 +24,19 @@ from pathlib import Path
 from typing import Any, Literal, TextIO, cast
 
 from delivery.action.events import MODES, Mode, Plan, plan
+from delivery.action.fanout import (
+    chunks_of,
+    join_run_id,
+    max_runners_option,
+    repos_text,
+    run_work,
+    work_arguments,
+)
 from delivery.action.report import write_outputs, write_summary
 from delivery.cli.state_commands import open_state, run_for_pr
 from delivery.cli.workflow_commands import ActionOutput, format_command
 from delivery.engine.budget import budget_option
+from delivery.engine.chunk_work import chunks_to_run
 from delivery.engine.run_loop import EngineOptions
 from delivery.engine.run_setup import max_parallel_option
 from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
@@ -48,16 +57,18 @@ from delivery.validation.loader import check_file
 
 INPUTS = ("workflow", "ticket", "goal", "repos", "inputs", "agent", "github-token",
           "state-repo", "mode", "label", "run-id", "bot-login", "max-repairs", "budget",
-          "max-parallel")
+          "max-parallel", "max-runners", "chunk")
 DEFAULT_MAX_REPAIRS = 6
 WRITERS = frozenset({"admin", "maintain", "write"})
 # the runs a resume-all event wakes: paused ones, and running ones whose job may be dead
 _UNFINISHED = frozenset({RunStatus.PAUSED, RunStatus.RUNNING})
 # a job's result: a run's status, or what the job did instead of running one
-ActionStatus = RunStatus | Literal["superseded", "ignored", "invalid", "refused"]
+ActionStatus = RunStatus | Literal["superseded", "ignored", "invalid", "refused",
+                                  "chunk_done", "joined"]
 EXIT: dict[ActionStatus, int] = {
     RunStatus.SUCCEEDED: 0, RunStatus.FAILED: 1, RunStatus.PAUSED: 3, "superseded": 0,
-    "ignored": 0, "invalid": 1, "refused": 2}
+    "ignored": 0, "invalid": 1, "refused": 2, "chunk_done": 0,
+    "joined": 0}
 
 
 @dataclass
@@ -68,6 +79,9 @@ class Result:
     outcome: RunOutcome | None = None
     workflow: Path | None = None
     repos: dict[str, str] = field(default_factory=dict)
+    chunks: list[int] = field(default_factory=list)  # a fan-out's, for the worker matrix
+    # a worker's chunk: its number and its folders by state (done, running, failed)
+    work: dict[str, Any] = field(default_factory=dict)
 
 
 def read_inputs(environ: Mapping[str, str]) -> dict[str, str]:
@@ -161,13 +175,19 @@ def _act(env: dict[str, str], inputs: Mapping[str, str], out: ActionOutput) -> l
     repository = env.get("GITHUB_REPOSITORY", "")
     payload = _payload(env)
     mode = inputs["mode"] or "auto"
-    if mode not in MODES:
-        raise RunRefused(f"mode {mode!r}", "is not a mode", "use start, resume or auto")
+    if mode not in (*MODES, "work", "join"):
+        raise RunRefused(f"mode {mode!r}", "is not a mode", "use start, resume, auto, "
+                         "work or join")
     # the step's own inputs, refused before any event is looked at (a mistake in the
     # workflow file shows on its first job, not on the first that starts or resumes)
     _options(inputs)
     budget_option(inputs["budget"], "budget")
     max_parallel_option(inputs["max-parallel"], "max-parallel")
+    max_runners_option(inputs["max-runners"])
+    if mode == "work":
+        return [_work(env, inputs, repository)]
+    if mode == "join":
+        return [_join(env, inputs, repository)]
     decided = plan(env.get("GITHUB_EVENT_NAME", ""), payload, mode=cast(Mode, mode),
                    trigger_label=inputs["label"] or "delivery",
                    bot_login=inputs["bot-login"] or "delivery[bot]", inputs=inputs,
@@ -284,19 +304,20 @@ def _start(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
     run_inputs = {name: value for name, value in given.items() if value and name in declared}
     # the `inputs` input is the user's: an undeclared name is refused by the run, not dropped
     run_inputs.update(parse_inputs(inputs["inputs"]))
-    repos = parse_repos(inputs["repos"])
+    repos = parse_repos(repos_text(inputs["repos"], base))
     workspace = base
     request = RunRequest(workflow=workflow, goal=decided.goal or None, inputs=run_inputs,
                          agent=inputs["agent"], workspace=workspace, repos=repos,
                          gates=GateMode.PAUSE, budget=inputs["budget"],
-                         max_parallel=inputs["max-parallel"] or None)
+                         max_parallel=inputs["max-parallel"] or None,
+                         max_runners=inputs["max-runners"] or None)
     world = _world(env, state, "", cache)
     try:
         outcome = start_run(request, world, options=_options(inputs))
     except Superseded as lost:
         return Result(lost.run_id, "superseded", lost.why, workflow=workflow, repos=repos)
     return Result(outcome.run_id, outcome.status, outcome.failure_reason, outcome, workflow,
-                  repos)
+                  repos, chunks_of(outcome.to_json(full=False)))
 
 
 def _runs_to_resume(env: Mapping[str, str], decided: Plan, state: RemoteState,
@@ -360,7 +381,39 @@ def _resume(env: Mapping[str, str], inputs: Mapping[str, str], decided: Plan,
     copy = workspace / ".delivery" / "runs" / run_id / "workflow.dot"
     info = _read_json(workspace / ".delivery" / "runs" / run_id / "run.json")
     return Result(outcome.run_id, outcome.status, outcome.failure_reason, outcome, copy,
-                  dict(info.get("repos") or {}))
+                  dict(info.get("repos") or {}), chunks_of(outcome.to_json(full=False)))
+
+
+def _work(env: Mapping[str, str], inputs: Mapping[str, str], repository: str) -> Result:
+    """Mode work: one chunk of a stage that fanned out (`delivery work`), in the checkout
+    (its delivery.toml); the worker that saves the last result continues the run."""
+    spec = inputs["state-repo"] or repository
+    state = spec if Path(spec).is_absolute() else "git:" + spec
+    arguments = work_arguments(state, inputs["run-id"], inputs["chunk"])
+    answer = run_work(arguments, env, _workspace(env))
+    status = str(answer.get("status") or "failed")
+    statuses = {str(key): key for key in EXIT}
+    known = statuses.get(status, RunStatus.FAILED)
+    reason = str(answer.get("failure_reason") or answer.get("reason") or "")
+    return Result(str(answer.get("run_id") or inputs["run-id"]), known, reason,
+                  chunks=chunks_of(answer), work={"chunk": inputs["chunk"], **answer})
+
+
+def _join(env: Mapping[str, str], inputs: Mapping[str, str], repository: str) -> Result:
+    """Mode join, after a round of workers (every leg of the matrix ended): the chunks of a
+    fan-out the run now waits at that no live worker holds, as `chunks` for the next
+    round's matrix. Read from the state ref alone (a matrix's job outputs are whichever
+    leg wrote last, so the continuing worker's own `chunks` cannot be relied on)."""
+    run_id = join_run_id(inputs["run-id"])
+    spec = inputs["state-repo"] or repository
+    state = open_state(spec if Path(spec).is_absolute() else "git:" + spec, cache_root(env),
+                       env)
+    status, chunks = chunks_to_run(state, run_id, job=job_id(env), workspace=_workspace(env))
+    listed = ",".join(str(number) for number in chunks)
+    told = f"the run is {status or 'unknown'}" + (
+        f"; chunks {listed} of its fan-out are left for the next round of workers"
+        if chunks else "")
+    return Result(run_id, "joined", told, chunks=chunks)
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -4,6 +4,7 @@ per PR with its state and link)."""
 
 from __future__ import annotations
 
+import json
 import string
 import uuid
 from collections.abc import Mapping, Sequence
@@ -47,6 +48,8 @@ def write_outputs(environ: Mapping[str, str], results: Sequence[Result]) -> None
     values = {"status": main.status if main else "ignored",
               "pr-state": str(context.get("pr.state") or ""),
               "run-id": main.run_id if main else "",
+              # a JSON list for `strategy.matrix` (`fromJSON`): `[]` runs no worker job
+              "chunks": json.dumps(main.chunks if main else [], separators=(",", ":")),
               "runs": ",".join(f"{r.run_id}:{r.status}" for r in results if r.run_id)}
     _append(environ.get("GITHUB_OUTPUT"), "".join(_output(k, v) for k, v in values.items()))
 
@@ -58,6 +61,7 @@ def summary_markdown(results: Sequence[Result]) -> str:
         parts.append(f"## delivery: {title} — {result.status}\n")
         if result.reason:
             parts.append(f"{_as_written(result.reason)}\n")
+        parts += _fan_out(result)
         outcome = result.outcome
         if outcome is None:
             continue
@@ -81,6 +85,29 @@ def summary_markdown(results: Sequence[Result]) -> str:
             parts += rows
             parts.append("")
     return "\n".join(parts) + "\n"
+
+
+def _fan_out(result: Result) -> list[str]:
+    """The fan-out as a person follows it: the chunks handed to worker jobs, and a
+    worker's chunk with its folders done, running and failed."""
+    parts = []
+    if result.chunks:
+        listed = ", ".join(str(chunk) for chunk in result.chunks)
+        parts.append(f"**Fan-out:** {len(result.chunks)} chunk"
+                     f"{'' if len(result.chunks) == 1 else 's'} for worker jobs ({listed})\n")
+    if result.work:
+        folders = result.work.get("folders")
+        counts = {"done": 0, "running": 0, "failed": 0}
+        if isinstance(folders, dict):
+            for state in folders.values():
+                key = {"succeeded": "done", "success": "done", "partial_success": "done",
+                       "fail": "failed"}.get(str(state), str(state))
+                if key in counts:
+                    counts[key] += 1
+        parts.append(f"**Chunk {_cell(str(result.work.get('chunk', '?')))}:** "
+                     + ", ".join(f"{n} folder{'' if n == 1 else 's'} {state}"
+                                 for state, n in counts.items()) + "\n")
+    return parts
 
 
 def write_summary(environ: Mapping[str, str], results: Sequence[Result]) -> None:

@@ -17,6 +17,7 @@ from typing import NoReturn, TextIO, TypeAlias, cast
 
 from delivery import __version__
 from delivery.cli import (
+    action_args,
     close_args,
     demo_args,
     forge_args,
@@ -85,6 +86,9 @@ EXAMPLES = {
     "graph": ["delivery graph workflows/deliver.dot -o deliver.svg"],
     "test": ["delivery test workflows/deliver.test.toml"],
     "demo": ["delivery demo", "delivery demo --dir /tmp/demo   # again after Ctrl-C: continues"],
+    "action": ["delivery action init --repos repos.txt --state-repo octo/control",
+               "delivery action init --org octo --topic payments --state-repo octo/control "
+               "--create-labels"],
 }
 
 
@@ -118,6 +122,12 @@ def _graph(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         _engine_command(args, out, err)
 
 
+def _action(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from delivery.cli import action_init  # the forge's client only when init runs
+
+    return action_init.cmd_action(args, out, err)
+
+
 # Every command in the order `delivery --help` lists it: the function that adds its options
 # (beside its handler; in a light *_args module when the handler's module imports the
 # engine, so that --help loads none) and what runs it: its handler, or commands.dispatch,
@@ -139,6 +149,7 @@ COMMANDS: dict[str, tuple[Callable[[Subcommands], None], Handler]] = {
     "graph": (graph.add_parser, _graph),
     "test": (scenarios.add_parser, scenarios.cmd_test),
     "demo": (demo_args.add_parser, _engine_command),
+    "action": (action_args.add_action_parser, _action),
 }
 
 

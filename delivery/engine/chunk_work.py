@@ -26,6 +26,7 @@ from delivery.engine.fan_out_chunks import (
     StateFanOut,
     gather,
     saved_chunks,
+    saved_fan_out,
     worktree_files,
 )
 from delivery.engine.fan_out_chunks import folder_keys as folder_keys
@@ -116,26 +117,27 @@ def work_chunk(state: RemoteState, run_id: str, number: int, *, job: str, worksp
     run.fetch(scratch)
     loaded = LocalRunStore.open_dir(scratch).load()
     node = loaded.state.next_node if loaded is not None else None
-    chunks = saved_chunks(Context.restore(dict(loaded.state.context)), node) \
-        if loaded is not None and node else None
+    context = Context.restore(dict(loaded.state.context) if loaded is not None else {})
+    chunks = saved_chunks(context, node) if node else None
     if run.ended or node is None or chunks is None:
         raise Superseded(run_id, "its stage is not fanned out (any more): the run went on")
     if not 1 <= number <= len(chunks):
         raise RunRefused(f"--chunk {number}", f"is not a chunk of run {run_id} (it has "
                          f"chunks 1 to {len(chunks)})", "pass one of the numbers the "
                          "fan-out printed in chunks")
-    folders = chunks[number - 1]
-    chunk = ChunkSession(state, run_id, number, job).fetch()
+    folders, fan_out = chunks[number - 1], saved_fan_out(context, node)
+    chunk = ChunkSession(state, run_id, fan_out, number, job).fetch()
     if not set(folders) <= set(chunk.results()):
         chunk.claim(stale_after=stage_timeout_limit(scratch), take_over=take_over)
         store = LocalRunStore.open_dir(scratch)
         store.write_run_info(rebased(store.read_run_info(), workspace))
-        fan_out = WorkerFanOut(chunk, folders, saved_worktrees(run.saved_files, folders))
-        ran = resume_run(scratch, dataclasses.replace(world, fan_out=_WorkerSource(fan_out)),
+        worker = WorkerFanOut(chunk, folders, saved_worktrees(run.saved_files, folders))
+        ran = resume_run(scratch, dataclasses.replace(world, fan_out=_WorkerSource(worker)),
                          options=options, observer=observer)
         if not set(folders) <= set(chunk.results()):
             return ran  # the chunk could not run (its worktrees): said as the run says it
-    if not all(set(part) <= set(ChunkSession(state, run_id, index, job).fetch().results())
+    if not all(set(part) <= set(ChunkSession(state, run_id, fan_out, index, job).fetch()
+                                          .results())
                for index, part in enumerate(chunks, 1) if index != number):
         return ChunkDone(run_id, number, folders)
     # every chunk has all its results: this job continues the run, as a resume does
@@ -146,3 +148,33 @@ def work_chunk(state: RemoteState, run_id: str, number: int, *, job: str, worksp
     last.fan_out = StateFanOut(state, job, take_over)
     return resume_run(workspace / ".delivery" / "runs" / run_id, last, options=options,
                       observer=observer)
+
+
+def chunks_to_run(state: RemoteState, run_id: str, *, job: str, workspace: Path
+                  ) -> tuple[str, list[int]]:
+    """The run's status and — when it waits at a fan-out — its chunks that still miss a
+    result and that no live job holds: what a next round of workers should run (after a
+    round whose continuing worker reached another fan-out, or in which a worker died).
+    Nothing is claimed or changed."""
+    scratch = workspace.resolve() / ".delivery" / "join" / run_id
+    shutil.rmtree(scratch, ignore_errors=True)
+    run = state.session(run_id, job)
+    try:
+        run.fetch(scratch)
+        loaded = LocalRunStore.open_dir(scratch).load()
+        status = str(run.status.get("status") or "")
+        node = loaded.state.next_node if loaded is not None else None
+        context = Context.restore(dict(loaded.state.context) if loaded is not None else {})
+        chunks = saved_chunks(context, node) if node else None
+        if run.ended or node is None or chunks is None:
+            return status, []
+        fan_out, stale_after = saved_fan_out(context, node), stage_timeout_limit(scratch)
+        left = []
+        for number, folders in enumerate(chunks, 1):
+            chunk = ChunkSession(state, run_id, fan_out, number, job).fetch()
+            if not set(folders) <= set(chunk.results()) and \
+                    not chunk.held_by_another(stale_after):
+                left.append(number)
+        return status, left
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -32,10 +32,31 @@ from delivery.state.remote import RemoteState, stage_timeout_limit
 from delivery.store.records import RunInfo
 
 CHUNKS: Final = "chunks"
+FAN_OUTS: Final = "internal.fan_outs"  # how many fan-outs the run has made (never cleared)
 
 
 def chunks_key(node_id: str) -> str:
     return f"{PROGRESS_PREFIX}{node_id}.{CHUNKS}"
+
+
+def fan_out_key(node_id: str) -> str:
+    return f"{PROGRESS_PREFIX}{node_id}.fan_out"
+
+
+def saved_fan_out(context: Context, node_id: str) -> str:
+    """Which of the run's fan-outs the stage's chunks belong to (`<n>-<node>`, naming their
+    refs): a later fan-out, of this stage again or of the next, gets refs of its own."""
+    value = context.get(fan_out_key(node_id))
+    return str(value) if isinstance(value, str) and value else f"0-{node_id}"
+
+
+def start_fan_out(context: Context, node_id: str, chunks: list[list[str]]) -> None:
+    """The split kept with the run, under a fan-out number the run never gives again."""
+    number = context.get(FAN_OUTS)
+    number = (number if isinstance(number, int) else 0) + 1
+    context.set(FAN_OUTS, number)
+    context.set(fan_out_key(node_id), f"{number}-{node_id}")
+    context.set(chunks_key(node_id), chunks)
 
 
 def split(folders: Sequence[str], count: int) -> list[list[str]]:
@@ -87,7 +108,8 @@ class RunFanOut:
     split, applies the chunks' saved results and runs the folders left of the chunks no
     live job holds (keeping their results on the chunks' refs too, as a worker would)."""
 
-    def __init__(self, max_runners: int, chunks: Callable[[int], ChunkSession] | None = None,
+    def __init__(self, max_runners: int,
+                 chunks: Callable[[str, int], ChunkSession] | None = None,
                  *, take_over: bool = False) -> None:
         self.max_runners = max_runners
         self.chunks = chunks
@@ -103,14 +125,15 @@ class RunFanOut:
             if self.max_runners <= 1 or len(todo) <= limit:
                 return todo
             chunks = split(todo, self.max_runners)
-            context.set(chunks_key(node.id), chunks)
+            start_fan_out(context, node.id, chunks)
             raise FanOutPause(node.id, range(1, len(chunks) + 1))
         if self.chunks is None:
             return todo  # no state remote to read the workers' results from
         self.env = env
         markers, mine = Markers(node.id), set()
+        fan_out = saved_fan_out(context, node.id)
         for number, folders in enumerate(chunks, 1):
-            session = self.chunks(number).fetch()
+            session = self.chunks(fan_out, number).fetch()
             gather(node, session, folders, context, env)
             left = [f for f in folders if f not in markers.done(context, folders)]
             if not left:

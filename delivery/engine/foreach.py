@@ -325,6 +325,7 @@ class Markers:
     def clear(self, context: Context, selected: Sequence[str]) -> None:
         context.delete(f"{self.base}.selected")
         context.delete(f"{self.base}.chunks")  # a fan-out's (delivery.engine.fan_out_chunks)
+        context.delete(f"{self.base}.fan_out")
         for folder in selected:
             context.delete(f"{self.base}.done.{folder}")
 

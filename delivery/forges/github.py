@@ -41,6 +41,7 @@ from delivery.forges.github_pulls import split as _split
 from delivery.forges.github_sessions import Sessions
 from delivery.forges.pacing import Pacer
 from delivery.forges.stop_label import Stop, StopTarget, first_stop, stop_query
+from delivery.token_permissions import missing
 from probes.evidence import PrObservation, PrQuery
 from probes.github import GitHubUnavailable, ProbeRateLimited
 from probes.github_client import DEFAULT_API_URL, graphql_url_from_environment
@@ -77,7 +78,8 @@ class GitHubForge:
         if isinstance(self._auth, StaticToken) and not self._auth.value:
             raise ForgeError("github", "-", "authenticate", "no token was given",
                              "set GITHUB_TOKEN to a token that can write to the repositories "
-                             "(or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY for a GitHub App)")
+                             "(in an Action: a GitHub App installation token, not the "
+                             "default one), or GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY")
         self.token_source = self._auth  # GITHUB_TOKEN's, or the App's (preflight asks it)
         self.api_url = api_url.rstrip("/")
         self.server_url = server_url.rstrip("/")
@@ -572,6 +574,10 @@ class GitHubForge:
                              "check the repository name and that the token can see it"
                              ) from None
         except GitHubError as error:
+            if error.status == 403:  # a write the App's permissions do not cover: say which
+                problem, needs = missing(operation, repository)
+                raise ForgeError("github", repository, operation,
+                                 f"{problem} ({error.reason})", fix or needs) from None
             raise ForgeError("github", repository, operation, error.reason, fix or (
                 "check that the token may write to the repository's PRs"
                 if error.status == 200 else "")) from None

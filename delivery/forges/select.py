@@ -73,10 +73,12 @@ def require_settings(kind: str, environ: Mapping[str, str]) -> None:
     if kind == "github" and not environ.get("GITHUB_TOKEN", "").strip():
         raise RunRefused("GITHUB_TOKEN", "is not set, and the GitHub forge needs a token to "
                          "push, open and merge pull requests and to read them",
-                         "export GITHUB_TOKEN (in an Action: env: GITHUB_TOKEN: "
-                         "${{ secrets.GITHUB_TOKEN }}), or a GitHub App's GITHUB_APP_ID and "
-                         "GITHUB_APP_PRIVATE_KEY; a resume reads them from the environment "
-                         "again")
+                         "export GITHUB_TOKEN, or a GitHub App's GITHUB_APP_ID and "
+                         "GITHUB_APP_PRIVATE_KEY (in an Action: a GitHub App installation "
+                         "token with contents, pull-requests and issues write, made by "
+                         "actions/create-github-app-token — the default GITHUB_TOKEN reaches "
+                         "no other repository and its pushes start no CI); a resume reads "
+                         "them from the environment again")
 
 
 class _LocalSettings(BaseModel):

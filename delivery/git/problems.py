@@ -13,9 +13,12 @@ import re
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
+from delivery.token_permissions import missing
+
 _LOCK = re.compile(r"Unable to create '(?P<path>[^']+\.lock)': File exists")
 _REFUSED = ("could not read username", "could not read password", "authentication failed",
             "returned error: 401", "invalid username or password")
+_FORBIDDEN = ("returned error: 403", "permission to ")
 _SLOW = re.compile(r"Operation too slow\. Less than \d+ bytes/sec transferred the last "
                    r"(?P<seconds>\d+) seconds")
 _DUBIOUS = re.compile(r"detected dubious ownership in repository at '(?P<path>[^']+)'")
@@ -65,6 +68,10 @@ def describe(stderr: str, headers: Sequence[str], *, remote: str = "", token_nam
         return (f"{what or 'git'} stalled: no progress for {slow.group('seconds')} s",
                 f"check that {host_of(remote) or 'the server'} can be reached, then resume")
     lowered = text.lower()
+    if remote and headers and what.startswith("git push") and any(
+            sign in lowered for sign in _FORBIDDEN):
+        # a valid token without the right to write this repository (an App's Contents)
+        return missing("git push", _repository_of(remote))
     if remote and any(sign in lowered for sign in _REFUSED):
         host = host_of(remote)
         if headers:
@@ -76,6 +83,12 @@ def describe(stderr: str, headers: Sequence[str], *, remote: str = "", token_nam
         return (f"{host} asks for credentials for {remote} and none were given",
                 "give a token that may read and push to the repository, then resume")
     return last_lines(text) or "git failed", ""
+
+
+def _repository_of(url: str) -> str:
+    """`owner/name` of a remote URL (`…/octo/api.git`), else the URL."""
+    parts = url.rstrip("/").removesuffix(".git").split("/")
+    return "/".join(parts[-2:]) if len(parts) >= 2 else url
 
 
 def host_of(url: str) -> str:

@@ -1,7 +1,9 @@
 """The chunks of a fanned-out foreach stage on the state remote (SPEC §13 "Fan-out across
-runners"): one ref per chunk, `refs/delivery/chunks/<run_id>/<K>` — beside the run's ref,
-never under it (a ref cannot also be a directory of refs) — so that K workers claim and
-save at once without contending on one ref.
+runners"): one ref per chunk, `refs/delivery/chunks/<run_id>/<fan_out>/<K>` — beside the
+run's ref, never under it (a ref cannot also be a directory of refs) — so that K workers
+claim and save at once without contending on one ref. `<fan_out>` names the fan-out
+(`<n>-<node>`, the run's n-th): a run that fans out twice (two foreach stages in a row, or
+one stage visited again) never reads the results of an earlier fan-out as its own.
 
 A chunk's ref holds its claim (`claim.json`, the rules of a run's claim: `delivery.state.
 claims`) and, as its folders end, each folder's result: `results/<folder>.json` (the keys
@@ -30,8 +32,8 @@ CHUNKS_PREFIX = "refs/delivery/chunks/"
 RESULTS_DIR = "results"
 
 
-def chunk_ref(run_id: str, number: int) -> str:
-    return f"{CHUNKS_PREFIX}{run_id}/{number}"
+def chunk_ref(run_id: str, fan_out: str, number: int) -> str:
+    return f"{CHUNKS_PREFIX}{run_id}/{fan_out}/{number}"
 
 
 @dataclass
@@ -41,6 +43,7 @@ class ChunkSession:
 
     state: RemoteState
     run_id: str
+    fan_out: str  # which of the run's fan-outs (`<n>-<node>`)
     number: int
     job: str
     head: str | None = None
@@ -51,7 +54,7 @@ class ChunkSession:
 
     @property
     def ref(self) -> str:
-        return chunk_ref(self.run_id, self.number)
+        return chunk_ref(self.run_id, self.fan_out, self.number)
 
     def fetch(self) -> ChunkSession:
         remote = self.state.ref
@@ -86,17 +89,25 @@ class ChunkSession:
     def worktrees(self, folders: list[str]) -> dict[str, SavedWorktree]:
         return saved_worktrees(self.files, folders)
 
+    def held_by_another(self, stale_after: float) -> bool:
+        """Another job holds the chunk and may still be running it: its claim is younger
+        than `stale_after` and GitHub does not say its Actions run has ended."""
+        held = self.held
+        if held is None or held.job == self.job:
+            return False
+        return self.state.now() - held.at < stale_after and \
+            not ended(held, self.job, self.state.actions_runs)
+
     def claim(self, *, stale_after: float, take_over: bool = False) -> None:
         """Take the chunk by compare-and-swap; Superseded when a live job holds it (the
         rules of a run's claim) or another job claimed it first."""
         held = self.held
-        if held is not None and held.job != self.job and not take_over:
+        if held is not None and not take_over and self.held_by_another(stale_after):
             age = self.state.now() - held.at
-            if age < stale_after and not ended(held, self.job, self.state.actions_runs):
-                raise Superseded(self.run_id, f"chunk {self.number} was claimed by job "
-                                 f"{held.job} {max(age, 0):.0f}s ago and is still within "
-                                 "the longest stage timeout (pass --take-over if that job "
-                                 "is dead)")
+            raise Superseded(self.run_id, f"chunk {self.number} was claimed by job "
+                             f"{held.job} {max(age, 0):.0f}s ago and is still within "
+                             "the longest stage timeout (pass --take-over if that job "
+                             "is dead)")
         self._claim_at = self.state.now()
         taken = f" (taking over from {held.job})" if held and held.job != self.job else ""
         self._push(f"chunk {self.number} claimed by {self.job}{taken}",
@@ -122,6 +133,6 @@ class ChunkSession:
 
 
 def chunk_sessions(state: RemoteState, run_id: str, job: str
-                   ) -> Callable[[int], ChunkSession]:
-    """Opens the session of chunk K of the run."""
-    return lambda number: ChunkSession(state, run_id, number, job)
+                   ) -> Callable[[str, int], ChunkSession]:
+    """Opens the session of chunk K of one of the run's fan-outs."""
+    return lambda fan_out, number: ChunkSession(state, run_id, fan_out, number, job)

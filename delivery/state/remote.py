@@ -180,7 +180,12 @@ class StateSession:
 
     def _status_file(self) -> dict[str, bytes]:
         status = {STATUS_FILE: json.dumps(self.status).encode()} if self.status else {}
-        return {**self.saved_files, **self.worktree_files, **status}
+        # a folder snapshotted now replaces its saved snapshot whole: a patch it no longer
+        # has (its change was published since) must not stay beside the new base
+        taken = {name.rpartition(".")[0] for name in self.worktree_files}
+        kept = {name: data for name, data in self.saved_files.items()
+                if name.rpartition(".")[0] not in taken}
+        return {**kept, **self.worktree_files, **status}
 
     def create(self, run_dir: Path) -> None:
         """A new run: its first save, claimed by this job; the ref must not exist yet."""

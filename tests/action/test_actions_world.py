@@ -13,6 +13,7 @@ import pytest
 from actions_world_helpers import (
     API,
     CONTROL,
+    ROOT,
     TARGETS,
     WEB,
     build_world,
@@ -105,3 +106,89 @@ def test_a_self_hosted_runner_keeps_its_clone_cache_and_still_delivers(
     jobs = world.delivery_jobs()
     assert len({job.runner["workspace"] for job in jobs}) == len(jobs)
     assert len({job.runner["cache"] for job in jobs}) == 1  # one cache, kept across jobs
+
+
+FAN_OUT_GRAPH = """name: graph
+on: workflow_dispatch
+permissions: {}
+jobs:
+  plan:
+    runs-on: ubuntu-latest
+    outputs:
+      chunks: ${{ steps.split.outputs.chunks }}
+    steps:
+      - id: split
+        run: echo 'chunks=[1,2,3]' >> "$GITHUB_OUTPUT"
+  work:
+    needs: plan
+    uses: ./.github/workflows/worker.yml
+    with:
+      chunks: ${{ needs.plan.outputs.chunks }}
+"""
+WORKER = """name: worker
+on:
+  workflow_call:
+    inputs:
+      chunks:
+        required: true
+        type: string
+jobs:
+  chunk:
+    runs-on: ubuntu-latest
+    strategy:
+      matrix:
+        chunk: ${{ fromJSON(inputs.chunks) }}
+    steps:
+      - id: mine
+        env:
+          CHUNK: ${{ matrix.chunk }}
+        run: echo "chunk=$CHUNK" >> "$GITHUB_OUTPUT"
+"""
+
+
+def test_a_job_that_needs_another_runs_after_it_as_a_matrix_over_its_output(
+        github: FakeGitHub, tmp_path: Path) -> None:
+    world = ActionsWorld(github, tmp_path, action_root=ROOT)
+    world.add_repository("octo/graph", workflows={"graph.yml": FAN_OUT_GRAPH,
+                                                  "worker.yml": WORKER})
+    world.emit("octo/graph", "workflow_dispatch", {})
+    ran = world.settle()
+    assert [job.job for job in ran] == ["plan"] + ["work / chunk"] * 3
+    assert sorted(job.contexts["steps"]["mine"]["outputs"]["chunk"] for job in ran[1:]) == \
+        ["1", "2", "3"]
+    assert len({job.runner["workspace"] for job in ran}) == 4  # each on its own runner
+
+
+SLOW_WORKER = """name: worker
+on:
+  workflow_call:
+    inputs:
+      chunks:
+        required: true
+        type: string
+jobs:
+  chunk:
+    runs-on: ubuntu-latest
+    strategy:
+      matrix:
+        chunk: ${{ fromJSON(inputs.chunks) }}
+    steps:
+      - id: mine
+        run: |
+          echo "start=$(date +%s.%N)" >> "$GITHUB_OUTPUT"
+          sleep 1
+          echo "end=$(date +%s.%N)" >> "$GITHUB_OUTPUT"
+"""
+
+
+def test_the_jobs_of_a_matrix_run_at_once_each_on_its_own_runner(
+        github: FakeGitHub, tmp_path: Path) -> None:
+    world = ActionsWorld(github, tmp_path, action_root=ROOT)
+    world.add_repository("octo/graph", workflows={"graph.yml": FAN_OUT_GRAPH,
+                                                  "worker.yml": SLOW_WORKER})
+    world.emit("octo/graph", "workflow_dispatch", {})
+    ran = world.settle()
+    times = [job.contexts["steps"]["mine"]["outputs"] for job in ran[1:]]
+    assert len(times) == 3
+    # as on GitHub: every leg started before any ended (one after another would take 3 s)
+    assert max(float(t["start"]) for t in times) < min(float(t["end"]) for t in times)

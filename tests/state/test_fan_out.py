@@ -146,7 +146,7 @@ def test_a_second_worker_for_a_chunk_being_run_is_superseded_before_running_anyt
         tmp_path: Path) -> None:
     state_repo, run_id = _fanned_out(tmp_path)
     remote = state_at(state_repo, tmp_path / "elsewhere")
-    ChunkSession(remote, run_id, 2, "a-live-job").fetch().claim(stale_after=3600.0)
+    ChunkSession(remote, run_id, "1-work", 2, "a-live-job").fetch().claim(stale_after=3600.0)
     code, shown = _work(tmp_path, state_repo, run_id, 2, "runner-2")
     assert (code, shown["status"]) == (0, "superseded"), shown
     assert "chunk 2" in str(shown["failure_reason"])

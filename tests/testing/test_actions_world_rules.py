@@ -62,7 +62,9 @@ def test_an_event_reaches_only_the_workflows_of_its_own_repository(
 def test_a_job_whose_if_is_false_is_skipped_and_never_queued(world: ActionsWorld) -> None:
     pr_event(world, API, "closed", BOT)  # the bot's own merge
     assert world.queue == []
-    assert [job.state for job in world.jobs] == ["skipped"]
+    # the relay's jobs: `resume` skipped, and `work`, which needs it, skipped with it
+    assert [(job.job, job.state) for job in world.jobs if not job.call] == [
+        ("relay / resume", "skipped"), ("relay / work", "skipped")]
 
 
 def test_a_newer_pending_job_of_a_group_cancels_the_older_one(world: ActionsWorld) -> None:
@@ -70,7 +72,7 @@ def test_a_newer_pending_job_of_a_group_cancels_the_older_one(world: ActionsWorl
     world.emit(API, "pull_request_review", {
         "action": "submitted", "review": {"body": "ok", "user": ADA}, "sender": ADA,
         "pull_request": {"number": 1, "head": {"ref": "delivery/t-1"}}})
-    first, second = world.jobs
+    first, second = [job for job in world.jobs if not job.call]
     assert first.group == second.group == "delivery-octo/api-delivery/t-1"
     assert first.state == "cancelled" and world.queue == [second]
 
@@ -105,7 +107,9 @@ def test_what_the_default_token_changes_starts_no_workflow(tmp_path: Path) -> No
             "${{ steps.app-token.outputs.token }}", "${{ github.token }}").replace(
             "agent: claude", "workflow: flow.dot")
         world.add_repository(CONTROL, workflows={"delivery.yml": control},
-                             files={"flow.dot": FLOW}, collaborators={"alice": "write"})
+                             files={"flow.dot": FLOW, ".github/delivery-repos":
+                                    f"api={API}\nweb={WEB}\n"},
+                             collaborators={"alice": "write"})
         for repository in (API, WEB):
             world.add_repository(repository, workflows={
                 "ci.yml": CI_WORKFLOW, "delivery.yml": doc_workflow("delivery-relay.yml")},
@@ -115,7 +119,8 @@ def test_what_the_default_token_changes_starts_no_workflow(tmp_path: Path) -> No
         assert [job.token for job in ran] == ["default"]
         assert ran[0].outputs["status"] == "succeeded", ran[0].stdout + ran[0].stderr
         assert github.repository(API).pulls  # the PR was opened...
-        assert len(world.jobs) == 1  # ...and neither CI nor a relay ever started
+        # ...and neither CI nor a relay ever started (the fan-out rounds were skipped)
+        assert [job.job for job in world.jobs if job.state != "skipped"] == ["deliver"]
 
 
 @pytest.mark.parametrize(("expression", "value"), [

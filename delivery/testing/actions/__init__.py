@@ -11,7 +11,7 @@ docs/workflows/, read literally, in a control repository and target repositories
         world.add_repository("octo/api", workflows={"ci.yml": ci, "delivery.yml": relay},
                              check_rules=(CheckRule("tests", command=[...]),))
         world.label_issue("octo/control", 1, title="Greet people by name")
-        jobs = world.settle()          # every job its events start, one after another
+        jobs = world.settle()          # every job its events start (a matrix at once)
         world.tick()                   # the schedule, on demand
 
 Each job runs on a fresh runner (empty HOME, workspace and clone cache), or with

@@ -95,9 +95,28 @@ def _tokens(expression: str) -> list[tuple[str, str]]:
 
 
 def _equal(left: Any, right: Any) -> bool:
+    """GitHub's loose equality: strings ignore case; values of different types are
+    compared as numbers (null and '' are 0, so `null == ''`)."""
     if isinstance(left, str) and isinstance(right, str):
         return left.lower() == right.lower()
-    return bool(left == right)
+    if type(left) is type(right):
+        return bool(left == right)
+    return _number(left) == _number(right)
+
+
+def _number(value: Any) -> float:
+    if value is None:
+        return 0.0
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip() or 0)
+        except ValueError:
+            return math.nan
+    return math.nan
 
 
 def _format(template: str, *args: Any) -> str:
@@ -120,6 +139,26 @@ FUNCTIONS: Mapping[str, Callable[..., Any]] = {
     "failure": lambda: False,
     "cancelled": lambda: False,
 }
+
+
+STATUS_FUNCTIONS = ("always", "success", "failure", "cancelled")
+_HAS_STATUS = re.compile(r"\b(?:always|success|failure|cancelled)\s*\(", re.IGNORECASE)
+
+
+def checks_status(condition: Any) -> bool:
+    """Whether an `if:` calls a status function; one that does not is `success() && …`
+    for GitHub (a job whose needed job failed or was skipped is skipped)."""
+    return bool(_HAS_STATUS.search(str(condition or "")))
+
+
+def _status(name: str, job: Any) -> bool:
+    """A status function, from the `job` context's `status` (success, failure): a step's
+    `if:` sees its job's (the world stops a job at its first failing step), a job's the
+    jobs it needs."""
+    status = job.get("status") if isinstance(job, dict) else None
+    failed = status == "failure"
+    return {"always": True, "success": not failed, "failure": failed,
+            "cancelled": False}[name]
 
 
 class _Parser:
@@ -206,6 +245,9 @@ class _Parser:
             if self._peek() == ",":
                 self._take()
         self._take(")")
+        if name.lower() in STATUS_FUNCTIONS and not args:
+            # a job's `if:`: whether the jobs it needs succeeded (`job.status` below)
+            return _status(name.lower(), self.contexts.get("job"))
         return function(*args)
 
     def postfix(self, value: Any) -> Any:

@@ -12,9 +12,11 @@ Delivery rules, as GitHub applies them (SPEC §13 "Where events arrive"):
   that a job of the same group made while it ran had to wait for it (`Job.waited_for`);
 - `schedule` fires only on `tick()`.
 
-Jobs run one at a time. CI finishes after the job whose push started it (the checks of the
-head are computed by the fake's CheckRules then, and stay in progress before), which is how
-a runner would see it: CI takes minutes, a delivery job seconds.
+Jobs run one at a time, except the legs of one matrix, which start together on their own
+runners (threads, each running its steps' processes; `strategy.max-parallel` honoured) and
+whose events are raised once they have all ended. CI finishes after the job whose push
+started it (the checks of the head are computed by the fake's CheckRules then, and stay
+in progress before), which is how a runner would see it: CI takes minutes, a delivery job seconds.
 
 GitHub reports each job's workflow run (`GET /repos/{o}/{r}/actions/runs/{id}`): in progress
 while it runs, completed once it ends, a killed job included; a hosted job's claims name
@@ -23,21 +25,30 @@ its own machine (`DELIVERY_HOST`), so a claim outlives a killed job unless GitHu
 Of a job's steps, `actions/checkout` clones from the fake GitHub, `actions/create-github-app-
 token` hands out the App's token (its scope is recorded in `Job.steps`), and this
 repository's action (`uses: <owner>/delivery@<ref>`) runs action.yml's `deliver` step as
-the runner would (`python -m delivery.action`, its inputs through `INPUT_*`); other `run:`
-steps (installing a CLI, a report) are recorded, not run. A reusable workflow
-(`uses: <owner>/delivery/.github/workflows/<file>@<ref>`) is read from this repository.
+the runner would (`python -m delivery.action`, its inputs through `INPUT_*`); a `run:` step
+with an `id` (whose outputs a later step reads) runs in bash, other `run:` steps (installing
+a CLI, a report) are recorded, not run. Jobs with `needs:` are queued once the jobs they
+need have ended, a `strategy.matrix` is one job per combination, and `uses: ./.github/
+workflows/<file>` is the repository's own reusable workflow, all its jobs run under the
+caller's name (`work / chunk`, `work / join`), its `workflow_call` outputs read from theirs
+once they have all ended (delivery.testing.actions.graph). A job whose needed job failed or
+was skipped is skipped unless its `if:` calls a status function (`!cancelled()`).
+A reusable workflow of delivery (`uses: <owner>/delivery/.github/workflows/<file>@<ref>`) is
+read from this repository.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import itertools
 import json
 import os
-import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -45,14 +56,14 @@ from typing import Any, Final
 
 import yaml
 
-from delivery.testing.actions.expressions import evaluate_if, substitute
+from delivery.testing.actions import graph
+from delivery.testing.actions.expressions import checks_status, evaluate_if, substitute
 from delivery.testing.github import CheckRule, FakeGitHub
 
-_ACTION = re.compile(r"^[\w.-]+/delivery@[\w.-]+$")
-_REUSABLE = re.compile(r"^[\w.-]+/delivery/(\.github/workflows/[\w.-]+\.ya?ml)@[\w.-]+$")
+_ACTION = graph.ACTION
+_REUSABLE = graph.REUSABLE
 _JOB_TIMEOUT = 300  # seconds one simulated job may take before the world gives up on it
 BOT = {"login": "delivery[bot]", "type": "Bot"}
-PULL_REQUEST_DEFAULT_TYPES = ("opened", "synchronize", "reopened")
 
 
 class WorldError(RuntimeError):
@@ -78,9 +89,27 @@ class Job:
     waited_for: int | None = None  # the job of the same group it had to wait for
     caused_by: int | None = None  # the job whose change raised its event
     token: str = ""  # "app" or "default": the token the delivery step was given
+    run: int = 0  # the workflow run it belongs to: jobs with `needs:` wait for its others
     runner: dict[str, Path] = field(default_factory=dict)  # home, workspace, cache
+    started: float = 0.0  # when it started and ended on its runner (time.time())
+    ended: float = 0.0
     contexts: dict[str, Any] = field(default_factory=dict, repr=False)
     definition: dict[str, Any] = field(default_factory=dict, repr=False)
+    scope: str = ""  # the job that called its reusable workflow (`work` of `work / chunk`)
+    call: bool = False  # the record of a call: it ends when the called jobs have ended
+
+
+@dataclass
+class _Call:
+    """A call of a reusable workflow in one workflow run."""
+
+    record: Job
+    called: dict[str, Any]
+    inputs: dict[str, Any]
+    secrets: dict[str, str]
+
+
+_ENDED = frozenset({"completed", "failed", "skipped", "cancelled"})
 
 
 @dataclass
@@ -121,6 +150,7 @@ class ActionsWorld:
         self._numbers = itertools.count(1)
         self._seen_pulls: dict[tuple[str, int], tuple[str, str, bool]] = {}
         self._seen_comments: set[tuple[str, int]] = set()
+        self._calls: dict[tuple[int, str], _Call] = {}  # (workflow run, caller job id)
 
     # -- the world, set up ----------------------------------------------------------------
     def add_repository(self, full_name: str, *, workflows: Mapping[str, str],
@@ -141,6 +171,16 @@ class ActionsWorld:
         self.repos[full_name] = _Repo(full_name, {
             name: _load(text, f"{full_name}/.github/workflows/{name}")
             for name, text in workflows.items()})
+
+    def push(self, repository: str, files: Mapping[str, str], message: str = "push") -> None:
+        """A person pushes `files` to the repository's default branch; the workflow files
+        among them (directly in `.github/workflows/`, as GitHub reads them) take effect."""
+        branch = self.github.repository(repository).default_branch
+        self.github.push_files(repository, branch, dict(files), message)
+        for path, text in files.items():
+            folder, _, name = path.rpartition("/")
+            if folder == ".github/workflows":
+                self.repos[repository].workflows[name] = _load(text, f"{repository}/{path}")
 
     # -- people and time ------------------------------------------------------------------
     def label_issue(self, repository: str, number: int, *, title: str, body: str = "",
@@ -166,7 +206,7 @@ class ActionsWorld:
         """The schedule fires: every workflow with a `schedule` trigger gets its event."""
         for repository, repo in self.repos.items():
             for workflow in repo.workflows.values():
-                for entry in _triggers(workflow).get("schedule") or []:
+                for entry in graph.triggers(workflow).get("schedule") or []:
                     self.emit(repository, "schedule", {"schedule": entry.get("cron", "")})
                     break
 
@@ -176,11 +216,14 @@ class ActionsWorld:
         payload = {**payload, "repository": {"full_name": repository,
                                              "name": repository.split("/")[1]}}
         for name, workflow in self.repos[repository].workflows.items():
-            if _is_ci(workflow) or not _triggered(workflow, event, payload):
+            if graph.is_ci(workflow) or not graph.triggered(workflow, event, payload):
                 continue
+            run = next(self._numbers)  # the workflow run its jobs share (`needs:`)
             for job_id, definition in (workflow.get("jobs") or {}).items():
+                if definition.get("needs"):
+                    continue  # queued once what it needs has ended (_release)
                 self._queue_job(repository, name, workflow, job_id, definition, event,
-                                payload, cause, immediate)
+                                payload, cause, immediate, run=run)
 
     # -- running --------------------------------------------------------------------------
     def settle(self, max_jobs: int = 40) -> list[Job]:
@@ -190,10 +233,18 @@ class ActionsWorld:
             if len(ran) >= max_jobs:
                 raise WorldError(f"the world did not settle within {max_jobs} jobs: "
                                  f"{[(j.repository, j.event) for j in self.queue]} still queued")
-            job = self.queue.pop(0)
-            self._run(job)
-            ran.append(job)
-            self._observe(job)
+            first = self.queue.pop(0)
+            # the legs of one matrix start together, each on its own runner, as on GitHub
+            # (up to its `strategy.max-parallel`); any other job runs alone
+            batch = [first, *(job for job in self.queue if _same_matrix(job, first))]
+            self.queue = [job for job in self.queue if job not in batch]
+            limit = _matrix_parallel(first.definition) or len(batch)
+            with ThreadPoolExecutor(max_workers=max(1, min(limit, len(batch)))) as pool:
+                list(pool.map(self._run, batch))
+            for job in batch:
+                ran.append(job)
+                self._release(job)
+                self._observe(job)
             for person in self.people:
                 person(self)
         return ran
@@ -217,32 +268,55 @@ class ActionsWorld:
 
     def _queue_job(self, repository: str, name: str, workflow: dict[str, Any], job_id: str,
                    definition: dict[str, Any], event: str, payload: dict[str, Any],
-                   cause: Job | None, immediate: bool) -> None:
+                   cause: Job | None, immediate: bool, *, run: int,
+                   needs: dict[str, Any] | None = None, scope: str = "") -> None:
+        """Queues one job (each leg of its matrix), or skips it; a call of a reusable
+        workflow queues that workflow's first jobs, its own record standing for the call
+        until they have all ended. `scope`: the calling job's id, for a called job."""
         number = next(self._numbers)
         contexts = self._contexts(repository, str(workflow.get("name") or name), event,
                                   payload, number)
-        job = Job(number, repository, name, job_id, event, payload, contexts=contexts,
-                  caused_by=cause.number if cause else None)
+        contexts["needs"] = dict(needs or {})
+        contexts["job"] = {"status": graph.needs_status(needs or {})}
+        call = self._calls.get((run, scope)) if scope else None
+        if call is not None:  # a called job sees the call's inputs and secrets
+            contexts["inputs"], contexts["secrets"] = call.inputs, call.secrets
+        job = Job(number, repository, name, f"{scope} / {job_id}" if scope else job_id,
+                  event, payload, contexts=contexts,
+                  caused_by=cause.number if cause else None, run=run, scope=scope,
+                  definition=definition)
         self.jobs.append(job)
+        condition = definition.get("if")
+        if (contexts["job"]["status"] != "success" and not checks_status(condition)) or \
+                not evaluate_if(condition, contexts):
+            job.state = "skipped"  # GitHub's implicit success() of the jobs it needs
+            self._release(job)
+            return
         concurrency = workflow.get("concurrency")
         if "uses" in definition:  # a reusable workflow: its jobs run in the caller's event
-            called = self._reusable(str(definition["uses"]))
-            contexts["inputs"] = _call_inputs(called, definition.get("with") or {}, contexts)
-            contexts["secrets"] = {key: substitute(str(value), contexts) for key, value in
-                                   (definition.get("secrets") or {}).items()}
-            if not evaluate_if(definition.get("if"), contexts):
-                job.state = "skipped"
-                return
-            inner_id, definition = next(iter((called.get("jobs") or {}).items()))
-            job.job = f"{job_id} / {inner_id}"
-            concurrency = definition.get("concurrency") or called.get("concurrency") \
-                or concurrency
-        else:
-            concurrency = definition.get("concurrency") or concurrency
-        job.definition = definition
-        if not evaluate_if(definition.get("if"), contexts):
-            job.state = "skipped"
+            self._call(job, definition, workflow, cause)
             return
+        concurrency = definition.get("concurrency") or concurrency
+        try:
+            combinations = graph.matrix_combinations(definition, contexts)
+        except graph.GraphError as error:
+            raise WorldError(f"{repository} {name} {job_id}: {error}") from None
+        if combinations is not None:
+            if not combinations:  # an empty matrix runs no job
+                job.state = "skipped"
+                self._release(job)
+                return
+            contexts["matrix"] = combinations[0]
+            for combination in combinations[1:]:  # each its own job, on its own runner
+                other_number = next(self._numbers)
+                other_contexts = copy.deepcopy(contexts)
+                other_contexts["matrix"] = combination
+                other_contexts["github"]["run_id"] = str(10_000 + other_number)
+                other = Job(other_number, repository, name, job.job, event, payload,
+                            contexts=other_contexts, caused_by=job.caused_by, run=run,
+                            definition=definition, scope=scope)
+                self.jobs.append(other)
+                self.queue.append(other)
         group = concurrency.get("group") if isinstance(concurrency, dict) else concurrency
         job.group = substitute(str(group), contexts) if group else ""
         if job.group:
@@ -254,15 +328,71 @@ class ActionsWorld:
                 job.waited_for = cause.number
         self.queue.append(job)
 
-    def _reusable(self, uses: str) -> dict[str, Any]:
+    def _reusable(self, uses: str, repository: str) -> dict[str, Any]:
+        local = graph.local_workflow(uses)
+        if local is not None:
+            if local not in self.repos[repository].workflows:
+                raise WorldError(f"{uses!r}: {repository} has no such workflow")
+            return self.repos[repository].workflows[local]
         match = _REUSABLE.match(uses)
         if match is None:
             raise WorldError(f"reusable workflow {uses!r} is not one of this repository's")
         path = self.action_root / match.group(1)
         called = _load(path.read_text(encoding="utf-8"), str(path))
-        if "workflow_call" not in _triggers(called):
+        if "workflow_call" not in graph.triggers(called):
             raise WorldError(f"{path} is not reusable: it has no `on: workflow_call`")
         return called
+
+    def _call(self, job: Job, definition: dict[str, Any], workflow: dict[str, Any],
+              cause: Job | None) -> None:
+        """`job` calls a reusable workflow: its jobs without `needs:` are queued, in the
+        caller's event and workflow run, named `<caller> / <job>`."""
+        called = self._reusable(str(definition["uses"]), job.repository)
+        try:
+            inputs = graph.call_inputs(called, definition.get("with") or {}, job.contexts)
+        except graph.GraphError as error:
+            raise WorldError(str(error)) from None
+        secrets = {key: substitute(str(value), job.contexts)
+                   for key, value in (definition.get("secrets") or {}).items()}
+        job.state, job.call = "running", True
+        self._calls[(job.run, job.job)] = _Call(job, called, inputs, secrets)
+        for inner_id, inner in (called.get("jobs") or {}).items():
+            if not inner.get("needs"):
+                self._queue_job(job.repository, job.workflow, called, str(inner_id), inner,
+                                job.event, job.payload, cause, False, run=job.run,
+                                scope=job.job)
+
+    def _release(self, ended: Job) -> None:
+        """The jobs of `ended`'s workflow (or called workflow) that need it, queued once
+        every job they need has ended; then, when `ended` was the last job of a call, the
+        call ends with the called workflow's outputs and releases what needs it."""
+        call = self._calls.get((ended.run, ended.scope)) if ended.scope else None
+        jobs = (call.called if call else
+                self.repos[ended.repository].workflows[ended.workflow]).get("jobs") or {}
+        siblings = [job for job in self.jobs if job.run == ended.run
+                    and job.repository == ended.repository and job.scope == ended.scope]
+        by_id: dict[str, list[Job]] = {}
+        for job in siblings:
+            by_id.setdefault(job.job.rpartition(" / ")[2], []).append(job)
+        for job_id, definition in jobs.items():
+            wanted = graph.needed(definition)
+            if ended.job.rpartition(" / ")[2] not in wanted or job_id in by_id:
+                continue
+            if not all(by_id.get(need) and all(job.state in _ENDED for job in by_id[need])
+                       for need in wanted):
+                continue
+            needs = {need: graph.need_context(by_id[need]) for need in wanted}
+            self._queue_job(ended.repository, ended.workflow, call.called if call else
+                            self.repos[ended.repository].workflows[ended.workflow],
+                            str(job_id), definition, ended.event, ended.payload, ended,
+                            False, run=ended.run, needs=needs, scope=ended.scope)
+            by_id[str(job_id)] = [job for job in self.jobs if job.run == ended.run and
+                                  job.scope == ended.scope and
+                                  job.job.rpartition(" / ")[2] == job_id]
+        if call is not None and call.record.state == "running" and set(jobs) <= set(by_id) \
+                and all(job.state in _ENDED for found in by_id.values() for job in found):
+            call.record.state, call.record.outputs = graph.call_result(call.called, by_id)
+            self._release(call.record)
 
     # -- one job on a runner ------------------------------------------------------------------
     def _runner(self, job: Job) -> tuple[Path, Path, Path]:
@@ -280,9 +410,11 @@ class ActionsWorld:
         and completed once it ends, killed or not (`GET …/actions/runs/{id}`)."""
         run_id = int(job.contexts["github"]["run_id"])
         self.github.record_actions_run(job.repository, run_id, "in_progress")
+        job.started = time.time()
         try:
             self._steps(job)
         finally:
+            job.ended = time.time()
             self.github.record_actions_run(
                 job.repository, run_id, "completed",
                 "success" if job.state == "completed" else "failure")
@@ -318,9 +450,24 @@ class ActionsWorld:
                 if job.code not in (0, None):
                     job.state = "failed"
                     return
+            elif "run" in step and "id" in step:  # a step whose outputs a later one reads
+                outputs = self._shell_step(job, step, workspace)
             else:
                 job.steps.append(f"recorded: {step.get('name') or uses or step.get('run')}")
             contexts["steps"][step_id] = {"outputs": outputs}
+
+    def _shell_step(self, job: Job, step: Mapping[str, Any], workspace: Path
+                    ) -> dict[str, str]:
+        output = workspace.parent / f"output-{job.number}-{step['id']}"
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GITHUB_OUTPUT": str(output),
+               "GITHUB_REPOSITORY": job.repository,
+               **{key: substitute(str(value), job.contexts)
+                  for key, value in (step.get("env") or {}).items()}}
+        subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                        str(step["run"])], env=env, cwd=workspace, check=True,
+                       capture_output=True, timeout=60)
+        job.steps.append(f"ran: {step.get('name') or step['id']}")
+        return graph.read_outputs(output)
 
     def _checkout(self, job: Job, given: Mapping[str, str], workspace: Path) -> None:
         repository = given.get("repository") or job.repository
@@ -370,7 +517,7 @@ class ActionsWorld:
                                deliver["run"]], env=env, cwd=workspace, capture_output=True,
                               text=True, timeout=_JOB_TIMEOUT, check=False)
         job.code, job.stdout, job.stderr = done.returncode, done.stdout, done.stderr
-        job.outputs = read_outputs(output)
+        job.outputs = graph.read_outputs(output)
         job.summary = summary.read_text(encoding="utf-8") if summary.exists() else ""
         job.steps.append(f"delivery: exit {done.returncode}, "
                          f"status {job.outputs.get('status', '-')}")
@@ -429,7 +576,8 @@ class ActionsWorld:
         repo = self.github.repository(repository)
         for name, workflow in self.repos[repository].workflows.items():
             payload = {"action": action, "pull_request": {"number": number}}
-            if not _is_ci(workflow) or not _triggered(workflow, "pull_request", payload):
+            if not graph.is_ci(workflow) or \
+                    not graph.triggered(workflow, "pull_request", payload):
                 continue
             pr_payload = self._pr_payload(repository, number)
             with self.github.state.lock:
@@ -451,6 +599,18 @@ class ActionsWorld:
                 "sender": sender}, cause=ci_job)
 
 
+def _same_matrix(job: Job, first: Job) -> bool:
+    """`job` is another leg of `first`'s matrix (one job of one workflow run)."""
+    return (job.run == first.run and job.repository == first.repository
+            and job.job == first.job and job.definition is first.definition
+            and "matrix" in first.contexts)
+
+
+def _matrix_parallel(definition: Mapping[str, Any]) -> int:
+    value = (definition.get("strategy") or {}).get("max-parallel")
+    return value if isinstance(value, int) and value > 0 else 0
+
+
 def _basic(token: str) -> str:
     return base64.b64encode(f"x-access-token:{token}".encode()).decode()
 
@@ -460,77 +620,3 @@ def _load(text: str, where: str) -> dict[str, Any]:
     if not isinstance(loaded, dict):
         raise WorldError(f"{where} is not a workflow (a YAML mapping)")
     return loaded
-
-
-def _triggers(workflow: Mapping[Any, Any]) -> dict[str, Any]:
-    on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
-    if isinstance(on, str):
-        return {on: None}
-    if isinstance(on, list):
-        return {str(name): None for name in on}
-    return dict(on or {})
-
-
-def _triggered(workflow: Mapping[str, Any], event: str, payload: Mapping[str, Any]) -> bool:
-    triggers = _triggers(workflow)
-    if event not in triggers:
-        return False
-    config = triggers[event] if isinstance(triggers[event], dict) else {}
-    types = config.get("types") or (PULL_REQUEST_DEFAULT_TYPES if event == "pull_request"
-                                    else None)
-    if types and payload.get("action") not in types:
-        return False
-    if event == "workflow_run":
-        run = payload.get("workflow_run") or {}
-        return str(run.get("name")) in [str(name) for name in config.get("workflows") or []]
-    return True
-
-
-def _is_ci(workflow: Mapping[str, Any]) -> bool:
-    """A workflow that runs neither this repository's action nor its reusable workflow: CI,
-    whose outcome the fake's CheckRules decide."""
-    for definition in (workflow.get("jobs") or {}).values():
-        if _REUSABLE.match(str(definition.get("uses") or "")):
-            return False
-        if any(_ACTION.match(str(step.get("uses") or ""))
-               for step in definition.get("steps") or []):
-            return False
-    return True
-
-
-def _call_inputs(called: Mapping[str, Any], given: Mapping[str, Any],
-                 contexts: Mapping[str, Any]) -> dict[str, Any]:
-    declared = (_triggers(called).get("workflow_call") or {}).get("inputs") or {}
-    unknown = set(given) - set(declared)
-    if unknown:
-        raise WorldError(f"inputs {sorted(unknown)} are not declared by the reusable workflow")
-    values: dict[str, Any] = {}
-    for name, spec in declared.items():
-        if name in given:
-            values[name] = substitute(str(given[name]), contexts)
-        elif spec.get("required"):
-            raise WorldError(f"the reusable workflow's input {name!r} is required")
-        else:
-            values[name] = spec.get("default", "")
-    return values
-
-
-def read_outputs(path: Path) -> dict[str, str]:
-    """GITHUB_OUTPUT's `name=value` and `name<<DELIMITER … DELIMITER` entries."""
-    outputs: dict[str, str] = {}
-    if not path.exists():
-        return outputs
-    lines = iter(path.read_text(encoding="utf-8").splitlines())
-    for line in lines:
-        if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
-            name, delimiter = line.split("<<", 1)
-            value = []
-            for more in lines:
-                if more == delimiter:
-                    break
-                value.append(more)
-            outputs[name] = "\n".join(value)
-        elif "=" in line:
-            name, text = line.split("=", 1)
-            outputs[name] = text
-    return outputs

@@ -104,18 +104,31 @@ def permission_refusal(state: State, login: str, method: str, path: str,
         pushing = (git.group("rest") or "").endswith("/git-receive-pack") or \
             "service=git-receive-pack" in query
         repo = state.repo(f"{git.group('owner')}/{git.group('name')}")
-        if pushing and repo is not None and repo.token_permission not in PUSH_PERMISSIONS:
+        if pushing and repo is not None and (repo.token_permission not in PUSH_PERMISSIONS
+                                             or "contents" in repo.token_denied):
             return Refusal(403, {}, None,
                            f"Permission to {repo.full_name}.git denied to {login}.\n")
         return None
     rest = _REST_REPO.match(path)
     if rest is not None and method in WRITE_METHODS:
         repo = state.repo(f"{rest.group('owner')}/{rest.group('name')}")
-        if repo is not None and repo.token_permission not in PUSH_PERMISSIONS:
+        if repo is not None and (repo.token_permission not in PUSH_PERMISSIONS
+                                 or _category(path) in repo.token_denied):
             return Refusal(403, {}, {
                 "message": "Resource not accessible by integration",
                 "documentation_url": "https://docs.github.com/rest"})
     return None
+
+
+def _category(path: str) -> str:
+    """The App permission a REST write on `path` needs (GitHub's own mapping, roughly)."""
+    if path.endswith("/merge") or "/git/" in path or "/contents/" in path:
+        return "contents"
+    if "/statuses/" in path:
+        return "statuses"
+    if "/issues" in path or "/labels" in path:
+        return "issues"
+    return "pull_requests" if "/pulls" in path else ""
 
 
 def token_of(header: str | None) -> str:

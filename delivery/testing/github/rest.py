@@ -7,7 +7,7 @@ import base64
 import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 from delivery.testing.github import gitops
 from delivery.testing.github.state import (
@@ -536,3 +536,29 @@ def actions_run_json(rest: Rest, repo: Repository, run: ActionsRun) -> dict[str,
             "url": f"{rest.api_url}/repos/{repo.full_name}/actions/runs/{run.id}",
             "html_url": f"{rest.state.base_url}/{repo.full_name}/actions/runs/{run.id}",
             "repository": rest.repo_json(repo)}
+
+
+@route("GET", REPO + r"/labels/(?P<label>[^/]+)")
+def get_label(rest: Rest, repo: Repository, label: str, **_: Any) -> Answer:
+    name = unquote(label)
+    found = next((known for known in repo.label_set if known.lower() == name.lower()), None)
+    if found is None:
+        return not_found()
+    color, description = repo.label_set[found]
+    return 200, {}, {"name": found, "color": color, "description": description}
+
+
+@route("POST", REPO + "/labels")
+def create_label(rest: Rest, repo: Repository, body: Any, **_: Any) -> Answer:
+    if repo.token_permission not in ("admin", "maintain", "write"):
+        return 403, {}, {"message": "Resource not accessible by integration"}
+    name = str((body or {}).get("name") or "")
+    if not name:
+        return invalid("name is missing", resource="Label", code="missing_field")
+    if any(known.lower() == name.lower() for known in repo.label_set):
+        return invalid("already_exists", resource="Label", code="already_exists",
+                       field="name")
+    repo.label_set[name] = (str(body.get("color") or "ededed"),
+                            str(body.get("description") or ""))
+    return 201, {}, {"name": name, "color": repo.label_set[name][0],
+                     "description": repo.label_set[name][1]}

@@ -364,6 +364,12 @@ class FakeGitHub:
         with self.state.lock:
             self.repository(full_name).token_permission = permission
 
+    def deny_token(self, full_name: str, *permissions: str) -> None:
+        """The App's token lacks these repository permissions (`pull_requests`,
+        `contents`, `issues`, `statuses`): their writes answer 403."""
+        with self.state.lock:
+            self.repository(full_name).token_denied = set(permissions)
+
     def allow_merge_methods(self, full_name: str, *methods: str) -> None:
         """The repository's settings allow only these of merge, squash and rebase."""
         with self.state.lock:

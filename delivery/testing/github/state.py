@@ -193,6 +193,9 @@ class Repository:
     # what the fake's token may do here (GitHub's viewerPermission, lower case): below
     # `write` its pushes and REST writes are refused with 403, as GitHub refuses them
     token_permission: str = "admin"
+    # an App's repository permissions left out of its token ("pull_requests", "contents",
+    # "issues", "statuses"): their writes answer 403, as GitHub answers an integration
+    token_denied: set[str] = field(default_factory=set)
     # the merge methods the repository's settings allow; a merge asking for another is
     # refused with 405, as GitHub refuses it
     merge_methods: tuple[str, ...] = ("merge", "squash", "rebase")
@@ -203,6 +206,8 @@ class Repository:
     # issue or PR number -> its labels, and their timeline of (un)labelings
     labels: dict[int, list[str]] = field(default_factory=dict)
     label_events: dict[int, list[LabelEvent]] = field(default_factory=dict)
+    # the repository's labels (`GET/POST /repos/{o}/{r}/labels`): name -> color, description
+    label_set: dict[str, tuple[str, str]] = field(default_factory=dict)
     actions_runs: dict[int, ActionsRun] = field(default_factory=dict)
     # False: the token lacks `actions: read` here, the runs endpoint answers 403
     actions_readable: bool = True
