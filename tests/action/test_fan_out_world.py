@@ -137,12 +137,9 @@ def test_a_labelled_issue_fans_the_campaign_out_to_two_runners_and_merges_every_
     implement_ratio(world, log, folders=4, workers=2, delay=1.0)  # printed: one round
 
 
-@pytest.mark.slow
+@pytest.mark.long  # 50 folders on 8 runners at 2 s a folder
 def test_fifty_folders_on_eight_runners_take_at_most_one_and_a_half_times_the_ideal(
-        github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        request: pytest.FixtureRequest) -> None:
-    if not request.config.getoption("--long"):
-        pytest.skip("50 folders on 8 runners at 2 s a folder: run with --long")
+        github: FakeGitHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     world, log = deliver_campaign(github, tmp_path, monkeypatch, folders=50, workers=8,
                                   delay=2.0)
     assert_fanned_out_and_merged(world, log, folders=50, workers=8, delay=2.0)
