@@ -197,28 +197,37 @@ class ForeachStage:
         pending = list(todo)
         with ThreadPoolExecutor(max_workers=max(1, min(limit, len(todo))),
                                 thread_name_prefix=f"foreach-{node.id}") as pool:
+
+            def start_more() -> None:
+                nonlocal pause
+                while pending and len(running) < limit and pause is None \
+                        and failure is None:
+                    try:
+                        self.host.check_budget(node)  # the ended folders' usage is counted
+                    except PauseRequested as asked:
+                        pause = asked
+                        return
+                    folder = pending.pop(0)
+                    running[pool.submit(one, folder)] = folder
+
             try:
                 while pending or running:
-                    while pending and len(running) < limit and pause is None \
-                            and failure is None:
-                        try:
-                            self.host.check_budget(node)
-                        except PauseRequested as asked:
-                            pause = asked
-                            break
-                        folder = pending.pop(0)
-                        running[pool.submit(one, folder)] = folder
+                    start_more()
                     if not running:
                         break
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    ended: list[FolderResult] = []
                     for future in finished:
                         running.pop(future)
                         try:
-                            ended = future.result()
+                            ended.append(future.result())
                         except BaseException as err:  # the store failed: raised below
                             failure = failure or err
-                            continue
-                        self._record(node, ended, context, markers, durable, fan_out)
+                    # the next folders start before the ended ones are saved: a save may
+                    # push (a worker's chunk ref), and no folder should wait for it
+                    start_more()
+                    for result in ended:
+                        self._record(node, result, context, markers, durable, fan_out)
             except BaseException:
                 self.stopping.set()  # Ctrl-C: the processes were ended; start nothing
                 raise

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.engine_helpers import Ran, reply, run_dot
+from engine_helpers import Ran, reply, run_dot
 
 FOLDERS = ("web", "api", "cli")
 

@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 from budget_helpers import costly_agent, events
+from engine_helpers import write_flow
 from state_helpers import bare, git, state_at
 
 from delivery.engine.runner import RunRequest, World, resume_run, start_run
 from delivery.state.remote import StateRunStores
 from delivery.testing.clock import FakeClock
-from tests.engine_helpers import write_flow
 
 NAMES = ("a1", "a2", "a3", "a4", "a5")
 
