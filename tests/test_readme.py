@@ -107,3 +107,24 @@ def test_the_documented_campaign_command_runs_as_written_on_four_local_repositor
     (run,) = (checkout / ".delivery" / "runs").iterdir()
     report = (run / "report" / "1" / "stdout.txt").read_text(encoding="utf-8")
     assert "merged (4): a b c d" in report
+
+
+def readme_action_init() -> list[str]:
+    """The `delivery action init …` command of the README's "The Action in five steps"."""
+    tokens = MarkdownIt().parse((ROOT / "README.md").read_text(encoding="utf-8"))
+    commands = [c.content for t in tokens for c in t.children or []
+                if c.type == "code_inline" and c.content.startswith("delivery action init ")]
+    assert len(commands) == 1, commands
+    return shlex.split(commands[0])[1:]
+
+
+def test_the_readmes_action_init_runs_on_the_list_it_says_to_write(tmp_path: Path) -> None:
+    listed = tmp_path / ".github" / "delivery-repos"
+    listed.parent.mkdir()
+    listed.write_text("octo/api\nocto/web\n", encoding="utf-8")  # step 1's list
+    result = invoke(*readme_action_init(), cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert listed.read_text(encoding="utf-8") == "api=octo/api\nweb=octo/web\n"
+    relay = tmp_path / ".github" / "workflows" / "relay" / "delivery.yml"
+    assert relay.exists()  # the file step 5 says to copy
+    assert str(relay.relative_to(tmp_path)) in (ROOT / "README.md").read_text(encoding="utf-8")

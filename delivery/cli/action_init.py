@@ -70,7 +70,15 @@ def _init(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
              out_dir / "relay" / "delivery.yml": _render(action_files.RELAY, owner_repo,
                                                          pin, control),
              out_dir.parent / "delivery-repos": _repos_file(repos)}
-    existing = [str(path) for path in files if path.exists()]
+    listing = out_dir.parent / "delivery-repos"
+    own_list = any(_same_file(path, listing) for path in (args.repos, args.repos_from)
+                   if path is not None)
+    if own_list:
+        # the list the user wrote where init writes it (the README's way): completed in
+        # place, their lines and comments kept, not refused as a file init would overwrite
+        files[listing] = _completed(listing.read_text(encoding="utf-8"), repos)
+    existing = [str(path) for path in files
+                if path.exists() and not (own_list and path == listing)]
     if existing and not args.force:
         raise RunRefused(", ".join(existing), "exist already, and init never overwrites "
                          "a file unasked", "move them away, or run again with --force")
@@ -117,6 +125,28 @@ def _render(template: str, owner_repo: str, pin: str, control: str) -> str:
     return (template.replace(action_files.EXAMPLE_ACTION, owner_repo)
             .replace(action_files.EXAMPLE_PIN, pin)
             .replace(action_files.EXAMPLE_CONTROL, control))
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    return path.exists() and other.exists() and path.resolve() == other.resolve()
+
+
+def _completed(text: str, repos: dict[str, str]) -> str:
+    """The user's list with every `owner/name` line given its folder (`web=octo/web`, as
+    the action reads it) and the repositories other options added appended."""
+    folder_of = {location: folder for folder, location in repos.items()}
+    lines, seen = [], set()
+    for line in text.splitlines():
+        entry = line.strip()
+        if entry and not entry.startswith("#"):
+            location = entry.partition("=")[2].strip() if "=" in entry else entry
+            seen.add(location)
+            if "=" not in entry and location in folder_of:
+                line = f"{folder_of[location]}={location}"
+        lines.append(line)
+    lines += [f"{folder}={location}" for folder, location in repos.items()
+              if location not in seen]
+    return "\n".join(lines) + "\n"
 
 
 def _repos_file(repos: dict[str, str]) -> str:

@@ -148,3 +148,16 @@ def test_a_target_of_another_owner_is_refused_one_app_installation_reaches_one_o
     result = init(tmp_path, *options, *extra)
     assert result.code == 2 and wanted in result.err
     assert len(result.err.strip().splitlines()) == 1
+
+
+def test_the_delivery_repos_file_given_as_the_list_is_completed_in_place_comments_kept(
+        tmp_path: Path) -> None:
+    # the README's step 1: the targets listed in .github/delivery-repos, then init on it
+    listed = tmp_path / ".github" / "delivery-repos"
+    listed.parent.mkdir()
+    listed.write_text("# payments\napi=octo/api\nocto/web\n", encoding="utf-8")
+    result = init(tmp_path, "--repos", ".github/delivery-repos", "--state-repo",
+                  "octo/control", "--out", ".github/workflows")
+    assert result.code == 0, result.err
+    assert listed.read_text(encoding="utf-8") == "# payments\napi=octo/api\nweb=octo/web\n"
+    assert (tmp_path / ".github" / "workflows" / "delivery.yml").exists()
