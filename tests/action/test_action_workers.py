@@ -43,7 +43,7 @@ def fake() -> Iterator[FakeGitHub]:
         yield server
 
 
-def _actions(tmp_path: Path, fake: FakeGitHub, delay: float) -> Actions:
+def actions_for(tmp_path: Path, fake: FakeGitHub, delay: float) -> Actions:
     env = fake.env()
     env.pop("GITHUB_TOKEN")
     runner = Actions(tmp_path, env, REPO)
@@ -56,23 +56,23 @@ def _actions(tmp_path: Path, fake: FakeGitHub, delay: float) -> Actions:
     return runner
 
 
-def _inputs(fake: FakeGitHub, **extra: str) -> dict[str, str]:
+def inputs_for(fake: FakeGitHub, **extra: str) -> dict[str, str]:
     repos = "\n".join(f"{name}={target}" for name, target in TARGETS.items())
     return {"workflow": "flow.dot", "repos": repos, "github-token": fake.token,
             "agent": "scripted", "max-runners": "2", **extra}
 
 
-def _fanned_out(actions: Actions, fake: FakeGitHub, **runner: Path) -> str:
+def fanned_out(actions: Actions, fake: FakeGitHub, **runner: Path) -> str:
     """The labelled issue's job: the run paused for two workers (f1,f2 | f3,f4)."""
-    job = actions.job("issues", labeled(), _inputs(fake), **runner)  # type: ignore[arg-type]
+    job = actions.job("issues", labeled(), inputs_for(fake), **runner)  # type: ignore[arg-type]
     assert (job.outputs["status"], job.outputs["chunks"]) == ("paused", "[1,2]"), \
         job.stdout + job.stderr
     return job.outputs["run-id"]
 
 
-def _worker(actions: Actions, fake: FakeGitHub, run_id: str, chunk: int,
+def worker_job(actions: Actions, fake: FakeGitHub, run_id: str, chunk: int,
             **runner: Path) -> Job:
-    return actions.job("workflow_dispatch", {}, _inputs(fake, mode="work", **{
+    return actions.job("workflow_dispatch", {}, inputs_for(fake, mode="work", **{
         "run-id": run_id, "chunk": str(chunk)}), **runner)  # type: ignore[arg-type]
 
 
@@ -95,10 +95,10 @@ def _published(fake: FakeGitHub, target: str) -> dict[str, str]:
 
 def test_two_workers_racing_for_a_chunk_run_it_once_and_the_loser_is_superseded(
         tmp_path: Path, fake: FakeGitHub) -> None:
-    actions = _actions(tmp_path, fake, delay=1.0)
-    run_id = _fanned_out(actions, fake)
+    actions = actions_for(tmp_path, fake, delay=1.0)
+    run_id = fanned_out(actions, fake)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        racing = list(pool.map(lambda _: _worker(actions, fake, run_id, 1), range(2)))
+        racing = list(pool.map(lambda _: worker_job(actions, fake, run_id, 1), range(2)))
     story = "\n".join(job.stdout + job.stderr for job in racing)
     assert sorted(job.outputs["status"] for job in racing) == ["chunk_done", "superseded"], \
         story
@@ -108,16 +108,17 @@ def test_two_workers_racing_for_a_chunk_run_it_once_and_the_loser_is_superseded(
     assert _calls(tmp_path) == {"f1": 1, "f2": 1}  # the chunk's folders, once each
 
 
+@pytest.mark.long  # five Action jobs, two runs: about 20 s
 def test_a_self_hosted_worker_amid_an_earlier_runs_leftovers_runs_its_chunk_from_the_run(
         tmp_path: Path, fake: FakeGitHub) -> None:
-    actions = _actions(tmp_path, fake, delay=0.1)
+    actions = actions_for(tmp_path, fake, delay=0.1)
     machine = tmp_path / "self-hosted"  # its checkout and clone cache kept between jobs
     kept = {"checkout": machine / "work", "cache": machine / "cache"}
     # an earlier run of the ticket, fanned out and run in part on this machine, left its
     # worktrees in the checkout (one with an edit and a person's notes), a chunk's
     # directory and worktrees, and clones at the commit it was based on
-    earlier = _fanned_out(actions, fake, **kept)
-    assert _worker(actions, fake, earlier, 1, **kept).outputs["status"] == "chunk_done"
+    earlier = fanned_out(actions, fake, **kept)
+    assert worker_job(actions, fake, earlier, 1, **kept).outputs["status"] == "chunk_done"
     notes = kept["checkout"] / "f1" / "notes.txt"
     notes.write_text("a person's notes\n", encoding="utf-8")
     edited = kept["checkout"] / "f1" / "README.md"
@@ -126,13 +127,13 @@ def test_a_self_hosted_worker_amid_an_earlier_runs_leftovers_runs_its_chunk_from
         fake.push_files(target, "main", {"NEW.md": "since then\n"})
     (tmp_path / "agent-calls.log").unlink()
 
-    run_id = _fanned_out(actions, fake)
+    run_id = fanned_out(actions, fake)
     stale = kept["checkout"] / ".delivery" / "work" / f"{run_id}-1"
     stale.mkdir(parents=True)  # a chunk directory a killed attempt left
     (stale / "checkpoint.json").write_text("{ torn", encoding="utf-8")
-    worker = _worker(actions, fake, run_id, 1, **kept)
+    worker = worker_job(actions, fake, run_id, 1, **kept)
     assert worker.outputs["status"] == "chunk_done", worker.stdout + worker.stderr
-    last = _worker(actions, fake, run_id, 2)  # a hosted runner continues the run
+    last = worker_job(actions, fake, run_id, 2)  # a hosted runner continues the run
     assert last.outputs["status"] == "succeeded", last.stdout + last.stderr
     assert _calls(tmp_path) == {name: 1 for name in TARGETS}
     for name, target in TARGETS.items():  # this run's edits alone, on today's main
