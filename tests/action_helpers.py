@@ -59,16 +59,18 @@ class Actions:
         self.workspace.mkdir(parents=True, exist_ok=True)
 
     def job(self, event_name: str, payload: dict[str, Any], inputs: dict[str, str],
-            *, actor: str = "alice", cache: Path | None = None) -> Job:
+            *, actor: str = "alice", cache: Path | None = None,
+            checkout: Path | None = None) -> Job:
         """One job on a fresh runner; `cache`: a self-hosted runner's clone cache, kept
-        from job to job (the workspace and HOME are still new)."""
+        from job to job (HOME is still new); `checkout`: its workspace, kept too (the
+        repository's files checked out again over what earlier jobs left there)."""
         number = next(_jobs)
         home = self.root / f"job-{number}"
         home.mkdir()
-        # a runner checks the repository out anew for every job: the run works in that
-        # checkout (SPEC §13), so nothing an earlier job left there is seen by the next
-        checkout = home / "workspace"
-        shutil.copytree(self.workspace, checkout)
+        # a hosted runner checks the repository out anew for every job: the run works in
+        # that checkout (SPEC §13), so nothing an earlier job left there is seen by the next
+        checkout = checkout or home / "workspace"
+        shutil.copytree(self.workspace, checkout, dirs_exist_ok=True)
         event_path = home / "event.json"
         event_path.write_text(json.dumps(payload), encoding="utf-8")
         output, summary = home / "output", home / "summary.md"

@@ -46,6 +46,7 @@ from delivery.store.records import RunInfo
 from delivery.store.runstore import LocalRunStore
 
 CHUNK_DONE = "chunk_done"
+FOLDERS = ".folders"  # beside a worker's scratch run: the worktrees it re-creates
 
 
 @dataclass
@@ -104,6 +105,17 @@ class _WorkerSource:
         return self.fan_out
 
 
+def own_worktrees(info: RunInfo, saved: Mapping[str, SavedWorktree], where: Path) -> RunInfo:
+    """The run with the worktrees its worker re-creates moved to `where`, a directory of
+    this worker's own, emptied first: on a self-hosted machine the workspace's folder paths
+    may hold an earlier run's worktrees or a person's files, which the worker must neither
+    run in nor touch. A folder the run keeps no worktree of stays where it is."""
+    shutil.rmtree(where, ignore_errors=True)  # a killed attempt's: its results are saved
+    folders = dict(info.folders)
+    folders.update({name: str(where / name) for name in saved if name in folders})
+    return dataclasses.replace(info, folders=folders)
+
+
 def work_chunk(state: RemoteState, run_id: str, number: int, *, job: str, workspace: Path,
                world: World, take_over: bool = False, options: EngineOptions | None = None,
                observer: Progress | None = None) -> RunOutcome | ChunkDone:
@@ -129,9 +141,11 @@ def work_chunk(state: RemoteState, run_id: str, number: int, *, job: str, worksp
     chunk = ChunkSession(state, run_id, fan_out, number, job).fetch()
     if not set(folders) <= set(chunk.results()):
         chunk.claim(stale_after=stage_timeout_limit(scratch), take_over=take_over)
+        saved = saved_worktrees(run.saved_files, folders)
         store = LocalRunStore.open_dir(scratch)
-        store.write_run_info(rebased(store.read_run_info(), workspace))
-        worker = WorkerFanOut(chunk, folders, saved_worktrees(run.saved_files, folders))
+        store.write_run_info(own_worktrees(rebased(store.read_run_info(), workspace), saved,
+                                           scratch.with_name(scratch.name + FOLDERS)))
+        worker = WorkerFanOut(chunk, folders, saved)
         ran = resume_run(scratch, dataclasses.replace(world, fan_out=_WorkerSource(worker)),
                          options=options, observer=observer)
         if not set(folders) <= set(chunk.results()):
