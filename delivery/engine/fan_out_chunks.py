@@ -30,6 +30,7 @@ from delivery.redact import Redactor
 from delivery.state.chunks import ChunkSession, chunk_sessions
 from delivery.state.remote import RemoteState, stage_timeout_limit
 from delivery.store.records import RunInfo
+from probes.worktree import worktree_state
 
 CHUNKS: Final = "chunks"
 FAN_OUTS: Final = "internal.fan_outs"  # how many fan-outs the run has made (never cleared)
@@ -193,7 +194,15 @@ def replace_worktree(env: StageEnv, folder: str, saved: SavedWorktree) -> None:
     if path.exists():
         if not (path / ".git").is_file():
             return
-        shutil.rmtree(path)
+        on = worktree_state(path).branch
+        if on != env.branch:  # another run's (a self-hosted runner's leftover): never deleted
+            raise StageProblem(
+                f"folder {folder}: {path} is another run's worktree (on "
+                f"{on or 'a detached HEAD'}), not this run's on {env.branch}, so the chunk's "
+                f"result cannot be put there; check nothing is left uncommitted (git -C "
+                f"{path} status), free the folder with git -C {path} worktree remove {path}, "
+                "then resume the run")
+        shutil.rmtree(path)  # the run's own, as an earlier job left it: the chunk's is newer
     _, problem = recreate(env, [folder], {folder: saved})
     if problem:
         raise StageProblem(f"the worktree of {folder} cannot be re-created from its "
