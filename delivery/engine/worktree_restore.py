@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from delivery.engine.folder_pool import map_folders
 from delivery.engine.handlers.base import StageEnv
 from delivery.engine.handlers.folders import base_branch, folder_repository, need_forge
 from delivery.errors import DeliveryError, StageProblem
@@ -33,25 +34,28 @@ def folders_to_recreate(workflow: Workflow, state: RunState,
 
 def recreate(env: StageEnv, missing: list[str],
              saved: Mapping[str, SavedWorktree]) -> tuple[dict[str, str], str]:
-    """Re-create `missing` worktrees: (folder -> how, "") or (done so far, the reason the
-    next one could not be)."""
-    done: dict[str, str] = {}
-    for folder in missing:
+    """Re-create `missing` worktrees, up to the run's `max_parallel` at once (a fresh
+    runner's 200 clones are not made one after another): (folder -> how, "") or (those
+    made, the reason the first in folder order that could not be made failed)."""
+
+    def one(folder: str) -> tuple[str, str]:  # (how, "") or ("", why not)
         try:
             forge = need_forge(env, "re-creating worktrees")
             remote = forge.git_remote(folder_repository(env, folder))
-            cache = env.git_cache or cache_root({})
-            clone = ensure_clone(remote, cache)
+            clone = ensure_clone(remote, env.git_cache or cache_root({}))
             snapshot = saved.get(folder)
-            if snapshot is not None:
-                restore_worktree(clone, env.folders[folder], snapshot)
-                done[folder] = ("saved worktree with unpublished changes" if snapshot.patch
-                                else "saved worktree") + (
-                    f" (secrets masked as *** in {', '.join(snapshot.masked)})"
-                    if snapshot.masked else "")
-            else:
+            if snapshot is None:
                 add_worktree(clone, env.folders[folder], env.branch, base_branch(env, folder))
-                done[folder] = "pushed branch"
+                return "pushed branch", ""
+            restore_worktree(clone, env.folders[folder], snapshot)
+            return ("saved worktree with unpublished changes" if snapshot.patch
+                    else "saved worktree") + (
+                f" (secrets masked as *** in {', '.join(snapshot.masked)})"
+                if snapshot.masked else ""), ""
         except (DeliveryError, StageProblem) as err:
-            return done, f"folder '{folder}': {err}"
-    return done, ""
+            return "", f"folder '{folder}': {err}"
+
+    made = map_folders(one, missing, max(1, env.max_parallel), name="recreate")
+    done = {folder: how for folder, (how, _) in zip(missing, made, strict=True) if how}
+    problem = next((why for _, why in made if why), "")
+    return done, problem
