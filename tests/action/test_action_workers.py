@@ -108,7 +108,7 @@ def test_two_workers_racing_for_a_chunk_run_it_once_and_the_loser_is_superseded(
     assert _calls(tmp_path) == {"f1": 1, "f2": 1}  # the chunk's folders, once each
 
 
-@pytest.mark.long  # five Action jobs, two runs: about 20 s
+@pytest.mark.slow  # five Action jobs, two runs: about 20 s (a person's files at stake)
 def test_a_self_hosted_worker_amid_an_earlier_runs_leftovers_runs_its_chunk_from_the_run(
         tmp_path: Path, fake: FakeGitHub) -> None:
     actions = actions_for(tmp_path, fake, delay=0.1)
