@@ -62,18 +62,19 @@ def inputs_for(fake: FakeGitHub, **extra: str) -> dict[str, str]:
             "agent": "scripted", "max-runners": "2", **extra}
 
 
-def fanned_out(actions: Actions, fake: FakeGitHub, **runner: Path) -> str:
+def fanned_out(actions: Actions, fake: FakeGitHub, *, cache: Path | None = None,
+               checkout: Path | None = None) -> str:
     """The labelled issue's job: the run paused for two workers (f1,f2 | f3,f4)."""
-    job = actions.job("issues", labeled(), inputs_for(fake), **runner)  # type: ignore[arg-type]
+    job = actions.job("issues", labeled(), inputs_for(fake), cache=cache, checkout=checkout)
     assert (job.outputs["status"], job.outputs["chunks"]) == ("paused", "[1,2]"), \
         job.stdout + job.stderr
     return job.outputs["run-id"]
 
 
-def worker_job(actions: Actions, fake: FakeGitHub, run_id: str, chunk: int,
-            **runner: Path) -> Job:
+def worker_job(actions: Actions, fake: FakeGitHub, run_id: str, chunk: int, *,
+               cache: Path | None = None, checkout: Path | None = None) -> Job:
     return actions.job("workflow_dispatch", {}, inputs_for(fake, mode="work", **{
-        "run-id": run_id, "chunk": str(chunk)}), **runner)  # type: ignore[arg-type]
+        "run-id": run_id, "chunk": str(chunk)}), cache=cache, checkout=checkout)
 
 
 def _calls(tmp_path: Path) -> Counter[str]:
