@@ -76,7 +76,7 @@ jobs:
           permission-pull-requests: write
           permission-issues: write
           permission-checks: read
-          permission-statuses: read
+          permission-statuses: write  # the change set's commit status on each PR
           permission-actions: read  # is a claim's job still running? (a killed job's run is completed)
       - name: Deliver
         id: delivery
@@ -213,7 +213,7 @@ jobs:
           permission-pull-requests: write
           permission-issues: write
           permission-checks: read
-          permission-statuses: read
+          permission-statuses: write  # the change set's commit status on each PR
           permission-actions: read  # is a claim's job still running? (a killed job's run is completed)
       - name: Run one chunk
         id: delivery

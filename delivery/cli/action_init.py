@@ -37,7 +37,7 @@ PERMISSIONS = (("Contents", "read and write", "branches, commits, the runs' stat
                ("Pull requests", "read and write", "open, update and merge the PRs"),
                ("Issues", "read and write", "comments, labels, the ticket"),
                ("Checks", "read-only", "CI results"),
-               ("Commit statuses", "read-only", "CI results reported as statuses"),
+               ("Commit statuses", "read and write", "the change set's status on each PR; CI's"),
                ("Actions", "read-only", "is a stale claim's job still running?"),
                ("Metadata", "read-only", "GitHub grants it with any other"))
 

@@ -149,8 +149,10 @@ def test_the_app_token_is_scoped_to_the_deliverys_repositories_and_needs() -> No
         assert given["repositories"] == "${{ steps.repos.outputs.names }}" and given["owner"]
         granted = {key.removeprefix("permission-"): value for key, value in given.items()
                    if key.startswith("permission-")}
+        # statuses: write — a run sets its PRs' `delivery/change-set` commit status (SPEC
+        # §7.1); GitHub refuses that POST to a token that may only read statuses
         assert granted == {"contents": "write", "pull-requests": "write",
-                           "issues": "write", "checks": "read", "statuses": "read",
+                           "issues": "write", "checks": "read", "statuses": "write",
                            "actions": "read"}  # a claim's Actions run: has it ended?
     for token in tokens:  # the relay's first token only reads the control repository,
         if token not in scoped:  # the worker's join reads its state refs and claims' runs

@@ -93,7 +93,7 @@ def test_the_printed_steps_name_the_apps_permissions_installs_secrets_and_labels
     result = init(tmp_path, "--repos", listing(tmp_path), "--state-repo", "octo/control")
     text = result.out
     for line in ("Contents: read and write", "Pull requests: read and write",
-                 "Issues: read and write", "Checks: read-only", "Commit statuses: read-only",
+                 "Issues: read and write", "Checks: read-only", "Commit statuses: read and write",
                  "Actions: read-only", "octo/api", "octo/web", "DELIVERY_APP_ID",
                  "DELIVERY_APP_PRIVATE_KEY", "ANTHROPIC_API_KEY", "delivery:stop",
                  "subscribe to no events", "one line in .github/delivery-repos"):
