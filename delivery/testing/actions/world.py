@@ -23,7 +23,8 @@ while it runs, completed once it ends, a killed job included; a hosted job's cla
 its own machine (`DELIVERY_HOST`), so a claim outlives a killed job unless GitHub is asked.
 
 Of a job's steps, `actions/checkout` clones from the fake GitHub, `actions/create-github-app-
-token` hands out the App's token (its scope is recorded in `Job.steps`), and this
+token` mints the App's token with the step's permissions (delivery.testing.actions.
+app_token; its scope is recorded in `Job.steps`), and this
 repository's action (`uses: <owner>/delivery@<ref>`) runs action.yml's `deliver` step as
 the runner would (`python -m delivery.action`, its inputs through `INPUT_*`); a `run:` step
 with an `id` (whose outputs a later step reads) runs in bash, other `run:` steps (installing
@@ -56,7 +57,7 @@ from typing import Any, Final
 
 import yaml
 
-from delivery.testing.actions import graph
+from delivery.testing.actions import app_token, graph
 from delivery.testing.actions.expressions import checks_status, evaluate_if, substitute
 from delivery.testing.github import CheckRule, FakeGitHub
 
@@ -442,7 +443,12 @@ class ActionsWorld:
                     return
                 scope = {key: value for key, value in given.items() if key != "private-key"}
                 job.steps.append(f"app token: {json.dumps(scope, sort_keys=True)}")
-                outputs = {"token": self.github.token}
+                try:
+                    outputs = {"token": app_token.mint(self.github, given, job.repository)}
+                except ValueError as error:
+                    job.steps.append(f"failed: {error}")
+                    job.state = "failed"
+                    return
             elif _ACTION.match(uses):
                 env = {key: substitute(str(value), contexts)
                        for key, value in (step.get("env") or {}).items()}
