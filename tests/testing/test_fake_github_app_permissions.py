@@ -65,14 +65,24 @@ def test_a_token_minted_without_permissions_has_the_installations(
     assert set_status(app_world, token_with(app_world)).status_code == 201
 
 
-def test_a_token_without_issues_write_is_refused_a_comment(app_world: AppWorld) -> None:
-    app_world.github.push_files("octo/web", "feature", {"app.py": "print(2)\n"})
-    number = app_world.github.open_pull("octo/web", "feature")
+def test_a_token_without_issues_write_is_refused_a_comment_on_an_issue(
+        app_world: AppWorld) -> None:
+    number = app_world.github.create_issue("octo/web", "Greet people")
     token = token_with(app_world, pull_requests="write", issues="read")
     answer = api(app_world, token, "POST", f"/repos/octo/web/issues/{number}/comments",
                  {"body": "hello"})
     assert (answer.status_code, answer.json()["message"]) == (403, REFUSED)
     assert app_world.github.repository("octo/web").comments == {}
+
+
+def test_pull_requests_write_may_comment_on_a_pr_without_issues_write(
+        app_world: AppWorld) -> None:
+    app_world.github.push_files("octo/web", "feature", {"app.py": "print(2)\n"})
+    number = app_world.github.open_pull("octo/web", "feature")
+    token = token_with(app_world, pull_requests="write", issues="read")
+    answer = api(app_world, token, "POST", f"/repos/octo/web/issues/{number}/comments",
+                 {"body": "hello"})
+    assert answer.status_code == 201, answer.text
 
 
 def test_a_merge_needs_contents_write_beside_pull_requests(app_world: AppWorld) -> None:

@@ -11,12 +11,29 @@ and installed, with the docs' permissions, on the owner when none is yet).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from delivery.testing.github import FakeGitHub
 from delivery.testing.github.apps import FakeApp, Installation
 
 _DEFAULT_APP_ID = 4242
+
+
+def step(github: FakeGitHub, given: Mapping[str, str], repository: str,
+         steps: list[str]) -> str | None:
+    """The step's token, its scope recorded in `steps` (the private key left out); None,
+    with the reason recorded, when the step fails as the action would."""
+    if not given.get("app-id") or not given.get("private-key"):
+        steps.append("failed: the App's id or private key is not set")
+        return None
+    scope = {key: value for key, value in given.items() if key != "private-key"}
+    steps.append(f"app token: {json.dumps(scope, sort_keys=True)}")
+    try:
+        return mint(github, given, repository)
+    except ValueError as error:  # GitHub's 422: more than the installation may give
+        steps.append(f"failed: {error}")
+        return None
 
 
 def mint(github: FakeGitHub, given: Mapping[str, str], repository: str) -> str:

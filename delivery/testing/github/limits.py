@@ -104,6 +104,7 @@ _MUTATION_PERMISSIONS = {"addPullRequestReviewThreadReply": "pull_requests",
                          "markPullRequestReadyForReview": "pull_requests",
                          "revertPullRequest": "contents"}
 _INTEGRATION = "Resource not accessible by integration"
+_ISSUE_NUMBER = re.compile(r"/issues/(?P<n>\d+)(?:/|$)")
 
 
 def permission_refusal(state: State, login: str, method: str, path: str, query: str,
@@ -128,9 +129,14 @@ def permission_refusal(state: State, login: str, method: str, path: str, query: 
     if rest is not None and method in WRITE_METHODS:
         repo = state.repo(f"{rest.group('owner')}/{rest.group('name')}")
         needed = _category(path)
+        on_pull = _ISSUE_NUMBER.search(path)
+        # GitHub lets `pull_requests: write` comment on and label a PR as an issue
+        writes = allowed(needed) or (needed == "issues" and on_pull is not None and repo is
+                                     not None and int(on_pull["n"]) in repo.pulls
+                                     and allowed("pull_requests"))
         if repo is not None and (repo.token_permission not in PUSH_PERMISSIONS
                                  or needed in repo.token_denied
-                                 or (needed != "" and not allowed(needed))):
+                                 or (needed != "" and not writes)):
             return Refusal(403, {}, {
                 "message": _INTEGRATION, "documentation_url": "https://docs.github.com/rest"})
     if path == "/api/graphql" and method == "POST" and may_write is not None:
