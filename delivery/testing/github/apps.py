@@ -14,7 +14,7 @@ A token request may narrow the token (GitHub's body: `repositories`, names of th
 installation's, and `permissions`, each at most the installation's level; more is answered
 422). A token minted with `permissions` carries only those: a write needing one it lacks,
 or has only `read`, is refused as GitHub refuses it (`limits.token_refusal`). Without
-`permissions` it has all the installation's, as on GitHub.
+`permissions` (or with `{}`, as PyGithub asks) it has all the installation's, as on GitHub.
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ class Apps:
             names = asked.get("repositories")
             try:
                 issued = self.mint(app, installation, permissions=asked.get("permissions"),
-                                   repositories=None if names is None else tuple(names))
+                                   repositories=tuple(names) if names else None)
             except TokenRequestError as error:
                 return 422, {}, {"message": str(error), "documentation_url":
                                  "https://docs.github.com/rest/apps/apps#create-an-"
@@ -245,7 +245,7 @@ class Apps:
         """An installation token, narrowed as asked (GitHub's rules: no permission above
         the installation's, no repository it does not cover); TokenRequestError else."""
         granted = dict(installation.permissions)
-        if permissions is not None:
+        if permissions:  # PyGithub sends `{}` for "all": GitHub reads it so
             for name, level in permissions.items():
                 if _LEVELS.get(str(level), 99) > _LEVELS.get(granted.get(name, ""), 0):
                     raise TokenRequestError("The permissions requested are not granted to "
