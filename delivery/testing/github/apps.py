@@ -13,7 +13,7 @@ cover is answered 403 (REST and git); GraphQL answers NOT_FOUND for such a repos
 A token request may narrow the token (GitHub's body: `repositories`, names of the
 installation's, and `permissions`, each at most the installation's level; more is answered
 422). A token minted with `permissions` carries only those: a write needing one it lacks,
-or has only `read`, is refused as GitHub refuses it (`limits.token_refusal`). Without
+or has only `read`, is refused as GitHub refuses it (`limits.permission_refusal`). Without
 `permissions` (or with `{}`, as PyGithub asks) it has all the installation's, as on GitHub.
 """
 
