@@ -95,6 +95,9 @@ def test_an_app_token_that_only_reads_statuses_is_refused_the_change_set_status(
         world.delivery_jobs())
     assert not any(pr.merged for repository in TARGETS
                    for pr in github.repository(repository).pulls.values())
+    told = [job for job in world.delivery_jobs() if job.outputs.get("status") == "failed"
+            and "permission-statuses: write" in job.stdout]  # the run names the fix
+    assert told, describe(world.delivery_jobs())
 
 
 def test_a_labelled_issue_is_delivered_on_schedule_ticks_alone(github: FakeGitHub,
