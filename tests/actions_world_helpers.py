@@ -7,6 +7,7 @@ reviewer who asks for a change on web once and approves the commit that answers 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from delivery.cli.demo_files import REVIEW_TEXT, REVIEWER, SAMPLES
@@ -44,19 +45,22 @@ SECRETS = {"DELIVERY_APP_PRIVATE_KEY": "-----BEGIN PRIVATE KEY-----fake",
 VARIABLES = {"DELIVERY_APP_ID": "12345"}
 
 
-def doc_workflow(name: str) -> str:
-    return (DOCS / name).read_text(encoding="utf-8")
+def doc_workflow(name: str, edit: Callable[[str], str] | None = None) -> str:
+    text = (DOCS / name).read_text(encoding="utf-8")
+    return text if edit is None else edit(text)
 
 
 def build_world(github: FakeGitHub, root: Path, *, relays: bool = True,
-                self_hosted: bool = False) -> ActionsWorld:
+                self_hosted: bool = False,
+                edit: Callable[[str], str] | None = None) -> ActionsWorld:
     """The three repositories with the docs' files; `relays=False` leaves the target
-    repositories without the relay (only the control repository's schedule moves runs)."""
+    repositories without the relay (only the control repository's schedule moves runs);
+    `edit` changes the control repository's copies (a mistake a test makes on purpose)."""
     world = ActionsWorld(github, root, action_root=ROOT, self_hosted=self_hosted,
                          secrets=SECRETS, variables=VARIABLES)
-    world.add_repository(CONTROL, workflows={"delivery.yml": doc_workflow("delivery.yml"),
+    world.add_repository(CONTROL, workflows={"delivery.yml": doc_workflow("delivery.yml", edit),
                                              "delivery-work.yml": doc_workflow(
-                                                 "delivery-work.yml")},
+                                                 "delivery-work.yml", edit)},
                          files={"README.md": "# control\n", "delivery.toml": DELIVERY_TOML,
                                 ".github/delivery-repos": DELIVERY_REPOS},
                          collaborators={"alice": "write", REVIEWER: "write"})

@@ -56,8 +56,9 @@ def assert_delivered(world: ActionsWorld) -> None:
     assert [job.repository for job in failed_ci] == [API], log  # CI failed once, in api
     reviews = [review.state for review in world.github.pull(WEB, 1).reviews]
     assert reviews == ["CHANGES_REQUESTED", "APPROVED"], log
+    tokens = [world.github.token, *world.github.apps.tokens]  # the App's minted ones too
     leaked = [path for path in world.root.rglob("*") if path.is_file()
-              and world.github.token.encode() in path.read_bytes()]
+              and any(token.encode() in path.read_bytes() for token in tokens)]
     assert leaked == []
 
 
@@ -78,6 +79,25 @@ def test_a_labelled_issue_is_delivered_on_events_alone(github: FakeGitHub,
                for step in jobs[0].steps)
     for part in ("home", "workspace", "cache"):  # every job on a fresh runner
         assert len({job.runner[part] for job in jobs}) == len(jobs)
+
+
+def test_an_app_token_that_only_reads_statuses_is_refused_the_change_set_status(
+        github: FakeGitHub, tmp_path: Path) -> None:
+    # the shipped files asked for this for weeks; the passing tests above run them as they
+    # are now (`statuses: write`), so they would have failed with it too
+    world = build_world(github, tmp_path, edit=lambda text: text.replace(
+        "permission-statuses: write", "permission-statuses: read"))
+    world.label_issue(CONTROL, 1, title="Greet people by name", body="In api and web.")
+    world.settle()
+    refused = [request for request in github.requests
+               if "/statuses/" in request.path and request.method == "POST"]
+    assert refused and {request.status for request in refused} == {403}, describe(
+        world.delivery_jobs())
+    assert not any(pr.merged for repository in TARGETS
+                   for pr in github.repository(repository).pulls.values())
+    told = [job for job in world.delivery_jobs() if job.outputs.get("status") == "failed"
+            and "permission-statuses: write" in job.stdout]  # the run names the fix
+    assert told, describe(world.delivery_jobs())
 
 
 def test_a_labelled_issue_is_delivered_on_schedule_ticks_alone(github: FakeGitHub,

@@ -22,19 +22,20 @@ GitHub reports each job's workflow run (`GET /repos/{o}/{r}/actions/runs/{id}`):
 while it runs, completed once it ends, a killed job included; a hosted job's claims name
 its own machine (`DELIVERY_HOST`), so a claim outlives a killed job unless GitHub is asked.
 
-Of a job's steps, `actions/checkout` clones from the fake GitHub, `actions/create-github-app-
-token` hands out the App's token (its scope is recorded in `Job.steps`), and this
-repository's action (`uses: <owner>/delivery@<ref>`) runs action.yml's `deliver` step as
-the runner would (`python -m delivery.action`, its inputs through `INPUT_*`); a `run:` step
-with an `id` (whose outputs a later step reads) runs in bash, other `run:` steps (installing
-a CLI, a report) are recorded, not run. Jobs with `needs:` are queued once the jobs they
-need have ended, a `strategy.matrix` is one job per combination, and `uses: ./.github/
-workflows/<file>` is the repository's own reusable workflow, all its jobs run under the
-caller's name (`work / chunk`, `work / join`), its `workflow_call` outputs read from theirs
-once they have all ended (delivery.testing.actions.graph). A job whose needed job failed or
-was skipped is skipped unless its `if:` calls a status function (`!cancelled()`).
-A reusable workflow of delivery (`uses: <owner>/delivery/.github/workflows/<file>@<ref>`) is
-read from this repository.
+Of a job's steps, `actions/checkout` clones from the fake GitHub,
+`actions/create-github-app-token` mints an App token with the step's permissions
+(`app_token`; its scope is recorded in `Job.steps`), and this repository's action (`uses:
+<owner>/delivery@<ref>`) runs action.yml's `deliver` step as the runner would (`python -m
+delivery.action`, its inputs through `INPUT_*`); a `run:` step with an `id` (whose outputs
+a later step reads) runs in bash, other `run:` steps (installing a CLI, a report) are
+recorded, not run. Jobs with `needs:` are queued once the jobs they need have ended, a
+`strategy.matrix` is one job per combination, and `uses: ./.github/workflows/<file>` is the
+repository's own reusable workflow, all its jobs run under the caller's name (`work /
+chunk`, `work / join`), its `workflow_call` outputs read from theirs once they have all
+ended (delivery.testing.actions.graph). A job whose needed job failed or was skipped is
+skipped unless its `if:` calls a status function (`!cancelled()`). A reusable workflow of
+delivery (`uses: <owner>/delivery/.github/workflows/<file>@<ref>`) is read from this
+repository.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from typing import Any, Final
 
 import yaml
 
-from delivery.testing.actions import graph
+from delivery.testing.actions import app_token, graph
 from delivery.testing.actions.expressions import checks_status, evaluate_if, substitute
 from delivery.testing.github import CheckRule, FakeGitHub
 
@@ -436,13 +437,11 @@ class ActionsWorld:
             if uses.startswith("actions/checkout@"):
                 self._checkout(job, given, workspace)
             elif uses.startswith("actions/create-github-app-token@"):
-                if not given.get("app-id") or not given.get("private-key"):
-                    job.steps.append("failed: the App's id or private key is not set")
+                token = app_token.step(self.github, given, job.repository, job.steps)
+                if token is None:
                     job.state = "failed"
                     return
-                scope = {key: value for key, value in given.items() if key != "private-key"}
-                job.steps.append(f"app token: {json.dumps(scope, sort_keys=True)}")
-                outputs = {"token": self.github.token}
+                outputs = {"token": token}
             elif _ACTION.match(uses):
                 env = {key: substitute(str(value), contexts)
                        for key, value in (step.get("env") or {}).items()}

@@ -9,6 +9,12 @@ GitHub's, unless a test makes it short); a request with an expired one is answer
 401 and recorded as `expired`, every request with one records the token's expiry, so a test
 can tell that none was sent late. A token used on a repository its installation does not
 cover is answered 403 (REST and git); GraphQL answers NOT_FOUND for such a repository.
+
+A token request may narrow the token (GitHub's body: `repositories`, names of the
+installation's, and `permissions`, each at most the installation's level; more is answered
+422). A token minted with `permissions` carries only those: a write needing one it lacks,
+or has only `read`, is refused as GitHub refuses it (`limits.permission_refusal`). Without
+`permissions` (or with `{}`, as PyGithub asks) it has all the installation's, as on GitHub.
 """
 
 from __future__ import annotations
@@ -62,11 +68,29 @@ class Installation:
                 "access_tokens_url": f"/app/installations/{self.id}/access_tokens"}
 
 
+_LEVELS = {"read": 1, "write": 2, "admin": 3}
+
+
+class TokenRequestError(ValueError):
+    """A token request GitHub answers 422 (more than the installation may give)."""
+
+
 @dataclass(frozen=True)
 class IssuedToken:
     token: str
     installation: Installation
     expires_at: float  # whole seconds, as the answer's `expires_at` says it
+    # what the token may do: the installation's, or the narrower set it was minted with
+    permissions: Mapping[str, str] = field(default_factory=dict)
+    repositories: tuple[str, ...] | None = None  # names it was narrowed to; None: all
+
+    def covers(self, full_name: str) -> bool:
+        return self.installation.covers(full_name) and (
+            self.repositories is None or full_name.partition("/")[2].lower()
+            in {name.lower() for name in self.repositories})
+
+    def may_write(self, permission: str) -> bool:
+        return _LEVELS.get(self.permissions.get(permission, ""), 0) >= _LEVELS["write"]
 
 
 @dataclass(frozen=True)
@@ -181,7 +205,7 @@ class Apps:
             return Credential(False, "A JSON web token could not be decoded")
         return Credential(True, app=app)
 
-    def answer(self, app: FakeApp, method: str, path: str) -> Answer:
+    def answer(self, app: FakeApp, method: str, path: str, body: Any = None) -> Answer:
         """An App endpoint, answered to `app`'s valid JWT."""
         found = _INSTALLATION.fullmatch(path)
         if found is not None and method == "GET":
@@ -198,19 +222,46 @@ class Apps:
                 return 404, {}, {"message": "Not Found"}
             if app.refuse_tokens:
                 return 403, {}, {"message": app.refuse_tokens}
-            return 201, {}, self._mint(app, installation)
+            asked = body if isinstance(body, dict) else {}
+            names = asked.get("repositories")
+            try:
+                issued = self.mint(app, installation, permissions=asked.get("permissions"),
+                                   repositories=tuple(names) if names else None)
+            except TokenRequestError as error:
+                return 422, {}, {"message": str(error), "documentation_url":
+                                 "https://docs.github.com/rest/apps/apps#create-an-"
+                                 "installation-access-token-for-an-app"}
+            stamp = datetime.fromtimestamp(issued.expires_at, UTC).strftime(
+                "%Y-%m-%dT%H:%M:%SZ")
+            return 201, {}, {"token": issued.token, "expires_at": stamp,
+                             "permissions": dict(issued.permissions),
+                             "repository_selection": "all" if issued.repositories is None
+                             and installation.repositories is None else "selected"}
         return 404, {}, {"message": "Not Found"}
 
-    def _mint(self, app: FakeApp, installation: Installation) -> dict[str, Any]:
+    def mint(self, app: FakeApp, installation: Installation, *,
+             permissions: Mapping[str, str] | None = None,
+             repositories: tuple[str, ...] | None = None) -> IssuedToken:
+        """An installation token, narrowed as asked (GitHub's rules: no permission above
+        the installation's, no repository it does not cover); TokenRequestError else."""
+        granted = dict(installation.permissions)
+        if permissions:  # PyGithub sends `{}` for "all": GitHub reads it so
+            for name, level in permissions.items():
+                if _LEVELS.get(str(level), 99) > _LEVELS.get(granted.get(name, ""), 0):
+                    raise TokenRequestError("The permissions requested are not granted to "
+                                            "this installation.")
+            granted = {str(name): str(level) for name, level in permissions.items()}
+        if repositories is not None and not all(
+                installation.covers(f"{installation.owner}/{name}") for name in repositories):
+            raise TokenRequestError("There is at least one repository that does not exist "
+                                    "or is not accessible to the parent installation.")
         expires = float(int(self.clock() + app.token_lifetime))
-        issued = IssuedToken(app.token_prefix + secrets.token_hex(18), installation, expires)
+        issued = IssuedToken(app.token_prefix + secrets.token_hex(18), installation, expires,
+                             granted, repositories)
         with self.lock:
             self.tokens[issued.token] = issued
             app.issued.append(issued)
-        stamp = datetime.fromtimestamp(expires, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return {"token": issued.token, "expires_at": stamp,
-                "permissions": dict(installation.permissions),
-                "repository_selection": installation.json(app.id)["repository_selection"]}
+        return issued
 
 
 def out_of_scope(credential: Credential | None, path: str) -> bool:
@@ -221,4 +272,4 @@ def out_of_scope(credential: Credential | None, path: str) -> bool:
     found = _REST_REPO.match(path) or _GIT_REPO.match(path)
     if found is None or _INSTALLATION.fullmatch(path):
         return False
-    return not credential.token.installation.covers(f"{found['owner']}/{found['name']}")
+    return not credential.token.covers(f"{found['owner']}/{found['name']}")

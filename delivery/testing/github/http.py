@@ -152,7 +152,10 @@ class Handler(BaseHTTPRequestHandler):
                                   "text/plain")
             return self._json(403, {}, {"message": "Resource not accessible by integration"})
         token_text = limits.token_of(self.headers.get("Authorization"))
-        refusal = (limits.permission_refusal(fake.state, fake.login, method, path, query)
+        may_write = None if credential is None or credential.token is None \
+            else credential.token.may_write
+        refusal = (limits.permission_refusal(fake.state, fake.login, method, path, query,
+                                             body, may_write)
                    or limits.secondary_refusal(fake.secondary_limits, method, path, body,
                                                token_text))
         if refusal is None and (credential is None or credential.app is None):
@@ -175,12 +178,13 @@ class Handler(BaseHTTPRequestHandler):
         if is_git:
             status = self._git(fake, method, path, query, body)
         elif credential is not None and credential.app is not None:
-            status = self._json(*fake.apps.answer(credential.app, method, path),
+            status = self._json(*fake.apps.answer(credential.app, method, path,
+                                                 _loads(body)),
                                 dropped=fault is not None)
         elif path == "/api/graphql" and method == "POST":
             token = None if credential is None else credential.token
             status = self._json(200, {}, fake._handle_graphql(
-                _loads(body), races, None if token is None else token.installation.covers),
+                _loads(body), races, None if token is None else token.covers),
                 dropped=fault is not None)
         elif path.startswith("/api/v3/"):
             answer = fake._handle_rest(method, path.removeprefix("/api/v3"), query,

@@ -14,7 +14,9 @@ clock, which a test fast-forwards (`ManualClock.advance`).
 
 A token below `write` on a repository is refused a push (the receive-pack advertisement,
 which `git push --dry-run` reads too, answers 403 as GitHub's does) and every REST write on
-it (403 "Resource not accessible by integration").
+it (403 "Resource not accessible by integration"). So is an App token minted without the
+permission a write needs, or with only `read` of it (`apps.IssuedToken.may_write`); a
+GraphQL mutation it may not make is answered GitHub's FORBIDDEN error (HTTP 200).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphql import GraphQLError, OperationType, parse
+from graphql import FieldNode, GraphQLError, OperationDefinitionNode, OperationType, parse
 
 from delivery.testing.github.state import State
 
@@ -96,28 +98,72 @@ def _is_mutation(body: bytes) -> bool:
         getattr(d, "operation", None) is OperationType.MUTATION for d in document.definitions)
 
 
-def permission_refusal(state: State, login: str, method: str, path: str,
-                       query: str) -> Refusal | None:
-    """A push or REST write on a repository where the token is below `write`."""
+# the App permission each mutation the fake answers needs (GitHub's, for an integration)
+_MUTATION_PERMISSIONS = {"addPullRequestReviewThreadReply": "pull_requests",
+                         "resolveReviewThread": "pull_requests",
+                         "markPullRequestReadyForReview": "pull_requests",
+                         "revertPullRequest": "contents"}
+_INTEGRATION = "Resource not accessible by integration"
+_ISSUE_NUMBER = re.compile(r"/issues/(?P<n>\d+)(?:/|$)")
+
+
+def permission_refusal(state: State, login: str, method: str, path: str, query: str,
+                       body: bytes = b"",
+                       may_write: Callable[[str], bool] | None = None) -> Refusal | None:
+    """A push or REST write on a repository where the token is below `write` or lacks the
+    App permission it needs; with `may_write` (an App token's permissions), a GraphQL
+    mutation needing one it lacks too."""
+    allowed = may_write or (lambda _: True)
     git = _GIT_REPO.fullmatch(path)
     if git is not None:
         pushing = (git.group("rest") or "").endswith("/git-receive-pack") or \
             "service=git-receive-pack" in query
         repo = state.repo(f"{git.group('owner')}/{git.group('name')}")
         if pushing and repo is not None and (repo.token_permission not in PUSH_PERMISSIONS
-                                             or "contents" in repo.token_denied):
+                                             or "contents" in repo.token_denied
+                                             or not allowed("contents")):
             return Refusal(403, {}, None,
                            f"Permission to {repo.full_name}.git denied to {login}.\n")
         return None
     rest = _REST_REPO.match(path)
     if rest is not None and method in WRITE_METHODS:
         repo = state.repo(f"{rest.group('owner')}/{rest.group('name')}")
+        needed = _category(path)
+        on_pull = _ISSUE_NUMBER.search(path)
+        # GitHub lets `pull_requests: write` comment on and label a PR as an issue
+        writes = allowed(needed) or (needed == "issues" and on_pull is not None and repo is
+                                     not None and int(on_pull["n"]) in repo.pulls
+                                     and allowed("pull_requests"))
         if repo is not None and (repo.token_permission not in PUSH_PERMISSIONS
-                                 or _category(path) in repo.token_denied):
+                                 or needed in repo.token_denied
+                                 or (needed != "" and not writes)):
             return Refusal(403, {}, {
-                "message": "Resource not accessible by integration",
-                "documentation_url": "https://docs.github.com/rest"})
+                "message": _INTEGRATION, "documentation_url": "https://docs.github.com/rest"})
+    if path == "/api/graphql" and method == "POST" and may_write is not None:
+        refused = [name for name in _mutation_fields(body)
+                   if not may_write(_MUTATION_PERMISSIONS.get(name, "pull_requests"))]
+        if refused:
+            return Refusal(200, {}, {
+                "data": {name: None for name in refused},
+                "errors": [{"type": "FORBIDDEN", "path": [name], "message": _INTEGRATION}
+                           for name in refused]})
     return None
+
+
+def _mutation_fields(body: bytes) -> list[str]:
+    """The top-level fields of the request's mutations (none for a query)."""
+    try:
+        query = json.loads(body or b"{}").get("query")
+        document = parse(query) if isinstance(query, str) else None
+    except (ValueError, AttributeError, GraphQLError):
+        return []
+    if document is None:
+        return []
+    return [selection.name.value for definition in document.definitions
+            if isinstance(definition, OperationDefinitionNode)
+            and definition.operation is OperationType.MUTATION
+            for selection in definition.selection_set.selections
+            if isinstance(selection, FieldNode)]
 
 
 def _category(path: str) -> str:
@@ -128,6 +174,10 @@ def _category(path: str) -> str:
         return "statuses"
     if "/issues" in path or "/labels" in path:
         return "issues"
+    if "/check-runs" in path or "/check-suites" in path:
+        return "checks"
+    if "/actions/" in path:
+        return "actions"
     return "pull_requests" if "/pulls" in path else ""
 
 
