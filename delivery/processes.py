@@ -37,6 +37,45 @@ def running(pgid: int) -> Iterator[None]:
             _groups.discard(pgid)
 
 
+_holding = 0  # depth of `holding_signals` blocks on the main thread
+_held: list[int] = []  # signals that arrived in one, raised as it ends
+
+
+@contextlib.contextmanager
+def holding_signals() -> Iterator[None]:
+    """Ctrl-C and SIGTERM arriving in the block (on the main thread, the only one a signal
+    interrupts) are held and delivered again as it ends: a stage starts its process group
+    and registers it (`register`) in here, so no signal falls between the two and leaves
+    a started group that `end_all` cannot see."""
+    global _holding
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _holding += 1
+    try:
+        yield
+    finally:
+        _holding -= 1
+        if not _holding and _held:
+            signum = _held[0]
+            _held.clear()
+            os.kill(os.getpid(), signum)  # the handler runs now, the group registered
+
+
+def hold(signum: int) -> bool:
+    """For the signal handler: whether `signum` is held (a group is being started)."""
+    if _holding and threading.current_thread() is threading.main_thread():
+        _held.append(signum)
+        return True
+    return False
+
+
+def register(pgid: int) -> None:
+    """`pgid` is ended by `end_all` from now on (`running` keeps it so while it runs)."""
+    with _lock:
+        _groups.add(pgid)
+
+
 def end_all() -> None:
     """SIGKILL every registered group (a group already gone is skipped)."""
     with _lock:

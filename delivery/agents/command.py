@@ -40,7 +40,7 @@ from typing import IO, Any
 from delivery.agents.base import AgentError, SessionRequest, TurnSink, Usage
 from delivery.agents.cli_output import CliTurn, read_claude, read_codex
 from delivery.agents.profiles import CommandProfile
-from delivery.processes import running
+from delivery.processes import holding_signals, register, running
 
 _NO_SINK = TurnSink()
 CLI_READERS = ("claude", "codex")  # outputs read by delivery/agents/cli_output.py
@@ -163,9 +163,11 @@ class CommandSession:
             given.write(stdin.encode("utf-8", errors="replace"))
             given.seek(0)
             try:
-                process = subprocess.Popen(argv, cwd=self.request.workspace, env=environ,
-                                           stdin=given, stdout=out_file, stderr=err_file,
-                                           start_new_session=True)
+                with holding_signals():  # no Ctrl-C between the start and the registration
+                    process = subprocess.Popen(argv, cwd=self.request.workspace, env=environ,
+                                               stdin=given, stdout=out_file, stderr=err_file,
+                                               start_new_session=True)
+                    register(process.pid)
             except OSError as err:
                 raise AgentError(f"{name}: cannot start {argv[0]!r} for node '{node}': "
                                  f"{err.strerror or err}") from None

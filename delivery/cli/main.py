@@ -265,12 +265,14 @@ def _stop_on_signals() -> None:
     ends its processes, the run stays resumable and `main` says how to resume. A second
     signal while stopping ends the process at once, with a line and no traceback."""
     from delivery.errors import Terminated
-    from delivery.processes import end_all
+    from delivery.processes import end_all, hold
 
     stopping = False
 
     def stop(signum: int, frame: FrameType | None) -> None:
         nonlocal stopping
+        if hold(signum):  # a stage's process is being started: delivered once registered
+            return
         if stopping:
             os.write(2, b"delivery: stopped at once (second signal while stopping)\n")
             os._exit(128 + signum)

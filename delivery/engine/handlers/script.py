@@ -28,7 +28,7 @@ from delivery.errors import FactsFormatError as FactsFormatError
 from delivery.errors import TemplateRenderError, write_failure
 from delivery.lang.model import Node
 from delivery.lang.outcomes import StageOutcome
-from delivery.processes import running
+from delivery.processes import holding_signals, register, running
 
 DEFAULT_TIMEOUT = 3600.0
 TOOL_OUTPUT = "tool.output"
@@ -134,10 +134,12 @@ def _run_redacted(script: str, cwd: Path, environment: dict[str, str], timeout: 
                   failures: list[str]) -> tuple[int, bool]:
     """Run `bash -c script`; its stdout and stderr reach the stage folder redacted (a write
     that failed is added to `failures`). Returns (exit code, timed out)."""
-    process = subprocess.Popen(
-        ["bash", "-c", script], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL, env=environment, start_new_session=True,
-    )
+    with holding_signals():  # no Ctrl-C between the start and the registration
+        process = subprocess.Popen(
+            ["bash", "-c", script], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, env=environment, start_new_session=True,
+        )
+        register(process.pid)
     assert process.stdout is not None and process.stderr is not None
     copiers = [
         threading.Thread(target=_copy_redacted,
