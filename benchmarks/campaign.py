@@ -38,13 +38,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from delivery.engine.runner import RunRequest, World, start_run
+from delivery.testing.fleet import GOAL, TICKET, Fleet, calls
+from delivery.testing.github import FakeGitHub
+from delivery.validation.loader import load_workflow
 
-from delivery.engine.runner import RunRequest, World, start_run  # noqa: E402
-from delivery.testing.fleet import GOAL, TICKET, Fleet, calls  # noqa: E402
-from delivery.testing.github import FakeGitHub  # noqa: E402
-from delivery.validation.loader import load_workflow  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 WORKFLOWS = {"campaign": ROOT / "workflows" / "campaign.dot",
              "deliver": ROOT / "workflows" / "deliver.dot"}

@@ -45,22 +45,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from delivery.agents.scripted import ScriptedAgent
+from delivery.engine.handlers.base import StageResult
+from delivery.engine.run_loop import Progress
+from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run
+from delivery.errors import PauseReason, paused_why
+from delivery.forges.github import GitHubForge
+from delivery.forges.pacing import SPACING_VARIABLE, Pacer
+from delivery.forges.write_budget import WriteBudget
+from delivery.lang.model import Node
+from delivery.testing.fleet import GOAL, TICKET, Fleet
+from delivery.testing.github import EngineClock, FakeGitHub, ManualClock, RecordedRequest
+from delivery.validation.loader import load_workflow
+from probes.github import RetryBudget
 
-from delivery.agents.scripted import ScriptedAgent  # noqa: E402
-from delivery.engine.handlers.base import StageResult  # noqa: E402
-from delivery.engine.run_loop import Progress  # noqa: E402
-from delivery.engine.runner import RunOutcome, RunRequest, World, resume_run, start_run  # noqa: E402
-from delivery.errors import PauseReason, paused_why  # noqa: E402
-from delivery.forges.github import GitHubForge  # noqa: E402
-from delivery.forges.pacing import SPACING_VARIABLE, Pacer  # noqa: E402
-from delivery.forges.write_budget import WriteBudget  # noqa: E402
-from delivery.lang.model import Node  # noqa: E402
-from delivery.testing.fleet import GOAL, TICKET, Fleet  # noqa: E402
-from delivery.testing.github import EngineClock, FakeGitHub, ManualClock, RecordedRequest  # noqa: E402
-from delivery.validation.loader import load_workflow  # noqa: E402
-from probes.github import RetryBudget  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 WORKFLOWS = {"campaign": ROOT / "workflows" / "campaign.dot",
              "deliver": ROOT / "workflows" / "deliver.dot"}

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from delivery.forges.change_set import TABLE_CHARS, dashboard_body, own_row_body
 from probes.evidence import PullRequestSnapshot
-from probes.pr_state import PrEvidence
+from probes.pr_state import Checks, PrEvidence
 
 
-def _pr(number: int, checks: str = "SUCCESS") -> PullRequestSnapshot:
+def _pr(number: int, checks: Checks = "SUCCESS") -> PullRequestSnapshot:
     evidence = PrEvidence(merged=False, closed=False, mergeable="MERGEABLE",
-                          checks=checks, review="APPROVED")  # type: ignore[arg-type]
+                          checks=checks, review="APPROVED")
     return PullRequestSnapshot(number=number, url=f"https://github.test/o/r/pull/{number}",
                                head_ref="delivery/T-1", head_sha="abc", base_ref="main",
                                evidence=evidence)
